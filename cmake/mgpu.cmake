@@ -1,0 +1,67 @@
+# Course-wide CMake helpers. A chapter is one line in chapters/CMakeLists.txt:
+#   mgpu_add_chapter(11_2_data_parallel)
+# which builds its library from the impl chosen by MGPU_IMPL, its visible tests, and registers
+# them with CTest under the chapter's name (so `ctest -R 11_2` runs just that chapter).
+
+# Warnings are errors on our own code. Student skeletons are the exception: a stub that ignores
+# its parameters, or half-finished student code, must still compile.
+function(mgpu_strict_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror>)
+endfunction()
+
+function(mgpu_student_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-unused-variable>)
+endfunction()
+
+# One doctest main for every test program, compiled once.
+add_library(mgpu_doctest_main STATIC ${CMAKE_SOURCE_DIR}/cmake/doctest_main.cpp)
+target_link_libraries(mgpu_doctest_main PUBLIC doctest::doctest)
+
+# mgpu_doctest(NAME name SOURCES ... LIBS ... LABELS ...): a test program registered with CTest.
+function(mgpu_doctest)
+  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(test_${T_NAME} ${T_SOURCES})
+  target_link_libraries(test_${T_NAME} PRIVATE mgpu_doctest_main ${T_LIBS})
+  mgpu_strict_warnings(test_${T_NAME})
+  add_test(NAME ${T_NAME} COMMAND test_${T_NAME} --no-intro --force-colors=false)
+  set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT 300)
+endfunction()
+
+# Where the student build takes its chapter .cpp files from. The grader points this at a copy of
+# a submission, so headers and tests always come from this tree and only the .cpp files differ.
+set(MGPU_STUDENT_DIR ${CMAKE_SOURCE_DIR}/chapters CACHE PATH "Folder holding the student's chapter .cpp files")
+
+# mgpu_add_chapter(name [DEPENDS other_chapter...])
+# Library mgpu_<name>: the chapter's .cpp files from chapters/<name> (student) or
+# solutions/<name> (solution); headers always come from chapters/<name>, the contract.
+# Tests: every chapters/<name>/tests/*.cpp in one program, test_<name>.
+function(mgpu_add_chapter name)
+  cmake_parse_arguments(C "" "" "DEPENDS" ${ARGN})
+  if(MGPU_IMPL STREQUAL "solution")
+    set(impl_dir ${CMAKE_SOURCE_DIR}/solutions/${name})
+  else()
+    set(impl_dir ${MGPU_STUDENT_DIR}/${name})
+  endif()
+  file(GLOB sources CONFIGURE_DEPENDS ${impl_dir}/*.cpp)
+  if(NOT sources)
+    message(FATAL_ERROR "chapter ${name}: no .cpp files in ${impl_dir}")
+  endif()
+  add_library(mgpu_${name} STATIC ${sources})
+  target_include_directories(mgpu_${name} PUBLIC ${CMAKE_SOURCE_DIR}/chapters)
+  target_link_libraries(mgpu_${name} PUBLIC mgpu_runtime)
+  foreach(dep IN LISTS C_DEPENDS)
+    target_link_libraries(mgpu_${name} PUBLIC mgpu_${dep})
+  endforeach()
+  if(MGPU_IMPL STREQUAL "solution")
+    mgpu_strict_warnings(mgpu_${name})
+  else()
+    mgpu_student_warnings(mgpu_${name})
+  endif()
+  file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/chapters/${name}/tests/*.cpp)
+  if(tests)
+    mgpu_doctest(NAME ${name} SOURCES ${tests} LIBS mgpu_${name} LABELS "chapter;${name}")
+  endif()
+  set_property(GLOBAL APPEND PROPERTY MGPU_CHAPTERS ${name})
+endfunction()
