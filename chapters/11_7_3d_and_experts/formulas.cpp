@@ -1,0 +1,118 @@
+// 11.7 skeleton: 3D layouts (validity, rank numbering), per-GPU memory and traffic under a
+// layout, and expert-parallel all-to-all volume. The contract is in formulas.hpp; fill in each TODO.
+#include "11_7_3d_and_experts/formulas.hpp"
+
+#include "mgpu/check_args.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "mgpu/not_implemented.hpp"
+
+namespace mgpu::layout {
+
+using namespace mgpu::args;  // check_count, check_positive, fail, ...
+
+namespace {
+
+[[maybe_unused]] void check_degrees(const char* where, const Layout& layout) {
+  check_count(where, "tp", layout.tp);
+  check_count(where, "pp", layout.pp);
+  check_count(where, "dp", layout.dp);
+}
+
+[[maybe_unused]] void check_index(const char* where, const char* name, std::int64_t value,
+                                  std::int64_t size) {
+  if (value < 0 || value >= size)
+    fail(where, name, std::to_string(value),
+         "is outside [0, " + std::to_string(size) + "): use an index below the degree");
+}
+
+/// Checks shared by per_gpu_memory and per_gpu_traffic.
+[[maybe_unused]] void check_model(const char* where, const LayoutModel& model) {
+  check_degrees(where, model.layout);
+  check_non_negative(where, "params", model.params);
+  const PrecisionRecipe& r = model.recipe;
+  check_non_negative(where, "recipe.bytes_weights", r.bytes_weights);
+  check_non_negative(where, "recipe.bytes_grads", r.bytes_grads);
+  check_non_negative(where, "recipe.bytes_master", r.bytes_master);
+  check_non_negative(where, "recipe.bytes_optimizer", r.bytes_optimizer);
+  if (r.bytes_weights == 0)
+    fail(where, "recipe.bytes_weights", "0", "is zero: a model always stores its weights");
+  if (model.zero_stage < 0 || model.zero_stage > 3)
+    fail(where, "zero_stage", std::to_string(model.zero_stage), "does not exist: use 0, 1, 2 or 3");
+  check_count(where, "shape.layers", model.shape.layers);
+  if (model.shape.layers % model.layout.pp != 0)
+    fail(where, "layout.pp", std::to_string(model.layout.pp),
+         "does not divide shape.layers=" + std::to_string(model.shape.layers) +
+             ": stages must have equal depth");
+  check_count(where, "micro_batches", model.micro_batches);
+  check_non_negative(where, "activation_bytes_per_layer", model.activation_bytes_per_layer);
+}
+
+}  // namespace
+
+std::int64_t layout_gpus(const Layout& layout) {
+  // TODO(11.7): validate with check_degrees.
+  throw NotImplemented("11.7 layout_gpus");
+}
+
+std::optional<std::string> layout_problem(const Layout& layout, std::int64_t gpus,
+                                          std::int64_t gpus_per_node, std::int64_t layers) {
+  // TODO(11.7): the four rules of the header, in that order; return a message that names the
+  // values and the fix for the first one broken, std::nullopt when all hold.
+  throw NotImplemented("11.7 layout_problem");
+}
+
+void check_layout(const Layout& layout, std::int64_t gpus, std::int64_t gpus_per_node,
+                  std::int64_t layers) {
+  // TODO(11.7): turn layout_problem's message into an exception.
+  throw NotImplemented("11.7 check_layout");
+}
+
+RankCoords rank_coordinates(std::int64_t rank, const Layout& layout) {
+  // TODO(11.7): validate the rank (check_index against layout_gpus). Like digits of a number in
+  // a mixed radix: tp is the lowest digit, then pp, then dp.
+  throw NotImplemented("11.7 rank_coordinates");
+}
+
+std::int64_t global_rank(const RankCoords& coords, const Layout& layout) {
+  // TODO(11.7): validate each coordinate, then put the digits back together.
+  throw NotImplemented("11.7 global_rank");
+}
+
+GpuMemory per_gpu_memory(const LayoutModel& model) {
+  // TODO(11.7): check_model. First the GPU's share of the parameters under tp and pp, then
+  // ZeRO over dp on that share (your 11.3 rules, rewritten here: chapters stay independent),
+  // then the first stage's activations under 1F1B (section 11.5).
+  throw NotImplemented("11.7 per_gpu_memory");
+}
+
+GpuTraffic per_gpu_traffic(const LayoutModel& model) {
+  // TODO(11.7): check_model plus the shape and bytes_per_activation. Three independent terms:
+  // ZeRO's collectives on the GPU's parameter share over dp; the tp all-reduces of every layer
+  // on this stage for every micro-batch (mind full recompute); the stage-boundary sends of a
+  // middle stage.
+  throw NotImplemented("11.7 per_gpu_traffic");
+}
+
+// ------------------------------------------------------------------ expert parallelism
+
+std::int64_t experts_per_rank(std::int64_t experts, std::int64_t ranks) {
+  // TODO(11.7): validate (ranks divides experts).
+  throw NotImplemented("11.7 experts_per_rank");
+}
+
+double expert_all_to_all_bytes_per_rank(std::int64_t tokens_per_rank, std::int64_t hidden,
+                                        std::int64_t top_k, std::int64_t experts,
+                                        std::int64_t ranks, double bytes_per_element) {
+  // TODO(11.7): validate. How many token copies does the rank make, what fraction of them is
+  // bound for another rank under even routing, and how many times does each cross?
+  throw NotImplemented("11.7 expert_all_to_all_bytes_per_rank");
+}
+
+}  // namespace mgpu::layout

@@ -1,0 +1,86 @@
+// The module's exercises as functions, built on the chapter formulas (11.1, 11.2, 11.3, 11.5).
+// Apply exercises return the number the text asks for; check and extend become a
+// classification and a quantitative comparison. Explanations stay prose (see README.md).
+#pragma once
+
+#include <cstdint>
+
+#include "11_2_data_parallel/formulas.hpp"  // LinkModel
+
+/// The module 11 exercises.
+namespace mgpu::exercises {
+
+/// Decimal gigabyte, the unit the text's answers use: 1 GB = 1e9 bytes.
+inline constexpr double kBytesPerGB = 1e9;
+
+/// Apply 1: GB of training state per GPU with ZeRO stage 3 at 16 bytes per parameter:
+/// 16 * params / gpus / 1e9. With the text's numbers (70e9 parameters, 64 GPUs): 17.5.
+/// Build it on zero::zero_state_bytes_per_gpu with memory::kBf16MixedAdam.
+/// @throws std::invalid_argument when params is negative or gpus is below 1.
+double zero3_state_gb_per_gpu(double params, std::int64_t gpus);
+
+/// Apply 2: pipeline bubble fraction of GPipe with `stages` stages and `micro_batches`
+/// micro-batches. With the text's numbers (4 stages, 8 micro-batches): 3/11 = 0.2727.
+/// Build it on pipeline::gpipe_bubble_fraction.
+/// @throws std::invalid_argument when stages or micro_batches is below 1.
+double bubble_fraction(std::int64_t stages, std::int64_t micro_batches);
+
+/// Apply 3: GB per GPU with ZeRO stage 1 (16-byte recipe): full bf16 weights and gradients
+/// (4 bytes) plus a 1/N share of the 12 bytes of master weights and Adam state:
+/// params * (4 + 12/N) / 1e9. With the text's numbers (7e9 parameters, 8 GPUs): 38.5.
+/// Build it on zero::zero_state_bytes_per_gpu.
+/// @throws std::invalid_argument when params is negative or gpus is below 1.
+double zero1_state_gb_per_gpu(double params, std::int64_t gpus);
+
+/// The four ways of splitting training that the module covers.
+enum class Technique {
+  data_parallel,      ///< split the batch; every GPU holds the whole model
+  zero,               ///< data parallelism with sharded training state (ZeRO / FSDP)
+  tensor_parallel,    ///< split every matrix of every layer
+  pipeline_parallel,  ///< split the layers into stages
+};
+
+/// What a technique does to one GPU's training state, for the check exercise.
+enum class Effect {
+  reduces_memory_per_gpu,  ///< each GPU holds less training state as GPUs are added
+  only_raises_throughput,  ///< each GPU still holds all of it; only the work is divided
+};
+
+/// Check: does `technique` shrink the training state each GPU holds, or only add throughput?
+/// Answer per the text: plain data parallelism only raises throughput; ZeRO, tensor and pipeline
+/// parallelism all reduce per-GPU memory. (Why each one does is the prose part of the exercise.)
+Effect training_state_effect(Technique technique);
+
+/// Whether the communication of `technique` sits on the critical path of a step: the next
+/// computation waits for it and it cannot be overlapped with independent work.
+/// Tensor parallelism: yes (each block's all-reduce feeds the next operation). Data parallelism
+/// and ZeRO: no (gradient buckets are reduced while backward continues; ZeRO-3's all-gathers
+/// are prefetched one layer ahead). Pipeline parallelism: no (a stage-boundary transfer of one
+/// micro-batch overlaps with the computation of others; what the pipeline loses is the
+/// bubble, counted separately).
+bool communication_on_critical_path(Technique technique);
+
+/// Extend, the numbers behind the answer: one tensor-parallel all-reduce of a block's activation
+/// inside a server versus across servers.
+struct TensorParallelLinkComparison {
+  double payload_bytes = 0;       ///< seq * micro_batch * hidden * bytes_per_element
+  double intra_node_seconds = 0;  ///< ring all-reduce time over the fast link (e.g. NVLink)
+  double inter_node_seconds = 0;  ///< ring all-reduce time over the network between servers
+  double slowdown = 0;            ///< inter_node_seconds / intra_node_seconds
+};
+
+/// Extend: times one ring all-reduce of a block activation (seq * micro_batch * hidden elements
+/// of bytes_per_element) over t ranks with data_parallel::ring_all_reduce_seconds, once on
+/// `intra_node` and once on `inter_node`, and their ratio. The block does 4 such all-reduces per
+/// micro-batch (2 forward, 2 backward), every one of them on the critical path.
+/// Example: 2048 x 1 x 8192 bf16 (about 33.6 MB), t = 8, NVLink {2e-6 s, 450e9 B/s} vs a
+/// network {10e-6 s, 50e9 B/s}: about 0.16 ms vs 1.3 ms, a slowdown of about 8.
+/// @throws std::invalid_argument when seq, micro_batch, hidden or t is below 1, or t = 1
+///         (nothing to compare: a single rank does not communicate), bytes_per_element is not
+///         positive, or a link is invalid (see data_parallel::ring_all_reduce_seconds).
+TensorParallelLinkComparison tensor_parallel_link_comparison(
+    std::int64_t seq, std::int64_t micro_batch, std::int64_t hidden, std::int64_t t,
+    double bytes_per_element, const data_parallel::LinkModel& intra_node,
+    const data_parallel::LinkModel& inter_node);
+
+}  // namespace mgpu::exercises
