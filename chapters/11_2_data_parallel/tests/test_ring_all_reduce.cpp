@@ -1,0 +1,174 @@
+// 11.2 visible tests of the ring all-reduce: sums against a naive sum, for 1 to 8 ranks and
+// lengths that do not divide evenly; bytes and messages per rank against 2(N-1)/N and 2(N-1).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "11_2_data_parallel/formulas.hpp"
+#include "11_2_data_parallel/ring_all_reduce.hpp"
+#include "mgpu/model/rng.hpp"
+
+using namespace mgpu;
+using namespace mgpu::data_parallel;
+
+namespace {
+
+// Lengths that catch off-by-one chunking: empty, shorter than the ring, one short of it, primes.
+std::vector<std::size_t> awkward_lengths(int n) {
+  std::vector<std::size_t> lengths = {0, 1, static_cast<std::size_t>(n - 1), static_cast<std::size_t>(n),
+                                      static_cast<std::size_t>(n + 1), 7, 13, 97, 1009};
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  return lengths;
+}
+
+// Rank r's input: small integers, so every order of summation gives the exact same float.
+float integer_value(int rank, std::size_t i) { return static_cast<float>(static_cast<int>((rank * 31 + i * 7) % 17) - 8); }
+
+}  // namespace
+
+TEST_CASE("ring all-reduce equals the naive sum for 1..8 ranks and awkward lengths") {
+  for (int n = 1; n <= 8; ++n) {
+    for (std::size_t length : awkward_lengths(n)) {
+      CAPTURE(n);
+      CAPTURE(length);
+      std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
+      Cluster cluster(n);
+      cluster.run([&](Rank& r) {
+        std::vector<float> data(length);
+        for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
+        ring_all_reduce(r.world(), std::span<float>(data), r.memory());
+        result[static_cast<std::size_t>(r.id())] = data;
+      });
+      float max_err = 0.0f;
+      for (int rank = 0; rank < n; ++rank) {
+        const auto& got = result[static_cast<std::size_t>(rank)];
+        REQUIRE(got.size() == length);
+        for (std::size_t i = 0; i < length; ++i) {
+          float expected = 0.0f;
+          for (int q = 0; q < n; ++q) expected += integer_value(q, i);
+          max_err = std::max(max_err, std::abs(got[i] - expected));
+        }
+      }
+      CHECK(max_err == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("ring all-reduce of random floats: close to the double sum and identical on every rank") {
+  for (int n : {2, 3, 5, 8}) {
+    const std::size_t length = 1000 + static_cast<std::size_t>(n);  // not a multiple of n
+    std::vector<std::vector<float>> input(static_cast<std::size_t>(n)), result(static_cast<std::size_t>(n));
+    for (int q = 0; q < n; ++q) {
+      input[static_cast<std::size_t>(q)].resize(length);
+      model::Rng(100 + static_cast<std::uint64_t>(q)).fill_normal(input[static_cast<std::size_t>(q)], 1.0);
+    }
+    Cluster cluster(n);
+    cluster.run([&](Rank& r) {
+      std::vector<float> data = input[static_cast<std::size_t>(r.id())];
+      ring_all_reduce(r.world(), std::span<float>(data), r.memory());
+      result[static_cast<std::size_t>(r.id())] = data;
+    });
+    double max_err = 0.0;
+    for (std::size_t i = 0; i < length; ++i) {
+      double exact = 0.0;
+      for (int q = 0; q < n; ++q) exact += input[static_cast<std::size_t>(q)][i];
+      max_err = std::max(max_err, std::abs(result[0][i] - exact));
+    }
+    std::printf("ring all-reduce fp32, %d ranks, %zu floats: max error vs double sum %.2e\n", n, length, max_err);
+    CHECK(max_err < 1e-5 * n);
+    for (int q = 1; q < n; ++q) CHECK(result[static_cast<std::size_t>(q)] == result[0]);
+  }
+}
+
+TEST_CASE("ring all-reduce in bf16 adds in float: within bf16 rounding of the exact sum") {
+  for (int n : {2, 3, 5, 8}) {
+    const std::size_t length = 101;
+    std::vector<std::vector<bf16>> input(static_cast<std::size_t>(n)), result(static_cast<std::size_t>(n));
+    for (int q = 0; q < n; ++q) {
+      std::vector<float> values(length);
+      model::Rng(200 + static_cast<std::uint64_t>(q)).fill_normal(values, 1.0);
+      for (float v : values) input[static_cast<std::size_t>(q)].push_back(bf16(v));
+    }
+    Cluster cluster(n);
+    cluster.run([&](Rank& r) {
+      std::vector<bf16> data = input[static_cast<std::size_t>(r.id())];
+      ring_all_reduce(r.world(), std::span<bf16>(data), r.memory());
+      result[static_cast<std::size_t>(r.id())] = data;
+    });
+    double worst = 0.0;  // error in units of the rounding bound
+    for (std::size_t i = 0; i < length; ++i) {
+      double exact = 0.0, magnitude = 0.0;
+      for (int q = 0; q < n; ++q) {
+        exact += static_cast<float>(input[static_cast<std::size_t>(q)][i]);
+        magnitude += std::abs(static_cast<float>(input[static_cast<std::size_t>(q)][i]));
+      }
+      // One bf16 rounding (relative 2^-8) per addition on the way, each of at most the magnitude.
+      const double bound = (n - 1) * magnitude * std::ldexp(1.0, -8) + 1e-30;
+      worst = std::max(worst, std::abs(static_cast<float>(result[0][i]) - exact) / bound);
+    }
+    std::printf("ring all-reduce bf16, %d ranks: worst error %.2f of the rounding bound\n", n, worst);
+    CHECK(worst <= 1.0);
+    for (int q = 1; q < n; ++q) {
+      for (std::size_t i = 0; i < length; ++i) {
+        CHECK(static_cast<float>(result[static_cast<std::size_t>(q)][i]) == static_cast<float>(result[0][i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("ring all-reduce sends 2(N-1)/N of the buffer per rank in 2(N-1) messages") {
+  for (int n = 1; n <= 8; ++n) {
+    for (std::size_t length : awkward_lengths(n)) {
+      CAPTURE(n);
+      CAPTURE(length);
+      Cluster cluster(n);
+      cluster.run([&](Rank& r) {
+        std::vector<float> data(length, 1.0f);
+        ring_all_reduce(r.world(), std::span<float>(data), r.memory());
+      });
+      const double buffer_bytes = static_cast<double>(length * sizeof(float));
+      const auto small_chunk = static_cast<double>(length / static_cast<std::size_t>(n) * sizeof(float));
+      const auto big_chunk = static_cast<double>((length + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n) *
+                                                 sizeof(float));
+      double total_sent = 0.0;
+      for (const RankReport& rep : cluster.reports()) {
+        const TrafficCounts sent = rep.traffic.op(OpKind::send);
+        total_sent += static_cast<double>(sent.bytes_sent);
+        CHECK(sent.messages_sent == static_cast<std::uint64_t>(2 * (n - 1)));
+        // Every message is one chunk, so a rank sends between 2(N-1) small and 2(N-1) big chunks.
+        CHECK(static_cast<double>(sent.bytes_sent) >= 2.0 * (n - 1) * small_chunk);
+        CHECK(static_cast<double>(sent.bytes_sent) <= 2.0 * (n - 1) * big_chunk);
+        CHECK(rep.traffic.op(OpKind::all_reduce).bytes_sent == 0);  // built on send/recv only
+      }
+      // Summed over ranks, every chunk but one per rank goes out twice: exactly 2(N-1) buffers.
+      CHECK(total_sent == doctest::Approx(2.0 * (n - 1) * buffer_bytes));
+      if (n > 1 && length > 0) {
+        // The staging buffer is one (big) chunk, and it is in the ledger.
+        CHECK(static_cast<double>(cluster.report(0).memory.peak(Category::comm)) >= big_chunk);
+      }
+    }
+  }
+}
+
+TEST_CASE("measured ring traffic per rank equals the 11.2 formulas") {
+  const std::size_t length = 1 << 12;
+  for (int n : {2, 4, 8}) {
+    Cluster cluster(n);
+    cluster.run([&](Rank& r) {
+      std::vector<float> data(length, 1.0f);
+      ring_all_reduce(r.world(), std::span<float>(data), r.memory());
+    });
+    const double predicted = ring_all_reduce_bytes_per_rank(n, static_cast<double>(length * sizeof(float)));
+    const TrafficCounts sent = cluster.report(0).traffic.op(OpKind::send);
+    std::printf("ring %d ranks, %zu bytes: measured %llu bytes / %llu messages per rank, formula %.0f / %lld\n", n,
+                length * sizeof(float), static_cast<unsigned long long>(sent.bytes_sent),
+                static_cast<unsigned long long>(sent.messages_sent), predicted,
+                static_cast<long long>(ring_all_reduce_messages_per_rank(n)));
+    CHECK(static_cast<double>(sent.bytes_sent) == doctest::Approx(predicted));
+    CHECK(static_cast<std::int64_t>(sent.messages_sent) == ring_all_reduce_messages_per_rank(n));
+  }
+}

@@ -1,0 +1,66 @@
+// Lab allreduce_bw: NCCL's all_reduce, all_gather and reduce_scatter, and your ring all-reduce,
+// over a sweep of sizes; prints the nccl-tests style table and one RESULT line.
+#include "allreduce_bw/bench.hpp"
+#include "common/lab_main.hpp"
+#include "common/report.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <mutex>
+
+using namespace mgpu::gpu;
+
+int main(int argc, char** argv) {
+  CLI::App app{"allreduce_bw: NCCL collectives and a ring all-reduce on send/recv, timed and checked"};
+  CommonOptions common;
+  SweepOptions sweep;
+  app.add_option("--ranks", common.ranks, "ranks (0: one per visible GPU)");
+  app.add_option("--backend", common.backend, "auto, nccl or emulated");
+  app.add_option("--min-bytes", sweep.min_bytes, "smallest size in bytes");
+  app.add_option("--max-bytes", sweep.max_bytes, "largest size in bytes");
+  app.add_option("--factor", sweep.factor, "size growth between rows");
+  app.add_option("--iters", sweep.iters, "timed calls per size");
+  CLI11_PARSE(app, argc, argv);
+
+  return guarded_main("allreduce_bw", [&] {
+    DeviceCluster cluster(common.cluster());
+    std::vector<BwRow> rows;
+    std::mutex mu;
+    cluster.run([&](DeviceComm& comm) {
+      std::vector<BwRow> mine = run_sweep(comm, sweep);
+      std::lock_guard lock(mu);
+      if (rows.empty()) rows = std::move(mine);  // identical on every rank
+    });
+    if (!cluster.prints()) return static_cast<int>(lab_pass);
+
+    std::printf("# allreduce_bw: %d ranks, backend %s, float sum\n%s\n", cluster.ranks(),
+                backend_name(cluster.backend()), format_header().c_str());
+    unsigned long long wrong = 0, elements = 0;
+    bool ring_done = true;
+    const BwRow* nccl_big = nullptr;
+    const BwRow* ring_big = nullptr;
+    for (const BwRow& r : rows) {
+      std::printf("%s\n", format_row(r).c_str());
+      wrong += r.wrong;
+      elements += r.count;
+      if (!r.implemented) ring_done = false;
+      if (r.op == "all_reduce") nccl_big = &r;
+      if (r.op == "ring_all_reduce" && r.implemented) ring_big = &r;
+    }
+    if (const std::string note = timing_note(cluster); !note.empty()) std::printf("%s\n", note.c_str());
+    const char* check = wrong > 0 ? "fail" : (ring_done ? "pass" : "not_implemented");
+    ResultLine line("allreduce_bw");
+    line.add("impl", built_impl()).add_int("ranks", cluster.ranks()).add("backend", backend_name(cluster.backend()));
+    line.add("check", check).add("err", static_cast<double>(wrong) / static_cast<double>(elements ? elements : 1));
+    if (nccl_big != nullptr) {
+      line.add_int("bytes", static_cast<long long>(nccl_big->bytes)).add("ms", nccl_big->us / 1000.0).add("busbw", nccl_big->busbw);
+    }
+    if (ring_big != nullptr && nccl_big != nullptr && nccl_big->busbw > 0) {
+      line.add("ring_busbw", ring_big->busbw).add("ring_vs_nccl", ring_big->busbw / nccl_big->busbw);
+    }
+    std::printf("%s\n", line.str().c_str());
+    if (wrong > 0) return static_cast<int>(lab_fail);
+    return static_cast<int>(ring_done ? lab_pass : lab_not_implemented);
+  });
+}

@@ -1,0 +1,110 @@
+// RAII device memory for the GPU labs. Every buffer is booked in its rank's MemoryLedger under
+// a category, so the bytes a lab holds per GPU are measured rather than estimated.
+#pragma once
+
+#include "common/check.hpp"
+#include "common/ledger.hpp"
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mgpu::gpu {
+
+/// Device bf16 element type (same 16-bit layout as Eigen::bfloat16 on the host).
+using bf16 = __nv_bfloat16;
+
+/// `count` elements of T in device memory of the current device, booked in `ledger` under a
+/// category while alive. Move-only. A default-constructed buffer is empty and books nothing.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  /// Allocates `count` elements (uninitialised) on the current device.
+  DeviceBuffer(MemoryLedger& ledger, Category category, std::size_t count)
+      : ledger_(&ledger), category_(category), count_(count) {
+    if (count_ > 0) MGPU_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes()));
+    ledger_->add(category_, bytes());
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  /// Takes over `other`'s memory and booking; `other` becomes empty.
+  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
+  /// Frees the current memory, then takes over `other`'s.
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      swap(other);
+    }
+    return *this;
+  }
+  ~DeviceBuffer() { reset(); }
+
+  /// Frees the memory and its booking now (the "discard" of gather, use, discard).
+  void reset() noexcept {
+    if (ledger_ != nullptr) {
+      if (data_ != nullptr) cudaFree(data_);  // no throw from a destructor path
+      ledger_->release(category_, bytes());
+    }
+    ledger_ = nullptr;
+    data_ = nullptr;
+    count_ = 0;
+  }
+  /// Device pointer (nullptr when empty).
+  T* data() const { return data_; }
+  /// Number of elements.
+  std::size_t size() const { return count_; }
+  /// Number of bytes.
+  std::size_t bytes() const { return count_ * sizeof(T); }
+  /// Sets every byte to zero, ordered on `stream`.
+  void zero(cudaStream_t stream) { MGPU_CUDA_CHECK(cudaMemsetAsync(data_, 0, bytes(), stream)); }
+  /// Copies host[0, size()) in, ordered on `stream`, and waits for it (setup, not timed loops).
+  void upload(const std::vector<T>& host, cudaStream_t stream) {
+    if (host.size() != count_) {
+      throw std::invalid_argument("DeviceBuffer::upload: host vector has " + std::to_string(host.size()) +
+                                  " elements but the buffer " + std::to_string(count_) + ": size them alike");
+    }
+    MGPU_CUDA_CHECK(cudaMemcpyAsync(data_, host.data(), bytes(), cudaMemcpyHostToDevice, stream));
+    MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  /// Copies bytes() bytes from `host` (any element type of the same layout, e.g. the uint16 bits
+  /// of bf16 values) and waits for it.
+  void upload_raw(const void* host, std::size_t host_bytes, cudaStream_t stream) {
+    if (host_bytes != bytes()) {
+      throw std::invalid_argument("DeviceBuffer::upload_raw: " + std::to_string(host_bytes) + " bytes for a buffer of " +
+                                  std::to_string(bytes()) + ": size them alike");
+    }
+    MGPU_CUDA_CHECK(cudaMemcpyAsync(data_, host, host_bytes, cudaMemcpyHostToDevice, stream));
+    MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  /// Copies the whole buffer into `host` (bytes() bytes) after the work on `stream`, and waits.
+  void download_raw(void* host, cudaStream_t stream) const {
+    MGPU_CUDA_CHECK(cudaMemcpyAsync(host, data_, bytes(), cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  /// Copies the whole buffer to the host after the work already on `stream`, and waits for it.
+  std::vector<T> download(cudaStream_t stream) const {
+    std::vector<T> host(count_);
+    MGPU_CUDA_CHECK(cudaMemcpyAsync(host.data(), data_, bytes(), cudaMemcpyDeviceToHost, stream));
+    MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return host;
+  }
+
+ private:
+  void swap(DeviceBuffer& o) noexcept {
+    std::swap(ledger_, o.ledger_);
+    std::swap(category_, o.category_);
+    std::swap(count_, o.count_);
+    std::swap(data_, o.data_);
+  }
+  MemoryLedger* ledger_ = nullptr;
+  Category category_ = Category::activations;
+  std::size_t count_ = 0;
+  T* data_ = nullptr;
+};
+
+}  // namespace mgpu::gpu

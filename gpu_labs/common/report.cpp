@@ -1,0 +1,69 @@
+// Error metrics and the RESULT line of the GPU labs.
+#include "common/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace mgpu::gpu {
+
+namespace {
+void check_lengths(std::size_t a, std::size_t b) {
+  if (a != b) {
+    throw std::invalid_argument("error metric: result has " + std::to_string(a) +
+                                " elements but the reference has " + std::to_string(b));
+  }
+}
+}  // namespace
+
+double max_rel_error(std::span<const double> got, std::span<const double> want) {
+  check_lengths(got.size(), want.size());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::abs(got[i] - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  if (std::isnan(diff)) return diff;
+  if (scale == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
+  return diff / scale;
+}
+
+double norm_rel_error(std::span<const double> got, std::span<const double> want) {
+  check_lengths(got.size(), want.size());
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  if (std::isnan(diff)) return diff;
+  if (norm == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
+  return std::sqrt(diff / norm);
+}
+
+ResultLine::ResultLine(std::string lab) : lab_(std::move(lab)) {}
+
+ResultLine& ResultLine::add(const std::string& key, const std::string& value) {
+  std::string v = value.empty() ? "-" : value;
+  std::replace(v.begin(), v.end(), ' ', '_');
+  fields_.emplace_back(key, v);
+  return *this;
+}
+
+ResultLine& ResultLine::add(const std::string& key, double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", value);
+  return add(key, std::string(buf));
+}
+
+ResultLine& ResultLine::add_int(const std::string& key, long long value) {
+  return add(key, std::to_string(value));
+}
+
+std::string ResultLine::str() const {
+  std::string out = "RESULT lab=" + lab_;
+  for (const auto& [k, v] : fields_) out += " " + k + "=" + v;
+  return out;
+}
+
+}  // namespace mgpu::gpu

@@ -1,0 +1,39 @@
+// Timing on the GPU with CUDA events: the span between two points of one stream's work,
+// which host clocks cannot see because launches return before the work runs.
+#pragma once
+
+#include "common/check.hpp"
+
+namespace mgpu::gpu {
+
+/// A pair of CUDA events; start() and stop() record them on a stream, ms() waits and reads.
+class EventTimer {
+ public:
+  EventTimer() {
+    MGPU_CUDA_CHECK(cudaEventCreate(&start_));
+    MGPU_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  ~EventTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  /// Records the start on `stream`.
+  void start(cudaStream_t stream) { MGPU_CUDA_CHECK(cudaEventRecord(start_, stream)); }
+  /// Records the stop on `stream`.
+  void stop(cudaStream_t stream) { MGPU_CUDA_CHECK(cudaEventRecord(stop_, stream)); }
+  /// Milliseconds between start and stop; blocks until the stop event has happened.
+  float ms() const {
+    MGPU_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float out = 0.0f;
+    MGPU_CUDA_CHECK(cudaEventElapsedTime(&out, start_, stop_));
+    return out;
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+}  // namespace mgpu::gpu

@@ -1,0 +1,111 @@
+// Tests of the allreduce_bw lab: the table maths (host), and on a GPU the emulated collectives
+// and the ring all-reduce against exact expected sums.
+#include "allreduce_bw/bench.hpp"
+#include "allreduce_bw/ring.hpp"
+#include "common/device_buffer.hpp"
+#include "common/shard.hpp"
+#include "device.hpp"
+
+#include <doctest/doctest.h>
+
+#include <mutex>
+
+using namespace mgpu::gpu;
+
+TEST_CASE("size sweep grows by the factor and stops at the maximum") {
+  CHECK(size_sweep(1024, 65536, 4) == std::vector<std::size_t>{1024, 4096, 16384, 65536});
+  CHECK(size_sweep(8, 8, 2) == std::vector<std::size_t>{8});
+  CHECK_THROWS_AS(size_sweep(64, 32, 2), std::invalid_argument);
+}
+
+TEST_CASE("a table row's bus bandwidth is algbw times the collective's factor") {
+  const BwRow r = make_row("all_reduce", 1000000000, 250000000, DType::f32, 1e6, 0, 8);  // 1 GB in 1 s
+  CHECK(r.algbw == doctest::Approx(1.0));
+  CHECK(r.busbw == doctest::Approx(2.0 * 7 / 8));
+  const std::string line = format_row(r);
+  CHECK(line.find("all_reduce") == 0);
+  CHECK(line.find("float") != std::string::npos);
+}
+
+namespace {
+
+// Runs `body` on `ranks` emulated ranks; the tests below need only one GPU.
+void on_emulated(int ranks, const std::function<void(DeviceComm&)>& body) {
+  DeviceCluster({ranks, Backend::emulated}).run(body);
+}
+
+std::vector<float> host_pattern(std::size_t n, float factor, std::size_t offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = factor * static_cast<float>((i + offset) % 7 + 1);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("emulated all_reduce, all_gather and reduce_scatter give exact sums on every rank") {
+  if (!test::have_device()) return;
+  for (int n : {1, 3, 4}) {
+    const std::size_t block = 37, full = block * static_cast<std::size_t>(n);
+    const float total = static_cast<float>(n * (n + 1) / 2);
+    std::mutex mu;
+    int bad = 0;
+    on_emulated(n, [&](DeviceComm& c) {
+      const auto r = static_cast<std::size_t>(c.rank());
+      MemoryLedger& led = c.ledger();
+      DeviceBuffer<float> a(led, Category::comm, full), out(led, Category::comm, full);
+      a.upload(host_pattern(full, static_cast<float>(r + 1), 0), c.stream());
+      c.all_reduce(a.data(), a.data(), full, DType::f32);  // in place
+      const std::vector<float> sum = a.download(c.stream());
+      a.upload(host_pattern(full, static_cast<float>(r + 1), 0), c.stream());
+      c.reduce_scatter(a.data(), out.data(), block, DType::f32);
+      std::vector<float> rs = out.download(c.stream());
+      DeviceBuffer<float> mine(led, Category::comm, block);
+      mine.upload(host_pattern(block, static_cast<float>(r + 1), r * block), c.stream());
+      c.all_gather(mine.data(), out.data(), block, DType::f32);
+      const std::vector<float> ag = out.download(c.stream());
+      int wrong = 0;
+      for (std::size_t i = 0; i < full; ++i) {
+        wrong += sum[i] != total * static_cast<float>(i % 7 + 1);
+        wrong += ag[i] != static_cast<float>(i / block + 1) * static_cast<float>(i % 7 + 1);
+      }
+      for (std::size_t i = 0; i < block; ++i) wrong += rs[i] != total * static_cast<float>((r * block + i) % 7 + 1);
+      std::lock_guard lock(mu);
+      bad += wrong;
+    });
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("ring all-reduce equals the exact sum for any length, also shorter than the ring") {
+  if (!test::have_device()) return;
+  for (int n : {2, 3, 5}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{4}, std::size_t{1000}, std::size_t{4099}}) {
+      std::mutex mu;
+      int bad = 0;
+      on_emulated(n, [&](DeviceComm& c) {
+        MemoryLedger& led = c.ledger();
+        DeviceBuffer<float> data(led, Category::comm, count);
+        DeviceBuffer<float> scratch(led, Category::comm, chunk_range(count, n, 0).count + 1);
+        data.upload(host_pattern(count, static_cast<float>(c.rank() + 1), 0), c.stream());
+        ring_all_reduce(c, data.data(), count, scratch.data());
+        const std::vector<float> got = data.download(c.stream());
+        const float total = static_cast<float>(n * (n + 1) / 2);
+        int wrong = 0;
+        for (std::size_t i = 0; i < count; ++i) wrong += got[i] != total * static_cast<float>(i % 7 + 1);
+        std::lock_guard lock(mu);
+        bad += wrong;
+      });
+      INFO("ranks " << n << ", count " << count);
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("a rank that fails stops the others and its message reaches the caller") {
+  if (!test::have_device()) return;
+  CHECK_THROWS_WITH_AS(on_emulated(3, [](DeviceComm& c) {
+                         if (c.rank() == 1) throw std::runtime_error("boom");
+                         c.barrier();  // ranks 0 and 2 would wait here forever
+                       }),
+                       "rank 1: boom", std::runtime_error);
+}

@@ -1,0 +1,58 @@
+// Lab tp_ffn, harness: sets up each rank's buffers, checks the student's forward and backward
+// against the float64 reference on a small shape, times them on a large one, and times the
+// single-GPU baselines (the unsplit FFN and the bare cuBLAS GEMMs of the same shapes).
+#pragma once
+
+#include "common/comm.hpp"
+#include "tp_ffn/reference.hpp"
+#include "tp_ffn/tp_ffn.hpp"
+
+#include <string>
+
+namespace mgpu::gpu {
+
+/// FLOPs of one forward + backward of the FFN on one rank: 6 GEMMs of 2 B d (f / t) each.
+double ffn_step_flops(const FfnShape& shape, int ranks);
+
+/// Throws with the fix unless t divides f and every size is positive.
+void validate_shape(const FfnShape& shape, int ranks, const std::string& what);
+
+/// The check problem: inputs rounded to bf16 and the float64 reference outputs.
+struct FfnProblem {
+  FfnShape shape;          ///< sizes
+  MatD x;                  ///< (B, d) input
+  MatD w1;                 ///< (d, f)
+  MatD w2;                 ///< (f, d)
+  MatD dy;                 ///< (B, d) incoming gradient
+  MatD y;                  ///< (B, d) reference output
+  MatD dx;                 ///< (B, d) reference input gradient
+  MatD dw1;                ///< (d, f) reference gradient of w1
+  MatD dw2;                ///< (f, d) reference gradient of w2
+};
+
+/// Random inputs for `shape` (seeded) and their reference outputs.
+FfnProblem make_problem(const FfnShape& shape, std::uint32_t seed);
+
+/// One rank's measured results.
+struct FfnRankResult {
+  double err = 0.0;        ///< largest max_rel_error over y, dx, dw1, dw2 (this rank's blocks)
+  double err_norm = 0.0;   ///< largest norm_rel_error over the same
+  double ms = 0.0;         ///< mean forward + backward time on the timing shape
+  std::string memory;      ///< this rank's ledger summary for the timing shape
+};
+
+/// On one rank: check against `problem`, then time `perf` (warmup + iters steps).
+FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const FfnShape& perf,
+                          int warmup, int iters);
+
+/// Single-GPU baselines on `perf`: the unsplit FFN (the same code at t = 1) and the bare cuBLAS
+/// GEMMs of those shapes. Runs on device 0 through a one-rank emulated communicator.
+struct FfnBaseline {
+  double ffn_ms = 0.0;   ///< unsplit forward + backward
+  double gemm_ms = 0.0;  ///< its six GEMMs alone, back to back
+};
+
+/// Measures FfnBaseline (warmup + iters of each).
+FfnBaseline ffn_baselines(const FfnShape& perf, int warmup, int iters);
+
+}  // namespace mgpu::gpu

@@ -1,0 +1,170 @@
+// mgpu-bench: wall-clock speed of the simulated cluster's collectives, in the style of nccl-tests
+// (size, count, type, time, algbw, busbw), next to this machine's memcpy bandwidth. It measures
+// the host running the simulation, not a GPU: virtual time is the cost model's business.
+#include "mgpu/mgpu.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Bytes / second of one std::memcpy of `bytes` between two already-touched buffers: the best of
+/// `reps` copies (the copy least disturbed by other work on the host).
+double memcpy_bandwidth(std::size_t bytes, int reps) {
+  std::vector<unsigned char> a(bytes, 1), b(bytes, 2);
+  std::memcpy(b.data(), a.data(), bytes);
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    a[static_cast<std::size_t>(i) % bytes] = static_cast<unsigned char>(i);
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return double(bytes) / best;
+}
+
+struct Row {
+  std::string op;
+  int ranks;
+  std::size_t bytes;  // S as nccl-tests reports it
+  std::size_t count;  // elements of S
+  double seconds;     // wall time per call
+  double algbw;       // bytes / s
+  double busbw;       // bytes / s
+};
+
+/// Wall seconds per call of `op` on `n` ranks with a full buffer of `count` floats: the mean
+/// over `iters` back-to-back calls, best of `trials` such runs.
+double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials) {
+  double seconds = 1e300;
+  mgpu::Cluster cluster(n);
+  cluster.run([&](mgpu::Rank& r) {
+    const auto nn = static_cast<std::size_t>(n);
+    const std::size_t part = count / nn;
+    std::vector<float> full(count, 1.0f), shard(part, 1.0f);
+    mgpu::Comm& w = r.world();
+    auto once = [&] {
+      switch (op) {
+        case mgpu::OpKind::all_reduce: w.all_reduce(full); break;
+        case mgpu::OpKind::all_gather: w.all_gather(shard, std::span<float>(full.data(), part * nn)); break;
+        case mgpu::OpKind::reduce_scatter: w.reduce_scatter(std::span<const float>(full.data(), part * nn), shard); break;
+        default: break;
+      }
+    };
+    once();  // warm-up: first touch of pages and thread wake-ups
+    for (int t = 0; t < trials; ++t) {
+      w.barrier();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) once();
+      w.barrier();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+      if (r.id() == 0) seconds = std::min(seconds, s);
+    }
+  });
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
+  std::vector<int> ranks{2, 4, 8};
+  std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter"};
+  std::size_t min_bytes = 1 << 10, max_bytes = std::size_t(64) << 20;
+  int factor = 4;
+  int iters = 0;
+  int trials = 5;
+  std::string json_path;
+  app.add_option("--ranks", ranks, "world sizes to run, e.g. 2,4,8")->delimiter(',')->capture_default_str();
+  app.add_option("--ops", ops, "collectives, e.g. all_reduce,all_gather,reduce_scatter")->delimiter(',')->capture_default_str();
+  app.add_option("--min-bytes", min_bytes, "smallest buffer size S in bytes")->capture_default_str();
+  app.add_option("--max-bytes", max_bytes, "largest buffer size S in bytes")->capture_default_str();
+  app.add_option("--step-factor", factor, "multiply S by this between rows")->check(CLI::Range(2, 64))->capture_default_str();
+  app.add_option("--iters", iters, "timed calls per row (0: about 256 MiB of traffic, 3..50)");
+  app.add_option("--trials", trials, "repeat each row this many times and keep the fastest")->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--json", json_path, "also write the results to this JSON file");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::size_t memcpy_bytes = std::size_t(64) << 20;
+  const double mem_bw = memcpy_bandwidth(memcpy_bytes, 10);
+  // Per-row time: mean over back-to-back calls, best of --trials; memcpy: best of 10 copies.
+  // Taking the best on both sides compares the two at their least disturbed on a shared host.
+  fmt::print("# mgpu-bench: wall-clock time of the simulated cluster's collectives on this host (float)\n");
+  fmt::print("# memcpy bandwidth: {:.2f} GB/s (one std::memcpy of 64 MiB, bytes copied / time, best of 10)\n",
+             mem_bw / 1e9);
+  fmt::print("# S is the full buffer (nccl-tests convention); busbw = algbw x factor "
+             "(all_reduce 2(n-1)/n, others (n-1)/n)\n");
+  fmt::print("# time: mean of back-to-back calls, best of {} trials\n", trials);
+
+  std::vector<Row> rows;
+  for (const auto& name : ops) {
+    mgpu::OpKind op;
+    if (name == "all_reduce") op = mgpu::OpKind::all_reduce;
+    else if (name == "all_gather") op = mgpu::OpKind::all_gather;
+    else if (name == "reduce_scatter") op = mgpu::OpKind::reduce_scatter;
+    else {
+      fmt::print(stderr, "mgpu-bench: unknown op '{}'; use all_reduce, all_gather or reduce_scatter\n", name);
+      return 2;
+    }
+    for (int n : ranks) {
+      if (n < 1) {
+        fmt::print(stderr, "mgpu-bench: --ranks {} must be >= 1\n", n);
+        return 2;
+      }
+      fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>10} {:>10} {:>14}\n", name, n, "size(B)", "count",
+                 "type", "time(us)", "algbw", "busbw", "busbw/memcpy");
+      for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= static_cast<std::size_t>(factor)) {
+        std::size_t count = bytes / sizeof(float);
+        count -= count % static_cast<std::size_t>(n);  // gather/scatter need n equal parts
+        if (count == 0) continue;
+        const std::size_t s = count * sizeof(float);
+        const int it = iters > 0 ? iters : static_cast<int>(std::clamp<std::size_t>((256u << 20) / s, 3, 50));
+        const double secs = time_op(op, n, count, it, trials);
+        const double alg = double(s) / secs;
+        const double bus = alg * mgpu::bus_bandwidth_factor(op, n);
+        rows.push_back({name, n, s, count, secs, alg, bus});
+        fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s, count, "float", secs * 1e6,
+                   alg / 1e9, bus / 1e9, bus / mem_bw);
+      }
+    }
+  }
+
+  // The floor this runtime promises: 2-rank all_reduce of 64 MiB at >= half of memcpy bandwidth.
+  const Row* floor_row = nullptr;
+  for (const auto& r : rows)
+    if (r.op == "all_reduce" && r.ranks == 2 && r.bytes == (std::size_t(64) << 20)) floor_row = &r;
+  if (floor_row) {
+    const double ratio = floor_row->busbw / mem_bw;
+    fmt::print("\nfloor: all_reduce 64 MiB on 2 ranks busbw {:.2f} GB/s = {:.2f} x memcpy (need >= 0.5): {}\n",
+               floor_row->busbw / 1e9, ratio, ratio >= 0.5 ? "met" : "NOT met");
+  }
+
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["memcpy_bandwidth_bytes_per_s"] = mem_bw;
+    j["trials"] = trials;
+    j["memcpy_definition"] = "bytes / time of one std::memcpy of 64 MiB, best of 10";
+    for (const auto& r : rows) {
+      j["results"].push_back({{"op", r.op}, {"ranks", r.ranks}, {"bytes", r.bytes}, {"count", r.count},
+                              {"type", "float"}, {"time_s", r.seconds}, {"algbw_bytes_per_s", r.algbw},
+                              {"busbw_bytes_per_s", r.busbw}, {"busbw_over_memcpy", r.busbw / mem_bw}});
+    }
+    std::ofstream f(json_path);
+    if (!f) {
+      fmt::print(stderr, "mgpu-bench: cannot write '{}'\n", json_path);
+      return 1;
+    }
+    f << j.dump(2) << '\n';
+  }
+  return 0;
+}

@@ -1,0 +1,150 @@
+// The simulated cluster: one thread per rank, each with its own memory ledger, traffic meter
+// and virtual clock, plus the errors a run can end with and the per-rank report after it.
+#pragma once
+
+#include "mgpu/clock.hpp"
+#include "mgpu/comm.hpp"
+#include "mgpu/memory.hpp"
+#include "mgpu/traffic.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mgpu {
+
+/// Size of the cluster and the cost model's numbers. The defaults describe an H100-class node:
+/// 8 GPUs on NVLink, nodes joined by 400 Gb/s InfiniBand, 400 TFLOP/s sustained compute.
+struct ClusterConfig {
+  int world_size = 1;                   ///< number of ranks (GPUs), >= 1
+  int gpus_per_node = 8;                ///< ranks r and s share a node iff r/gpus_per_node == s/gpus_per_node
+  double flops_per_second = 4e14;       ///< compute rate charged by Rank::compute
+  double intra_node_bandwidth = 450e9;  ///< bytes/s of one link inside a node (NVLink-class)
+  double inter_node_bandwidth = 50e9;   ///< bytes/s of one link between nodes (400 Gb/s)
+  double intra_node_latency = 3e-6;     ///< seconds per message inside a node
+  double inter_node_latency = 10e-6;    ///< seconds per message between nodes
+  std::optional<std::size_t> memory_capacity_bytes;  ///< per rank; nullopt = unlimited
+};
+
+/// The run stopped because every live rank was blocked with nothing that could wake it.
+/// The message lists every rank and what it waits for (op, peer, tag, group), or that it finished.
+class DeadlockError : public std::runtime_error {
+ public:
+  /// @param message the full report.
+  explicit DeadlockError(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// Members of a group called mismatched collectives (different op, count, dtype, root or
+/// reduce op at the same position in their sequence of collectives on that group).
+class CollectiveMismatch : public std::runtime_error {
+ public:
+  /// @param message names the group, the ranks and the difference.
+  explicit CollectiveMismatch(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// Thrown inside a rank that was stopped because another rank failed. Cluster::run rethrows the
+/// original error, never this one, unless nothing else went wrong.
+class RankStopped : public std::runtime_error {
+ public:
+  /// @param message says which rank was stopped and why.
+  explicit RankStopped(const std::string& message) : std::runtime_error(message) {}
+};
+
+namespace detail {
+struct ClusterState;
+}
+
+/// One rank as seen from its own thread: identity, communicators, ledger, meter and clock.
+class Rank {
+ public:
+  /// Global rank, 0..world_size()-1.
+  int id() const;
+  /// Number of ranks in the cluster.
+  int world_size() const;
+  /// Node index, id() / gpus_per_node.
+  int node() const;
+  /// The communicator of all ranks, named "world".
+  Comm& world();
+  /// This rank's memory ledger (allocate through Buffer<T>).
+  MemoryLedger& memory();
+  /// This rank's traffic meter.
+  TrafficMeter& traffic();
+  /// This rank's virtual clock.
+  VirtualClock& clock();
+  /// The cluster's configuration.
+  const ClusterConfig& config() const;
+  /// Charges `flops` floating-point operations to the compute stream at config().flops_per_second.
+  void compute(double flops, std::string_view label);
+  /// Charges `seconds` of work to the compute stream directly.
+  void compute_seconds(double seconds, std::string_view label);
+  /// The rank's virtual time in seconds (clock().now()).
+  double now() const;
+
+ private:
+  friend struct detail::ClusterState;
+  explicit Rank(detail::ClusterState* cluster, int id);
+  detail::ClusterState* cluster_;
+  int id_;
+};
+
+/// What one rank left behind after Cluster::run: copies of its ledger, meter and clock.
+struct RankReport {
+  int rank = 0;                ///< global rank
+  MemoryLedger memory;         ///< peaks per category and total (current is what was not freed)
+  TrafficMeter traffic;        ///< bytes and messages per op kind and group
+  VirtualClock clock;          ///< timeline, compute/idle/comm totals, end time
+  /// Idle time / end time of the program (0 when the rank did nothing): the bubble fraction.
+  double idle_fraction() const;
+};
+
+/// A simulated multi-GPU cluster. Create one, run a function on every rank, then read reports.
+///
+/// ```
+/// mgpu::Cluster cluster(4);
+/// cluster.run([](mgpu::Rank& r) { /* same code on every rank, like an SPMD program */ });
+/// double peak = cluster.report(0).memory.peak_total();
+/// ```
+class Cluster {
+ public:
+  /// A cluster of `world_size` ranks with the default cost model.
+  explicit Cluster(int world_size);
+  /// A cluster described by `config`. Throws std::invalid_argument for world_size < 1,
+  /// gpus_per_node < 1, or a non-positive rate or bandwidth.
+  explicit Cluster(ClusterConfig config);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  /// Runs `body` on every rank, one thread each, and returns when all are done. If any rank
+  /// throws, the others are stopped (blocked ranks wake and unwind with RankStopped) and the
+  /// first error is rethrown here with its type preserved (e.g. mgpu::NotImplemented,
+  /// DeadlockError, CollectiveMismatch, OutOfMemory). Each run starts from fresh ranks.
+  void run(const std::function<void(Rank&)>& body);
+
+  /// The configuration.
+  const ClusterConfig& config() const;
+  /// Number of ranks.
+  int world_size() const;
+  /// Report of `rank` from the last run. Throws std::out_of_range for a bad rank, and
+  /// std::logic_error before the first run.
+  const RankReport& report(int rank) const;
+  /// Reports of all ranks from the last run, by rank.
+  const std::vector<RankReport>& reports() const;
+  /// Latest end time over all ranks in the last run (seconds of virtual time).
+  double makespan() const;
+  /// The last run's timelines as Chrome trace JSON (pid = rank, tid = stream, ts in us).
+  std::string chrome_trace() const;
+  /// Writes chrome_trace() to `path` (open it in https://ui.perfetto.dev or chrome://tracing).
+  /// Throws std::runtime_error if the file cannot be written.
+  void write_chrome_trace(const std::string& path) const;
+
+ private:
+  std::unique_ptr<detail::ClusterState> state_;
+};
+
+}  // namespace mgpu

@@ -1,0 +1,84 @@
+// The layers of the course model as plain functions on Eigen matrices, forward and backward by hand.
+// No clocks, no ledgers, no communication: callers own every buffer, so a chapter can split a
+// weight (tensor parallel) or feed a sliced batch (data parallel) and call the same maths.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace mgpu::model {
+
+/// A row-major float matrix: row i is token i, so a contiguous block of rows is a slice of the batch.
+/// The same type as mgpu::Matrix<float> (tensor.hpp), whose as_matrix views flat buffers.
+using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+/// Read-only view of a row-major matrix (a MatrixRM, a block of rows, or a Map over a flat buffer).
+using MatIn = Eigen::Ref<const MatrixRM>;
+/// Writable view of a row-major matrix.
+using MatOut = Eigen::Ref<MatrixRM>;
+/// Read-only view of a row vector (a bias). Size 0 means "no bias".
+using VecIn = Eigen::Ref<const Eigen::RowVectorXf>;
+/// Writable view of a row vector (a bias gradient). Size 0 means "no bias".
+using VecOut = Eigen::Ref<Eigen::RowVectorXf>;
+
+// ------------------------------------------------------------------------------------ FLOP counts
+/// FLOPs of y = x W for x (n, in) and W (in, out): 2*n*in*out (a multiply and an add each).
+double linear_flops(std::int64_t n, std::int64_t in, std::int64_t out);
+/// FLOPs of the FFN forward, x (n, d) -> (n, f) -> (n, d): two matmuls. Backward costs twice this.
+double ffn_flops(std::int64_t n, std::int64_t d, std::int64_t f);
+/// FLOPs of the attention forward on n = batch*seq tokens of width d with inner width hd = heads*head_dim:
+/// four projections plus the (seq x seq) score and weighted-sum matmuls per sequence and head.
+double attention_flops(std::int64_t n, std::int64_t seq, std::int64_t d, std::int64_t hd);
+
+// ------------------------------------------------------------------------------------ linear
+/// y = x W + b.  x (n, in), w (in, out), b (out) or size 0, y (n, out), overwritten.
+void linear_forward(MatIn x, MatIn w, VecIn b, MatOut y);
+/// Gradients of y = x W + b given dy (n, out).
+/// dx (n, in) is overwritten (pass a 0x0 matrix to skip it); dw (in, out) and db (out) are
+/// accumulated (+=), so micro-batches can sum into one gradient; db of size 0 skips the bias.
+void linear_backward(MatIn x, MatIn w, MatIn dy, MatOut dx, MatOut dw, VecOut db);
+
+// ------------------------------------------------------------------------------------ GELU
+/// a = GELU(h), tanh approximation (as GPT-2). h and a have the same shape; a is overwritten.
+void gelu_forward(MatIn h, MatOut a);
+/// dh = GELU'(h) * da, elementwise; dh is overwritten and may not alias da.
+void gelu_backward(MatIn h, MatIn da, MatOut dh);
+
+// ------------------------------------------------------------------------------------ FFN
+/// y = GELU(x W1 + b1) W2 + b2 (no residual: the block adds it).
+/// x (n, d), w1 (d, f), b1 (f), w2 (f, d), b2 (d) or size 0 (a row-parallel shard adds it once).
+/// Saves h = x W1 + b1 and a = GELU(h), both (n, f), for the backward pass; y (n, d) overwritten.
+void ffn_forward(MatIn x, MatIn w1, VecIn b1, MatIn w2, VecIn b2, MatOut h, MatOut a, MatOut y);
+/// Backward of ffn_forward. dx (n, d) overwritten; dw1, db1, dw2, db2 accumulated (+=).
+void ffn_backward(MatIn x, MatIn w1, MatIn w2, MatIn h, MatIn a, MatIn dy, MatOut dx, MatOut dw1,
+                  VecOut db1, MatOut dw2, VecOut db2);
+
+// ------------------------------------------------------------------------------------ attention
+/// Multi-head self-attention without biases: y = concat_j softmax(Q_j K_j^T / sqrt(dh) [+ mask]) V_j  Wo.
+/// x (n, d) holds n = batch*seq tokens, sequence after sequence; heads split the inner width
+/// hd = wq.cols() into heads blocks of dh = hd/heads columns. wq, wk, wv (d, hd), wo (hd, d).
+/// A tensor-parallel shard passes its columns of wq/wk/wv, its rows of wo and its head count.
+/// Saves q, k, v, o (n, hd) and the probabilities p (batch*heads*seq, seq) for backward.
+/// @throws std::invalid_argument when n is not a multiple of seq or hd not a multiple of heads.
+void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq, MatIn wk,
+                       MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p, MatOut o, MatOut y);
+/// Backward of attention_forward. dx (n, d) overwritten; dwq, dwk, dwv, dwo accumulated (+=).
+void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
+                        MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn o, MatIn dy, MatOut dx,
+                        MatOut dwq, MatOut dwk, MatOut dwv, MatOut dwo);
+
+// ------------------------------------------------------------------------------------ losses
+/// Mean squared error over every element: sum((y - t)^2) / (rows*cols). y, t (n, c).
+double mse_forward(MatIn y, MatIn target);
+/// dy = 2 (y - t) / (rows*cols) times scale; dy overwritten. scale lets a caller weight a slice.
+void mse_backward(MatIn y, MatIn target, MatOut dy, float scale = 1.0f);
+/// Softmax cross-entropy averaged over rows: logits (n, c), labels n values in [0, c).
+/// @throws std::out_of_range for a label outside [0, c).
+double cross_entropy_forward(MatIn logits, std::span<const std::int32_t> labels);
+/// dlogits = (softmax(logits) - onehot(labels)) / n times scale; overwritten.
+void cross_entropy_backward(MatIn logits, std::span<const std::int32_t> labels, MatOut dlogits,
+                            float scale = 1.0f);
+
+}  // namespace mgpu::model

@@ -1,0 +1,200 @@
+// The small transformer-like model every chapter trains: an input projection, L residual blocks
+// (attention + FFN), an output head and a loss. Parameters and gradients live in one flat buffer
+// per rank with a contiguous range per unit (as FSDP flat parameters), so chapters can shard,
+// bucket or gather them by unit. Compute is charged to the rank's clock, saved activations to its ledger.
+#pragma once
+
+#include "mgpu/memory.hpp"
+#include "mgpu/model/optim.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mgpu {
+class Rank;
+}
+
+/// The course model: layers (layers.hpp), the model built from them, optimizers (optim.hpp).
+namespace mgpu::model {
+
+/// Which loss the head output is trained with.
+enum class LossKind {
+  mse,            ///< mean squared error against real-valued targets (tokens, d_out)
+  cross_entropy,  ///< softmax cross-entropy against one class label per token, d_out classes
+};
+
+/// Shape of the model and of its synthetic task.
+struct ModelConfig {
+  std::int64_t d_in = 8;       ///< input features per token
+  std::int64_t d_model = 16;   ///< width of the residual stream
+  std::int64_t d_ff = 32;      ///< inner width of each FFN (usually 4 * d_model)
+  std::int64_t n_layers = 4;   ///< residual blocks
+  std::int64_t n_heads = 2;    ///< attention heads; must divide d_model
+  std::int64_t seq_len = 4;    ///< tokens per sequence (attention mixes tokens of one sequence)
+  std::int64_t d_out = 4;      ///< outputs per token (classes for cross-entropy)
+  bool attention = true;       ///< false: blocks are FFN only
+  bool causal = true;          ///< causal attention mask (a token sees itself and earlier tokens)
+  LossKind loss = LossKind::mse;  ///< training loss
+  /// Throws std::invalid_argument naming the first field out of range.
+  void validate() const;
+};
+
+/// One weight or bias tensor inside the flat parameter buffer.
+struct TensorInfo {
+  std::string name;         ///< e.g. "block2.w1"
+  int unit = 0;             ///< unit the tensor belongs to
+  std::size_t offset = 0;   ///< first element in the flat buffer
+  std::int64_t rows = 0;    ///< rows (1 for a bias)
+  std::int64_t cols = 0;    ///< columns
+  /// rows * cols.
+  std::size_t size() const { return static_cast<std::size_t>(rows * cols); }
+};
+
+/// A unit of the model: the embedding (0), a block (1..L) or the head (L+1). Its tensors are one
+/// contiguous range of the flat buffer; units are stored in forward order.
+struct UnitInfo {
+  std::string name;          ///< "embed", "block0", ..., "head"
+  std::size_t offset = 0;    ///< first element of its parameters in the flat buffer
+  std::size_t count = 0;     ///< number of parameters
+  std::int64_t in_width = 0;   ///< features per token going in
+  std::int64_t out_width = 0;  ///< features per token coming out
+};
+
+/// A batch of whole sequences with the targets of the model's loss (plain host data, not a rank's memory).
+struct Batch {
+  std::int64_t sequences = 0;            ///< number of sequences
+  std::int64_t seq_len = 0;              ///< tokens per sequence
+  std::int64_t d_in = 0;                 ///< input features per token
+  std::int64_t d_out = 0;                ///< target width (mse) or classes (cross-entropy)
+  std::vector<float> inputs;             ///< (tokens, d_in)
+  std::vector<float> targets;            ///< (tokens, d_out) for mse; empty for cross-entropy
+  std::vector<std::int32_t> labels;      ///< tokens values for cross-entropy; empty for mse
+  /// sequences * seq_len.
+  std::int64_t tokens() const { return sequences * seq_len; }
+  /// Sequences [first, first + count) as a batch of their own.
+  /// @throws std::out_of_range when the range is not inside the batch.
+  Batch slice(std::int64_t first, std::int64_t count) const;
+};
+
+/// Activations one unit saved in its forward pass for its backward pass, ledger-tracked under
+/// Category::activations. unit_backward empties it, which is when the ledger sees them freed.
+struct UnitCache {
+  std::int64_t tokens = 0;             ///< rows of the saved tensors
+  std::vector<Buffer<float>> saved;    ///< the unit's input first, then its internals
+  /// Bytes held.
+  std::size_t bytes() const;
+  /// Frees every saved buffer.
+  void clear() { saved.clear(); }
+};
+
+/// The flat parameters and gradients of one model copy on one rank.
+struct Replica {
+  Buffer<float> params;  ///< Category::weights, layout of Model::tensors()
+  Buffer<float> grads;   ///< Category::grads, same layout, zero after construction
+};
+
+/// Called after a unit's gradients are final in a backward pass, with the unit index
+/// (units finish in reverse order: L+1, L, ..., 0).
+using GradsReadyHook = std::function<void(int unit)>;
+
+/// The model: layout, initialisation, synthetic data, forward and backward. Holds no parameters
+/// itself (they are passed in as flat spans), so one Model serves every rank and every shard.
+class Model {
+ public:
+  /// Lays out the parameters of `config` (validated).
+  explicit Model(const ModelConfig& config);
+
+  /// The configuration.
+  const ModelConfig& config() const { return config_; }
+  /// Total number of parameters (the length of the flat buffer).
+  std::size_t num_params() const { return num_params_; }
+  /// Number of units: n_layers + 2.
+  int num_units() const { return static_cast<int>(units_.size()); }
+  /// Units in forward order.
+  const std::vector<UnitInfo>& units() const { return units_; }
+  /// Every tensor in the order it is stored.
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  /// The part of a flat buffer that belongs to unit `u`.
+  template <class T>
+  std::span<T> unit_view(std::span<T> flat, int u) const {
+    const UnitInfo& info = unit(u);
+    return flat.subspan(info.offset, info.count);
+  }
+  /// Unit `u`; throws std::out_of_range for a bad index.
+  const UnitInfo& unit(int u) const;
+
+  /// Fills `params` deterministically from `seed`: weights ~ N(0, 1/fan_in) (residual outputs
+  /// scaled down by sqrt(2 L)), biases 0. Same seed, same bits, on every platform.
+  void init_params(std::span<float> params, std::uint64_t seed) const;
+  /// A freshly initialised replica allocated in `ledger`.
+  Replica make_replica(MemoryLedger& ledger, std::uint64_t seed) const;
+  /// A synthetic batch of `sequences` sequences drawn from `seed`: normal inputs and targets
+  /// given by a fixed random teacher that mixes each token with the ones before it.
+  Batch make_batch(std::int64_t sequences, std::uint64_t seed) const;
+
+  /// FLOPs of unit `u`'s forward on `tokens` tokens (matmuls only); backward is charged twice this.
+  double unit_forward_flops(int u, std::int64_t tokens) const;
+  /// FLOPs of a forward pass over `tokens` tokens (sum over units).
+  double forward_flops(std::int64_t tokens) const;
+
+  /// Forward of unit `u`: x (tokens, in_width) -> returned (tokens, out_width), allocated in the
+  /// rank's ledger as activations. With a cache, x and the internals backward needs are moved
+  /// into it; without (inference, or a checkpointed pass), x is freed on return.
+  /// Charges unit_forward_flops to the rank's clock as "fwd <unit name>".
+  Buffer<float> unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
+                             std::int64_t tokens, UnitCache* cache) const;
+  /// Backward of unit `u` from dy (tokens, out_width): accumulates (+=) into unit_grads, returns
+  /// dx (tokens, in_width) and empties the cache. Charges twice the forward FLOPs as "bwd <unit name>".
+  Buffer<float> unit_backward(Rank& rank, int u, std::span<const float> unit_params, std::span<float> unit_grads,
+                              UnitCache& cache, std::span<const float> dy) const;
+  /// The batch's inputs copied into a ledger-tracked activations buffer (tokens, d_in): the `x`
+  /// of unit 0, for callers that drive unit_forward themselves (pipeline stages, FSDP, checkpointing).
+  Buffer<float> input(Rank& rank, const Batch& batch) const;
+  /// The loss of head output `out` (tokens, d_out) on `batch`, and its gradient written to dout,
+  /// times `scale`.
+  double loss_backward(std::span<const float> out, const Batch& batch, std::span<float> dout, float scale = 1.0f) const;
+  /// The loss of head output `out` on `batch`.
+  double loss_value(std::span<const float> out, const Batch& batch) const;
+
+  /// Forward and backward over the whole model on `batch`; returns the mean loss over the batch.
+  /// Gradients are ACCUMULATED into `grads` (zero them first for a fresh step), so micro-batches
+  /// can add up. `on_grads_ready(u)` runs right after unit u's gradients are final.
+  double forward_backward(Rank& rank, std::span<const float> params, std::span<float> grads, const Batch& batch,
+                          const GradsReadyHook& on_grads_ready = {}) const;
+  /// Forward only (no activations kept): the mean loss on `batch`.
+  double evaluate(Rank& rank, std::span<const float> params, const Batch& batch) const;
+
+ private:
+  ModelConfig config_;
+  std::vector<UnitInfo> units_;
+  std::vector<TensorInfo> tensors_;
+  std::vector<int> first_tensor_;  // index into tensors_ of each unit's first tensor
+  std::size_t num_params_ = 0;
+};
+
+/// Adam with its two moments held in a rank's ledger (Category::optimizer).
+class Adam {
+ public:
+  /// State for `count` parameters (a whole replica, or a shard), zero-initialised.
+  Adam(MemoryLedger& ledger, std::size_t count, const AdamConfig& config = {});
+  /// One step over `params` with `grads` (both `count` long); advances the step counter.
+  void step(std::span<float> params, std::span<const float> grads);
+  /// Steps taken so far.
+  std::int64_t steps() const { return steps_; }
+  /// The hyper-parameters.
+  const AdamConfig& config() const { return config_; }
+
+ private:
+  AdamConfig config_;
+  Buffer<float> m_, v_;
+  std::int64_t steps_ = 0;
+};
+
+/// Fills every element of `data` with zero (e.g. gradients before a step).
+void zero(std::span<float> data);
+
+}  // namespace mgpu::model

@@ -1,0 +1,303 @@
+// The cluster: rank threads, the run's error handling (first error wins, others stop),
+// blocking with deadlock detection, and the per-rank reports.
+#include "state.hpp"
+
+#include <sstream>
+#include <thread>
+
+namespace mgpu {
+namespace detail {
+
+namespace {
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+bool is_rank_stopped(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const RankStopped&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+}  // namespace
+
+std::string Group::describe() const {
+  std::string s = name + "{";
+  for (std::size_t i = 0; i < members.size(); ++i) s += (i ? "," : "") + std::to_string(members[i]);
+  return s + "}";
+}
+
+ClusterState::ClusterState(ClusterConfig c) : config(std::move(c)) {
+  auto bad = [](const std::string& what) {
+    throw std::invalid_argument("mgpu::ClusterConfig: " + what);
+  };
+  if (config.world_size < 1) bad("world_size " + std::to_string(config.world_size) + " must be >= 1");
+  if (config.gpus_per_node < 1) bad("gpus_per_node " + std::to_string(config.gpus_per_node) + " must be >= 1");
+  if (!(config.flops_per_second > 0)) bad("flops_per_second must be > 0");
+  if (!(config.intra_node_bandwidth > 0) || !(config.inter_node_bandwidth > 0))
+    bad("bandwidths must be > 0 (use a huge value, or infinity, for free communication)");
+  if (!(config.intra_node_latency >= 0) || !(config.inter_node_latency >= 0))
+    bad("latencies must be >= 0");
+}
+
+std::pair<double, double> ClusterState::link(int a, int b) const {
+  if (a / config.gpus_per_node == b / config.gpus_per_node)
+    return {config.intra_node_latency, config.intra_node_bandwidth};
+  return {config.inter_node_latency, config.inter_node_bandwidth};
+}
+
+std::shared_ptr<Group> ClusterState::make_group(std::string name, std::vector<int> members) const {
+  auto g = std::make_shared<Group>();
+  g->name = std::move(name);
+  g->members = std::move(members);
+  const std::size_t n = g->members.size();
+  g->next_seq.assign(n, 0);
+  g->unmatched.resize(n);
+  g->posted.resize(n);
+  bool one_node = true;
+  for (int m : g->members) one_node = one_node && (m / config.gpus_per_node == g->members[0] / config.gpus_per_node);
+  g->alpha = one_node ? config.intra_node_latency : config.inter_node_latency;
+  g->beta = one_node ? config.intra_node_bandwidth : config.inter_node_bandwidth;
+  return g;
+}
+
+void ClusterState::reset() {
+  ranks.clear();
+  handles.clear();
+  reports.clear();
+  error = nullptr;
+  error_is_primary = false;
+  abort_reason.clear();
+  aborting = false;
+  std::vector<int> all(static_cast<std::size_t>(config.world_size));
+  for (int r = 0; r < config.world_size; ++r) all[static_cast<std::size_t>(r)] = r;
+  auto world = make_group("world", all);
+  for (int r = 0; r < config.world_size; ++r) {
+    auto s = std::make_unique<RankState>();
+    s->cluster = this;
+    s->id = r;
+    s->memory = MemoryLedger(r, config.memory_capacity_bytes);
+    s->world = Comm(world, s.get(), r);
+    ranks.push_back(std::move(s));
+    handles.push_back(Rank(this, r));
+  }
+}
+
+void ClusterState::record_error_locked(std::exception_ptr e) {
+  const bool primary = !is_rank_stopped(e);
+  if (!error || (primary && !error_is_primary)) {
+    error = e;
+    error_is_primary = primary;
+  }
+}
+
+void ClusterState::abort_locked(const std::string& reason) {
+  if (!aborting) {
+    abort_reason = reason;
+    aborting = true;
+  }
+  cv.notify_all();
+}
+
+void ClusterState::check_abort(const RankState& self) const {
+  if (aborting.load()) {
+    throw RankStopped("rank " + std::to_string(self.id) + " stopped because the run failed: " + abort_reason);
+  }
+}
+
+bool ClusterState::deadlocked_locked() const {
+  bool any_live = false;
+  for (const auto& r : ranks) {
+    if (!r->live) continue;
+    any_live = true;
+    if (!r->wait_progress || r->wait_progress()) return false;
+  }
+  return any_live;
+}
+
+std::string ClusterState::deadlock_report_locked() const {
+  std::ostringstream s;
+  s << "deadlock: every rank still running is blocked, and nothing any rank can do would wake "
+       "one of them.\n";
+  for (const auto& r : ranks) {
+    s << "  rank " << r->id << ": ";
+    if (!r->live) {
+      s << "finished\n";
+    } else {
+      s << "waits for " << (r->wait_what ? r->wait_what() : std::string("?")) << "\n";
+    }
+  }
+  s << "Fix: make sure every recv has a matching send (same peer, tag and group) that its sender "
+       "reaches, and that all members of a group call the same collectives in the same order.";
+  return s.str();
+}
+
+void ClusterState::block(Lock& lk, RankState& self, std::function<bool()> progress,
+                         std::function<std::string()> what) {
+  check_abort(self);
+  self.wait_progress = std::move(progress);
+  self.wait_what = std::move(what);
+  struct Clear {
+    RankState& s;
+    ~Clear() {
+      s.wait_progress = nullptr;
+      s.wait_what = nullptr;
+    }
+  } clear{self};
+  if (deadlocked_locked()) {
+    std::string report = deadlock_report_locked();
+    record_error_locked(std::make_exception_ptr(DeadlockError(report)));
+    abort_locked(report);
+    throw DeadlockError(report);
+  }
+  cv.wait(lk);
+  check_abort(self);
+}
+
+void ClusterState::wait(Operation& op) {
+  RankState& self = *op.owner;
+  {
+    Lock lk(mu);
+    for (;;) {
+      if (aborting.load()) {
+        op.cancel(lk);
+        check_abort(self);
+      }
+      if (op.ready_locked()) break;
+      if (op.helpable_locked()) {
+        op.help(lk);
+        continue;
+      }
+      try {
+        block(lk, self, [&op] { return op.progress_locked(); }, [&op] { return op.describe_locked(); });
+      } catch (...) {
+        op.cancel(lk);
+        throw;
+      }
+    }
+  }
+  op.finish();
+}
+
+bool ClusterState::test_locked(Lock& lk, Operation& op) {
+  if (aborting.load()) {
+    op.cancel(lk);
+    check_abort(*op.owner);
+  }
+  if (op.ready_locked()) return true;
+  while (op.helpable_locked()) op.help(lk);
+  return op.ready_locked();
+}
+
+void ClusterState::rank_finished(int id) {
+  Lock lk(mu);
+  ranks[static_cast<std::size_t>(id)]->live = false;
+  if (!aborting.load() && deadlocked_locked()) {
+    std::string report = deadlock_report_locked();
+    record_error_locked(std::make_exception_ptr(DeadlockError(report)));
+    abort_locked(report);
+  }
+  cv.notify_all();
+}
+
+void ClusterState::run(const std::function<void(Rank&)>& body) {
+  reset();
+  std::vector<std::thread> threads;
+  threads.reserve(ranks.size());
+  for (int r = 0; r < config.world_size; ++r) {
+    threads.emplace_back([this, r, &body] {
+      try {
+        body(handles[static_cast<std::size_t>(r)]);
+        settle_stream_if_known(*ranks[static_cast<std::size_t>(r)]);
+      } catch (...) {
+        auto e = std::current_exception();
+        Lock lk(mu);
+        record_error_locked(e);
+        abort_locked("rank " + std::to_string(r) + " threw: " + what_of(e));
+      }
+      rank_finished(r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ran = true;
+  for (const auto& s : ranks) reports.push_back(RankReport{s->id, s->memory, s->traffic, s->clock});
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------ Rank
+
+Rank::Rank(detail::ClusterState* cluster, int id) : cluster_(cluster), id_(id) {}
+int Rank::id() const { return id_; }
+int Rank::world_size() const { return cluster_->config.world_size; }
+int Rank::node() const { return id_ / cluster_->config.gpus_per_node; }
+Comm& Rank::world() { return cluster_->ranks[static_cast<std::size_t>(id_)]->world; }
+MemoryLedger& Rank::memory() { return cluster_->ranks[static_cast<std::size_t>(id_)]->memory; }
+TrafficMeter& Rank::traffic() { return cluster_->ranks[static_cast<std::size_t>(id_)]->traffic; }
+VirtualClock& Rank::clock() { return cluster_->ranks[static_cast<std::size_t>(id_)]->clock; }
+const ClusterConfig& Rank::config() const { return cluster_->config; }
+double Rank::now() const { return cluster_->ranks[static_cast<std::size_t>(id_)]->clock.now(); }
+
+void Rank::compute(double flops, std::string_view label) {
+  compute_seconds(flops / cluster_->config.flops_per_second, label);
+}
+
+void Rank::compute_seconds(double seconds, std::string_view label) {
+  auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  cluster_->check_abort(self);
+  self.clock.advance_compute(seconds, label);
+}
+
+double RankReport::idle_fraction() const {
+  const double end = clock.now();
+  return end > 0 ? clock.idle_time() / end : 0.0;
+}
+
+// ------------------------------------------------------------------------------------ Cluster
+
+namespace {
+ClusterConfig with_world_size(int world_size) {
+  ClusterConfig c;
+  c.world_size = world_size;
+  return c;
+}
+}  // namespace
+
+Cluster::Cluster(int world_size) : Cluster(with_world_size(world_size)) {}
+Cluster::Cluster(ClusterConfig config) : state_(std::make_unique<detail::ClusterState>(std::move(config))) {}
+Cluster::~Cluster() = default;
+
+void Cluster::run(const std::function<void(Rank&)>& body) { state_->run(body); }
+const ClusterConfig& Cluster::config() const { return state_->config; }
+int Cluster::world_size() const { return state_->config.world_size; }
+
+const RankReport& Cluster::report(int rank) const {
+  if (!state_->ran) throw std::logic_error("mgpu::Cluster::report: call run() first");
+  if (rank < 0 || rank >= world_size()) {
+    throw std::out_of_range("mgpu::Cluster::report: rank " + std::to_string(rank) +
+                            " is outside 0.." + std::to_string(world_size() - 1));
+  }
+  return state_->reports[static_cast<std::size_t>(rank)];
+}
+
+const std::vector<RankReport>& Cluster::reports() const {
+  if (!state_->ran) throw std::logic_error("mgpu::Cluster::reports: call run() first");
+  return state_->reports;
+}
+
+double Cluster::makespan() const {
+  double m = 0.0;
+  for (const auto& r : reports()) m = std::max(m, r.clock.end_time());
+  return m;
+}
+
+}  // namespace mgpu

@@ -1,0 +1,92 @@
+// Rank-ordered reductions for float, double and bf16 (bf16 accumulates in float).
+// Work goes block by block through a small accumulator that stays in cache while the n inputs
+// stream through it; reading every input of a block before writing any output makes in-place
+// all_reduce safe. Two-rank groups, the common and bandwidth-critical case, get a fused loop.
+#include "kernels.hpp"
+
+#include <algorithm>
+
+namespace mgpu::detail {
+
+namespace {
+
+template <class A>
+A combine(ReduceOp op, A x, A y) {
+  return op == ReduceOp::max ? std::max(x, y) : x + y;
+}
+
+template <class T>
+void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n, unsigned char* const* outs_b,
+                  int nouts, std::size_t len) {
+  using A = typename ElementTraits<T>::Accum;
+  auto in = [&](int r) { return reinterpret_cast<const T*>(ins_b[r]); };
+  auto out = [&](int k) { return reinterpret_cast<T*>(outs_b[k]); };
+  const A nn = A(n);
+  const bool avg = op == ReduceOp::avg && n > 1;
+
+  if (n == 2 && nouts == 2) {  // all_reduce on 2: one pass over both inputs and both outputs
+    const T* a = in(0);
+    const T* b = in(1);
+    T* x = out(0);
+    T* y = out(1);
+    for (std::size_t j = 0; j < len; ++j) {
+      A s = combine(op, A(a[j]), A(b[j]));
+      if (avg) s /= nn;
+      x[j] = T(s);
+      y[j] = T(s);
+    }
+    return;
+  }
+  if (n == 2 && nouts == 1) {  // reduce_scatter on 2
+    const T* a = in(0);
+    const T* b = in(1);
+    T* x = out(0);
+    for (std::size_t j = 0; j < len; ++j) {
+      A s = combine(op, A(a[j]), A(b[j]));
+      if (avg) s /= nn;
+      x[j] = T(s);
+    }
+    return;
+  }
+
+  constexpr std::size_t kBlock = 4096;
+  A acc[kBlock];
+  for (std::size_t b = 0; b < len; b += kBlock) {
+    const std::size_t m = std::min(kBlock, len - b);
+    const T* in0 = in(0) + b;
+    if (n >= 2) {
+      const T* in1 = in(1) + b;
+      for (std::size_t j = 0; j < m; ++j) acc[j] = combine(op, A(in0[j]), A(in1[j]));
+    } else {
+      for (std::size_t j = 0; j < m; ++j) acc[j] = A(in0[j]);
+    }
+    for (int r = 2; r < n; ++r) {
+      const T* x = in(r) + b;
+      if (op == ReduceOp::max) {
+        for (std::size_t j = 0; j < m; ++j) acc[j] = std::max(acc[j], A(x[j]));
+      } else {
+        for (std::size_t j = 0; j < m; ++j) acc[j] += A(x[j]);
+      }
+    }
+    // Divide rather than multiply by 1/n so avg is the correctly rounded quotient of the sum.
+    if (avg)
+      for (std::size_t j = 0; j < m; ++j) acc[j] /= nn;
+    for (int k = 0; k < nouts; ++k) {
+      T* o = out(k) + b;
+      for (std::size_t j = 0; j < m; ++j) o[j] = T(acc[j]);
+    }
+  }
+}
+
+}  // namespace
+
+void reduce_slice(DType dtype, ReduceOp op, const unsigned char* const* ins, int n,
+                  unsigned char* const* outs, int nouts, std::size_t len) {
+  switch (dtype) {
+    case DType::f32: reduce_typed<float>(op, ins, n, outs, nouts, len); break;
+    case DType::f64: reduce_typed<double>(op, ins, n, outs, nouts, len); break;
+    case DType::bf16: reduce_typed<bf16>(op, ins, n, outs, nouts, len); break;
+  }
+}
+
+}  // namespace mgpu::detail

@@ -1,0 +1,404 @@
+// The course model assembled from its layers (see mgpu/model/model.hpp): layout of the flat
+// parameter buffer, initialisation, synthetic data, and unit-by-unit forward and backward that
+// charge FLOPs to the rank's clock and keep saved activations in its ledger.
+#include "mgpu/model/model.hpp"
+
+#include "mgpu/cluster.hpp"
+#include "mgpu/model/layers.hpp"
+#include "mgpu/model/rng.hpp"
+#include "mgpu/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace mgpu::model {
+
+namespace {
+
+using RowVecMap = Eigen::Map<Eigen::RowVectorXf>;
+using ConstRowVecMap = Eigen::Map<const Eigen::RowVectorXf>;
+
+void require_positive(std::int64_t value, const char* field) {
+  if (value < 1) {
+    throw std::invalid_argument(std::string("ModelConfig.") + field + " = " + std::to_string(value) +
+                                " must be at least 1");
+  }
+}
+
+void require_size(std::size_t have, std::size_t want, const std::string& what) {
+  if (have != want) {
+    throw std::invalid_argument(what + " holds " + std::to_string(have) + " values, expected " + std::to_string(want));
+  }
+}
+
+Buffer<float> activation(Rank& rank, std::size_t count, const std::string& label) {
+  return Buffer<float>(rank.memory(), Category::activations, count, label);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------ config, batch
+void ModelConfig::validate() const {
+  require_positive(d_in, "d_in");
+  require_positive(d_model, "d_model");
+  require_positive(d_ff, "d_ff");
+  require_positive(n_layers, "n_layers");
+  require_positive(n_heads, "n_heads");
+  require_positive(seq_len, "seq_len");
+  require_positive(d_out, "d_out");
+  if (attention && d_model % n_heads != 0) {
+    throw std::invalid_argument("ModelConfig: d_model = " + std::to_string(d_model) + " is not divisible by n_heads = " +
+                                std::to_string(n_heads) + "; pick a head count that divides it");
+  }
+}
+
+Batch Batch::slice(std::int64_t first, std::int64_t count) const {
+  if (first < 0 || count < 0 || first + count > sequences) {
+    throw std::out_of_range("Batch::slice: sequences [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") are not inside a batch of " +
+                            std::to_string(sequences));
+  }
+  Batch out;
+  out.sequences = count;
+  out.seq_len = seq_len;
+  out.d_in = d_in;
+  out.d_out = d_out;
+  const auto t0 = static_cast<std::size_t>(first * seq_len), tn = static_cast<std::size_t>(count * seq_len);
+  const auto din = static_cast<std::size_t>(d_in), dout = static_cast<std::size_t>(d_out);
+  out.inputs.assign(inputs.begin() + static_cast<std::ptrdiff_t>(t0 * din),
+                    inputs.begin() + static_cast<std::ptrdiff_t>((t0 + tn) * din));
+  if (!targets.empty()) {
+    out.targets.assign(targets.begin() + static_cast<std::ptrdiff_t>(t0 * dout),
+                       targets.begin() + static_cast<std::ptrdiff_t>((t0 + tn) * dout));
+  }
+  if (!labels.empty()) {
+    out.labels.assign(labels.begin() + static_cast<std::ptrdiff_t>(t0),
+                      labels.begin() + static_cast<std::ptrdiff_t>(t0 + tn));
+  }
+  return out;
+}
+
+std::size_t UnitCache::bytes() const {
+  std::size_t total = 0;
+  for (const auto& b : saved) total += b.bytes();
+  return total;
+}
+
+void zero(std::span<float> data) { std::fill(data.begin(), data.end(), 0.0f); }
+
+// ------------------------------------------------------------------------------------ layout
+Model::Model(const ModelConfig& config) : config_(config) {
+  config_.validate();
+  const std::int64_t d = config_.d_model, f = config_.d_ff;
+  auto add_unit = [&](std::string name, std::int64_t in, std::int64_t out,
+                      std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> shapes) {
+    UnitInfo info{name, num_params_, 0, in, out};
+    first_tensor_.push_back(static_cast<int>(tensors_.size()));
+    for (auto& [tname, rc] : shapes) {
+      TensorInfo t{name + "." + tname, static_cast<int>(units_.size()), num_params_, rc.first, rc.second};
+      num_params_ += t.size();
+      info.count += t.size();
+      tensors_.push_back(std::move(t));
+    }
+    units_.push_back(std::move(info));
+  };
+  add_unit("embed", config_.d_in, d, {{"w", {config_.d_in, d}}, {"b", {1, d}}});
+  for (std::int64_t l = 0; l < config_.n_layers; ++l) {
+    std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> shapes;
+    if (config_.attention) {
+      shapes = {{"wq", {d, d}}, {"wk", {d, d}}, {"wv", {d, d}}, {"wo", {d, d}}};
+    }
+    shapes.insert(shapes.end(), {{"w1", {d, f}}, {"b1", {1, f}}, {"w2", {f, d}}, {"b2", {1, d}}});
+    add_unit("block" + std::to_string(l), d, d, shapes);
+  }
+  add_unit("head", d, config_.d_out, {{"w", {d, config_.d_out}}, {"b", {1, config_.d_out}}});
+}
+
+const UnitInfo& Model::unit(int u) const {
+  if (u < 0 || u >= num_units()) {
+    throw std::out_of_range("Model::unit: unit " + std::to_string(u) + " is outside [0, " +
+                            std::to_string(num_units()) + ")");
+  }
+  return units_[static_cast<std::size_t>(u)];
+}
+
+void Model::init_params(std::span<float> params, std::uint64_t seed) const {
+  require_size(params.size(), num_params_, "Model::init_params: params");
+  Rng rng(seed);
+  const double residual_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(config_.n_layers));
+  for (const TensorInfo& t : tensors_) {
+    auto out = params.subspan(t.offset, t.size());
+    if (t.rows == 1) {  // biases start at zero
+      zero(out);
+      continue;
+    }
+    double stddev = 1.0 / std::sqrt(static_cast<double>(t.rows));
+    // Outputs added to the residual stream start small so the stack stays well scaled at init.
+    if (t.name.ends_with(".wo") || t.name.ends_with(".w2")) stddev *= residual_scale;
+    rng.fill_normal(out, stddev);
+  }
+}
+
+Replica Model::make_replica(MemoryLedger& ledger, std::uint64_t seed) const {
+  Replica r{Buffer<float>(ledger, Category::weights, num_params_, "params"),
+            Buffer<float>(ledger, Category::grads, num_params_, "grads")};
+  init_params(r.params.span(), seed);
+  return r;
+}
+
+Batch Model::make_batch(std::int64_t sequences, std::uint64_t seed) const {
+  if (sequences < 0) throw std::invalid_argument("Model::make_batch: sequences = " + std::to_string(sequences) + " < 0");
+  Batch b;
+  b.sequences = sequences;
+  b.seq_len = config_.seq_len;
+  b.d_in = config_.d_in;
+  b.d_out = config_.d_out;
+  const std::int64_t n = b.tokens();
+  b.inputs.resize(static_cast<std::size_t>(n * config_.d_in));
+  Rng rng(seed);
+  rng.fill_normal(b.inputs, 1.0);
+  // The teacher is fixed (not drawn from `seed`), so every batch asks the same question.
+  MatrixRM teacher(config_.d_in, config_.d_out);
+  Rng(0x7eac4e5ULL).fill_normal(std::span<float>(teacher.data(), static_cast<std::size_t>(teacher.size())),
+                                1.0 / std::sqrt(static_cast<double>(config_.d_in)));
+  const auto x = as_matrix(std::span<const float>(b.inputs), static_cast<std::size_t>(n),
+                           static_cast<std::size_t>(config_.d_in));
+  // Each token's target depends on itself and the running mean of its sequence so far.
+  MatrixRM mixed(n, config_.d_in);
+  for (std::int64_t s = 0; s < sequences; ++s) {
+    Eigen::RowVectorXf sum = Eigen::RowVectorXf::Zero(config_.d_in);
+    for (std::int64_t t = 0; t < config_.seq_len; ++t) {
+      const std::int64_t row = s * config_.seq_len + t;
+      sum += x.row(row);
+      mixed.row(row) = x.row(row) + sum / static_cast<float>(t + 1);
+    }
+  }
+  const MatrixRM z = mixed * teacher;  // (tokens, d_out)
+  if (config_.loss == LossKind::mse) {
+    b.targets.resize(static_cast<std::size_t>(z.size()));
+    as_matrix(std::span<float>(b.targets), static_cast<std::size_t>(n), static_cast<std::size_t>(config_.d_out)) =
+        z.array().tanh().matrix();
+  } else {
+    b.labels.resize(static_cast<std::size_t>(n));
+    for (std::int64_t r = 0; r < n; ++r) {
+      Eigen::Index best = 0;
+      z.row(r).maxCoeff(&best);
+      b.labels[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(best);
+    }
+  }
+  return b;
+}
+
+// ------------------------------------------------------------------------------------ FLOPs
+double Model::unit_forward_flops(int u, std::int64_t tokens) const {
+  const UnitInfo& info = unit(u);
+  if (u == 0 || u == num_units() - 1) return linear_flops(tokens, info.in_width, info.out_width);
+  double flops = ffn_flops(tokens, config_.d_model, config_.d_ff);
+  if (config_.attention) flops += attention_flops(tokens, config_.seq_len, config_.d_model, config_.d_model);
+  return flops;
+}
+
+double Model::forward_flops(std::int64_t tokens) const {
+  double total = 0.0;
+  for (int u = 0; u < num_units(); ++u) total += unit_forward_flops(u, tokens);
+  return total;
+}
+
+// ------------------------------------------------------------------------------------ forward
+Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
+                                  std::int64_t tokens, UnitCache* cache) const {
+  const UnitInfo& info = unit(u);
+  require_size(unit_params.size(), info.count, "Model::unit_forward: parameters of " + info.name);
+  require_size(x.size(), static_cast<std::size_t>(tokens * info.in_width), "Model::unit_forward: input of " + info.name);
+  if (tokens % config_.seq_len != 0) {
+    throw std::invalid_argument("Model::unit_forward: " + std::to_string(tokens) +
+                                " tokens is not a whole number of sequences of " + std::to_string(config_.seq_len));
+  }
+  const auto n = static_cast<std::size_t>(tokens);
+  const auto base = info.offset;
+  const TensorInfo* t = &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
+  auto weight = [&](int i) {
+    const TensorInfo& ti = t[i];
+    return as_matrix(unit_params, static_cast<std::size_t>(ti.rows), static_cast<std::size_t>(ti.cols), ti.offset - base);
+  };
+  auto bias = [&](int i) { return ConstRowVecMap(unit_params.data() + (t[i].offset - base), t[i].cols); };
+  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
+
+  Buffer<float> y = activation(rank, n * width(info.out_width), info.name + ".out");
+  auto Y = as_matrix(y.span(), n, width(info.out_width));
+  const auto X = as_matrix(std::span<const float>(x.span()), n, width(info.in_width));
+  std::vector<Buffer<float>> saved;
+
+  if (u == 0 || u == num_units() - 1) {
+    linear_forward(X, weight(0), bias(1), Y);
+  } else {
+    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
+    int next = 0;
+    std::span<const float> ffn_in = x.span();
+    Buffer<float> xm;
+    if (config_.attention) {
+      const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
+      Buffer<float> q = activation(rank, n * d, info.name + ".q"), k = activation(rank, n * d, info.name + ".k"),
+                    v = activation(rank, n * d, info.name + ".v"), o = activation(rank, n * d, info.name + ".o"),
+                    p = activation(rank, (n / seq) * heads * seq * seq, info.name + ".p");
+      xm = activation(rank, n * d, info.name + ".mid");
+      auto XM = as_matrix(xm.span(), n, d);
+      attention_forward(X, config_.seq_len, config_.n_heads, config_.causal, weight(0), weight(1), weight(2),
+                        weight(3), as_matrix(q.span(), n, d), as_matrix(k.span(), n, d), as_matrix(v.span(), n, d),
+                        as_matrix(p.span(), (n / seq) * heads * seq, seq), as_matrix(o.span(), n, d), XM);
+      XM += X;  // residual
+      for (Buffer<float>* b : {&q, &k, &v, &p, &o}) saved.push_back(std::move(*b));
+      ffn_in = xm.span();
+      next = 4;
+    }
+    Buffer<float> h = activation(rank, n * f, info.name + ".h"), a = activation(rank, n * f, info.name + ".a");
+    const auto FI = as_matrix(ffn_in, n, d);
+    ffn_forward(FI, weight(next), bias(next + 1), weight(next + 2), bias(next + 3), as_matrix(h.span(), n, f),
+                as_matrix(a.span(), n, f), Y);
+    Y += FI;  // residual
+    if (config_.attention) saved.push_back(std::move(xm));
+    saved.push_back(std::move(h));
+    saved.push_back(std::move(a));
+  }
+  rank.compute(unit_forward_flops(u, tokens), "fwd " + info.name);
+  if (cache != nullptr) {
+    cache->tokens = tokens;
+    cache->saved.clear();
+    cache->saved.push_back(std::move(x));
+    for (auto& b : saved) cache->saved.push_back(std::move(b));
+  }
+  return y;
+}
+
+// ------------------------------------------------------------------------------------ backward
+Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> unit_params, std::span<float> unit_grads,
+                                   UnitCache& cache, std::span<const float> dy) const {
+  const UnitInfo& info = unit(u);
+  require_size(unit_params.size(), info.count, "Model::unit_backward: parameters of " + info.name);
+  require_size(unit_grads.size(), info.count, "Model::unit_backward: gradients of " + info.name);
+  if (cache.saved.empty()) {
+    throw std::logic_error("Model::unit_backward: the cache of " + info.name +
+                           " is empty; run unit_forward with a cache first (or recompute it)");
+  }
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  require_size(dy.size(), n * static_cast<std::size_t>(info.out_width), "Model::unit_backward: dy of " + info.name);
+  const auto base = info.offset;
+  const TensorInfo* t = &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
+  auto weight = [&](int i) {
+    return as_matrix(unit_params, static_cast<std::size_t>(t[i].rows), static_cast<std::size_t>(t[i].cols),
+                     t[i].offset - base);
+  };
+  auto dweight = [&](int i) {
+    return as_matrix(unit_grads, static_cast<std::size_t>(t[i].rows), static_cast<std::size_t>(t[i].cols),
+                     t[i].offset - base);
+  };
+  auto dbias = [&](int i) { return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols); };
+  auto saved = [&](std::size_t i, std::size_t rows, std::size_t cols) {
+    return as_matrix(std::span<const float>(cache.saved.at(i).span()), rows, cols);
+  };
+  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
+
+  Buffer<float> dx = activation(rank, n * width(info.in_width), info.name + ".dx");
+  auto DX = as_matrix(dx.span(), n, width(info.in_width));
+  const auto DY = as_matrix(dy, n, width(info.out_width));
+  if (u == 0 || u == num_units() - 1) {
+    linear_backward(saved(0, n, width(info.in_width)), weight(0), DY, DX, dweight(0), dbias(1));
+  } else {
+    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
+    const int next = config_.attention ? 4 : 0;
+    const std::size_t hi = config_.attention ? 7 : 1;  // index of h in the cache
+    const auto FI = config_.attention ? saved(6, n, d) : saved(0, n, d);
+    // y = FI + ffn(FI): the residual passes dy straight through, the FFN adds its part.
+    MatrixRM dmid(n, d);
+    ffn_backward(FI, weight(next), weight(next + 2), saved(hi, n, f), saved(hi + 1, n, f), DY, dmid,
+                 dweight(next), dbias(next + 1), dweight(next + 2), dbias(next + 3));
+    dmid += DY;
+    if (config_.attention) {
+      const std::size_t seq = width(config_.seq_len), heads = width(config_.n_heads);
+      attention_backward(saved(0, n, d), config_.seq_len, config_.n_heads, weight(0), weight(1), weight(2), weight(3),
+                         saved(1, n, d), saved(2, n, d), saved(3, n, d), saved(4, (n / seq) * heads * seq, seq),
+                         saved(5, n, d), dmid, DX, dweight(0), dweight(1), dweight(2), dweight(3));
+      DX += dmid;
+    } else {
+      DX = dmid;
+    }
+  }
+  rank.compute(2.0 * unit_forward_flops(u, cache.tokens), "bwd " + info.name);
+  cache.clear();
+  return dx;
+}
+
+// ------------------------------------------------------------------------------------ loss
+double Model::loss_value(std::span<const float> out, const Batch& batch) const {
+  const auto n = static_cast<std::size_t>(batch.tokens()), c = static_cast<std::size_t>(config_.d_out);
+  require_size(out.size(), n * c, "Model::loss_value: output");
+  const auto Y = as_matrix(out, n, c);
+  if (config_.loss == LossKind::mse) return mse_forward(Y, as_matrix(std::span<const float>(batch.targets), n, c));
+  return cross_entropy_forward(Y, batch.labels);
+}
+
+double Model::loss_backward(std::span<const float> out, const Batch& batch, std::span<float> dout, float scale) const {
+  const auto n = static_cast<std::size_t>(batch.tokens()), c = static_cast<std::size_t>(config_.d_out);
+  require_size(dout.size(), n * c, "Model::loss_backward: dout");
+  const double loss = loss_value(out, batch);
+  const auto Y = as_matrix(out, n, c);
+  if (config_.loss == LossKind::mse) {
+    mse_backward(Y, as_matrix(std::span<const float>(batch.targets), n, c), as_matrix(dout, n, c), scale);
+  } else {
+    cross_entropy_backward(Y, batch.labels, as_matrix(dout, n, c), scale);
+  }
+  return loss;
+}
+
+// ------------------------------------------------------------------------------------ whole model
+Buffer<float> Model::input(Rank& rank, const Batch& batch) const {
+  require_size(batch.inputs.size(), static_cast<std::size_t>(batch.tokens() * config_.d_in), "Batch.inputs");
+  Buffer<float> x = activation(rank, batch.inputs.size(), "input");
+  std::copy(batch.inputs.begin(), batch.inputs.end(), x.begin());
+  return x;
+}
+
+double Model::forward_backward(Rank& rank, std::span<const float> params, std::span<float> grads, const Batch& batch,
+                               const GradsReadyHook& on_grads_ready) const {
+  require_size(params.size(), num_params_, "Model::forward_backward: params");
+  require_size(grads.size(), num_params_, "Model::forward_backward: grads");
+  const std::int64_t tokens = batch.tokens();
+  std::vector<UnitCache> caches(static_cast<std::size_t>(num_units()));
+  Buffer<float> x = input(rank, batch);
+  for (int u = 0; u < num_units(); ++u) {
+    x = unit_forward(rank, u, unit_view(params, u), std::move(x), tokens, &caches[static_cast<std::size_t>(u)]);
+  }
+  Buffer<float> d = activation(rank, x.size(), "dloss");
+  const double loss = loss_backward(x.span(), batch, d.span());
+  x.reset();
+  for (int u = num_units() - 1; u >= 0; --u) {
+    d = unit_backward(rank, u, unit_view(params, u), unit_view(grads, u), caches[static_cast<std::size_t>(u)], d.span());
+    if (on_grads_ready) on_grads_ready(u);
+  }
+  return loss;
+}
+
+double Model::evaluate(Rank& rank, std::span<const float> params, const Batch& batch) const {
+  require_size(params.size(), num_params_, "Model::evaluate: params");
+  Buffer<float> x = input(rank, batch);
+  for (int u = 0; u < num_units(); ++u) {
+    x = unit_forward(rank, u, unit_view(params, u), std::move(x), batch.tokens(), nullptr);
+  }
+  return loss_value(x.span(), batch);
+}
+
+// ------------------------------------------------------------------------------------ Adam
+Adam::Adam(MemoryLedger& ledger, std::size_t count, const AdamConfig& config)
+    : config_(config),
+      m_(ledger, Category::optimizer, count, "adam.m"),
+      v_(ledger, Category::optimizer, count, "adam.v") {}
+
+void Adam::step(std::span<float> params, std::span<const float> grads) {
+  require_size(params.size(), m_.size(), "Adam::step: params");
+  ++steps_;
+  adam_step(params, grads, m_.span(), v_.span(), steps_, config_);
+}
+
+}  // namespace mgpu::model

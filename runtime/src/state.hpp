@@ -1,0 +1,145 @@
+// Internal state of the simulated cluster, shared by the runtime's .cpp files only.
+// One global mutex guards all bookkeeping (mailboxes, rendezvous, waiting ranks); bulk data
+// copies and reductions run outside it.
+#pragma once
+
+#include "mgpu/cluster.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mgpu::detail {
+
+struct ClusterState;
+struct RankState;
+struct CollectiveOp;
+
+using Lock = std::unique_lock<std::mutex>;
+
+/// A non-blocking operation owned by one rank; Request holds it.
+struct Operation {
+  RankState* owner = nullptr;
+  bool finished = false;  // finish() ran (owner thread only)
+  virtual ~Operation() = default;
+  /// Under the lock: the owner can finish without waiting for anyone.
+  virtual bool ready_locked() const = 0;
+  /// Under the lock: something can still happen without another rank acting (deadlock check).
+  virtual bool progress_locked() const { return ready_locked(); }
+  /// Under the lock: the owner could do useful work on it now (collective slices).
+  virtual bool helpable_locked() const { return false; }
+  /// Does that work; called and returns with the lock held.
+  virtual void help(Lock&) {}
+  /// What the owner is waiting for, for the deadlock report.
+  virtual std::string describe_locked() const = 0;
+  /// Owner thread, lock not held, after ready: moves data in place and advances the clock.
+  virtual void finish() = 0;
+  /// The owner gives up on the operation (abort or unwinding); returns with no other thread
+  /// touching the owner's buffers. Called and returns with the lock held.
+  virtual void cancel(Lock&) {}
+  /// Whether giving up on it must stop the run (other ranks may still write its buffers).
+  virtual bool abandon_stops_run() const { return false; }
+};
+
+/// A point-to-point message: a copy of the sender's data and its virtual arrival time.
+struct Message {
+  int src = 0;  // group rank
+  int tag = 0;
+  DType dtype = DType::f32;
+  std::size_t count = 0;
+  std::size_t nbytes = 0;
+  std::unique_ptr<unsigned char[]> bytes;  // not zero-filled: the send overwrites it at once
+  double ready = 0.0;  // virtual time the last byte arrives
+};
+
+struct RecvOp;
+
+/// An ordered set of ranks with its mailboxes and collective rendezvous.
+struct Group {
+  std::string name;
+  std::vector<int> members;  // global ranks, by group rank
+  double alpha = 0.0;        // latency of the slowest link between members
+  double beta = 1.0;         // bandwidth of the slowest link between members
+  std::vector<std::uint64_t> next_seq;                          // per group rank
+  std::map<std::uint64_t, std::shared_ptr<CollectiveOp>> pending;  // by sequence number
+  std::vector<std::deque<std::shared_ptr<Message>>> unmatched;  // by destination group rank
+  std::vector<std::deque<std::shared_ptr<RecvOp>>> posted;      // by destination group rank
+  std::string describe() const;
+  int size() const { return static_cast<int>(members.size()); }
+};
+
+/// Per-rank state, touched by its own thread except the fields marked "lock".
+struct RankState {
+  ClusterState* cluster = nullptr;
+  int id = 0;
+  MemoryLedger memory;
+  TrafficMeter traffic;
+  VirtualClock clock;
+  Comm world;
+  // lock: deadlock bookkeeping
+  bool live = true;
+  std::function<bool()> wait_progress;  // set while blocked
+  std::function<std::string()> wait_what;
+  // owner: the last collective posted on the comm stream whose span is not yet recorded
+  std::shared_ptr<CollectiveOp> stream_tail;
+  int stream_tail_member = 0;  // this rank's index in stream_tail's group
+};
+
+/// The whole cluster during and after a run.
+struct ClusterState {
+  ClusterConfig config;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> aborting{false};
+  std::exception_ptr error;       // first primary error, else first RankStopped
+  bool error_is_primary = false;
+  std::string abort_reason;
+  std::vector<std::unique_ptr<RankState>> ranks;
+  std::vector<Rank> handles;
+  std::vector<RankReport> reports;
+  bool ran = false;
+
+  explicit ClusterState(ClusterConfig c);
+  void reset();
+  void run(const std::function<void(Rank&)>& body);
+
+  /// Latency and bandwidth of the link between two global ranks.
+  std::pair<double, double> link(int a, int b) const;
+  std::shared_ptr<Group> make_group(std::string name, std::vector<int> members) const;
+
+  /// Records an error; primary errors win over RankStopped. Lock held.
+  void record_error_locked(std::exception_ptr e);
+  /// Stops the run: every blocked rank wakes and throws RankStopped. Lock held.
+  void abort_locked(const std::string& reason);
+  /// Throws RankStopped if the run is stopping. Lock held or not.
+  void check_abort(const RankState& self) const;
+  /// Blocks `self` until `progress()` may have changed; throws RankStopped on abort and
+  /// DeadlockError if every live rank is blocked with no progress possible. Lock held.
+  void block(Lock& lk, RankState& self, std::function<bool()> progress,
+             std::function<std::string()> what);
+  /// Waits for `op` to be ready (helping collectives), then finishes it. Lock not held.
+  void wait(Operation& op);
+  /// Under the lock: if `op` is ready, true (caller then finishes it); helps collectives.
+  bool test_locked(Lock& lk, Operation& op);
+  bool deadlocked_locked() const;
+  std::string deadlock_report_locked() const;
+  void rank_finished(int id);
+};
+
+/// Waits until the rank's last collective on the comm stream has a known time, then records its
+/// span (so comm_free is exact). Lock not held.
+void settle_stream(RankState& self);
+/// Records the span of the rank's last collective if its time is already known; never blocks.
+void settle_stream_if_known(RankState& self);
+/// Throws std::invalid_argument naming the op and group when `peer` is not a group rank.
+void check_peer(const Group& g, int peer, std::string_view op);
+
+}  // namespace mgpu::detail

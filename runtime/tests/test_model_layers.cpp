@@ -1,0 +1,157 @@
+// The model's hand-written backward passes against central finite differences of their forward
+// passes, for every layer and loss. Small shapes, fp32, relative tolerance; each check prints its error.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "mgpu/model/layers.hpp"
+#include "mgpu/model/rng.hpp"
+
+using namespace mgpu::model;
+
+namespace {
+
+MatrixRM random_matrix(Rng& rng, int rows, int cols, double stddev = 1.0) {
+  MatrixRM m(rows, cols);
+  rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), stddev);
+  return m;
+}
+
+// Relative error of an analytic gradient against central differences of loss() over the entries of x.
+double fd_relative_error(MatrixRM& x, const MatrixRM& analytic, const std::function<double()>& loss,
+                         float h = 1e-2f) {
+  double num = 0.0, den = 0.0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const float keep = x.data()[i];
+    x.data()[i] = keep + h;
+    const double up = loss();
+    x.data()[i] = keep - h;
+    const double down = loss();
+    x.data()[i] = keep;
+    const double fd = (up - down) / (2.0 * h);
+    num = std::max(num, std::abs(fd - analytic.data()[i]));
+    den = std::max(den, std::abs(fd));
+  }
+  return num / std::max(den, 1e-12);
+}
+
+constexpr double kTol = 2e-3;  // fp32 central differences with h = 1e-2 land near 1e-4
+
+}  // namespace
+
+TEST_CASE("linear backward matches finite differences") {
+  Rng rng(1);
+  MatrixRM x = random_matrix(rng, 5, 4), w = random_matrix(rng, 4, 3), r = random_matrix(rng, 5, 3);
+  MatrixRM bm = random_matrix(rng, 1, 3);
+  auto loss = [&] {
+    MatrixRM y(5, 3);
+    linear_forward(x, w, bm.row(0), y);
+    return static_cast<double>((y.array() * r.array()).sum());
+  };
+  MatrixRM dx(5, 4), dw = MatrixRM::Zero(4, 3);
+  Eigen::RowVectorXf db = Eigen::RowVectorXf::Zero(3);
+  linear_backward(x, w, r, dx, dw, db);
+  MatrixRM dbm = db;
+  const double ex = fd_relative_error(x, dx, loss), ew = fd_relative_error(w, dw, loss),
+               eb = fd_relative_error(bm, dbm, loss);
+  std::printf("linear: rel err dx %.2e dw %.2e db %.2e\n", ex, ew, eb);
+  CHECK(ex < kTol);
+  CHECK(ew < kTol);
+  CHECK(eb < kTol);
+}
+
+TEST_CASE("FFN backward (with GELU) matches finite differences") {
+  Rng rng(2);
+  const int n = 6, d = 4, f = 8;
+  MatrixRM x = random_matrix(rng, n, d), w1 = random_matrix(rng, d, f, 0.5), w2 = random_matrix(rng, f, d, 0.5);
+  MatrixRM b1 = random_matrix(rng, 1, f, 0.1), b2 = random_matrix(rng, 1, d, 0.1), r = random_matrix(rng, n, d);
+  MatrixRM h(n, f), a(n, f), y(n, d);
+  auto loss = [&] {
+    ffn_forward(x, w1, b1.row(0), w2, b2.row(0), h, a, y);
+    return static_cast<double>((y.array() * r.array()).sum());
+  };
+  loss();
+  MatrixRM dx(n, d), dw1 = MatrixRM::Zero(d, f), dw2 = MatrixRM::Zero(f, d);
+  Eigen::RowVectorXf db1 = Eigen::RowVectorXf::Zero(f), db2 = Eigen::RowVectorXf::Zero(d);
+  ffn_backward(x, w1, w2, h, a, r, dx, dw1, db1, dw2, db2);
+  MatrixRM db1m = db1, db2m = db2;
+  const double e[] = {fd_relative_error(x, dx, loss), fd_relative_error(w1, dw1, loss),
+                      fd_relative_error(b1, db1m, loss), fd_relative_error(w2, dw2, loss),
+                      fd_relative_error(b2, db2m, loss)};
+  std::printf("ffn: rel err dx %.2e dw1 %.2e db1 %.2e dw2 %.2e db2 %.2e\n", e[0], e[1], e[2], e[3], e[4]);
+  for (double err : e) CHECK(err < kTol);
+}
+
+TEST_CASE("attention backward matches finite differences, causal and not") {
+  for (bool causal : {false, true}) {
+    Rng rng(causal ? 4 : 3);
+    const int seq = 4, batch = 2, n = seq * batch, d = 6, heads = 2, hd = 6;
+    MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, hd, 0.5), wk = random_matrix(rng, d, hd, 0.5),
+             wv = random_matrix(rng, d, hd, 0.5), wo = random_matrix(rng, hd, d, 0.5), r = random_matrix(rng, n, d);
+    MatrixRM q(n, hd), k(n, hd), v(n, hd), p(batch * heads * seq, seq), o(n, hd), y(n, d);
+    auto loss = [&] {
+      attention_forward(x, seq, heads, causal, wq, wk, wv, wo, q, k, v, p, o, y);
+      return static_cast<double>((y.array() * r.array()).sum());
+    };
+    loss();
+    MatrixRM dx(n, d), dwq = MatrixRM::Zero(d, hd), dwk = MatrixRM::Zero(d, hd), dwv = MatrixRM::Zero(d, hd),
+             dwo = MatrixRM::Zero(hd, d);
+    attention_backward(x, seq, heads, wq, wk, wv, wo, q, k, v, p, o, r, dx, dwq, dwk, dwv, dwo);
+    const double e[] = {fd_relative_error(x, dx, loss), fd_relative_error(wq, dwq, loss),
+                        fd_relative_error(wk, dwk, loss), fd_relative_error(wv, dwv, loss),
+                        fd_relative_error(wo, dwo, loss)};
+    std::printf("attention (causal=%d): rel err dx %.2e dwq %.2e dwk %.2e dwv %.2e dwo %.2e\n", causal, e[0], e[1],
+                e[2], e[3], e[4]);
+    for (double err : e) CHECK(err < kTol);
+  }
+}
+
+TEST_CASE("causal attention: a token's output does not depend on later tokens") {
+  Rng rng(5);
+  const int seq = 5, n = seq, d = 4, heads = 2;
+  MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, d), wk = random_matrix(rng, d, d),
+           wv = random_matrix(rng, d, d), wo = random_matrix(rng, d, d);
+  MatrixRM q(n, d), k(n, d), v(n, d), p(heads * seq, seq), o(n, d), y1(n, d), y2(n, d);
+  attention_forward(x, seq, heads, true, wq, wk, wv, wo, q, k, v, p, o, y1);
+  x.row(seq - 1).setConstant(7.0f);  // change only the last token
+  attention_forward(x, seq, heads, true, wq, wk, wv, wo, q, k, v, p, o, y2);
+  CHECK((y1.topRows(seq - 1) - y2.topRows(seq - 1)).cwiseAbs().maxCoeff() == 0.0f);
+  CHECK((y1.row(seq - 1) - y2.row(seq - 1)).cwiseAbs().maxCoeff() > 0.0f);
+}
+
+TEST_CASE("MSE and cross-entropy gradients match finite differences") {
+  Rng rng(6);
+  MatrixRM y = random_matrix(rng, 4, 3), t = random_matrix(rng, 4, 3), dy(4, 3);
+  mse_backward(y, t, dy);
+  const double e_mse = fd_relative_error(y, dy, [&] { return mse_forward(y, t); });
+  std::vector<std::int32_t> labels = {0, 2, 1, 2};
+  MatrixRM logits = random_matrix(rng, 4, 3), dl(4, 3);
+  cross_entropy_backward(logits, labels, dl);
+  const double e_ce = fd_relative_error(logits, dl, [&] { return cross_entropy_forward(logits, labels); });
+  std::printf("losses: rel err mse %.2e cross-entropy %.2e\n", e_mse, e_ce);
+  CHECK(e_mse < kTol);
+  CHECK(e_ce < kTol);
+  std::vector<std::int32_t> bad = {0, 3, 1, 2};
+  CHECK_THROWS_AS(cross_entropy_forward(logits, bad), std::out_of_range);
+}
+
+TEST_CASE("the generator gives the same stream for the same seed and moments near N(0, 1)") {
+  Rng a(42), b(42), c(43);
+  std::vector<float> va(20000), vb(20000), vc(20000);
+  a.fill_normal(va, 1.0);
+  b.fill_normal(vb, 1.0);
+  c.fill_normal(vc, 1.0);
+  CHECK(va == vb);
+  CHECK(va != vc);
+  double mean = 0, sq = 0;
+  for (float x : va) mean += x, sq += double(x) * x;
+  mean /= va.size();
+  const double var = sq / va.size() - mean * mean;
+  std::printf("normal: mean %.4f variance %.4f over %zu samples\n", mean, var, va.size());
+  CHECK(std::abs(mean) < 0.03);
+  CHECK(std::abs(var - 1.0) < 0.05);
+}

@@ -1,0 +1,226 @@
+// Flag parsing for `mgpu plan` with CLI11. Counts are read as numbers so that "70e9" and "64"
+// both work, then checked to be whole; every inconsistency becomes exit status 2 with the fix.
+#include "plan/cli.hpp"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <mgpu/not_implemented.hpp>
+
+#include "plan/model.hpp"
+#include "plan/render.hpp"
+
+namespace mgpu::planner {
+
+namespace {
+
+// Raw flag values as CLI11 fills them; to_options() turns them into checked Options.
+struct RawFlags {
+  double params = 0, gpus = 0, gpu_memory = 80e9, zero = 0, tp = 1, pp = 1, micro_batches = 1;
+  double gpus_per_node = 8;
+  std::string precision = "bf16-mixed-adam";
+  double layers = 0, hidden = 0, heads = 0, seq = 0, micro_batch = 1;
+  std::string recompute = "none";
+  bool sequence_parallel = false;
+  double tokens = 0, gpu_flops = 0, mfu = 1.0;
+  bool explain = false;
+  std::string json_path, svg_path;
+};
+
+std::int64_t to_count(const char* flag, double v) {
+  if (!std::isfinite(v) || v != std::floor(v) || std::abs(v) > 9e15)
+    throw UsageError(fmt::format("{} {}: must be a whole number, e.g. {} 8", flag, v, flag));
+  return static_cast<std::int64_t>(v);
+}
+
+void add_flags(CLI::App& app, RawFlags& f) {
+  app.add_option("--params", f.params, "parameters of the model, e.g. 70e9")
+      ->type_name("N")
+      ->required();
+  app.add_option("--gpus", f.gpus, "total GPUs = tp * pp * dp")->type_name("N")->required();
+  app.add_option("--gpu-memory", f.gpu_memory, "bytes of memory per GPU")
+      ->type_name("BYTES")
+      ->capture_default_str();
+  app.add_option("--precision", f.precision,
+                 "bytes-per-parameter recipe (mgpu::memory::kPrecisionPresets)")
+      ->type_name("NAME")
+      ->capture_default_str();
+  app.add_option("--zero", f.zero, "ZeRO stage 0..3 over the data-parallel group")
+      ->type_name("0..3")
+      ->capture_default_str();
+  app.add_option("--tp", f.tp, "tensor-parallel degree (divides --gpus-per-node)")
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--pp", f.pp, "pipeline stages")->type_name("N")->capture_default_str();
+  app.add_option("--micro-batches", f.micro_batches, "micro-batches per step (m)")
+      ->type_name("M")
+      ->capture_default_str();
+  app.add_option("--gpus-per-node", f.gpus_per_node, "GPUs per server")
+      ->type_name("N")
+      ->capture_default_str();
+  auto* shape =
+      app.add_option_group("model shape", "for activation memory and tensor/pipeline traffic");
+  shape->add_option("--layers", f.layers, "transformer layers L")->type_name("L");
+  shape->add_option("--hidden", f.hidden, "hidden size h")->type_name("H");
+  shape->add_option("--heads", f.heads, "attention heads a")->type_name("A");
+  shape->add_option("--seq", f.seq, "sequence length s")->type_name("S");
+  shape->add_option("--micro-batch", f.micro_batch, "sequences per micro-batch b")
+      ->type_name("B")
+      ->capture_default_str();
+  shape->add_option("--recompute", f.recompute, "none, selective or full")
+      ->type_name("none|selective|full")
+      ->capture_default_str();
+  shape->add_flag("--sequence-parallel", f.sequence_parallel,
+                  "shard the rest of the activations over tp");
+  auto* time = app.add_option_group("compute and time");
+  time->add_option("--tokens", f.tokens, "training tokens D, for 6 * params * D FLOPs")
+      ->type_name("D");
+  time->add_option("--gpu-flops", f.gpu_flops, "FLOP/s of one GPU (needs --tokens)")
+      ->type_name("FLOP/S");
+  time->add_option("--mfu", f.mfu, "achieved fraction of --gpu-flops, (0, 1]")
+      ->type_name("FRACTION")
+      ->capture_default_str();
+  app.add_flag("--explain", f.explain,
+               "list every multiplier and the chapter function it comes from");
+  app.add_option("--json", f.json_path,
+                 "write the numbers as JSON to FILE ('-': stdout, no text report)")
+      ->type_name("FILE");
+  app.add_option("--svg", f.svg_path, "write the memory bar chart as SVG to FILE")
+      ->type_name("FILE");
+}
+
+bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)->count() > 0; }
+
+Options to_options(const CLI::App& app, const RawFlags& f) {
+  Options o;
+  o.params = f.params;
+  o.gpus = to_count("--gpus", f.gpus);
+  o.gpu_memory_bytes = f.gpu_memory;
+  o.precision = f.precision;
+  const std::int64_t zero = to_count("--zero", f.zero);
+  if (zero < 0 || zero > 3)  // checked here too: the value may not fit the int validate() sees
+    throw UsageError(
+        fmt::format("--zero {}: ZeRO has stages 0 (none) to 3; use --zero 0, 1, 2 or 3", zero));
+  o.zero_stage = static_cast<int>(zero);
+  o.tp = to_count("--tp", f.tp);
+  o.pp = to_count("--pp", f.pp);
+  o.micro_batches = to_count("--micro-batches", f.micro_batches);
+  o.gpus_per_node = to_count("--gpus-per-node", f.gpus_per_node);
+
+  const std::array<const char*, 4> core{"--layers", "--hidden", "--heads", "--seq"};
+  bool any_core = false;
+  for (const char* flag : core) any_core = any_core || given(app, flag);
+  if (any_core) {
+    for (const char* flag : core)
+      if (!given(app, flag))
+        throw UsageError(
+            fmt::format("{} is missing: the model shape needs --layers, --hidden, --heads and "
+                        "--seq together",
+                        flag));
+    ModelShape s;
+    s.layers = to_count("--layers", f.layers);
+    s.hidden = to_count("--hidden", f.hidden);
+    s.heads = to_count("--heads", f.heads);
+    s.seq = to_count("--seq", f.seq);
+    s.micro_batch = to_count("--micro-batch", f.micro_batch);
+    s.recompute = parse_recompute(f.recompute);
+    s.sequence_parallel = f.sequence_parallel;
+    o.shape = s;
+  } else {
+    for (const char* flag : {"--micro-batch", "--recompute", "--sequence-parallel"})
+      if (given(app, flag))
+        throw UsageError(fmt::format(
+            "{} needs the model shape: add --layers, --hidden, --heads and --seq", flag));
+    (void)parse_recompute(f.recompute);
+  }
+  if (given(app, "--tokens")) o.tokens = f.tokens;
+  if (given(app, "--gpu-flops")) {
+    if (!o.tokens)
+      throw UsageError("--gpu-flops needs --tokens: time is FLOPs (6 * params * tokens) / rate");
+    o.gpu_flops = f.gpu_flops;
+  }
+  if (given(app, "--mfu") && !o.gpu_flops)
+    throw UsageError("--mfu needs --gpu-flops (and --tokens)");
+  o.mfu = f.mfu;
+  return o;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  file.close();
+  if (!file)
+    throw std::runtime_error(fmt::format("cannot write '{}': check that its folder exists", path));
+}
+
+}  // namespace
+
+std::string chapter_folder_for(const std::string& message) {
+  static const std::array<const char*, 8> chapters{
+      "11_1_memory",   "11_2_data_parallel", "11_3_zero",           "11_4_tensor_parallel",
+      "11_5_pipeline", "11_6_checkpointing", "11_7_3d_and_experts", "exercises"};
+  const std::string prefix = "not implemented: ";
+  const auto at = message.find(prefix);
+  if (at == std::string::npos) return "chapters/";
+  std::string section = message.substr(at + prefix.size());
+  section = section.substr(0, section.find(' '));
+  for (char& c : section)
+    if (c == '.') c = '_';
+  for (const char* ch : chapters)
+    if (!section.empty() && std::string(ch).rfind(section + "_", 0) == 0)
+      return std::string("chapters/") + ch;
+  return "chapters/";
+}
+
+int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{
+      "mgpu plan: memory per GPU, traffic, bubble and time of a tp x pp x dp layout (section 11.7)",
+      "mgpu plan"};
+  RawFlags flags;
+  add_flags(app, flags);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    err << "mgpu plan: " << e.what() << "\n  see ./mgpu plan --help for the flags\n";
+    return kExitUsage;
+  }
+  try {
+    const Plan plan = make_plan(to_options(app, flags));
+    if (flags.json_path == "-") {
+      out << to_json(plan).dump(2) << '\n';
+    } else {
+      out << render_text(plan, flags.explain);
+      if (!flags.json_path.empty()) {
+        write_file(flags.json_path, to_json(plan).dump(2) + "\n");
+        out << "\nwrote " << flags.json_path << '\n';
+      }
+    }
+    if (!flags.svg_path.empty()) {
+      write_file(flags.svg_path, render_svg(plan));
+      if (flags.json_path != "-") out << "wrote " << flags.svg_path << '\n';
+    }
+    return kExitOk;
+  } catch (const mgpu::NotImplemented& e) {
+    err << fmt::format(
+        "mgpu plan: this plan needs a function you have not written yet ({}).\n"
+        "  Implement it in {}/ and check it with ./mgpu test --student {}; the reference build "
+        "shows the "
+        "expected numbers.\n",
+        e.what(), chapter_folder_for(e.what()),
+        chapter_folder_for(e.what()).substr(std::string("chapters/").size()));
+    return kExitNotImplemented;
+  } catch (const std::invalid_argument& e) {  // UsageError, and a chapter function's own checks
+    err << "mgpu plan: " << e.what() << '\n';
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "mgpu plan: " << e.what() << '\n';
+    return kExitIoError;
+  }
+}
+
+}  // namespace mgpu::planner

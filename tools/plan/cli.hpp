@@ -1,0 +1,27 @@
+// The command line of `mgpu plan`: flags to Options (CLI11), then the report, the JSON and the
+// SVG. A function rather than main() so that tests can run it and check exit codes and output.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mgpu::planner {
+
+/// Exit statuses of `mgpu plan`.
+enum ExitStatus : int {
+  kExitOk = 0,       ///< the report was printed (whether or not the layout fits)
+  kExitIoError = 1,  ///< --json or --svg could not be written
+  kExitUsage = 2,    ///< a flag is missing, unknown or inconsistent; the message says the fix
+  kExitNotImplemented = 3,  ///< a chapter function it needs still throws mgpu::NotImplemented
+};
+
+/// Runs the planner on `args` (the flags, without the program name), printing the report to
+/// `out` and problems to `err`. Returns one of ExitStatus.
+int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+/// The chapter folder a NotImplemented message points at, e.g. "not implemented: 11.3 zero_state"
+/// gives "chapters/11_3_zero"; "chapters/" when the section is not recognised.
+std::string chapter_folder_for(const std::string& not_implemented_message);
+
+}  // namespace mgpu::planner

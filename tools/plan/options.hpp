@@ -1,0 +1,73 @@
+// The inputs of `mgpu plan`: a model, a cluster and a parallel layout, plus their checks.
+// Options is plain data so that tests and the CLI build it the same way; validate() is the one
+// place that decides whether a layout makes sense, and its messages say how to fix it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "11_1_memory/formulas.hpp"
+
+namespace mgpu::planner {
+
+/// A flag value the planner cannot use; what() names the flag, the value and the fix.
+/// The command line turns it into exit status 2.
+class UsageError : public std::invalid_argument {
+ public:
+  /// @param message e.g. "--tp 3 does not divide --gpus-per-node 8: use --tp 1, 2, 4 or 8".
+  explicit UsageError(const std::string& message) : std::invalid_argument(message) {}
+};
+
+/// What is recomputed in the backward pass (section 11.6): the 11.1 chapter's policy.
+using Recompute = mgpu::memory::Recompute;
+
+/// "none", "selective" or "full".
+const char* to_string(Recompute r);
+
+/// Parses "none", "selective" or "full"; anything else throws UsageError naming the choices.
+Recompute parse_recompute(const std::string& text);
+
+/// The transformer's shape, needed only for activation memory and tensor/pipeline traffic.
+struct ModelShape {
+  std::int64_t layers = 0;                ///< transformer blocks L
+  std::int64_t hidden = 0;                ///< hidden size h
+  std::int64_t heads = 0;                 ///< attention heads a
+  std::int64_t seq = 0;                   ///< sequence length s, tokens
+  std::int64_t micro_batch = 1;           ///< sequences per micro-batch b
+  Recompute recompute = Recompute::none;  ///< activation checkpointing policy
+  bool sequence_parallel = false;         ///< shard the non-tensor-parallel activations over tp too
+};
+
+/// Everything `mgpu plan` is asked about. Counts are whole numbers; sizes are bytes, rates FLOP/s.
+struct Options {
+  double params = 0;                          ///< parameters Psi of the whole model
+  std::int64_t gpus = 0;                      ///< total GPUs, = tp * pp * dp
+  double gpu_memory_bytes = 80e9;             ///< capacity of one GPU, bytes
+  std::string precision = "bf16-mixed-adam";  ///< a name from mgpu::memory::kPrecisionPresets
+  int zero_stage = 0;                         ///< ZeRO stage 0 (plain data parallel) to 3
+  std::int64_t tp = 1;                        ///< tensor-parallel degree t
+  std::int64_t pp = 1;                        ///< pipeline stages p
+  std::int64_t micro_batches = 1;             ///< micro-batches per step m
+  std::int64_t gpus_per_node = 8;             ///< GPUs sharing one server's fast links
+  std::optional<ModelShape> shape;            ///< absent: activations are not estimated
+  std::optional<double> tokens;               ///< training tokens D, for FLOPs = 6 Psi D
+  std::optional<double> gpu_flops;            ///< sustained (or, with mfu, peak) FLOP/s of one GPU
+  double mfu = 1.0;                           ///< fraction of gpu_flops actually achieved, (0, 1]
+};
+
+/// Largest GPU count (and tp, pp degree) the planner accepts: far beyond any cluster, and small
+/// enough that products of degrees stay exact.
+inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 31;
+
+/// Checks every constraint between the options; throws UsageError on the first violation.
+/// Checks: positive counts and sizes, a known precision preset, zero stage in 0..3, tp*pp divides
+/// gpus, tp divides gpus_per_node, and with a shape: layers divisible by pp, heads by tp, hidden by
+/// heads.
+void validate(const Options& o);
+
+/// Data-parallel degree dp = gpus / (tp * pp); call after validate().
+std::int64_t data_parallel_degree(const Options& o);
+
+}  // namespace mgpu::planner

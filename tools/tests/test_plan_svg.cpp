@@ -1,0 +1,125 @@
+// --svg and the text bar: the SVG is well-formed XML with an <svg> root, one rect per non-zero
+// category per bar with widths proportional to the bytes, and a capacity line on the same scale;
+// the text bar puts its letters and capacity mark at the same proportions.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <vector>
+
+#include "plan/categories.hpp"
+#include "plan/model.hpp"
+#include "plan/render.hpp"
+
+using namespace mgpu::planner;
+
+namespace {
+
+struct Element {
+  std::string name;
+  std::map<std::string, std::string> attributes;
+};
+
+// A deliberately small XML reader: enough to check that tags nest and close, and to collect
+// every element's attributes. Text content is skipped; comments and doctypes are not expected.
+std::vector<Element> parse_xml(const std::string& xml, std::string& root) {
+  std::vector<Element> elements;
+  std::vector<std::string> open;
+  const std::regex attribute(R"re(([A-Za-z_:][-\w:.]*)\s*=\s*"([^"]*)")re");
+  std::size_t at = 0;
+  while ((at = xml.find('<', at)) != std::string::npos) {
+    const std::size_t end = xml.find('>', at);
+    REQUIRE(end != std::string::npos);
+    std::string tag = xml.substr(at + 1, end - at - 1);
+    at = end + 1;
+    if (tag.rfind('/', 0) == 0) {
+      REQUIRE_FALSE(open.empty());
+      CHECK(open.back() == tag.substr(1));
+      open.pop_back();
+      continue;
+    }
+    const bool self_closing = !tag.empty() && tag.back() == '/';
+    if (self_closing) tag.pop_back();
+    Element e;
+    e.name = tag.substr(0, tag.find_first_of(" \t\n"));
+    for (std::sregex_iterator it(tag.begin(), tag.end(), attribute), stop; it != stop; ++it)
+      e.attributes[(*it)[1]] = (*it)[2];
+    if (open.empty() && root.empty())
+      root = e.name;
+    else
+      REQUIRE_FALSE(open.empty());  // one root: nothing outside it
+    if (!self_closing) open.push_back(e.name);
+    elements.push_back(std::move(e));
+  }
+  CHECK(open.empty());
+  return elements;
+}
+
+double number(const Element& e, const char* key) { return std::stod(e.attributes.at(key)); }
+
+Plan stage3_at_8() {
+  Options o;
+  o.params = 70e9;
+  o.gpus = 8;
+  o.zero_stage = 3;
+  o.shape = ModelShape{80, 8192, 64, 2048, 1, Recompute::full, false};
+  return make_plan(o);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the SVG is well-formed, rooted at <svg>, with a rect per category per bar on one scale") {
+  const Plan p = stage3_at_8();
+  REQUIRE_FALSE(p.fits);
+  REQUIRE(p.min_gpus.has_value());
+  const std::string svg = render_svg(p);
+  std::string root;
+  const std::vector<Element> elements = parse_xml(svg, root);
+  CHECK(root == "svg");
+  CHECK(elements.front().attributes.at("xmlns") == "http://www.w3.org/2000/svg");
+
+  std::vector<Element> segments;
+  const Element* capacity = nullptr;
+  for (const auto& e : elements) {
+    if (e.name == "rect" && e.attributes.count("data-category")) segments.push_back(e);
+    if (e.name == "line" && e.attributes.count("data-capacity-bytes")) capacity = &e;
+  }
+  REQUIRE(capacity != nullptr);
+  // Two bars (8 GPUs and the fewest that fit), five non-zero categories each.
+  CHECK(segments.size() == 2 * kMemoryCategories.size());
+
+  // Pixels per byte from the capacity line, then every segment must use the same ratio.
+  const double left = number(segments.front(), "x");
+  const double px_per_byte =
+      (number(*capacity, "x1") - left) / number(*capacity, "data-capacity-bytes");
+  double worst = 0;
+  for (const auto& s : segments)
+    worst = std::max(worst, std::abs(number(s, "width") - number(s, "data-bytes") * px_per_byte));
+  MESSAGE("largest segment width error: " << worst << " px");
+  CHECK(worst < 1e-3);
+  // The first bar's segments, summed, are the plan's total.
+  double first_bar_bytes = 0;
+  for (std::size_t i = 0; i < kMemoryCategories.size(); ++i)
+    first_bar_bytes += number(segments[i], "data-bytes");
+  CHECK(first_bar_bytes == doctest::Approx(p.memory.total()));
+}
+
+TEST_CASE("the text bar stacks categories in proportion and marks the capacity") {
+  MemoryBytes m;
+  m.weights = 10;
+  m.grads = 10;
+  m.master = 20;
+  m.optimizer = 40;
+  m.activations = 20;  // total 100
+  const std::string bar = memory_bar(m, 50, 100, 50);
+  MESSAGE("bar: [" << bar << "]");
+  CHECK(bar.size() == 51);  // 50 columns and the capacity mark
+  CHECK(std::count(bar.begin(), bar.end(), 'W') == 5);
+  CHECK(std::count(bar.begin(), bar.end(), 'O') == 20);
+  CHECK(bar.find('|') == 25);
+  const std::string roomy = memory_bar(m, 200, 200, 40);
+  CHECK(std::count(roomy.begin(), roomy.end(), '.') == 20);  // the free half
+  CHECK(roomy.back() == '|');
+}
