@@ -120,7 +120,6 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
   DeviceBuffer<float> stats(led, Category::comm, 2);            // time, wrong, summed over ranks
   DeviceBuffer<unsigned long long> wrong(led, Category::comm, 1);
   cudaStream_t s = comm.stream();
-  EventTimer timer;
   std::vector<BwRow> rows;
   for (const std::string& op : ops) {
     for (std::size_t bytes : sizes) {
@@ -134,12 +133,9 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
         wrong.zero(s);
         c.check(result, wrong.data());
         const int iters = bytes > (16u << 20) ? std::max(2, o.iters / 4) : o.iters;
-        for (int i = 0; i < o.warmup; ++i) c.call(in.data(), out.data());
-        comm.barrier();
-        timer.start(s);
-        for (int i = 0; i < iters; ++i) c.call(in.data(), out.data());
-        timer.stop(s);
-        const float us = timer.ms() * 1000.0f / static_cast<float>(iters);
+        const double ms = time_per_call(s, o.warmup, iters, [&] { c.call(in.data(), out.data()); },
+                                        [&] { comm.barrier(); });
+        const auto us = static_cast<float>(ms * 1000.0);
         const unsigned long long wrong_host = wrong.download(s)[0];
         // Average the time and add up #wrong over ranks with the communicator itself.
         const float local[2] = {us, static_cast<float>(wrong_host)};

@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <mutex>
 
 using namespace mgpu::gpu;
 
@@ -15,8 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"allreduce_bw: NCCL collectives and a ring all-reduce on send/recv, timed and checked"};
   CommonOptions common;
   SweepOptions sweep;
-  app.add_option("--ranks", common.ranks, "ranks (0: one per visible GPU)");
-  app.add_option("--backend", common.backend, "auto, nccl or emulated");
+  common.add_to(app);
   app.add_option("--min-bytes", sweep.min_bytes, "smallest size in bytes");
   app.add_option("--max-bytes", sweep.max_bytes, "largest size in bytes");
   app.add_option("--factor", sweep.factor, "size growth between rows");
@@ -25,17 +23,12 @@ int main(int argc, char** argv) {
 
   return guarded_main("allreduce_bw", [&] {
     DeviceCluster cluster(common.cluster());
-    std::vector<BwRow> rows;
-    std::mutex mu;
-    cluster.run([&](DeviceComm& comm) {
-      std::vector<BwRow> mine = run_sweep(comm, sweep);
-      std::lock_guard lock(mu);
-      if (rows.empty()) rows = std::move(mine);  // identical on every rank
-    });
+    const std::vector<std::vector<BwRow>> per_rank =
+        run_ranks(cluster, [&](DeviceComm& comm) { return run_sweep(comm, sweep); });
     if (!cluster.prints()) return static_cast<int>(lab_pass);
+    const std::vector<BwRow>& rows = per_rank[0];  // identical on every rank
 
-    std::printf("# allreduce_bw: %d ranks, backend %s, float sum\n%s\n", cluster.ranks(),
-                backend_name(cluster.backend()), format_header().c_str());
+    std::printf("%s, float sum\n%s\n", lab_header("allreduce_bw", cluster).c_str(), format_header().c_str());
     unsigned long long wrong = 0, elements = 0;
     bool ring_done = true;
     const BwRow* nccl_big = nullptr;
@@ -48,10 +41,9 @@ int main(int argc, char** argv) {
       if (r.op == "all_reduce") nccl_big = &r;
       if (r.op == "ring_all_reduce" && r.implemented) ring_big = &r;
     }
-    if (const std::string note = timing_note(cluster); !note.empty()) std::printf("%s\n", note.c_str());
+    print_timing_note(cluster);
     const char* check = wrong > 0 ? "fail" : (ring_done ? "pass" : "not_implemented");
-    ResultLine line("allreduce_bw");
-    line.add("impl", built_impl()).add_int("ranks", cluster.ranks()).add("backend", backend_name(cluster.backend()));
+    ResultLine line = lab_result("allreduce_bw", cluster);
     line.add("check", check).add("err", static_cast<double>(wrong) / static_cast<double>(elements ? elements : 1));
     if (nccl_big != nullptr) {
       line.add_int("bytes", static_cast<long long>(nccl_big->bytes)).add("ms", nccl_big->us / 1000.0).add("busbw", nccl_big->busbw);

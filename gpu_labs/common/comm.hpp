@@ -5,7 +5,8 @@
 
 #include "common/check.hpp"
 #include "common/dtype.hpp"
-#include "common/ledger.hpp"
+
+#include <mgpu/memory.hpp>
 
 #include <cstddef>
 #include <functional>

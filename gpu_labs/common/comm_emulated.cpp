@@ -65,7 +65,7 @@ namespace {
 
 class EmulatedComm final : public DeviceComm {
  public:
-  EmulatedComm(std::shared_ptr<EmulatedHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {
+  EmulatedComm(std::shared_ptr<EmulatedHub> hub, int rank) : hub_(std::move(hub)), rank_(rank), ledger_(rank) {
     MGPU_CUDA_CHECK(cudaSetDevice(0));
     MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (int p = 0; p < 2; ++p) {
@@ -169,7 +169,7 @@ class EmulatedComm final : public DeviceComm {
       // Everything that might still read the old staging buffer is ordered before this point
       // on our streams (each collective ends waiting on every rank's done event).
       MGPU_CUDA_CHECK(cudaDeviceSynchronize());
-      staging_ = DeviceBuffer<unsigned char>(ledger_, Category::comm, bytes);
+      staging_ = DeviceBuffer<unsigned char>(ledger_, Category::comm, bytes, "emulated collective staging");
     }
     MGPU_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), src, bytes, cudaMemcpyDeviceToDevice, s));
     return staging_.data();

@@ -16,10 +16,10 @@ class NcclComm final : public DeviceComm {
  public:
   NcclComm(const ncclUniqueId& id, int ranks, int rank, int device,
            std::shared_ptr<std::atomic<bool>> aborted)
-      : rank_(rank), size_(ranks), device_(device), aborted_(std::move(aborted)) {
+      : rank_(rank), size_(ranks), device_(device), aborted_(std::move(aborted)), ledger_(rank) {
     MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MGPU_NCCL_CHECK(ncclCommInitRank(&comm_, ranks, id, rank));
-    scratch_ = DeviceBuffer<float>(ledger_, Category::comm, 1);
+    scratch_ = DeviceBuffer<float>(ledger_, Category::comm, 1, "barrier scratch");
   }
   ~NcclComm() override {
     scratch_.reset();

@@ -1,22 +1,21 @@
-// RAII device memory for the GPU labs. Every buffer is booked in its rank's MemoryLedger under
-// a category, so the bytes a lab holds per GPU are measured rather than estimated.
+// RAII device memory for the GPU labs. Every buffer is booked in its rank's mgpu::MemoryLedger
+// (the runtime's) under a category, so the bytes a lab holds per GPU are measured, not estimated.
+// Host code only: it pulls in the runtime's headers (and Eigen), so .cu files do not include it.
 #pragma once
 
 #include "common/check.hpp"
-#include "common/ledger.hpp"
+#include "common/dtype.hpp"
 
-#include <cuda_bf16.h>
+#include <mgpu/memory.hpp>
 
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace mgpu::gpu {
-
-/// Device bf16 element type (same 16-bit layout as Eigen::bfloat16 on the host).
-using bf16 = __nv_bfloat16;
 
 /// `count` elements of T in device memory of the current device, booked in `ledger` under a
 /// category while alive. Move-only. A default-constructed buffer is empty and books nothing.
@@ -24,11 +23,20 @@ template <class T>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  /// Allocates `count` elements (uninitialised) on the current device.
-  DeviceBuffer(MemoryLedger& ledger, Category category, std::size_t count)
+  /// Allocates `count` elements (uninitialised) on the current device and books them. `label`
+  /// names the buffer in the ledger's OutOfMemory message when the ledger has a capacity.
+  DeviceBuffer(MemoryLedger& ledger, Category category, std::size_t count,
+               std::string_view label = "device buffer")
       : ledger_(&ledger), category_(category), count_(count) {
-    if (count_ > 0) MGPU_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), bytes()));
-    ledger_->add(category_, bytes());
+    // Book first: a ledger with a capacity refuses before any device memory is taken.
+    ledger_->allocate(category_, bytes(), label);
+    if (count_ > 0) {
+      const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&data_), bytes());
+      if (status != cudaSuccess) {
+        ledger_->release(category_, bytes());
+        check_cuda(status, "cudaMalloc(DeviceBuffer)", __FILE__, __LINE__);
+      }
+    }
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

@@ -3,7 +3,7 @@
 // Every function only enqueues work on `stream`; none synchronises.
 #pragma once
 
-#include "common/device_buffer.hpp"
+#include "common/check.hpp"
 #include "common/dtype.hpp"
 
 #include <cstddef>

@@ -1,9 +1,9 @@
-// The wrapper every lab main runs in; see lab_main.hpp.
+// The wrapper, options and report lines every lab main uses; see lab_main.hpp.
 #include "common/lab_main.hpp"
 
-#include "common/report.hpp"
-
 #include <mgpu/not_implemented.hpp>
+
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -30,10 +30,35 @@ int guarded_main(const std::string& lab, const std::function<int()>& body) {
   }
 }
 
-std::string timing_note(const DeviceCluster& cluster) {
-  if (cluster.timing_representative()) return "";
-  return "note: " + std::to_string(cluster.ranks()) +
-         " ranks emulated on one GPU: results are checked, but timings are not representative";
+void CommonOptions::add_to(CLI::App& app) {
+  app.add_option("--ranks", ranks, "ranks (0: one per visible GPU)");
+  app.add_option("--backend", backend, "auto, nccl or emulated");
+}
+
+void StepOptions::add_to(CLI::App& app) {
+  app.add_option("--warmup", warmup, "untimed steps");
+  app.add_option("--iters", iters, "timed steps");
+}
+
+void add_shape_option(CLI::App& app, const std::string& name, int& timing, int& check, const std::string& what) {
+  app.add_option("--" + name, timing, "timing shape: " + what);
+  app.add_option("--check-" + name, check, "check shape: " + what);
+}
+
+std::string lab_header(const std::string& lab, const DeviceCluster& cluster) {
+  return "# " + lab + ": " + std::to_string(cluster.ranks()) + " ranks, backend " + backend_name(cluster.backend());
+}
+
+ResultLine lab_result(const std::string& lab, const DeviceCluster& cluster) {
+  ResultLine line(lab);
+  line.add("impl", built_impl()).add_int("ranks", cluster.ranks()).add("backend", backend_name(cluster.backend()));
+  return line;
+}
+
+void print_timing_note(const DeviceCluster& cluster) {
+  if (cluster.timing_representative()) return;
+  std::printf("note: %d ranks emulated on one GPU: results are checked, but timings are not representative\n",
+              cluster.ranks());
 }
 
 }  // namespace mgpu::gpu

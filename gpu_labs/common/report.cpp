@@ -1,10 +1,11 @@
-// Error metrics and the RESULT line of the GPU labs.
+// Error metrics, byte tables and the RESULT line of the GPU labs.
 #include "common/report.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
 
 namespace mgpu::gpu {
 
@@ -39,6 +40,34 @@ double norm_rel_error(std::span<const double> got, std::span<const double> want)
   if (std::isnan(diff)) return diff;
   if (norm == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
   return std::sqrt(diff / norm);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string peak_table(const MemoryLedger& ledger) {
+  std::string out;
+  char buf[96];
+  auto line = [&](std::string_view name, std::size_t bytes) {
+    std::snprintf(buf, sizeof buf, "  %-12.*s %12s\n", static_cast<int>(name.size()), name.data(),
+                  format_bytes(static_cast<double>(bytes)).c_str());
+    out += buf;
+  };
+  for (std::size_t c = 0; c < kCategoryCount; ++c) {
+    const auto category = static_cast<Category>(c);
+    line(to_string(category), ledger.peak(category));
+  }
+  line("peak total", ledger.peak_total());
+  return out;
 }
 
 ResultLine::ResultLine(std::string lab) : lab_(std::move(lab)) {}

@@ -1,6 +1,9 @@
-// How every lab reports: a relative error against a reference, and one machine-readable
-// `RESULT lab=... key=value ...` line that gpu_labs/check.sh collects. Host code only.
+// How every lab reports: a relative error against a reference, bytes per GPU from the ledger,
+// and one machine-readable `RESULT lab=... key=value ...` line that gpu_labs/check.sh collects.
+// Host code only.
 #pragma once
+
+#include <mgpu/memory.hpp>
 
 #include <span>
 #include <string>
@@ -16,6 +19,13 @@ double max_rel_error(std::span<const double> got, std::span<const double> want);
 
 /// ||got - want||_2 / ||want||_2 (Frobenius for matrices). Throws if the lengths differ.
 double norm_rel_error(std::span<const double> got, std::span<const double> want);
+
+/// Byte count as text in binary units with two decimals, e.g. "12.00 MiB" ("512 B" below 1 KiB).
+std::string format_bytes(double bytes);
+
+/// The ledger's peak bytes as a table: one line per category ("  weights       12.00 MiB"), then
+/// the peak of the total, which is at most the sum of the lines above it.
+std::string peak_table(const MemoryLedger& ledger);
 
 /// Builds `RESULT lab=<lab> key=value ...`; values are printed as given, in order.
 class ResultLine {

@@ -4,6 +4,8 @@
 
 #include "common/check.hpp"
 
+#include <functional>
+
 namespace mgpu::gpu {
 
 /// A pair of CUDA events; start() and stop() record them on a stream, ms() waits and reads.
@@ -35,5 +37,19 @@ class EventTimer {
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
 };
+
+/// Mean milliseconds of one call of `step`, measured on `stream`: `warmup` untimed calls, then
+/// `sync` when given (a barrier, so every rank starts the timed calls together), then `iters`
+/// calls between two events. `step` must enqueue its work on `stream`.
+inline double time_per_call(cudaStream_t stream, int warmup, int iters, const std::function<void()>& step,
+                            const std::function<void()>& sync = {}) {
+  for (int i = 0; i < warmup; ++i) step();
+  if (sync) sync();
+  EventTimer timer;
+  timer.start(stream);
+  for (int i = 0; i < iters; ++i) step();
+  timer.stop(stream);
+  return static_cast<double>(timer.ms()) / iters;
+}
 
 }  // namespace mgpu::gpu

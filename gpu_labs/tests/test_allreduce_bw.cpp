@@ -3,14 +3,17 @@
 #include "allreduce_bw/bench.hpp"
 #include "allreduce_bw/ring.hpp"
 #include "common/device_buffer.hpp"
+#include "common/lab_main.hpp"
 #include "common/shard.hpp"
 #include "device.hpp"
 
 #include <doctest/doctest.h>
 
-#include <mutex>
+#include <numeric>
 
 using namespace mgpu::gpu;
+using mgpu::Category;
+using mgpu::MemoryLedger;
 
 TEST_CASE("size sweep grows by the factor and stops at the maximum") {
   CHECK(size_sweep(1024, 65536, 4) == std::vector<std::size_t>{1024, 4096, 16384, 65536});
@@ -29,9 +32,12 @@ TEST_CASE("a table row's bus bandwidth is algbw times the collective's factor") 
 
 namespace {
 
-// Runs `body` on `ranks` emulated ranks; the tests below need only one GPU.
-void on_emulated(int ranks, const std::function<void(DeviceComm&)>& body) {
-  DeviceCluster({ranks, Backend::emulated}).run(body);
+// Runs `body` on `ranks` emulated ranks (the tests below need only one GPU) and adds up what the
+// ranks return: the number of wrong elements.
+int wrong_on_emulated(int ranks, const std::function<int(DeviceComm&)>& body) {
+  DeviceCluster cluster({ranks, Backend::emulated});
+  const std::vector<int> wrong = run_ranks(cluster, body);
+  return std::accumulate(wrong.begin(), wrong.end(), 0);
 }
 
 std::vector<float> host_pattern(std::size_t n, float factor, std::size_t offset) {
@@ -47,9 +53,7 @@ TEST_CASE("emulated all_reduce, all_gather and reduce_scatter give exact sums on
   for (int n : {1, 3, 4}) {
     const std::size_t block = 37, full = block * static_cast<std::size_t>(n);
     const float total = static_cast<float>(n * (n + 1) / 2);
-    std::mutex mu;
-    int bad = 0;
-    on_emulated(n, [&](DeviceComm& c) {
+    const int bad = wrong_on_emulated(n, [&](DeviceComm& c) {
       const auto r = static_cast<std::size_t>(c.rank());
       MemoryLedger& led = c.ledger();
       DeviceBuffer<float> a(led, Category::comm, full), out(led, Category::comm, full);
@@ -69,8 +73,7 @@ TEST_CASE("emulated all_reduce, all_gather and reduce_scatter give exact sums on
         wrong += ag[i] != static_cast<float>(i / block + 1) * static_cast<float>(i % 7 + 1);
       }
       for (std::size_t i = 0; i < block; ++i) wrong += rs[i] != total * static_cast<float>((r * block + i) % 7 + 1);
-      std::lock_guard lock(mu);
-      bad += wrong;
+      return wrong;
     });
     CHECK(bad == 0);
   }
@@ -80,9 +83,7 @@ TEST_CASE("ring all-reduce equals the exact sum for any length, also shorter tha
   if (!test::have_device()) return;
   for (int n : {2, 3, 5}) {
     for (std::size_t count : {std::size_t{1}, std::size_t{4}, std::size_t{1000}, std::size_t{4099}}) {
-      std::mutex mu;
-      int bad = 0;
-      on_emulated(n, [&](DeviceComm& c) {
+      const int bad = wrong_on_emulated(n, [&](DeviceComm& c) {
         MemoryLedger& led = c.ledger();
         DeviceBuffer<float> data(led, Category::comm, count);
         DeviceBuffer<float> scratch(led, Category::comm, chunk_range(count, n, 0).count + 1);
@@ -92,8 +93,7 @@ TEST_CASE("ring all-reduce equals the exact sum for any length, also shorter tha
         const float total = static_cast<float>(n * (n + 1) / 2);
         int wrong = 0;
         for (std::size_t i = 0; i < count; ++i) wrong += got[i] != total * static_cast<float>(i % 7 + 1);
-        std::lock_guard lock(mu);
-        bad += wrong;
+        return wrong;
       });
       INFO("ranks " << n << ", count " << count);
       CHECK(bad == 0);
@@ -103,7 +103,7 @@ TEST_CASE("ring all-reduce equals the exact sum for any length, also shorter tha
 
 TEST_CASE("a rank that fails stops the others and its message reaches the caller") {
   if (!test::have_device()) return;
-  CHECK_THROWS_WITH_AS(on_emulated(3, [](DeviceComm& c) {
+  CHECK_THROWS_WITH_AS(DeviceCluster({3, Backend::emulated}).run([](DeviceComm& c) {
                          if (c.rank() == 1) throw std::runtime_error("boom");
                          c.barrier();  // ranks 0 and 2 would wait here forever
                        }),

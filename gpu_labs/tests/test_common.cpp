@@ -1,9 +1,11 @@
-// Host tests of the common harness: memory ledger, error metrics, RESULT lines, the abortable
-// barrier the rank threads meet on.
-#include "common/ledger.hpp"
+// Host tests of the common harness: byte formatting and the ledger's peak table, error metrics,
+// RESULT lines, the options every lab main shares, the abortable barrier the rank threads meet on. (The ledger itself is the
+// runtime's mgpu::MemoryLedger and is tested with the runtime.)
+#include "common/lab_main.hpp"
 #include "common/rendezvous.hpp"
 #include "common/report.hpp"
 
+#include <CLI/CLI.hpp>
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -13,26 +15,35 @@
 #include <vector>
 
 using namespace mgpu::gpu;
-
-TEST_CASE("memory ledger tracks current and peak bytes per category and in total") {
-  MemoryLedger led;
-  led.add(Category::weights, 100);
-  led.add(Category::comm, 50);
-  led.release(Category::comm, 50);
-  led.add(Category::comm, 20);
-  CHECK(led.current(Category::weights) == 100);
-  CHECK(led.current(Category::comm) == 20);
-  CHECK(led.peak(Category::comm) == 50);
-  CHECK(led.current_total() == 120);
-  CHECK(led.peak_total() == 150);  // the moment both weights and the first comm buffer were held
-  CHECK_THROWS_AS(led.release(Category::grads, 1), std::logic_error);
-  CHECK(led.summary().find("peak total") != std::string::npos);
-}
+using mgpu::Category;
+using mgpu::MemoryLedger;
 
 TEST_CASE("format_bytes uses binary units") {
   CHECK(format_bytes(512) == "512 B");
   CHECK(format_bytes(1536) == "1.50 KiB");
   CHECK(format_bytes(3.0 * 1024 * 1024 * 1024) == "3.00 GiB");
+}
+
+TEST_CASE("peak_table lists every category's peak and the peak of the total") {
+  MemoryLedger led;
+  led.allocate(Category::weights, 3 << 20, "w");
+  led.allocate(Category::comm, 1 << 20, "gathered shard");
+  led.release(Category::comm, 1 << 20);
+  led.allocate(Category::activations, 2 << 20, "acts");
+  const std::string table = peak_table(led);
+  MESSAGE(table);
+  auto row = [&](std::string_view name) {
+    const std::size_t at = table.find(name);
+    REQUIRE(at != std::string::npos);
+    return table.substr(at, table.find('\n', at) - at);
+  };
+  for (std::size_t c = 0; c < mgpu::kCategoryCount; ++c) {
+    const auto category = static_cast<Category>(c);
+    CHECK(row(mgpu::to_string(category)).ends_with(format_bytes(static_cast<double>(led.peak(category)))));
+  }
+  // The total peaked with weights + activations (5 MiB), not at the sum of the peaks (6 MiB).
+  CHECK(row("peak total").ends_with(format_bytes(static_cast<double>(led.peak_total()))));
+  CHECK(led.peak_total() == std::size_t{5} << 20);
 }
 
 TEST_CASE("max_rel_error is relative to the reference's largest magnitude") {
@@ -48,6 +59,25 @@ TEST_CASE("max_rel_error is relative to the reference's largest magnitude") {
 TEST_CASE("a RESULT line is one line of key=value fields") {
   const std::string s = ResultLine("tp_ffn").add("check", "pass").add("err", 0.00123).add_int("ranks", 4).add("note", "a b").str();
   CHECK(s == "RESULT lab=tp_ffn check=pass err=0.00123 ranks=4 note=a_b");
+}
+
+TEST_CASE("the shared lab options bind --ranks, --backend, --warmup, --iters and both shapes") {
+  CLI::App app;
+  CommonOptions common;
+  StepOptions steps{2, 5};
+  int timing_d = 4096, check_d = 512;
+  common.add_to(app);
+  steps.add_to(app);
+  add_shape_option(app, "d", timing_d, check_d, "width");
+  app.parse("--ranks 3 --backend emulated --check-d 64 --iters 1", false);
+  CHECK(common.ranks == 3);
+  CHECK(common.cluster().backend == Backend::emulated);
+  CHECK(steps.warmup == 2);  // untouched default
+  CHECK(steps.iters == 1);
+  CHECK(check_d == 64);
+  CHECK(timing_d == 4096);
+  common.backend = "gloo";
+  CHECK_THROWS_AS(common.cluster(), std::invalid_argument);
 }
 
 TEST_CASE("abortable barrier releases every round together and stops waiters on abort") {

@@ -2,6 +2,7 @@
 // column/row split identity) on the host, and on a GPU the GELU kernels, the row-major GEMM
 // helper and the tensor-parallel FFN against the reference.
 #include "common/gemm.hpp"
+#include "common/lab_main.hpp"
 #include "common/report.hpp"
 #include "device.hpp"
 #include "tp_ffn/gelu.hpp"
@@ -11,9 +12,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <mutex>
 
 using namespace mgpu::gpu;
+using mgpu::Category;
+using mgpu::MemoryLedger;
 
 TEST_CASE("gelu reference: zero at zero, identity far right, zero far left, derivative matches") {
   CHECK(gelu_ref(0.0) == 0.0);
@@ -143,13 +145,11 @@ TEST_CASE("row-major gemm helper matches Eigen for every transpose combination")
 TEST_CASE("tensor-parallel FFN on 2 emulated ranks matches the float64 reference") {
   if (!test::have_device()) return;
   const FfnProblem problem = make_problem({64, 64, 256}, 11);
-  std::mutex mu;
+  DeviceCluster cluster({2, Backend::emulated});
   double err = 0.0;
-  DeviceCluster({2, Backend::emulated}).run([&](DeviceComm& c) {
-    const FfnRankResult r = tp_ffn_rank(c, problem, {64, 64, 256}, 0, 1);
-    std::lock_guard lock(mu);
+  for (const FfnRankResult& r : run_ranks(cluster, [&](DeviceComm& c) { return tp_ffn_rank(c, problem, {64, 64, 256}, 0, 1); })) {
     err = std::max(err, r.err);
-  });
+  }
   MESSAGE("tp_ffn max rel error " << err);
   CHECK(err < 2e-2);
 }

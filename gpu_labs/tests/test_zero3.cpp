@@ -1,6 +1,7 @@
 // Tests of the zero3 lab: host data, Adam and the linear stack's gradient in float64; on a GPU,
 // the Adam kernel against the float64 step, the one-GPU reference against the CPU, and ZeRO-3 on
 // emulated ranks against the one-GPU reference.
+#include "common/lab_main.hpp"
 #include "common/report.hpp"
 #include "common/shard.hpp"
 #include "device.hpp"
@@ -12,9 +13,10 @@
 #include <Eigen/Core>
 
 #include <cmath>
-#include <mutex>
 
 using namespace mgpu::gpu;
+using mgpu::Category;
+using mgpu::MemoryLedger;
 
 TEST_CASE("host model is deterministic and bf16-exact") {
   const HostModel a = make_host_model({2, 16, 8}, 3, 1), b = make_host_model({2, 16, 8}, 3, 1);
@@ -109,21 +111,20 @@ TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU reference after 
       for (int k = 1; k <= 3; ++k) dp_train_step(c, cublas.get(), dp, adam, k, n * shape.tokens, nullptr);
       ref = dp.master.download(c.stream());
     });
-    std::vector<float> got;
-    std::mutex mu;
-    DeviceCluster({n, Backend::emulated}).run([&](DeviceComm& c) {
+    DeviceCluster cluster({n, Backend::emulated});
+    const std::vector<std::vector<float>> gathered = run_ranks(cluster, [&](DeviceComm& c) {
       MemoryLedger led;
       CublasHandle cublas(c.stream());
       Zero3Setup z(c, led, shape, &model);
       for (int k = 1; k <= 3; ++k) zero3_train_step(c, cublas.get(), z.p, k % 2 == 0, adam, k);
-      std::vector<float> w = gather_master(c, z.p);
+      std::vector<float> w = gather_master(c, z.p);  // the full weights, the same on every rank
       // The state each rank holds is 16 bytes per parameter of its shard.
       CHECK(led.current(Category::weights) + led.current(Category::grads) + led.current(Category::master) +
                 led.current(Category::optimizer) ==
             16 * z.p.shard * static_cast<std::size_t>(shape.layers));
-      std::lock_guard lock(mu);
-      if (c.rank() == 0) got = std::move(w);
+      return w;
     });
+    const std::vector<float>& got = gathered[0];
     std::vector<double> du, dr;
     for (std::size_t i = 0; i < ref.size(); ++i) {
       du.push_back(static_cast<double>(got[i]) - model.weights[i]);

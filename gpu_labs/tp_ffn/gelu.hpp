@@ -4,7 +4,8 @@
 // The host reference is gelu_ref / gelu_grad_ref in reference.hpp.
 #pragma once
 
-#include "common/device_buffer.hpp"
+#include "common/check.hpp"
+#include "common/dtype.hpp"
 
 #include <cstddef>
 

@@ -122,15 +122,9 @@ FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const Ffn
     tp_ffn_forward(comm, cublas.get(), perf, b.p, b.x.data(), b.y.data());
     tp_ffn_backward(comm, cublas.get(), perf, b.p, b.x.data(), b.dy.data(), b.dx.data());
   };
-  for (int i = 0; i < warmup; ++i) step();
-  comm.barrier();
-  EventTimer timer;
-  timer.start(s);
-  for (int i = 0; i < iters; ++i) step();
-  timer.stop(s);
-  out.ms = timer.ms() / iters;
+  out.ms = time_per_call(s, warmup, iters, step, [&] { comm.barrier(); });
   comm.synchronize();
-  out.memory = comm.ledger().summary();
+  out.memory = comm.ledger();
   return out;
 }
 
@@ -157,17 +151,8 @@ FfnBaseline ffn_baselines(const FfnShape& perf, int warmup, int iters) {
       gemm(h, Trans::yes, Trans::no, d, f, B, b.x.data(), b.p.da.data(), b.p.dw1.data(), DType::bf16);
       gemm(h, Trans::no, Trans::yes, B, d, f, b.p.da.data(), b.p.w1.data(), b.dx.data(), DType::bf16);
     };
-    EventTimer timer;
-    for (int i = 0; i < warmup; ++i) gemms();
-    timer.start(s);
-    for (int i = 0; i < iters; ++i) gemms();
-    timer.stop(s);
-    out.gemm_ms = timer.ms() / iters;
-    for (int i = 0; i < warmup; ++i) ffn();
-    timer.start(s);
-    for (int i = 0; i < iters; ++i) ffn();
-    timer.stop(s);
-    out.ffn_ms = timer.ms() / iters;
+    out.gemm_ms = time_per_call(s, warmup, iters, gemms);
+    out.ffn_ms = time_per_call(s, warmup, iters, ffn);
   });
   return out;
 }

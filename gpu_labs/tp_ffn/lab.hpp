@@ -38,7 +38,7 @@ struct FfnRankResult {
   double err = 0.0;        ///< largest max_rel_error over y, dx, dw1, dw2 (this rank's blocks)
   double err_norm = 0.0;   ///< largest norm_rel_error over the same
   double ms = 0.0;         ///< mean forward + backward time on the timing shape
-  std::string memory;      ///< this rank's ledger summary for the timing shape
+  MemoryLedger memory;     ///< a copy of this rank's ledger after the timing shape ran
 };
 
 /// On one rank: check against `problem`, then time `perf` (warmup + iters steps).

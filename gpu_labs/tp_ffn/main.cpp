@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
 using namespace mgpu::gpu;
 
@@ -18,19 +17,14 @@ int main(int argc, char** argv) {
   CommonOptions common;
   FfnShape check{256, 256, 1024};
   FfnShape perf{8192, 4096, 16384};
-  int warmup = 3, iters = 10;
+  StepOptions steps{3, 10};
   double tol = 2e-2;
   bool baselines = true;
-  app.add_option("--ranks", common.ranks, "ranks (0: one per visible GPU)");
-  app.add_option("--backend", common.backend, "auto, nccl or emulated");
-  app.add_option("--tokens", perf.tokens, "timing shape: rows of x (batch x sequence)");
-  app.add_option("--d", perf.d, "timing shape: model width");
-  app.add_option("--f", perf.f, "timing shape: hidden width");
-  app.add_option("--check-tokens", check.tokens, "check shape: rows of x");
-  app.add_option("--check-d", check.d, "check shape: model width");
-  app.add_option("--check-f", check.f, "check shape: hidden width");
-  app.add_option("--warmup", warmup, "untimed steps");
-  app.add_option("--iters", iters, "timed steps");
+  common.add_to(app);
+  add_shape_option(app, "tokens", perf.tokens, check.tokens, "rows of x (batch x sequence)");
+  add_shape_option(app, "d", perf.d, check.d, "model width");
+  add_shape_option(app, "f", perf.f, check.f, "hidden width");
+  steps.add_to(app);
   app.add_option("--tol", tol, "largest accepted max-relative error (bf16 operands and outputs)");
   app.add_flag("!--no-baselines", baselines, "skip the single-GPU FFN and GEMM baselines");
   CLI11_PARSE(app, argc, argv);
@@ -41,13 +35,8 @@ int main(int argc, char** argv) {
     validate_shape(check, t, "check");
     validate_shape(perf, t, "timing");
     const FfnProblem problem = make_problem(check, 42);
-    std::vector<FfnRankResult> results(static_cast<std::size_t>(t));
-    std::mutex mu;
-    cluster.run([&](DeviceComm& comm) {
-      FfnRankResult r = tp_ffn_rank(comm, problem, perf, warmup, iters);
-      std::lock_guard lock(mu);
-      results[static_cast<std::size_t>(comm.rank())] = r;
-    });
+    const std::vector<FfnRankResult> results =
+        run_ranks(cluster, [&](DeviceComm& comm) { return tp_ffn_rank(comm, problem, perf, steps.warmup, steps.iters); });
     if (!cluster.prints()) return static_cast<int>(lab_pass);
 
     double err = 0, err_norm = 0, ms = 0;
@@ -58,17 +47,16 @@ int main(int argc, char** argv) {
     }
     const bool pass = err <= tol;
     const double tflops = ffn_step_flops(perf, t) / (ms * 1e-3) / 1e12;
-    std::printf("# tp_ffn: %d ranks, backend %s\n", t, backend_name(cluster.backend()));
+    std::printf("%s\n", lab_header("tp_ffn", cluster).c_str());
     std::printf("check  tokens=%d d=%d f=%d vs float64 reference: max rel err %.3e, norm rel err %.3e (tol %.1e): %s\n",
                 check.tokens, check.d, check.f, err, err_norm, tol, pass ? "pass" : "FAIL");
     std::printf("timing tokens=%d d=%d f=%d: forward+backward %.3f ms, %.1f TFLOP/s per GPU\n", perf.tokens, perf.d,
                 perf.f, ms, tflops);
-    std::printf("memory rank 0 (peak): %s\n", results[0].memory.c_str());
-    ResultLine line("tp_ffn");
-    line.add("impl", built_impl()).add_int("ranks", t).add("backend", backend_name(cluster.backend()));
+    std::printf("memory per GPU, timing shape, peak bytes by category on rank 0:\n%s", peak_table(results[0].memory).c_str());
+    ResultLine line = lab_result("tp_ffn", cluster);
     line.add("check", pass ? "pass" : "fail").add("err", err).add("ms", ms).add("tflops", tflops);
     if (baselines && std::getenv("MGPU_WORLD_SIZE") == nullptr) {
-      const FfnBaseline base = ffn_baselines(perf, warmup, iters);
+      const FfnBaseline base = ffn_baselines(perf, steps.warmup, steps.iters);
       const double flops1 = ffn_step_flops(perf, 1);
       const double ffn_tf = flops1 / (base.ffn_ms * 1e-3) / 1e12, gemm_tf = flops1 / (base.gemm_ms * 1e-3) / 1e12;
       std::printf("unsplit FFN on 1 GPU: %.3f ms, %.1f TFLOP/s; tp per-GPU rate / unsplit %.2f, speed-up %.2fx\n",
@@ -81,7 +69,7 @@ int main(int argc, char** argv) {
       }
       line.add("vs_unsplit", tflops / ffn_tf).add("vs_gemm", tflops / gemm_tf);
     }
-    if (const std::string note = timing_note(cluster); !note.empty()) std::printf("%s\n", note.c_str());
+    print_timing_note(cluster);
     std::printf("%s\n", line.str().c_str());
     return static_cast<int>(pass ? lab_pass : lab_fail);
   });

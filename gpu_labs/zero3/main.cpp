@@ -12,27 +12,25 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 
 using namespace mgpu::gpu;
+using mgpu::Category;
+using mgpu::MemoryLedger;
 
 namespace {
 
 struct RankOut {
-  std::vector<float> master;                     // check: weights after the check steps (rank 0)
+  std::vector<float> master;                        // check: weights after the check steps (rank 0)
   double ms_plain = 0, ms_prefetch = 0, ms_dp = 0;  // timing, per step
-  std::size_t by_category[kCategories] = {};     // ZeRO-3 peak bytes per category, timing shape
-  std::size_t dp_state = 0;                      // DP weights + grads + master + optimizer
+  MemoryLedger zero3_memory;                        // ZeRO-3 ledger after the timing shape ran
+  MemoryLedger dp_memory;                           // the same for data parallelism
 };
 
-double time_steps(DeviceComm& comm, int warmup, int iters, int& step, const std::function<void(int)>& one) {
-  for (int i = 0; i < warmup; ++i) one(++step);
-  comm.barrier();
-  EventTimer timer;
-  timer.start(comm.stream());
-  for (int i = 0; i < iters; ++i) one(++step);
-  timer.stop(comm.stream());
-  return timer.ms() / iters;
+// Peak bytes of the training state: weights + grads + master + optimizer (16 Psi in total).
+std::size_t state_bytes(const MemoryLedger& led) {
+  std::size_t sum = 0;
+  for (Category c : {Category::weights, Category::grads, Category::master, Category::optimizer}) sum += led.peak(c);
+  return sum;
 }
 
 }  // namespace
@@ -41,7 +39,8 @@ int main(int argc, char** argv) {
   CLI::App app{"zero3: ZeRO-3 training of a stack of linear layers, checked, measured and timed"};
   CommonOptions common;
   Zero3Shape check{4, 512, 256}, perf{8, 4096, 4096};
-  int check_steps = 3, warmup = 2, iters = 5;
+  int check_steps = 3;
+  StepOptions steps{2, 5};
   double tol = 5e-2;
   AdamConfig adam;
   // Adam's first step is lr * sign(g) for every |g| >> eps, so a gradient near zero whose sign
@@ -49,17 +48,12 @@ int main(int argc, char** argv) {
   // over NCCL could then look wrong. With eps of the order of the gradients the update is a
   // smooth function of g, and the check measures the sharding, not that discontinuity.
   double check_eps = 1e-2;
-  app.add_option("--ranks", common.ranks, "ranks (0: one per visible GPU)");
-  app.add_option("--backend", common.backend, "auto, nccl or emulated");
-  app.add_option("--layers", perf.layers, "timing shape: layers");
-  app.add_option("--d", perf.d, "timing shape: width");
-  app.add_option("--tokens", perf.tokens, "timing shape: rows per rank");
-  app.add_option("--check-layers", check.layers, "check shape: layers");
-  app.add_option("--check-d", check.d, "check shape: width");
-  app.add_option("--check-tokens", check.tokens, "check shape: rows per rank");
+  common.add_to(app);
+  add_shape_option(app, "layers", perf.layers, check.layers, "layers");
+  add_shape_option(app, "d", perf.d, check.d, "width");
+  add_shape_option(app, "tokens", perf.tokens, check.tokens, "rows per rank");
   app.add_option("--check-steps", check_steps, "Adam steps compared with the reference");
-  app.add_option("--warmup", warmup, "untimed steps");
-  app.add_option("--iters", iters, "timed steps");
+  steps.add_to(app);
   app.add_option("--lr", adam.lr, "Adam learning rate");
   app.add_option("--check-eps", check_eps, "Adam eps for the check (the timing uses 1e-8)");
   app.add_option("--tol", tol, "largest accepted relative error of the weight updates");
@@ -85,10 +79,12 @@ int main(int argc, char** argv) {
       ref_master = ref.master.download(comm.stream());
     });
 
-    std::vector<RankOut> outs(static_cast<std::size_t>(n));
-    std::mutex mu;
-    cluster.run([&](DeviceComm& comm) {
+    const std::vector<RankOut> outs = run_ranks(cluster, [&](DeviceComm& comm) {
       RankOut out;
+      int step = 0;  // Adam's step counter, continued across the timed runs
+      auto time_steps = [&](const std::function<void(int)>& one) {
+        return time_per_call(comm.stream(), steps.warmup, steps.iters, [&] { one(++step); }, [&] { comm.barrier(); });
+      };
       CublasHandle cublas(comm.stream());
       {
         MemoryLedger led;
@@ -99,20 +95,18 @@ int main(int argc, char** argv) {
       {
         MemoryLedger led;
         Zero3Setup z(comm, led, perf, nullptr);
-        int step = 0;
-        out.ms_plain = time_steps(comm, warmup, iters, step, [&](int k) { zero3_train_step(comm, cublas.get(), z.p, false, adam, k); });
-        out.ms_prefetch = time_steps(comm, warmup, iters, step, [&](int k) { zero3_train_step(comm, cublas.get(), z.p, true, adam, k); });
-        for (int c = 0; c < kCategories; ++c) out.by_category[c] = led.peak(static_cast<Category>(c));
+        out.ms_plain = time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, false, adam, k); });
+        out.ms_prefetch = time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, true, adam, k); });
+        out.zero3_memory = led;
       }
       {
         MemoryLedger led;
         DpRank dp = make_dp_rank(comm, led, perf, 1, nullptr, comm.rank() * perf.tokens);
-        int step = 0;
-        out.ms_dp = time_steps(comm, warmup, iters, step, [&](int k) { dp_train_step(comm, cublas.get(), dp, adam, k, n * perf.tokens, nullptr); });
-        for (Category c : {Category::weights, Category::grads, Category::master, Category::optimizer}) out.dp_state += led.peak(c);
+        step = 0;
+        out.ms_dp = time_steps([&](int k) { dp_train_step(comm, cublas.get(), dp, adam, k, n * perf.tokens, nullptr); });
+        out.dp_memory = led;
       }
-      std::lock_guard lock(mu);
-      outs[static_cast<std::size_t>(comm.rank())] = std::move(out);
+      return out;
     });
     if (!cluster.prints()) return static_cast<int>(lab_pass);
 
@@ -133,13 +127,10 @@ int main(int argc, char** argv) {
       ms_dp = std::max(ms_dp, o.ms_dp);
     }
     const double psi = zero3_params(perf);
-    std::size_t state = 0;
-    for (Category c : {Category::weights, Category::grads, Category::master, Category::optimizer}) {
-      state += r0.by_category[static_cast<int>(c)];
-    }
+    const std::size_t state = state_bytes(r0.zero3_memory);
     const double tflops = zero3_step_flops(perf) / (ms_pre * 1e-3) / 1e12;
 
-    std::printf("# zero3: %d ranks, backend %s\n", n, backend_name(cluster.backend()));
+    std::printf("%s\n", lab_header("zero3", cluster).c_str());
     std::printf("check  layers=%d d=%d tokens/rank=%d, %d Adam steps vs one-GPU reference: update rel err %.3e "
                 "(max %.3e, tol %.1e): %s\n", check.layers, check.d, check.tokens, check_steps, err, err_max, tol,
                 pass ? "pass" : "FAIL");
@@ -147,18 +138,15 @@ int main(int argc, char** argv) {
     for (double l : ref_loss) std::printf(" %.5f", l);
     std::printf("\nmemory per GPU, layers=%d d=%d (Psi = %.3g params), peak bytes by category on rank 0:\n",
                 perf.layers, perf.d, psi);
-    for (int c = 0; c < kCategories; ++c) {
-      std::printf("  %-12s %12s\n", category_name(static_cast<Category>(c)), format_bytes(static_cast<double>(r0.by_category[c])).c_str());
-    }
+    std::printf("%s", peak_table(r0.zero3_memory).c_str());
     std::printf("  state (weights+grads+master+optimizer) %s vs 16 Psi / N = %s; data parallel holds %s\n",
                 format_bytes(static_cast<double>(state)).c_str(), format_bytes(zero3_state_bytes(psi, n)).c_str(),
-                format_bytes(static_cast<double>(r0.dp_state)).c_str());
+                format_bytes(static_cast<double>(state_bytes(r0.dp_memory))).c_str());
     std::printf("timing tokens/rank=%d: zero3 step %.3f ms (no prefetch %.3f ms), data-parallel step %.3f ms, "
                 "ratio %.2f (goal <= 1.3); %.1f TFLOP/s per GPU\n", perf.tokens, ms_pre, ms_plain, ms_dp,
                 ms_pre / ms_dp, tflops);
-    if (const std::string note = timing_note(cluster); !note.empty()) std::printf("%s\n", note.c_str());
-    ResultLine line("zero3");
-    line.add("impl", built_impl()).add_int("ranks", n).add("backend", backend_name(cluster.backend()));
+    print_timing_note(cluster);
+    ResultLine line = lab_result("zero3", cluster);
     line.add("check", pass ? "pass" : "fail").add("err", err).add("ms", ms_pre).add("tflops", tflops);
     line.add("dp_ms", ms_dp).add("vs_dp", ms_pre / ms_dp).add("state_bytes", static_cast<double>(state));
     line.add("formula_bytes", zero3_state_bytes(psi, n));
