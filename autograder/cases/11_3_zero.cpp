@@ -1,0 +1,89 @@
+// Graded cases of 11.3's formulas: per-GPU training state and traffic at each ZeRO stage, the
+// smallest GPU count that fits, and the DeepSpeed and Megatron-LM memory estimates.
+#include "11_3_zero/formulas.hpp"
+#include "case.hpp"
+
+using namespace mgpu::grade;
+namespace z = mgpu::zero;
+namespace m = mgpu::memory;
+
+namespace {
+
+m::PrecisionRecipe random_preset(Ctx& ctx) {
+  int i = ctx.uniform_int(0, static_cast<int>(m::kPrecisionPresets.size()) - 1);
+  return m::kPrecisionPresets[static_cast<std::size_t>(i)].recipe;
+}
+
+}  // namespace
+
+MGPU_CASE("11_3.state_per_gpu") {
+  double params = std::round(ctx.log_uniform(1e8, 1e12));
+  std::int64_t n = ctx.uniform_int(1, 2048);
+  auto recipe = random_preset(ctx);
+  std::vector<double> parts, totals;
+  for (int stage = 0; stage <= 3; ++stage) {
+    z::StateBytes s = z::zero_state_per_gpu(params, recipe, stage, n);
+    parts.insert(parts.end(), {s.weights_bytes, s.grads_bytes, s.master_bytes, s.optimizer_bytes});
+    totals.push_back(z::zero_state_bytes_per_gpu(params, recipe, stage, n));
+  }
+  ctx.emit("parts", parts);
+  ctx.emit("totals", totals);
+  ctx.emit_rejects("rejects_stage_4", [&] { z::zero_state_per_gpu(params, recipe, 4, n); });
+}
+
+MGPU_CASE("11_3.traffic_per_gpu") {
+  double params = std::round(ctx.log_uniform(1e8, 1e12));
+  std::int64_t n = ctx.uniform_int(1, 2048);
+  auto recipe = random_preset(ctx);
+  std::vector<double> parts, totals;
+  for (int stage = 0; stage <= 3; ++stage) {
+    z::TrafficBytes t = z::zero_traffic_per_gpu(params, recipe, stage, n);
+    parts.insert(parts.end(), {t.all_reduce_bytes, t.reduce_scatter_bytes, t.all_gather_forward_bytes, t.all_gather_backward_bytes});
+    totals.push_back(z::zero_traffic_bytes_per_gpu(params, recipe, stage, n));
+  }
+  ctx.emit("parts", parts);
+  ctx.emit("totals", totals);
+}
+
+MGPU_CASE("11_3.min_gpus_to_fit") {
+  double params = std::round(ctx.log_uniform(1e9, 1e12));
+  double capacity = ctx.pick<double>({24e9, 40e9, 80e9, 141e9});
+  std::int64_t multiple = ctx.pick<std::int64_t>({1, 8});
+  std::vector<double> out;
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto n = z::min_gpus_to_fit(params, m::kBf16MixedAdam, stage, capacity, multiple);
+    out.push_back(n ? static_cast<double>(*n) : -1.0);  // -1: no GPU count fits
+  }
+  ctx.emit("gpus", out);
+}
+
+MGPU_CASE("11_3.deepspeed_estimates") {
+  double params = std::round(ctx.log_uniform(1e8, 1e11));
+  double largest = std::round(params * ctx.uniform_real(0.001, 0.05));
+  std::vector<double> out;
+  for (bool offload : {false, true})
+    for (bool offload_params : {false, true})
+      for (bool zero_init : {false, true}) {
+        z::DeepSpeedSetup s;
+        s.gpus_per_node = ctx.pick<std::int64_t>({1, 4, 8});
+        s.nodes = ctx.uniform_int(1, 16);
+        s.cpu_offload = offload;
+        s.cpu_offload_params = offload && offload_params;
+        s.zero_init = zero_init;
+        s.additional_buffer_factor = ctx.pick<double>({1.0, 1.5});
+        auto e2 = z::deepspeed_zero2_estimate(params, s);
+        auto e3 = z::deepspeed_zero3_estimate(params, largest, s);
+        out.insert(out.end(), {e2.gpu_bytes, e2.cpu_bytes, e3.gpu_bytes, e3.cpu_bytes});
+      }
+  ctx.emit("bytes", out);
+}
+
+MGPU_CASE("11_3.megatron_state") {
+  double params = std::round(ctx.log_uniform(1e8, 1e12));
+  std::int64_t n = ctx.uniform_int(1, 512);
+  std::vector<double> out;
+  for (auto p : {z::MegatronPrecision::fp16_params_fp16_grads, z::MegatronPrecision::bf16_params_fp32_grads,
+                 z::MegatronPrecision::fp32_params_fp32_grads})
+    for (bool distributed : {false, true}) out.push_back(z::megatron_state_bytes_per_gpu(params, p, distributed, n));
+  ctx.emit("bytes", out);
+}

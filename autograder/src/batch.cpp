@@ -1,0 +1,190 @@
+// Batch grading. The reference runs once for the seed before any worker starts; each worker owns
+// a cached student build tree (slot) that it reuses for every submission it grades, so only the
+// files that differ between submissions are recompiled.
+#include "batch.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "report.hpp"
+#include "util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"') r += '"';
+    r += (c == '\n' || c == '\r') ? ' ' : c;
+  }
+  return r + "\"";
+}
+
+std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != '\r') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric, const GradeOptions& opts) {
+  if (!fs::is_directory(b.dir)) throw std::runtime_error(fmt::format("grade-batch: {} is not a folder of submissions", b.dir.string()));
+  struct Sub {
+    std::string name;
+    fs::path path;
+  };
+  std::vector<Sub> subs;
+  for (const auto& e : fs::directory_iterator(b.dir)) {
+    std::string fn = e.path().filename().string();
+    if (fn.empty() || fn[0] == '.') continue;
+    if (e.is_directory()) subs.push_back({fn, e.path()});
+    else if (e.is_regular_file() && e.path().extension() == ".zip") subs.push_back({e.path().stem().string(), e.path()});
+  }
+  std::sort(subs.begin(), subs.end(), [](const Sub& x, const Sub& y) { return x.name < y.name; });
+
+  auto chapters = select_chapters(rubric, opts.chapters);
+  std::vector<std::string> header{"submission", "score", "max_score"};
+  for (const auto* c : chapters) header.push_back(c->name);
+  header.insert(header.end(), {"failed_cases", "status", "seconds", "seed"});
+  std::string header_line;
+  for (const auto& h : header) header_line += (header_line.empty() ? "" : ",") + csv_field(h);
+
+  // Resume: rows already in the gradebook are done.
+  std::set<std::string> done;
+  bool have_header = false;
+  if (fs::exists(b.csv)) {
+    // A row cut short by a crash mid-write is dropped, so that submission is graded again.
+    std::string text = read_text(b.csv);
+    if (!text.empty() && text.back() != '\n') write_text(b.csv, text.substr(0, text.rfind('\n') + 1));
+    std::ifstream in(b.csv);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (!have_header) {
+        if (line != header_line)
+          throw std::runtime_error(fmt::format("grade-batch: {} has other columns ({}); grade into a new file or "
+                                               "select the same chapters",
+                                               b.csv.string(), line));
+        have_header = true;
+        continue;
+      }
+      done.insert(csv_split(line).at(0));
+    }
+  }
+  int fd = ::open(b.csv.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("grade-batch: cannot open " + b.csv.string() + " for appending");
+  std::mutex out_mu;
+  auto append = [&](const std::string& line) {
+    std::lock_guard lock(out_mu);
+    std::string l = line + "\n";
+    if (::write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
+      throw std::runtime_error("grade-batch: cannot append to " + b.csv.string());
+    ::fsync(fd);
+  };
+  if (!have_header) append(header_line);
+
+  std::vector<Sub> todo;
+  for (const auto& s : subs)
+    if (!done.count(s.name)) todo.push_back(s);
+  std::fprintf(stderr, "grade-batch: %zu submissions, %zu already in %s, %zu to grade\n", subs.size(),
+               subs.size() - todo.size(), b.csv.c_str(), todo.size());
+
+  Reference reference(project, rubric, opts);
+  double ref_s = reference.prepare(chapters, opts.seed);
+  std::fprintf(stderr, "grade-batch: reference results for seed %llu ready (%.1f s)\n",
+               static_cast<unsigned long long>(opts.seed), ref_s);
+
+  const bool tty = ::isatty(2) == 1;
+  std::atomic<std::size_t> next{0}, finished{0};
+  auto progress = [&](const std::string& last) {
+    std::lock_guard lock(out_mu);
+    std::size_t f = finished.load(), n = todo.size();
+    if (tty) {
+      int width = 30;
+      int fill = n ? static_cast<int>(width * f / n) : width;
+      std::fprintf(stderr, "\r[%s%s] %zu/%zu %-30.30s", std::string(fill, '#').c_str(),
+                   std::string(width - fill, '.').c_str(), f, n, last.c_str());
+      if (f == n) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "grade-batch: %zu/%zu %s\n", f, n, last.c_str());
+    }
+  };
+  int workers = std::max(1, std::min<int>(b.jobs, static_cast<int>(todo.size())));
+  GradeOptions worker_opts = opts;
+  worker_opts.jobs = 1;  // parallel across submissions, sequential inside one
+  auto work = [&](int slot) {
+    for (std::size_t i; (i = next++) < todo.size();) {
+      const auto& s = todo[i];
+      std::vector<std::string> row{s.name};
+      try {
+        Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts, false);
+        row.push_back(fmt::format("{:g}", g.score()));
+        row.push_back(fmt::format("{:g}", g.max_score()));
+        std::string failed;
+        for (const auto& ch : g.chapters) {
+          row.push_back(fmt::format("{:g}", ch.score()));
+          for (const auto& c : ch.cases)
+            if (c.score < c.max_score && c.status != Status::reference_error)
+              failed += (failed.empty() ? "" : " ") + c.name + ":" + status_name(c.status);
+        }
+        row.push_back(failed);
+        row.push_back("graded");
+        row.push_back(fmt::format("{:.1f}", g.execution_seconds));
+        if (!b.reports.empty()) write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
+      } catch (const std::exception& e) {
+        row.resize(1);
+        row.insert(row.end(), {"0", "", });
+        for (std::size_t k = 0; k < chapters.size(); ++k) row.push_back("");
+        row.push_back("");
+        row.push_back(std::string("error: ") + e.what());
+        row.push_back("0");
+      }
+      row.push_back(std::to_string(opts.seed));
+      std::string line;
+      for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
+      append(line);
+      ++finished;
+      progress(s.name);
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
+    work(0);
+  }
+  ::close(fd);
+  return static_cast<int>(todo.size());
+}
+
+}  // namespace mgpu::grade

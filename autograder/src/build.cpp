@@ -1,0 +1,206 @@
+// Staging submissions and driving CMake. Every step goes through run_process with a wall-clock
+// limit, so a pathological submission cannot hang the compiler step either.
+#include "build.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "runner.hpp"
+#include "util.hpp"
+
+#ifndef MGPU_SOURCE_DIR
+#error "MGPU_SOURCE_DIR must be defined by the build"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+constexpr std::uintmax_t kMaxSubmittedFile = 1 << 20;  // larger "source files" are not source files
+
+std::vector<std::pair<std::string, std::string>> build_env(const Project& p) {
+  // ccache: share objects between build trees of different submissions (paths relative to the
+  // root, working folder not hashed), so a batch compiles the runtime once.
+  return {{"CCACHE_BASEDIR", p.root.string()}, {"CCACHE_NOHASHDIR", "1"}};
+}
+
+// The folder of a submission that holds the chapter folders.
+fs::path find_chapters_root(const fs::path& top, const Rubric& rubric) {
+  std::vector<fs::path> candidates{top, top / "chapters"};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(top, ec))
+    if (e.is_directory() && !e.is_symlink()) {
+      candidates.push_back(e.path());
+      candidates.push_back(e.path() / "chapters");
+    }
+  for (const auto& c : candidates)
+    for (const auto& ch : rubric.chapters)
+      if (fs::is_directory(c / ch.name, ec)) return c;
+  return {};
+}
+
+}  // namespace
+
+bool Project::has_solutions() const { return fs::is_directory(root / "solutions"); }
+
+Project this_project() {
+  Project p;
+  p.root = MGPU_SOURCE_DIR;
+  p.own_tree = MGPU_BINARY_DIR;
+  p.own_is_solution = std::string(MGPU_IMPL_NAME) == "solution";
+  return p;
+}
+
+Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric, const Project& project) {
+  Staged st;
+  fs::path top = submission;
+  std::error_code ec;
+  if (fs::is_regular_file(submission) && submission.extension() == ".zip") {
+    fs::path unz = scratch / "unzipped";
+    fs::remove_all(unz, ec);
+    fs::create_directories(unz);
+    RunSpec spec;
+    spec.exe = "unzip";
+    spec.args = {"-qq", "-o", fs::absolute(submission).string(), "-d", unz.string()};
+    spec.isolate = false;
+    spec.wall_s = 120;
+    RunOutcome o = run_process(spec);
+    if (!o.started || !o.exited || (o.exit_code != 0 && o.exit_code != 1))
+      throw std::runtime_error(fmt::format("cannot unzip {}: {}{}", submission.string(), o.start_error, o.err));
+    top = unz;
+  } else if (!fs::is_directory(submission)) {
+    throw std::runtime_error(fmt::format("submission {} is neither a folder nor a .zip file; pass the folder holding "
+                                         "your chapter folders, or the zip that `./mgpu submit` wrote",
+                                         submission.string()));
+  }
+  fs::path src_root = find_chapters_root(top, rubric);
+  if (src_root.empty())
+    st.notes.push_back(fmt::format("no chapter folder found in {} (expected chapters/<chapter>/<file> or "
+                                   "<chapter>/<file>); every chapter is graded as the skeleton",
+                                   submission.string()));
+
+  // Every chapter the build knows (the whole chapters/ tree) must have its .cpp files.
+  std::map<std::string, fs::path> skeletons;
+  for (const auto& e : fs::directory_iterator(project.root / "chapters", ec))
+    if (e.is_directory()) skeletons[e.path().filename().string()] = e.path();
+  for (const auto& ch : rubric.chapters) skeletons[ch.name] = project.root / ch.skeleton;
+
+  st.chapters_dir = scratch / "chapters";
+  for (const auto& [name, skel] : skeletons) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(skel, ec))
+      if (e.is_regular_file() && e.path().extension() == ".cpp") files[e.path().filename().string()] = read_text(e.path());
+    const ChapterSpec* spec = rubric.chapter(name);
+    bool any = false;
+    if (spec && !src_root.empty())
+      for (const auto& f : spec->files) {
+        fs::path p = src_root / name / f;
+        if (fs::is_symlink(p) || !fs::is_regular_file(p)) continue;
+        if (fs::file_size(p) > kMaxSubmittedFile) {
+          st.notes.push_back(fmt::format("{}/{} is larger than 1 MiB and was ignored", name, f));
+          continue;
+        }
+        files[f] = read_text(p);
+        any = true;
+      }
+    if (any) st.chapters_found.push_back(name);
+    fs::path dest = st.chapters_dir / name;
+    fs::create_directories(dest);
+    for (const auto& e : fs::directory_iterator(dest, ec))
+      if (!files.count(e.path().filename().string())) fs::remove_all(e.path(), ec);
+    for (const auto& [f, text] : files) write_if_changed(dest / f, text);
+  }
+  return st;
+}
+
+std::string configure_tree(const TreeConfig& cfg, const Project& project) {
+  std::vector<std::string> args{"-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja",
+                                "-DMGPU_IMPL=" + cfg.impl, "-DMGPU_CUDA=OFF",
+                                // -O2 as in the project's default build (GCC 12's -O3 warns falsely in some headers)
+                                "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"};
+  if (!cfg.student_dir.empty()) args.push_back("-DMGPU_STUDENT_DIR=" + cfg.student_dir.string());
+  std::string dirs;
+  for (const auto& d : cfg.cases_dirs) dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
+  args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
+  std::string stamp_text;
+  for (const auto& a : args) stamp_text += a + "\n";
+  fs::path stamp = cfg.dir / "mgpu-grade-configure.txt";
+  std::error_code ec;
+  if (fs::exists(cfg.dir / "build.ninja", ec) && fs::exists(stamp, ec) && read_text(stamp) == stamp_text) return "";
+  fs::create_directories(cfg.dir);
+  RunSpec spec;
+  spec.exe = "cmake";
+  spec.args = args;
+  spec.isolate = false;
+  spec.wall_s = 300;
+  spec.merge_output = true;
+  spec.output_cap = 256 * 1024;
+  spec.env = build_env(project);
+  RunOutcome o = run_process(spec);
+  if (!o.started) return o.start_error;
+  if (o.timed_out) return "configuring timed out after 300 s";
+  if (!o.exited || o.exit_code != 0) return "cmake configure failed:\n" + o.out;
+  write_if_changed(stamp, stamp_text);
+  return "";
+}
+
+TargetBuild build_target(const fs::path& tree, const std::string& target, int jobs, const Project& project,
+                         const fs::path& scratch_chapters) {
+  TargetBuild b;
+  // Two graders (or a grader and its own tests) building one tree at once would corrupt ninja's
+  // state: builds of a tree take turns.
+  int lock_fd = ::open((tree / "mgpu-grade.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);  // closing releases the lock
+    }
+  } unlock{lock_fd};
+  RunSpec spec;
+  spec.exe = "cmake";
+  spec.args = {"--build", tree.string(), "--target", target, "-j", std::to_string(std::max(1, jobs))};
+  spec.isolate = false;
+  spec.wall_s = 600;
+  spec.merge_output = true;
+  spec.output_cap = 512 * 1024;
+  spec.env = build_env(project);
+  RunOutcome o = run_process(spec);
+  b.seconds = o.wall_s;
+  std::string out = o.out;
+  if (!scratch_chapters.empty()) {
+    // The compiler names the staged copy, absolutely or relative to the build tree; students
+    // know the file as chapters/<chapter>/<file>.
+    for (const std::string& from : {scratch_chapters.string() + "/", scratch_chapters.lexically_relative(tree).string() + "/"})
+      for (std::size_t pos; (pos = out.find(from)) != std::string::npos;) out.replace(pos, from.size(), "chapters/");
+  }
+  b.ok = o.started && o.exited && o.exit_code == 0;
+  if (b.ok) return b;
+  if (!o.started) b.first_error = o.start_error;
+  else if (o.timed_out) b.first_error = "the build took longer than 600 s and was stopped";
+  std::istringstream lines(out);
+  std::string line;
+  std::size_t first_at = std::string::npos, offset = 0;
+  static const std::regex err_re(R"((error:|undefined reference|multiple definition|ninja: error|CMake Error))");
+  while (std::getline(lines, line)) {
+    if (first_at == std::string::npos && std::regex_search(line, err_re)) {
+      first_at = offset;
+      if (b.first_error.empty()) b.first_error = line;
+    }
+    offset += line.size() + 1;
+  }
+  if (b.first_error.empty()) b.first_error = fmt::format("the build of {} failed (exit code {})", target, o.exit_code);
+  b.log = out.substr(first_at == std::string::npos ? 0 : first_at, 4000);
+  return b;
+}
+
+}  // namespace mgpu::grade

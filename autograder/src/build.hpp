@@ -1,0 +1,65 @@
+// Building: copying a submission's manifest files into a scratch folder (the submission itself is
+// never touched), configuring a cached student build tree on it, and building each chapter's case
+// program on its own so a compile error costs that chapter only.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rubric.hpp"
+
+namespace mgpu::grade {
+
+/// Where the grader lives: its source root and its own build tree.
+struct Project {
+  std::filesystem::path root;      ///< the repository (holds chapters/, autograder/, ...)
+  std::filesystem::path own_tree;  ///< the build tree mgpu-grade was built in
+  bool own_is_solution = false;    ///< own_tree was configured with MGPU_IMPL=solution
+  bool has_solutions() const;      ///< solutions/ exists (absent in the student distribution)
+};
+
+/// The project this mgpu-grade binary was built from.
+Project this_project();
+
+/// The result of copying a submission.
+struct Staged {
+  std::filesystem::path chapters_dir;  ///< pass as MGPU_STUDENT_DIR
+  std::vector<std::string> notes;      ///< what was not found, for the report
+  std::vector<std::string> chapters_found;  ///< chapters with at least one submitted file
+};
+
+/// Copies SUBMISSION (a folder or .zip) into scratch/chapters: for every chapter, the pristine
+/// .cpp files from its skeleton folder, overlaid by the submission's manifest files. Files are
+/// only rewritten when their content changed.
+Staged stage_submission(const std::filesystem::path& submission, const std::filesystem::path& scratch,
+                        const Rubric& rubric, const Project& project);
+
+/// A build tree to configure.
+struct TreeConfig {
+  std::filesystem::path dir;                    ///< the build tree
+  std::string impl = "student";                 ///< MGPU_IMPL
+  std::filesystem::path student_dir;            ///< MGPU_STUDENT_DIR (student impl)
+  std::vector<std::filesystem::path> cases_dirs;  ///< MGPU_GRADE_CASES_DIRS (private cases)
+};
+
+/// Configures dir unless it already is with the same settings. Returns "" or the error text.
+std::string configure_tree(const TreeConfig& cfg, const Project& project);
+
+/// The outcome of building one target.
+struct TargetBuild {
+  bool ok = false;          ///< built
+  std::string first_error;  ///< the compiler's first error line, scratch paths made readable
+  std::string log;          ///< the build output from the first error on (capped)
+  double seconds = 0;       ///< wall time of the build
+};
+
+/// Builds one target of a configured tree with `jobs` parallel compiles. scratch_chapters, if
+/// given, is replaced by "chapters" in messages so students see their own paths.
+TargetBuild build_target(const std::filesystem::path& tree, const std::string& target, int jobs,
+                         const Project& project, const std::filesystem::path& scratch_chapters = {});
+
+/// Name of the case program of a chapter.
+inline std::string case_target(const std::string& chapter) { return "cases_" + chapter; }
+
+}  // namespace mgpu::grade

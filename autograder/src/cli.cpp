@@ -1,0 +1,226 @@
+// mgpu-grade: the command line of the grader. `./mgpu grade|grade-batch|release|submit|
+// gradescope-bundle` lands here; each subcommand is a thin layer over the grader's parts.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "batch.hpp"
+#include "distribute.hpp"
+#include "grade.hpp"
+#include "report.hpp"
+#include "util.hpp"
+#include "visible.hpp"
+
+namespace fs = std::filesystem;
+using namespace mgpu::grade;
+
+namespace {
+
+void on_signal(int sig) {
+  kill_all_running();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// ./mgpu changes into the project root before it runs us; it passes the folder the user typed
+// the command in as MGPU_CALLER_PWD, against which relative paths are meant.
+fs::path user_path(const std::string& s) {
+  if (s.empty()) return {};
+  fs::path p(s);
+  const char* caller = std::getenv("MGPU_CALLER_PWD");
+  if (p.is_relative() && caller && *caller) p = fs::path(caller) / p;
+  return p.lexically_normal();
+}
+
+struct Common {
+  std::vector<std::string> chapters;
+  std::string seed;
+  std::vector<std::string> rubrics;
+  std::vector<std::string> cases_dirs;
+  std::string work_dir;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool no_drop = false;
+
+  void add(CLI::App* app) {
+    app->add_option("--chapter", chapters, "grade only this chapter (prefix, e.g. 11_2); repeatable");
+    app->add_option("--seed", seed, "grading seed: a number, or 'random' (default: the rubric's seed)");
+    app->add_option("--rubric", rubrics, "private rubric laid over autograder/rubric.json; repeatable");
+    app->add_option("--cases-dir", cases_dirs, "folder of private case sources (<chapter>.cpp or <chapter>/*.cpp); repeatable");
+    app->add_option("--work-dir", work_dir, "cached build trees and reference results (default: build/grade)");
+    app->add_option("--jobs,-j", jobs, "parallel compiles and case runs")->check(CLI::PositiveNumber);
+    app->add_flag("--no-drop", no_drop, "when root, run cases as root instead of as user nobody");
+  }
+
+  Rubric rubric(const Project& p) const {
+    std::vector<fs::path> extra;
+    for (const auto& r : rubrics) extra.push_back(user_path(r));
+    return load_rubrics(p.root / "autograder" / "rubric.json", extra);
+  }
+
+  GradeOptions options(const Project& p, const Rubric& r) const {
+    GradeOptions o;
+    o.chapters = chapters;
+    if (seed.empty()) o.seed = r.seed;
+    else if (seed == "random") o.seed = std::random_device{}() % 1000000000u;
+    else {
+      try {
+        o.seed = std::stoull(seed);
+      } catch (const std::exception&) {
+        throw std::runtime_error("--seed " + seed + ": expected a non-negative integer or 'random'");
+      }
+    }
+    for (const auto& d : cases_dirs) {
+      fs::path dir = fs::absolute(user_path(d));
+      if (!fs::is_directory(dir)) throw std::runtime_error("--cases-dir " + d + ": not a folder");
+      o.cases_dirs.push_back(dir);
+    }
+    o.work_dir = work_dir.empty() ? p.root / "build" / "grade" : fs::absolute(user_path(work_dir));
+    o.jobs = jobs;
+    o.drop_privileges = !no_drop;
+    return o;
+  }
+};
+
+bool reference_available(const Project& p) { return p.own_is_solution && p.has_solutions(); }
+
+
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGINT, on_signal);
+  ::signal(SIGTERM, on_signal);
+  ::signal(SIGPIPE, SIG_IGN);
+  Project project = this_project();
+
+  CLI::App app{"mgpu-grade: grade manygpu submissions against the reference solutions"};
+  app.require_subcommand(1);
+
+  // ---- grade
+  Common g_common;
+  std::string submission;
+  bool solution = false, timings = false, quiet = false;
+  std::string json_out, gs_out, junit_out;
+  auto* grade = app.add_subcommand("grade", "grade chapters/ (or SUBMISSION, a folder or .zip) against the reference");
+  grade->add_option("submission", submission, "folder or .zip holding chapters/<chapter>/<file> (default: this checkout's chapters/)");
+  grade->add_flag("--solution", solution, "grade the reference solutions themselves (should be full marks)");
+  grade->add_option("--json", json_out, "write the full grade as JSON");
+  grade->add_option("--gradescope", gs_out, "write Gradescope's results.json");
+  grade->add_option("--junit", junit_out, "write JUnit XML");
+  grade->add_flag("--timings", timings, "print seconds per phase (reference, build, student cases)");
+  grade->add_flag("--quiet,-q", quiet, "no terminal table");
+  g_common.add(grade);
+
+  // ---- grade-batch
+  Common b_common;
+  BatchOptions batch;
+  auto* gb = app.add_subcommand("grade-batch", "grade every submission (folder or .zip) in DIR into a CSV gradebook");
+  gb->add_option("dir", batch.dir, "folder of submissions")->required();
+  gb->add_option("--csv", batch.csv, "gradebook to create or resume")->required();
+  gb->add_option("--reports", batch.reports, "also write one JSON report per submission into this folder");
+  b_common.jobs = 2;  // here: submissions graded at the same time, each with one compile and one case at a time
+  b_common.add(gb);
+
+  // ---- release
+  std::string release_out;
+  auto* rel = app.add_subcommand("release", "write the student distribution (no solutions/, no private cases) to OUT");
+  rel->add_option("out", release_out, "new folder")->required();
+
+  // ---- submit
+  std::string submit_out = "manygpu-submission.zip", submit_from;
+  auto* sub = app.add_subcommand("submit", "zip your editable chapter files for upload");
+  sub->add_option("-o,--output", submit_out, "zip to write")->capture_default_str();
+  sub->add_option("--from", submit_from, "chapters folder to take the files from (default: this checkout's chapters/)");
+
+  // ---- gradescope-bundle
+  Common gs_common;
+  std::string bundle_out;
+  auto* gsb = app.add_subcommand("gradescope-bundle", "write the Gradescope autograder zip (setup.sh, run_autograder, the repo)");
+  gsb->add_option("out", bundle_out, "zip to write, e.g. autograder.zip")->required();
+  gsb->add_option("--rubric", gs_common.rubrics, "private rubric to include");
+  gsb->add_option("--cases-dir", gs_common.cases_dirs, "private case folder to include");
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (grade->parsed()) {
+      Rubric rubric = g_common.rubric(project);
+      GradeOptions opts = g_common.options(project, rubric);
+      fs::path sub_path = submission.empty() ? project.root / "chapters" : user_path(submission);
+      if (!reference_available(project)) {
+        if (solution) throw std::runtime_error("--solution: this copy has no reference solutions (solutions/ is absent)");
+        auto vis = run_visible_tests(sub_path, project, rubric, opts);
+        std::cout << visible_report(vis, use_colour(1));
+        return 0;
+      }
+      Reference reference(project, rubric, opts);
+      std::string name = submission.empty() ? "checkout" : fs::absolute(sub_path).lexically_normal().filename().string();
+      Grade g = grade_submission(sub_path, name, project, rubric, reference, opts, solution);
+      if (!quiet) std::cout << terminal_report(g, use_colour(1), timings);
+      if (!json_out.empty()) write_text(user_path(json_out), json_report(g).dump(2) + "\n");
+      if (!gs_out.empty()) write_text(user_path(gs_out), gradescope_report(g).dump(2) + "\n");
+      if (!junit_out.empty()) write_text(user_path(junit_out), junit_report(g));
+      return 0;
+    }
+    if (gb->parsed()) {
+      if (!reference_available(project)) throw std::runtime_error("grade-batch needs the reference solutions (solutions/ is absent)");
+      Rubric rubric = b_common.rubric(project);
+      GradeOptions opts = b_common.options(project, rubric);
+      batch.jobs = b_common.jobs;
+      batch.dir = user_path(batch.dir.string());
+      batch.csv = fs::absolute(user_path(batch.csv.string()));
+      if (!batch.reports.empty()) batch.reports = user_path(batch.reports.string());
+      auto t0 = std::chrono::steady_clock::now();
+      int n = grade_batch(batch, project, rubric, opts);
+      std::fprintf(stderr, "grade-batch: graded %d submissions in %.1f s into %s\n", n,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), batch.csv.c_str());
+      return 0;
+    }
+    if (rel->parsed()) {
+      release_out = user_path(release_out).string();
+      std::size_t n = write_release(project, release_out);
+      std::cout << fmt::format("release: {} files written to {} (no solutions/, no private cases).\n"
+                               "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the visible tests.\n",
+                               n, release_out);
+      return 0;
+    }
+    if (sub->parsed()) {
+      Rubric rubric = load_rubric(project.root / "autograder" / "rubric.json");
+      fs::path from = submit_from.empty() ? project.root / "chapters" : user_path(submit_from);
+      submit_out = user_path(submit_out).string();
+      auto files = write_submission(rubric, from, submit_out);
+      std::cout << fmt::format("submit: {} files in {}:\n", files.size(), fs::absolute(submit_out).string());
+      for (const auto& f : files) std::cout << "  " << f << "\n";
+      std::cout << "Upload this zip. Only these files are graded; headers and tests come from the course.\n";
+      return 0;
+    }
+    if (gsb->parsed()) {
+      bundle_out = user_path(bundle_out).string();
+      std::vector<fs::path> rubrics;
+      for (const auto& r : gs_common.rubrics) rubrics.push_back(user_path(r));
+      load_rubrics(project.root / "autograder" / "rubric.json", rubrics);  // reject a broken rubric now, not on Gradescope
+      std::vector<fs::path> dirs;
+      for (const auto& d : gs_common.cases_dirs) dirs.push_back(user_path(d));
+      write_gradescope_bundle(project, bundle_out, rubrics, dirs, project.root / "build" / "grade" / "gradescope-bundle");
+      std::cout << fmt::format("gradescope-bundle: {} (upload it as the autograder: setup.sh builds the reference, "
+                               "run_autograder grades /autograder/submission)\n",
+                               fs::absolute(bundle_out).string());
+      return 0;
+    }
+  } catch (const RubricError& e) {
+    std::cerr << "mgpu-grade: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "mgpu-grade: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

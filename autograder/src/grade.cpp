@@ -1,0 +1,363 @@
+// One submission from files to grade: stage, configure, build per chapter, run the reference and
+// the student's case programs in isolation, and judge. Phase times go into the grade.
+#include "grade.hpp"
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "compare.hpp"
+#include "util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string excerpt(const std::string& label, const std::string& text, bool truncated) {
+  if (text.empty()) return "";
+  constexpr std::size_t kShow = 2000;
+  std::string s = text.substr(0, kShow);
+  if (!s.empty() && s.back() != '\n') s += '\n';
+  return fmt::format("--- {}{} ---\n{}", label, truncated || text.size() > kShow ? " (truncated)" : "", s);
+}
+
+std::string binary_stamp(const fs::path& exe) {
+  std::error_code ec;
+  auto t = fs::last_write_time(exe, ec).time_since_epoch().count();
+  return fmt::format("{}-{}", t, fs::file_size(exe, ec));
+}
+
+}  // namespace
+
+void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f) {
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < n;) f(i);
+  };
+  std::vector<std::jthread> pool;
+  for (int j = 1; j < std::min<int>(jobs, static_cast<int>(n)); ++j) pool.emplace_back(worker);
+  worker();
+}
+
+CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges) {
+  CaseRun r;
+  RunSpec rs;
+  rs.exe = exe;
+  rs.args = {"--case", spec.name, "--seed", std::to_string(seed), "--result-fd", "3"};
+  rs.result_fd = 3;
+  rs.wall_s = spec.time_limit_s;
+  rs.memory_bytes = static_cast<std::uint64_t>(spec.memory_mb * 1024 * 1024);
+  rs.drop_privileges = drop_privileges;
+  RunOutcome o = run_process(rs);
+  r.seconds = o.wall_s;
+  r.output = excerpt("stdout", o.out, o.out_truncated) + excerpt("stderr", o.err, o.err_truncated);
+  if (!o.started) {
+    r.status = Status::crashed;
+    r.reason = o.start_error;
+    return r;
+  }
+  if (o.timed_out) {
+    r.status = Status::timeout;
+    r.reason = fmt::format("exceeded the {:g} s time limit and was stopped", spec.time_limit_s);
+    return r;
+  }
+  if (o.signal == SIGXCPU) {
+    r.status = Status::timeout;
+    r.reason = "exceeded its CPU time limit";
+    return r;
+  }
+  if (o.signal != 0) {
+    bool alloc = o.err.find("bad_alloc") != std::string::npos || o.err.find("Cannot allocate memory") != std::string::npos;
+    if (alloc || o.signal == SIGKILL) {
+      r.status = Status::out_of_memory;
+      r.reason = fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}", spec.memory_mb, signal_description(o.signal));
+    } else {
+      r.status = Status::crashed;
+      r.reason = "killed by " + signal_description(o.signal);
+    }
+    return r;
+  }
+  if (o.result_overflow) {
+    r.reason = "its result was larger than the grader accepts";
+    return r;
+  }
+  if (o.result.empty()) {
+    r.reason = fmt::format("exited with code {} before writing a result", o.exit_code);
+    if (o.out.find("\"values\"") != std::string::npos || o.out.find("\"status\"") != std::string::npos)
+      r.reason += " (results printed on stdout are not read)";
+    return r;
+  }
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(o.result);
+  } catch (const std::exception&) {
+    r.reason = "its result was not one complete JSON document";
+    return r;
+  }
+  if (!doc.is_object() || !doc.contains("status") || !doc["status"].is_string()) {
+    r.reason = "its result lacks a status";
+    return r;
+  }
+  if (o.exit_code != 0) {
+    r.reason = fmt::format("exited with code {} after its result", o.exit_code);
+    return r;
+  }
+  std::string st = doc["status"];
+  std::string msg = doc.value("message", "");
+  if (st == "ok") {
+    r.status = Status::passed;
+    r.result = std::move(doc);
+  } else if (st == "not-implemented") {
+    r.status = Status::not_implemented;
+    r.reason = msg;
+  } else if (st == "out-of-memory") {
+    r.status = Status::out_of_memory;
+    r.reason = fmt::format("ran out of memory (std::bad_alloc; limit {:g} MiB)", spec.memory_mb);
+  } else if (st == "exception") {
+    r.status = Status::crashed;
+    r.reason = fmt::format("threw {}: {}", doc.value("type", "an exception"), msg);
+  } else {
+    r.reason = msg.empty() ? "result status '" + st + "'" : msg;
+  }
+  return r;
+}
+
+CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference, const Rubric& rubric) {
+  CaseGrade g;
+  g.name = spec.name;
+  g.chapter = spec.chapter;
+  g.visibility = spec.visibility;
+  g.max_score = spec.max_score();
+  g.seconds = student.seconds;
+  if (reference.status != Status::passed) {
+    g.status = Status::reference_error;
+    g.reason = "the reference run failed (" + std::string(status_name(reference.status)) + ": " + reference.reason +
+               "); not counted";
+    g.feedback = reference.output;
+    return g;
+  }
+  if (student.status != Status::passed) {
+    g.status = student.status;
+    g.reason = student.reason;
+    g.feedback = student.reason + "\n" + student.output;
+    return g;
+  }
+  Comparison cmp = compare_values(student.result.value("values", nlohmann::json::object()),
+                                  reference.result.value("values", nlohmann::json::object()), rubric, spec);
+  if (!cmp.ok) {
+    g.status = Status::wrong;
+    g.reason = cmp.reason;
+    g.feedback = cmp.detail() + "\n" + student.output;
+    return g;
+  }
+  g.status = Status::passed;
+  g.score = spec.points;
+  g.feedback = cmp.detail();
+  for (const auto& b : spec.budgets) {
+    BudgetCheck bc = check_budget(b, student.result.value("measures", nlohmann::json::object()),
+                                  reference.result.value("measures", nlohmann::json::object()));
+    g.feedback += "\n" + std::string(bc.ok ? "within budget: " : "over budget: ") + bc.line;
+    if (bc.ok) g.score += b.points;
+    else if (g.reason.empty()) g.reason = fmt::format("correct, but over budget: {} (-{:g} points)", bc.line, b.points);
+  }
+  if (!student.output.empty()) g.feedback += "\n" + student.output;
+  return g;
+}
+
+std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric, const std::vector<std::string>& filters) {
+  std::vector<const ChapterSpec*> out;
+  for (const auto& f : filters) {
+    bool any = false;
+    for (const auto& c : rubric.chapters) any = any || c.name.rfind(f, 0) == 0;
+    if (!any) {
+      std::string names;
+      for (const auto& c : rubric.chapters) names += " " + c.name;
+      throw std::runtime_error(fmt::format("--chapter {}: no chapter starts with it; chapters:{}", f, names));
+    }
+  }
+  for (const auto& c : rubric.chapters) {
+    bool keep = filters.empty();
+    for (const auto& f : filters) keep = keep || c.name.rfind(f, 0) == 0;
+    if (keep) out.push_back(&c);
+  }
+  return out;
+}
+
+Reference::Reference(const Project& project, const Rubric& rubric, const GradeOptions& opts)
+    : project_(project), rubric_(rubric), opts_(opts) {
+  tree_ = opts.cases_dirs.empty() ? project.own_tree : opts.work_dir / "reference-private";
+}
+
+double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, std::uint64_t seed) {
+  auto t0 = Clock::now();
+  std::lock_guard serial(prepare_mu_);
+  std::vector<const ChapterSpec*> chapters;
+  for (const auto* c : all_chapters)
+    if (prepared_.insert({seed, c->name}).second) chapters.push_back(c);
+  if (chapters.empty()) return since(t0);
+  if (!opts_.cases_dirs.empty()) {
+    TreeConfig cfg{tree_, "solution", {}, opts_.cases_dirs};
+    std::string err = configure_tree(cfg, project_);
+    if (!err.empty())
+      for (const auto* c : chapters) build_errors[c->name] = err;
+  }
+  struct Job {
+    const ChapterSpec* chapter;
+    const CaseSpec* spec;
+  };
+  std::vector<Job> jobs;
+  for (const auto* c : chapters) {
+    if (build_errors.count(c->name)) continue;
+    TargetBuild b = build_target(tree_, case_target(c->name), opts_.jobs, project_);
+    if (!b.ok) {
+      build_errors[c->name] = b.first_error;
+      continue;
+    }
+    for (const auto& cs : c->cases)
+      if (!runs_.count({seed, cs.name})) jobs.push_back({c, &cs});
+  }
+  std::vector<CaseRun> results(jobs.size());
+  parallel_for(jobs.size(), opts_.jobs, [&](std::size_t i) {
+    const auto& j = jobs[i];
+    fs::path exe = tree_ / "bin" / case_target(j.chapter->name);
+    fs::path cache = opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
+    std::string stamp = binary_stamp(exe);
+    std::error_code ec;
+    if (fs::exists(cache, ec)) {
+      try {
+        auto doc = nlohmann::json::parse(read_text(cache));
+        if (doc.value("stamp", "") == stamp) {
+          results[i].status = Status::passed;
+          results[i].result = doc["result"];
+          return;
+        }
+      } catch (const std::exception&) {
+        // a damaged cache entry is simply recomputed
+      }
+    }
+    results[i] = run_case(exe, *j.spec, seed, opts_.drop_privileges);
+    if (results[i].status == Status::passed)
+      write_text(cache, nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}.dump());
+  });
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < jobs.size(); ++i) runs_[{seed, jobs[i].spec->name}] = std::move(results[i]);
+  for (const auto* c : chapters)
+    if (auto e = build_errors.find(c->name); e != build_errors.end())
+      for (const auto& cs : c->cases) {
+        CaseRun bad;
+        bad.status = Status::build_failed;
+        bad.reason = "the reference does not build: " + e->second;
+        runs_[{seed, cs.name}] = bad;
+      }
+  return since(t0);
+}
+
+const CaseRun& Reference::get(const std::string& case_name, std::uint64_t seed) const {
+  std::lock_guard lock(mu_);
+  static const CaseRun missing{Status::no_result, {}, "the reference was not prepared for this case", {}, 0};
+  auto it = runs_.find({seed, case_name});
+  return it == runs_.end() ? missing : it->second;
+}
+
+Grade grade_submission(const fs::path& submission, const std::string& build_name, const Project& project,
+                       const Rubric& rubric, Reference& reference, const GradeOptions& opts, bool solution) {
+  auto t_all = Clock::now();
+  Grade g;
+  g.submission = solution ? "the reference solutions" : submission.string();
+  g.seed = opts.seed;
+  auto chapters = select_chapters(rubric, opts.chapters);
+
+  g.timings.emplace_back("reference", reference.prepare(chapters, opts.seed));
+
+  // ---- build the submission
+  auto t_build = Clock::now();
+  fs::path tree = reference.tree();
+  std::map<std::string, TargetBuild> builds;
+  std::string tree_error;
+  fs::path scratch_chapters;
+  if (!solution) {
+    fs::path base = opts.work_dir / "student" / safe_name(build_name);
+    Staged st = stage_submission(submission, base / "src", rubric, project);
+    g.notes.insert(g.notes.end(), st.notes.begin(), st.notes.end());
+    scratch_chapters = st.chapters_dir;
+    tree = base / "build";
+    tree_error = configure_tree({tree, "student", st.chapters_dir, opts.cases_dirs}, project);
+  }
+  for (const auto* c : chapters) {
+    if (!tree_error.empty()) {
+      builds[c->name] = TargetBuild{false, "the build could not be configured", tree_error, 0};
+      continue;
+    }
+    if (solution) {
+      builds[c->name].ok = !reference.build_errors.count(c->name);
+      continue;
+    }
+    builds[c->name] = build_target(tree, case_target(c->name), opts.jobs, project, scratch_chapters);
+  }
+  g.timings.emplace_back("build", since(t_build));
+
+  // ---- run the student's cases
+  auto t_cases = Clock::now();
+  struct Job {
+    std::size_t chapter;
+    const CaseSpec* spec;
+  };
+  std::vector<Job> jobs;
+  for (std::size_t i = 0; i < chapters.size(); ++i) {
+    ChapterGrade cg;
+    cg.name = chapters[i]->name;
+    cg.title = chapters[i]->title;
+    const auto& b = builds[cg.name];
+    cg.build_failed = !b.ok;
+    cg.build_error = b.first_error;
+    for (const auto& cs : chapters[i]->cases) {
+      if (cg.build_failed) {
+        CaseGrade cgr;
+        cgr.name = cs.name;
+        cgr.chapter = cg.name;
+        cgr.visibility = cs.visibility;
+        cgr.max_score = cs.max_score();
+        cgr.status = Status::build_failed;
+        cgr.reason = b.first_error;
+        cgr.feedback = b.log.empty() ? b.first_error : b.log;
+        cg.cases.push_back(cgr);
+      } else {
+        jobs.push_back({i, &cs});
+        cg.cases.emplace_back();
+      }
+    }
+    g.chapters.push_back(std::move(cg));
+  }
+  std::vector<CaseGrade> graded(jobs.size());
+  parallel_for(jobs.size(), opts.jobs, [&](std::size_t k) {
+    const auto& j = jobs[k];
+    const CaseRun& ref = reference.get(j.spec->name, opts.seed);
+    fs::path exe = tree / "bin" / case_target(chapters[j.chapter]->name);
+    CaseRun st;
+    if (ref.status == Status::passed) st = run_case(exe, *j.spec, opts.seed, opts.drop_privileges);
+    graded[k] = judge_case(*j.spec, st, ref, rubric);
+  });
+  std::size_t k = 0;
+  for (auto& cg : g.chapters)
+    for (auto& c : cg.cases)
+      if (!cg.build_failed) c = std::move(graded[k++]);
+  g.timings.emplace_back("student cases", since(t_cases));
+  for (const auto& cg : g.chapters)
+    for (const auto& c : cg.cases)
+      if (c.status == Status::reference_error)
+        g.notes.push_back(fmt::format("{}: {}", c.name, c.reason));
+  g.execution_seconds = since(t_all);
+  g.timings.emplace_back("total", g.execution_seconds);
+  return g;
+}
+
+}  // namespace mgpu::grade

@@ -1,0 +1,87 @@
+// Grading one submission: build the reference and the submission, run every case of the chosen
+// chapters in isolation on both, and turn the outcomes into the grade model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "build.hpp"
+#include "model.hpp"
+#include "rubric.hpp"
+#include "runner.hpp"
+
+namespace mgpu::grade {
+
+/// Settings shared by grade and grade-batch.
+struct GradeOptions {
+  std::vector<std::string> chapters;               ///< empty: every chapter of the rubric
+  std::uint64_t seed = 0;                          ///< grading seed
+  std::vector<std::filesystem::path> cases_dirs;   ///< private case sources
+  std::filesystem::path work_dir;                  ///< cached build trees and reference results
+  int jobs = 2;                                    ///< parallel compiles and case runs
+  bool drop_privileges = true;                     ///< run cases as nobody when root
+};
+
+/// How one case program run ended, judged only by the grader.
+struct CaseRun {
+  Status status = Status::no_result;   ///< passed here means "gave a result"; compared later
+  nlohmann::json result;               ///< the harness document when one came back
+  std::string reason;                  ///< one line when no usable result
+  std::string output;                  ///< captured stdout/stderr, for feedback
+  double seconds = 0;                  ///< wall time of the run
+};
+
+/// Runs case `name` of the case program exe, isolated, and classifies the outcome.
+CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges);
+
+/// Judges a student's run against the reference run into a CaseGrade.
+CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference, const Rubric& rubric);
+
+/// The reference: its build tree and its results per (seed, case), cached on disk.
+class Reference {
+ public:
+  /// Uses the grader's own tree, or a private one under work_dir when private cases are given.
+  Reference(const Project& project, const Rubric& rubric, const GradeOptions& opts);
+  /// Builds the chapters' case programs and runs (or loads) every case for seed. Thread-safe
+  /// afterwards. Returns seconds spent.
+  double prepare(const std::vector<const ChapterSpec*>& chapters, std::uint64_t seed);
+  /// The reference run of a case (after prepare).
+  const CaseRun& get(const std::string& case_name, std::uint64_t seed) const;
+  /// The build tree holding the reference case programs.
+  const std::filesystem::path& tree() const { return tree_; }
+  /// Set when the reference could not be built for a chapter.
+  std::map<std::string, std::string> build_errors;
+
+ private:
+  const Project& project_;
+  const Rubric& rubric_;
+  GradeOptions opts_;
+  std::filesystem::path tree_;
+  std::map<std::pair<std::uint64_t, std::string>, CaseRun> runs_;
+  std::set<std::pair<std::uint64_t, std::string>> prepared_;  // (seed, chapter) done
+  mutable std::mutex mu_;        // guards runs_ against readers while prepare writes
+  std::mutex prepare_mu_;        // one prepare at a time (batch workers all call it)
+};
+
+/// The chapters to grade: the rubric's, filtered by opts.chapters (prefix match, "11_2"
+/// selects 11_2_data_parallel). Throws naming the unknown filter.
+std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric, const std::vector<std::string>& filters);
+
+/// Grades a submission folder/zip (or, when submission is empty, the reference build itself).
+/// build_name names the cached student tree under work_dir.
+Grade grade_submission(const std::filesystem::path& submission, const std::string& build_name, const Project& project,
+                       const Rubric& rubric, Reference& reference, const GradeOptions& opts, bool solution);
+
+/// Runs f(i) for i in [0, n) on `jobs` threads.
+void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f);
+
+}  // namespace mgpu::grade

@@ -1,0 +1,69 @@
+// The one grade model every report is written from: submission -> chapters -> cases, with the
+// status, points and a one-line reason of each case, plus the time spent per phase.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mgpu::grade {
+
+/// What happened to one case.
+enum class Status {
+  passed,           ///< values within tolerance (budget points may still be lost)
+  wrong,            ///< values outside tolerance, or a value missing
+  not_implemented,  ///< the skeleton's NotImplemented escaped the case
+  crashed,          ///< killed by a signal, or an exception escaped the case
+  timeout,          ///< wall-clock or CPU limit reached
+  out_of_memory,    ///< address-space limit reached (std::bad_alloc or the kernel)
+  no_result,        ///< exited without one complete result (e.g. exit(0) inside the case)
+  build_failed,     ///< the chapter did not compile or link
+  reference_error,  ///< the reference itself failed: a grader problem, not counted
+};
+
+/// Lower-case name used in every report ("not-implemented", ...).
+const char* status_name(Status s);
+
+/// Who sees a case on Gradescope.
+enum class Visibility { visible, hidden, after_due_date };
+/// "visible", "hidden" or "after_due_date".
+const char* visibility_name(Visibility v);
+
+/// The grade of one case.
+struct CaseGrade {
+  std::string name;           ///< e.g. "11_5.bubble"
+  std::string chapter;        ///< e.g. "11_5_pipeline"
+  Visibility visibility = Visibility::visible;  ///< from the rubric
+  Status status = Status::no_result;           ///< what happened
+  double score = 0;           ///< points earned (correctness + budgets)
+  double max_score = 0;       ///< points available (correctness + budgets)
+  std::string reason;         ///< one line; empty when everything passed
+  std::string feedback;       ///< details: mismatches, budget figures, captured output
+  double seconds = 0;         ///< wall time of the student's run
+};
+
+/// The grade of one chapter.
+struct ChapterGrade {
+  std::string name;            ///< folder name, e.g. "11_2_data_parallel"
+  std::string title;           ///< human title from the rubric
+  bool build_failed = false;  ///< the chapter did not compile
+  std::string build_error;     ///< the compiler's first error, paths relative to the submission
+  std::vector<CaseGrade> cases;  ///< in rubric order
+  double score() const;        ///< sum over cases
+  double max_score() const;    ///< sum over cases (reference errors excluded)
+};
+
+/// The grade of one submission.
+struct Grade {
+  std::string submission;      ///< what was graded, as given on the command line
+  std::uint64_t seed = 0;                 ///< the grading seed
+  std::vector<ChapterGrade> chapters;     ///< in rubric order
+  std::vector<std::pair<std::string, double>> timings;  ///< phase name -> seconds, in order
+  std::vector<std::string> notes;                       ///< warnings for the reader
+  double execution_seconds = 0;           ///< wall time of the whole grade
+  double score() const;        ///< sum over chapters
+  double max_score() const;    ///< sum over chapters
+};
+
+}  // namespace mgpu::grade

@@ -1,0 +1,91 @@
+// The rubric: the data file instructors edit (autograder/rubric.json). Per chapter the files a
+// student may edit (the manifest) and per case its points, visibility, tolerance, limits and
+// budgets. Loading validates everything and reports each problem with file, field and fix.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+
+namespace mgpu::grade {
+
+/// |a - b| <= atol + rtol * |b|, b being the reference (numpy.isclose).
+struct Tolerance {
+  double rtol = 0;  ///< relative part
+  double atol = 0;  ///< absolute part
+};
+
+/// A tolerance where either part may be left to the default.
+struct PartialTolerance {
+  std::optional<double> rtol;  ///< relative part, if given
+  std::optional<double> atol;  ///< absolute part, if given
+};
+
+/// A measured cost that must stay within factor times the reference's measurement.
+struct Budget {
+  std::string measure;  ///< name the case passes to ctx.measure(), e.g. "bytes_sent"
+  double factor = 1;    ///< allowed ratio to the reference
+  double points = 0;    ///< earned only when the case is also correct
+};
+
+/// One graded case.
+struct CaseSpec {
+  std::string name;                                   ///< as registered with MGPU_CASE
+  std::string chapter;                                ///< owning chapter folder
+  double points = 1;                                  ///< correctness points
+  Visibility visibility = Visibility::visible;        ///< who sees it on Gradescope
+  std::optional<std::string> dtype;                   ///< overrides the dtype the case emitted
+  PartialTolerance tolerance;                         ///< case-wide override
+  std::map<std::string, PartialTolerance> values;     ///< per-value overrides
+  double time_limit_s = 10;                           ///< wall clock
+  double memory_mb = 2048;                            ///< address space
+  std::vector<Budget> budgets;                        ///< measured costs with points
+  double max_score() const;                           ///< points + budget points
+};
+
+/// One chapter: what a student may edit and what is graded.
+struct ChapterSpec {
+  std::string name;                 ///< folder under chapters/
+  std::string title;                ///< shown in reports
+  std::vector<std::string> files;   ///< the manifest: student-editable files in that folder
+  std::string skeleton;             ///< pristine files, relative to the project root
+  std::vector<CaseSpec> cases;      ///< in file order
+};
+
+/// The whole rubric.
+struct Rubric {
+  std::uint64_t seed = 20251129;                      ///< default grading seed
+  double time_limit_s = 10;                           ///< default per case
+  double memory_mb = 2048;                            ///< default per case
+  std::map<std::string, Tolerance> dtype_tolerance;   ///< "bf16", "fp32", "fp64"
+  std::vector<ChapterSpec> chapters;                  ///< in file order
+  std::vector<std::string> sources;                   ///< files it was read from
+
+  /// Tolerance for one value: value override, then case override, then the dtype default.
+  Tolerance tolerance_for(const CaseSpec& c, const std::string& value, const std::string& emitted_dtype) const;
+  /// The chapter named, or nullptr.
+  const ChapterSpec* chapter(const std::string& name) const;
+};
+
+/// Every problem found in a rubric file, one per line: "FILE: FIELD: problem; fix: ...".
+class RubricError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Reads and validates a rubric file; throws RubricError listing every problem.
+Rubric load_rubric(const std::filesystem::path& file);
+/// Validates JSON text as if read from `file` (used by load_rubric and the tests). A partial
+/// rubric (a private addition) may leave out a chapter's files.
+Rubric parse_rubric(const std::string& text, const std::string& file, bool partial = false);
+/// The main rubric plus private additions: each extra file is validated on its own, then its
+/// chapters and cases are laid over the main one (a case of the same name replaces the main one's).
+Rubric load_rubrics(const std::filesystem::path& main, const std::vector<std::filesystem::path>& extra);
+
+}  // namespace mgpu::grade

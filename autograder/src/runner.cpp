@@ -1,0 +1,326 @@
+// fork + exec with the isolation described in runner.hpp. The child only calls async-signal-safe
+// functions between fork and exec (the grader is multi-threaded); everything it needs is prepared
+// before the fork.
+#include "runner.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+extern char** environ;
+
+namespace mgpu::grade {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Process groups we may have to kill from a signal handler: a lock-free table.
+std::array<std::atomic<pid_t>, 256> g_running{};
+
+void remember(pid_t pg) {
+  for (auto& slot : g_running) {
+    pid_t zero = 0;
+    if (slot.compare_exchange_strong(zero, pg)) return;
+  }
+}
+
+void forget(pid_t pg) {
+  for (auto& slot : g_running) {
+    pid_t expected = pg;
+    if (slot.compare_exchange_strong(expected, 0)) return;
+  }
+}
+
+// Tasks (threads included) that the user already runs: RLIMIT_NPROC counts them all.
+std::uint64_t tasks_of_user(uid_t uid) {
+  std::uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const auto name = e.path().filename().string();
+    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
+    struct stat st {};
+    if (::stat(e.path().c_str(), &st) != 0 || st.st_uid != uid) continue;
+    std::error_code ec2;
+    for ([[maybe_unused]] const auto& t : std::filesystem::directory_iterator(e.path() / "task", ec2)) ++n;
+  }
+  return n;
+}
+
+struct Pipe {
+  int r = -1, w = -1;
+  bool open() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    r = fds[0];
+    w = fds[1];
+    return true;
+  }
+  static void close_fd(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  ~Pipe() {
+    close_fd(r);
+    close_fd(w);
+  }
+};
+
+[[noreturn]] void child_fail(int errfd, int stage) {
+  int msg[2] = {stage, errno};
+  [[maybe_unused]] auto n = ::write(errfd, msg, sizeof msg);
+  ::_exit(127);
+}
+
+const char* kStages[] = {"setsid", "dup", "chdir", "setrlimit", "setgroups", "setgid", "setuid", "exec"};
+
+}  // namespace
+
+std::string signal_description(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  const char* desc = sigdescr_np(sig);
+  return fmt::format("SIG{} ({})", abbrev ? abbrev : std::to_string(sig).c_str(), desc ? desc : "unknown signal");
+}
+
+void kill_all_running() {
+  for (auto& slot : g_running) {
+    pid_t pg = slot.load();
+    if (pg > 0) ::kill(-pg, SIGKILL);
+  }
+}
+
+RunOutcome run_process(const RunSpec& spec) {
+  RunOutcome o;
+  const bool root = ::geteuid() == 0;
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
+  bool drop = spec.isolate && spec.drop_privileges && root;
+  if (drop) {
+    struct passwd pw {};
+    struct passwd* res = nullptr;
+    std::array<char, 4096> buf{};
+    if (::getpwnam_r("nobody", &pw, buf.data(), buf.size(), &res) == 0 && res) {
+      uid = pw.pw_uid;
+      gid = pw.pw_gid;
+    } else {
+      drop = false;  // no such user: run as we are, still in every other limit
+    }
+  }
+
+  // A fresh working folder the program may scribble in; removed afterwards.
+  std::filesystem::path workdir = spec.cwd;
+  bool own_workdir = false;
+  if (spec.isolate) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "mgpu-case-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) {
+      o.start_error = fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
+      return o;
+    }
+    workdir = tmpl;
+    own_workdir = true;
+    if (drop && ::chown(workdir.c_str(), uid, gid) != 0) {
+      o.start_error = fmt::format("cannot hand {} to nobody: {}", workdir.string(), std::strerror(errno));
+      std::filesystem::remove_all(workdir);
+      return o;
+    }
+  }
+
+  // argv and envp, built before the fork.
+  std::vector<std::string> argv_s{spec.exe.string()};
+  argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  if (spec.isolate) {
+    env_s = {"PATH=/usr/bin:/bin", "HOME=" + workdir.string(), "TMPDIR=" + workdir.string(), "LANG=C.UTF-8",
+             "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
+    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  } else {
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      bool overridden = false;
+      for (const auto& [k, v] : spec.env) overridden = overridden || kv.rfind(k + "=", 0) == 0;
+      if (!overridden) env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
+  rlim_t nproc = static_cast<rlim_t>(tasks_of_user(uid) + spec.extra_processes);
+  struct rlimit lim_as {spec.memory_bytes, spec.memory_bytes};
+  struct rlimit lim_cpu {cpu_s, cpu_s + 1};
+  struct rlimit lim_fsize {spec.file_bytes, spec.file_bytes};
+  struct rlimit lim_nofile {spec.open_files, spec.open_files};
+  struct rlimit lim_nproc {nproc, nproc};
+  struct rlimit lim_core {0, 0};
+
+  Pipe out, err, res, errp;
+  if (!out.open() || !err.open() || !errp.open() || (spec.result_fd >= 0 && !res.open())) {
+    o.start_error = fmt::format("cannot create pipes: {}", std::strerror(errno));
+    if (own_workdir) std::filesystem::remove_all(workdir);
+    return o;
+  }
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const int err_target = spec.result_fd == 3 ? 4 : 3;
+  const bool merge = spec.merge_output;
+  const char* cwd = workdir.empty() ? nullptr : workdir.c_str();
+  auto start = Clock::now();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    o.start_error = fmt::format("fork failed: {}", std::strerror(errno));
+    if (devnull >= 0) ::close(devnull);
+    if (own_workdir) std::filesystem::remove_all(workdir);
+    return o;
+  }
+  if (pid == 0) {
+    // ---- child: async-signal-safe calls only
+    int ew = ::fcntl(errp.w, F_DUPFD_CLOEXEC, 100);
+    if (ew < 0) ::_exit(127);
+    if (::setsid() < 0) child_fail(ew, 0);
+    int hi_out = ::fcntl(out.w, F_DUPFD, 100);
+    int hi_err = ::fcntl(merge ? out.w : err.w, F_DUPFD, 100);
+    int hi_res = spec.result_fd >= 0 ? ::fcntl(res.w, F_DUPFD, 100) : -1;
+    if (hi_out < 0 || hi_err < 0 || (spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
+    if (::dup2(devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
+    if (hi_res >= 0 && ::dup2(hi_res, spec.result_fd) < 0) child_fail(ew, 1);
+    if (::dup3(ew, err_target, O_CLOEXEC) < 0) child_fail(ew, 1);
+    ew = err_target;
+    int first_free = std::max(spec.result_fd, err_target) + 1;
+    ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
+    if (cwd && ::chdir(cwd) != 0) child_fail(ew, 2);
+    if (spec.isolate) {
+      if (::setrlimit(RLIMIT_AS, &lim_as) != 0 || ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 ||
+          ::setrlimit(RLIMIT_FSIZE, &lim_fsize) != 0 || ::setrlimit(RLIMIT_NOFILE, &lim_nofile) != 0 ||
+          ::setrlimit(RLIMIT_NPROC, &lim_nproc) != 0 || ::setrlimit(RLIMIT_CORE, &lim_core) != 0)
+        child_fail(ew, 3);
+    } else {
+      ::setrlimit(RLIMIT_CORE, &lim_core);
+    }
+    if (drop) {
+      if (::setgroups(0, nullptr) != 0) child_fail(ew, 4);
+      if (::setgid(gid) != 0) child_fail(ew, 5);
+      if (::setuid(uid) != 0) child_fail(ew, 6);
+    }
+    if (spec.isolate) ::execve(argv[0], argv.data(), envp.data());
+    else ::execvpe(argv[0], argv.data(), envp.data());
+    child_fail(ew, 7);
+  }
+
+  // ---- parent
+  remember(pid);
+  if (devnull >= 0) ::close(devnull);
+  Pipe::close_fd(out.w);
+  Pipe::close_fd(err.w);
+  Pipe::close_fd(res.w);
+  Pipe::close_fd(errp.w);
+  int msg[2] = {0, 0};
+  ssize_t got;
+  do got = ::read(errp.r, msg, sizeof msg);
+  while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof msg)) {
+    o.start_error = fmt::format("cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]], std::strerror(msg[1]),
+                                drop && msg[1] == EACCES ? " (the case program must be readable and executable by user nobody; "
+                                                            "make its folders world-readable or pass --no-drop)"
+                                                          : "");
+  } else {
+    o.started = true;
+  }
+
+  struct Stream {
+    int fd;
+    std::string* buf;
+    std::size_t cap;
+    bool* truncated;
+  };
+  std::vector<Stream> streams{{out.r, &o.out, spec.output_cap, &o.out_truncated}};
+  if (!merge) streams.push_back({err.r, &o.err, spec.output_cap, &o.err_truncated});
+  else Pipe::close_fd(err.r);
+  if (spec.result_fd >= 0) streams.push_back({res.r, &o.result, spec.result_cap, &o.result_overflow});
+
+  const auto deadline = start + std::chrono::duration<double>(spec.wall_s);
+  std::optional<Clock::time_point> drain_until;  // after the child is gone, give stragglers a moment
+  int wstatus = 0;
+  bool reaped = false;
+  std::array<char, 65536> chunk{};
+  while (true) {
+    if (!reaped) {
+      pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
+      if (w == pid) {
+        reaped = true;
+        ::kill(-pid, SIGKILL);  // descendants left behind must not keep the pipes open
+        drain_until = Clock::now() + std::chrono::milliseconds(500);
+      }
+    }
+    auto now = Clock::now();
+    if (!reaped && now >= deadline) {
+      o.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &wstatus, 0);
+      reaped = true;
+      drain_until = Clock::now() + std::chrono::milliseconds(200);
+    }
+    std::vector<pollfd> pfds;
+    for (const auto& s : streams)
+      if (s.fd >= 0) pfds.push_back({s.fd, POLLIN, 0});
+    if (pfds.empty() && reaped) break;
+    if (drain_until && Clock::now() >= *drain_until) break;
+    ::poll(pfds.data(), pfds.size(), 20);
+    for (const auto& p : pfds) {
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      for (auto& s : streams) {
+        if (s.fd != p.fd) continue;
+        ssize_t n = ::read(s.fd, chunk.data(), chunk.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          Pipe::close_fd(s.fd);
+          continue;
+        }
+        std::size_t room = s.buf->size() < s.cap ? s.cap - s.buf->size() : 0;
+        std::size_t take = std::min(room, static_cast<std::size_t>(n));
+        s.buf->append(chunk.data(), take);
+        if (take < static_cast<std::size_t>(n)) *s.truncated = true;
+      }
+    }
+  }
+  for (auto& s : streams) Pipe::close_fd(s.fd);
+  out.r = err.r = res.r = -1;
+  if (!reaped) ::waitpid(pid, &wstatus, 0);
+  ::kill(-pid, SIGKILL);
+  forget(pid);
+  o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(wstatus)) {
+    o.exited = true;
+    o.exit_code = WEXITSTATUS(wstatus);
+  } else if (WIFSIGNALED(wstatus)) {
+    o.signal = WTERMSIG(wstatus);
+  }
+  if (own_workdir) {
+    std::error_code ec;
+    std::filesystem::remove_all(workdir, ec);
+  }
+  return o;
+}
+
+}  // namespace mgpu::grade

@@ -1,0 +1,74 @@
+// The isolation of a case run: time limit on the whole process group, memory limit, capped
+// output, stdin from /dev/null, scrubbed environment, fresh working folder, no privileges.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "runner.hpp"
+
+using namespace mgpu::grade;
+
+namespace {
+
+RunOutcome sh(const std::string& script, double wall_s = 5) {
+  RunSpec spec;
+  spec.exe = "/bin/sh";
+  spec.args = {"-c", script};
+  spec.wall_s = wall_s;
+  spec.result_fd = 3;
+  spec.output_cap = 1000;
+  return run_process(spec);
+}
+
+}  // namespace
+
+TEST_CASE("the result arrives on its own descriptor, apart from stdout") {
+  RunOutcome o = sh("echo noise; printf '{\"status\":\"ok\"}' >&3; echo more >&2");
+  CHECK(o.started);
+  CHECK(o.exited);
+  CHECK(o.exit_code == 0);
+  CHECK(o.result == "{\"status\":\"ok\"}");
+  CHECK(o.out == "noise\n");
+  CHECK(o.err == "more\n");
+}
+
+TEST_CASE("a hang is killed at the wall-clock limit, descendants included") {
+  RunOutcome o = sh("sleep 100 & sleep 100; echo never", 0.5);
+  MESSAGE("stopped after " << o.wall_s << " s");
+  CHECK(o.timed_out);
+  CHECK(o.wall_s < 3);
+  CHECK(o.out.empty());
+}
+
+TEST_CASE("a signal is reported by name") {
+  RunOutcome o = sh("kill -SEGV $$");
+  CHECK(o.signal == SIGSEGV);
+  CHECK(signal_description(o.signal).find("SIGSEGV") == 0);
+}
+
+TEST_CASE("output beyond the cap is dropped, and the flood does not block the run") {
+  RunOutcome o = sh("yes flood | head -c 5000000; echo done >&3");
+  CHECK(o.out.size() == 1000);
+  CHECK(o.out_truncated);
+  CHECK(o.result == "done\n");
+}
+
+TEST_CASE("stdin is empty, the environment scrubbed, the folder fresh, and root becomes nobody") {
+  ::setenv("MGPU_SECRET_TOKEN", "hunter2", 1);
+  RunOutcome o = sh("cat; env; pwd; ls -A | wc -l; id -u");
+  ::unsetenv("MGPU_SECRET_TOKEN");
+  CHECK(o.exit_code == 0);
+  CHECK(o.out.find("hunter2") == std::string::npos);
+  CHECK(o.out.find("PATH=/usr/bin:/bin") != std::string::npos);
+  CHECK(o.out.find("mgpu-case-") != std::string::npos);
+  CHECK(o.out.find("\n0\n") != std::string::npos);  // the working folder starts empty
+  if (::geteuid() == 0) CHECK(o.out.find("\n65534\n") != std::string::npos);
+}
+
+TEST_CASE("a program that cannot be started says why") {
+  RunSpec spec;
+  spec.exe = "/nonexistent/cases_x";
+  RunOutcome o = run_process(spec);
+  CHECK_FALSE(o.started);
+  CHECK(o.start_error.find("No such file") != std::string::npos);
+}
