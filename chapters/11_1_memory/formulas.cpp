@@ -37,8 +37,8 @@ namespace {
 // ------------------------------------------------------------------ training state
 
 double bytes_per_parameter(const PrecisionRecipe& recipe) {
-  // TODO(11.1): check each of the four fields with check_non_negative, reject
-  // bytes_weights == 0 with fail(...), then add the four kinds of state.
+  // TODO(11.1): validate the recipe with validate_recipe("bytes_per_parameter", recipe) (given,
+  // in formulas.hpp), then add the four kinds of state.
   throw NotImplemented("11.1 bytes_per_parameter");
 }
 

@@ -3,6 +3,8 @@
 // 6ND compute estimate. Every function is pure and cheap: the grader calls each many times.
 #pragma once
 
+#include "mgpu/check_args.hpp"
+
 #include <array>
 #include <cstdint>
 #include <stdexcept>
@@ -27,6 +29,18 @@ struct PrecisionRecipe {
   double bytes_master = 0;     ///< fp32 master weights (0 when the weights are the master copy)
   double bytes_optimizer = 0;  ///< optimizer state, e.g. 8 for Adam's two fp32 moments
 };
+
+/// Throws std::invalid_argument, naming `where` and the field, if a byte count of `recipe` is
+/// negative or not finite, or if it stores no weights. Given: every chapter that takes a recipe
+/// checks it this way.
+inline void validate_recipe(const char* where, const PrecisionRecipe& recipe) {
+  args::check_non_negative(where, "bytes_weights", recipe.bytes_weights);
+  args::check_non_negative(where, "bytes_grads", recipe.bytes_grads);
+  args::check_non_negative(where, "bytes_master", recipe.bytes_master);
+  args::check_non_negative(where, "bytes_optimizer", recipe.bytes_optimizer);
+  if (recipe.bytes_weights == 0)
+    args::fail(where, "bytes_weights", "0", "is zero: a model always stores its weights (use 2 for bf16)");
+}
 
 /// A named recipe together with where it is used, for `mgpu plan --precision NAME` and tables.
 struct PrecisionPreset {

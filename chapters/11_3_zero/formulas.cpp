@@ -24,20 +24,12 @@ namespace {
     fail(where, "stage", std::to_string(stage), "does not exist: use 0, 1, 2 or 3");
 }
 
-[[maybe_unused]] void check_recipe(const char* where, const PrecisionRecipe& r) {
-  check_non_negative(where, "bytes_weights", r.bytes_weights);
-  check_non_negative(where, "bytes_grads", r.bytes_grads);
-  check_non_negative(where, "bytes_master", r.bytes_master);
-  check_non_negative(where, "bytes_optimizer", r.bytes_optimizer);
-  if (r.bytes_weights == 0)
-    fail(where, "bytes_weights", "0", "is zero: a model always stores its weights (use 2 for bf16)");
-}
 
 /// The checks zero_state_per_gpu and zero_traffic_per_gpu share.
 [[maybe_unused]] void check_common(const char* where, double params, const PrecisionRecipe& recipe,
                                    int stage, std::int64_t dp) {
   check_non_negative(where, "params", params);
-  check_recipe(where, recipe);
+  validate_recipe(where, recipe);
   check_stage(where, stage);
   check_count(where, "dp", dp);
 }

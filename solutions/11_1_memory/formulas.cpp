@@ -34,12 +34,7 @@ void check_shape(const char* where, const TransformerShape& shape, std::int64_t 
 
 double bytes_per_parameter(const PrecisionRecipe& recipe) {
   const char* where = "bytes_per_parameter";
-  check_non_negative(where, "bytes_weights", recipe.bytes_weights);
-  check_non_negative(where, "bytes_grads", recipe.bytes_grads);
-  check_non_negative(where, "bytes_master", recipe.bytes_master);
-  check_non_negative(where, "bytes_optimizer", recipe.bytes_optimizer);
-  if (recipe.bytes_weights == 0)
-    fail(where, "bytes_weights", "0", "is zero: a model always stores its weights (use 2 for bf16)");
+  validate_recipe(where, recipe);
   return recipe.bytes_weights + recipe.bytes_grads + recipe.bytes_master + recipe.bytes_optimizer;
 }
 

@@ -22,19 +22,11 @@ void check_stage(const char* where, int stage) {
     fail(where, "stage", std::to_string(stage), "does not exist: use 0, 1, 2 or 3");
 }
 
-void check_recipe(const char* where, const PrecisionRecipe& r) {
-  check_non_negative(where, "bytes_weights", r.bytes_weights);
-  check_non_negative(where, "bytes_grads", r.bytes_grads);
-  check_non_negative(where, "bytes_master", r.bytes_master);
-  check_non_negative(where, "bytes_optimizer", r.bytes_optimizer);
-  if (r.bytes_weights == 0)
-    fail(where, "bytes_weights", "0", "is zero: a model always stores its weights (use 2 for bf16)");
-}
 
 void check_common(const char* where, double params, const PrecisionRecipe& recipe, int stage,
                   std::int64_t dp) {
   check_non_negative(where, "params", params);
-  check_recipe(where, recipe);
+  validate_recipe(where, recipe);
   check_stage(where, stage);
   check_count(where, "dp", dp);
 }

@@ -34,13 +34,7 @@ void check_index(const char* where, const char* name, std::int64_t value, std::i
 void check_model(const char* where, const LayoutModel& model) {
   check_degrees(where, model.layout);
   check_non_negative(where, "params", model.params);
-  const PrecisionRecipe& r = model.recipe;
-  check_non_negative(where, "recipe.bytes_weights", r.bytes_weights);
-  check_non_negative(where, "recipe.bytes_grads", r.bytes_grads);
-  check_non_negative(where, "recipe.bytes_master", r.bytes_master);
-  check_non_negative(where, "recipe.bytes_optimizer", r.bytes_optimizer);
-  if (r.bytes_weights == 0)
-    fail(where, "recipe.bytes_weights", "0", "is zero: a model always stores its weights");
+  validate_recipe(where, model.recipe);
   if (model.zero_stage < 0 || model.zero_stage > 3)
     fail(where, "zero_stage", std::to_string(model.zero_stage), "does not exist: use 0, 1, 2 or 3");
   check_count(where, "shape.layers", model.shape.layers);
