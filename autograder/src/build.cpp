@@ -122,12 +122,13 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   return st;
 }
 
-std::string configure_tree(const TreeConfig& cfg, const Project& project) {
+std::string configure_tree(const TreeConfig& cfg, const Project& project, const fs::path& gpu_student_dir) {
   std::vector<std::string> args{"-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja",
-                                "-DMGPU_IMPL=" + cfg.impl, "-DMGPU_CUDA=OFF",
+                                "-DMGPU_IMPL=" + cfg.impl, gpu_student_dir.empty() ? "-DMGPU_CUDA=OFF" : "-DMGPU_CUDA=ON",
                                 // -O2 as in the project's default build (GCC 12's -O3 warns falsely in some headers)
                                 "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"};
   if (!cfg.student_dir.empty()) args.push_back("-DMGPU_STUDENT_DIR=" + cfg.student_dir.string());
+  if (!gpu_student_dir.empty()) args.push_back("-DMGPU_GPU_STUDENT_DIR=" + fs::absolute(gpu_student_dir).string());
   std::string dirs;
   for (const auto& d : cfg.cases_dirs) dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
   args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);

@@ -44,7 +44,10 @@ struct TreeConfig {
 };
 
 /// Configures dir unless it already is with the same settings. Returns "" or the error text.
-std::string configure_tree(const TreeConfig& cfg, const Project& project);
+/// With gpu_student_dir, the tree builds the GPU labs (MGPU_CUDA=ON) with the lab files from that
+/// folder (MGPU_GPU_STUDENT_DIR); otherwise MGPU_CUDA=OFF.
+std::string configure_tree(const TreeConfig& cfg, const Project& project,
+                           const std::filesystem::path& gpu_student_dir = {});
 
 /// The outcome of building one target.
 struct TargetBuild {

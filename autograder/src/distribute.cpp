@@ -131,6 +131,12 @@ std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& 
       fs::path p = from / ch.name / f;
       if (fs::is_regular_file(p)) files.push_back((fs::path(from.filename()) / ch.name / f).generic_string());
     }
+  // GPU lab files sit beside the chapters folder in a checkout: gpu_labs/<lab>/<file>.
+  if (rubric.gpu_labs)
+    for (const auto& [lab, lab_files] : rubric.gpu_labs->files)
+      for (const auto& f : lab_files)
+        if (fs::is_regular_file(from.parent_path() / "gpu_labs" / lab / f))
+          files.push_back((fs::path("gpu_labs") / lab / f).generic_string());
   if (files.empty())
     throw std::runtime_error(fmt::format("submit: no editable chapter files under {}; run it in your checkout", from.string()));
   fs::path abs_out = fs::absolute(out);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "compare.hpp"
+#include "gpu_labs.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;
@@ -178,6 +179,7 @@ std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric, const std:
   for (const auto& f : filters) {
     bool any = false;
     for (const auto& c : rubric.chapters) any = any || c.name.rfind(f, 0) == 0;
+    any = any || (rubric.gpu_labs && std::string("gpu_labs").rfind(f, 0) == 0);
     if (!any) {
       std::string names;
       for (const auto& c : rubric.chapters) names += " " + c.name;
@@ -351,6 +353,20 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     for (auto& c : cg.cases)
       if (!cg.build_failed) c = std::move(graded[k++]);
   g.timings.emplace_back("student cases", since(t_cases));
+
+  // ---- GPU labs: run on a CUDA device, reported as skipped without one
+  bool gpu = rubric.gpu_labs.has_value() && !rubric.gpu_labs->cases.empty();
+  if (gpu && !opts.chapters.empty()) {
+    gpu = false;
+    for (const auto& f : opts.chapters) gpu = gpu || std::string("gpu_labs").rfind(f, 0) == 0;
+  }
+  if (gpu) {
+    auto t_gpu = Clock::now();
+    g.chapters.push_back(grade_gpu_labs(*rubric.gpu_labs, submission, build_name, project, reference.tree(), opts, solution));
+    if (!g.chapters.back().cases.empty() && g.chapters.back().cases.front().status == Status::skipped)
+      g.notes.push_back("GPU labs skipped: " + g.chapters.back().cases.front().reason);
+    g.timings.emplace_back("gpu labs", since(t_gpu));
+  }
   for (const auto& cg : g.chapters)
     for (const auto& c : cg.cases)
       if (c.status == Status::reference_error)

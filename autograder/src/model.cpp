@@ -14,6 +14,7 @@ const char* status_name(Status s) {
     case Status::no_result: return "no-result";
     case Status::build_failed: return "build-failed";
     case Status::reference_error: return "reference-error";
+    case Status::skipped: return "skipped";
   }
   return "?";
 }
@@ -36,7 +37,7 @@ double ChapterGrade::score() const {
 double ChapterGrade::max_score() const {
   double s = 0;
   for (const auto& c : cases)
-    if (c.status != Status::reference_error) s += c.max_score;
+    if (c.status != Status::reference_error && c.status != Status::skipped) s += c.max_score;
   return s;
 }
 

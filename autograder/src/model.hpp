@@ -20,6 +20,7 @@ enum class Status {
   no_result,        ///< exited without one complete result (e.g. exit(0) inside the case)
   build_failed,     ///< the chapter did not compile or link
   reference_error,  ///< the reference itself failed: a grader problem, not counted
+  skipped,          ///< not run here (a GPU case without a CUDA device): counts for nothing
 };
 
 /// Lower-case name used in every report ("not-implemented", ...).
@@ -51,7 +52,7 @@ struct ChapterGrade {
   std::string build_error;     ///< the compiler's first error, paths relative to the submission
   std::vector<CaseGrade> cases;  ///< in rubric order
   double score() const;        ///< sum over cases
-  double max_score() const;    ///< sum over cases (reference errors excluded)
+  double max_score() const;    ///< sum over cases (reference errors and skipped cases excluded)
 };
 
 /// The grade of one submission.

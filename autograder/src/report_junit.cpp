@@ -1,5 +1,6 @@
 // JUnit XML for CI dashboards: a testsuite per chapter, a testcase per case; every status other
-// than passed is a <failure> whose type is the status, a reference problem is an <error>.
+// than passed is a <failure> whose type is the status, a reference problem is an <error>, and a
+// case not run here (a GPU case without a device) is <skipped/>.
 #include <fmt/format.h>
 
 #include "report.hpp"
@@ -28,11 +29,11 @@ std::string xml_escape(const std::string& s) {
 }  // namespace
 
 std::string junit_report(const Grade& g) {
-  std::size_t tests = 0, failures = 0, errors = 0;
+  std::size_t tests = 0, failures = 0, errors = 0, skips = 0;
   double time = 0;
   std::string suites;
   for (const auto& ch : g.chapters) {
-    std::size_t f = 0, e = 0;
+    std::size_t f = 0, e = 0, sk = 0;
     double t = 0;
     std::string cases;
     for (const auto& c : ch.cases) {
@@ -40,7 +41,10 @@ std::string junit_report(const Grade& g) {
       cases += fmt::format("    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3f}\">\n", xml_escape(c.name),
                            xml_escape(ch.name), c.seconds);
       std::string msg = xml_escape(fmt::format("{}{}", status_name(c.status), c.reason.empty() ? "" : ": " + c.reason));
-      if (c.status == Status::reference_error) {
+      if (c.status == Status::skipped) {
+        ++sk;
+        cases += fmt::format("      <skipped message=\"{}\"/>\n", xml_escape(c.reason));
+      } else if (c.status == Status::reference_error) {
         ++e;
         cases += fmt::format("      <error message=\"{}\" type=\"reference-error\">{}</error>\n", msg, xml_escape(c.feedback));
       } else if (c.status != Status::passed || c.score < c.max_score) {
@@ -50,15 +54,16 @@ std::string junit_report(const Grade& g) {
       }
       cases += fmt::format("      <system-out>score {:g} of {:g}</system-out>\n    </testcase>\n", c.score, c.max_score);
     }
-    suites += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\" time=\"{:.3f}\">\n{}  </testsuite>\n",
-                          xml_escape(ch.name), ch.cases.size(), f, e, t, cases);
+    suites += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}  </testsuite>\n",
+                          xml_escape(ch.name), ch.cases.size(), f, e, sk, t, cases);
     tests += ch.cases.size();
     failures += f;
     errors += e;
+    skips += sk;
     time += t;
   }
-  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mgpu-grade\" tests=\"{}\" failures=\"{}\" errors=\"{}\" time=\"{:.3f}\">\n{}</testsuites>\n",
-                     tests, failures, errors, time, suites);
+  return fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mgpu-grade\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n{}</testsuites>\n",
+                     tests, failures, errors, skips, time, suites);
 }
 
 }  // namespace mgpu::grade

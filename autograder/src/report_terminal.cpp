@@ -11,6 +11,7 @@ const char* colour_of(Status s) {
     case Status::passed: return "\033[32m";
     case Status::not_implemented: return "\033[33m";
     case Status::reference_error: return "\033[35m";
+    case Status::skipped: return "\033[36m";
     default: return "\033[31m";
   }
 }

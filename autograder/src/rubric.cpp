@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu_labs.hpp"
+
 namespace mgpu::grade {
 namespace {
 
@@ -168,7 +170,11 @@ Rubric parse_rubric(const std::string& text, const std::string& file, bool parti
   r.dtype_tolerance = {{"bf16", {1e-2, 1e-2}}, {"fp32", {1e-5, 1e-6}}, {"fp64", {1e-9, 1e-12}}};
   r.sources.push_back(file);
   if (!doc.is_object()) throw RubricError(file + ": top level: expected an object; fix: start the file with {\"chapters\": {...}}");
-  ck.known_keys(doc, "(top)", {"version", "seed", "defaults", "chapters", "description"});
+  ck.known_keys(doc, "(top)", {"version", "seed", "defaults", "chapters", "gpu_labs", "description"});
+  if (doc.contains("gpu_labs")) {
+    r.gpu_labs.emplace();
+    parse_gpu_labs(doc["gpu_labs"], file, *r.gpu_labs, ck.errors);
+  }
   if (doc.contains("seed")) {
     if (doc["seed"].is_number_unsigned()) r.seed = doc["seed"].get<std::uint64_t>();
     else ck.fail("seed", "expected a non-negative integer, got " + doc["seed"].dump(), "write a seed such as 20251129");

@@ -58,6 +58,23 @@ struct ChapterSpec {
   std::vector<CaseSpec> cases;      ///< in file order
 };
 
+/// One GPU lab case: run bin/gpu_<lab> with args on a CUDA device and read its RESULT line.
+struct GpuLabCase {
+  std::string name;                             ///< e.g. "gpu.allreduce_bw"
+  std::string lab;                              ///< folder under gpu_labs/, e.g. "allreduce_bw"
+  double points = 1;                            ///< earned when the lab's own check passes
+  Visibility visibility = Visibility::visible;  ///< who sees it on Gradescope
+  std::vector<std::string> args;                ///< command-line arguments of the lab binary
+  double time_limit_s = 300;                    ///< wall clock of one run
+};
+
+/// The rubric's "gpu_labs" section: graded only where a CUDA device is visible.
+struct GpuLabsSpec {
+  std::string title = "GPU labs";                           ///< shown in reports
+  std::map<std::string, std::vector<std::string>> files;  ///< lab -> student-editable files
+  std::vector<GpuLabCase> cases;                          ///< in file order
+};
+
 /// The whole rubric.
 struct Rubric {
   std::uint64_t seed = 20251129;                      ///< default grading seed
@@ -66,6 +83,7 @@ struct Rubric {
   std::map<std::string, Tolerance> dtype_tolerance;   ///< "bf16", "fp32", "fp64"
   std::vector<ChapterSpec> chapters;                  ///< in file order
   std::vector<std::string> sources;                   ///< files it was read from
+  std::optional<GpuLabsSpec> gpu_labs;                ///< GPU lab cases, if the rubric has any
 
   /// Tolerance for one value: value override, then case override, then the dtype default.
   Tolerance tolerance_for(const CaseSpec& c, const std::string& value, const std::string& emitted_dtype) const;

@@ -1,0 +1,53 @@
+// GPU labs in the grade: the rubric's "gpu_labs" section, detection of a usable CUDA device, and
+// grading of the lab binaries (gpu_labs/, bin/gpu_<lab>) by their RESULT line. Without a device,
+// or without a CUDA build, every GPU case is reported as skipped and counts for nothing.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "build.hpp"
+#include "grade.hpp"
+#include "model.hpp"
+#include "rubric.hpp"
+
+namespace mgpu::grade {
+
+/// Reads the rubric's "gpu_labs" section into `out`; each problem is appended to `errors` as
+/// "FILE: FIELD: problem; fix: ...". Unknown fields are errors, as everywhere in the rubric.
+void parse_gpu_labs(const nlohmann::ordered_json& section, const std::string& file, GpuLabsSpec& out,
+                    std::vector<std::string>& errors);
+
+/// CUDA devices this process may use: the /dev/nvidia<N> nodes, or none when CUDA_VISIBLE_DEVICES
+/// hides them all ("", "-1", "NoDevFiles").
+int visible_cuda_devices();
+
+/// Why the GPU labs cannot be graded here ("" when they can): MGPU_GRADE_GPU=0 in the environment,
+/// no CUDA device, or a reference tree built without CUDA (no gpu_labs/ in it). MGPU_GRADE_GPU=1
+/// skips the device check (for containers that hide /dev but still reach a GPU).
+std::string gpu_labs_unavailable(const std::filesystem::path& reference_tree);
+
+/// One lab's machine-readable line, `RESULT lab=... check=pass|fail|not_implemented key=value...`.
+struct LabResult {
+  std::string check;                          ///< "pass", "fail" or "not_implemented"
+  std::map<std::string, std::string> fields;  ///< every key=value of the line
+};
+/// The first RESULT line of a lab's output, if any.
+std::optional<LabResult> parse_lab_result(const std::string& output);
+
+/// The grade of the GPU lab cases, as one more chapter named "gpu_labs". When
+/// gpu_labs_unavailable() gives a reason, every case is `skipped` with it (no build, no run).
+/// Otherwise the reference's lab binaries (reference_tree) and the submission's (a CUDA student
+/// tree under work_dir/student/<build_name>/build-gpu, with the manifest files staged from
+/// `submission`) run one after the other; a case earns its points when the submission's lab
+/// passes its own check and the reference's does too. `solution` grades the reference itself.
+ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const std::filesystem::path& submission,
+                            const std::string& build_name, const Project& project,
+                            const std::filesystem::path& reference_tree, const GradeOptions& opts, bool solution);
+
+}  // namespace mgpu::grade

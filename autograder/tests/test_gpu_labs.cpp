@@ -1,0 +1,182 @@
+// GPU lab cases in the grade: the rubric section is validated, RESULT lines are read, and
+// without a CUDA device (or with GPU grading turned off) every GPU case is reported as skipped
+// in every report format and counts neither toward the score nor toward the maximum.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "distribute.hpp"
+#include "gpu_labs.hpp"
+#include "helpers.hpp"
+#include "report.hpp"
+
+using namespace mgpu::grade;
+using namespace mgpu::grade::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kGpuSection = R"("gpu_labs": {
+    "title": "GPU labs",
+    "files": {"allreduce_bw": ["ring.cpp"]},
+    "cases": {"gpu.allreduce_bw": {"lab": "allreduce_bw", "points": 2, "args": ["--ranks", "4"]},
+              "gpu.allreduce_bw_hidden": {"lab": "allreduce_bw", "points": 1, "visibility": "hidden"}}
+  })";
+
+std::string rubric_with(const std::string& gpu) {
+  return std::string(R"({"chapters": {"c": {"files": ["f.cpp"], "cases": {"c.x": {"points": 1}}}}, )") + gpu + "}";
+}
+
+}  // namespace
+
+TEST_CASE("the rubric's gpu_labs section is read, and its mistakes are named with a fix") {
+  Rubric r = parse_rubric(rubric_with(kGpuSection), "r.json");
+  REQUIRE(r.gpu_labs.has_value());
+  REQUIRE(r.gpu_labs->cases.size() == 2);
+  CHECK(r.gpu_labs->cases[0].lab == "allreduce_bw");
+  CHECK(r.gpu_labs->cases[0].points == 2);
+  CHECK(r.gpu_labs->cases[0].args == std::vector<std::string>{"--ranks", "4"});
+  CHECK(r.gpu_labs->cases[1].visibility == Visibility::hidden);
+  CHECK(r.gpu_labs->files.at("allreduce_bw") == std::vector<std::string>{"ring.cpp"});
+
+  const std::string bad = R"("gpu_labs": {"files": {"allreduce_bw": ["../ring.cpp"]},
+      "cases": {"gpu.x": {"lab": "nope", "points": -1, "colour": "red"}}})";
+  try {
+    parse_rubric(rubric_with(bad), "r.json");
+    FAIL("a malformed gpu_labs section was accepted");
+  } catch (const RubricError& e) {
+    const std::string m = e.what();
+    MESSAGE(m);
+    CHECK(m.find("r.json: gpu_labs.files.allreduce_bw:") != std::string::npos);
+    CHECK(m.find("gpu_labs.cases.gpu.x.lab: missing, or not a lab listed") != std::string::npos);
+    CHECK(m.find("gpu_labs.cases.gpu.x.points") != std::string::npos);
+    CHECK(m.find("gpu_labs.cases.gpu.x.colour: unknown field") != std::string::npos);
+  }
+}
+
+TEST_CASE("a lab's RESULT line is found among its output and split into fields") {
+  auto r = parse_lab_result("table...\nRESULT lab=tp_ffn impl=student ranks=4 check=fail err=3.1e-02 ms=1.5\ntrailer\n");
+  REQUIRE(r.has_value());
+  CHECK(r->check == "fail");
+  CHECK(r->fields.at("lab") == "tp_ffn");
+  CHECK(r->fields.at("err") == "3.1e-02");
+  CHECK_FALSE(parse_lab_result("no result here\n  RESULT check=pass (indented: not a RESULT line)\n").has_value());
+}
+
+TEST_CASE("MGPU_GRADE_GPU=0 turns GPU grading off; without a device the reason says so") {
+  const char* old = std::getenv("MGPU_GRADE_GPU");
+  const std::string saved = old ? old : "";
+  ::setenv("MGPU_GRADE_GPU", "0", 1);
+  CHECK(gpu_labs_unavailable(this_project().own_tree).find("MGPU_GRADE_GPU=0") != std::string::npos);
+  if (old) ::setenv("MGPU_GRADE_GPU", saved.c_str(), 1);
+  else ::unsetenv("MGPU_GRADE_GPU");
+  if (!old && visible_cuda_devices() == 0)
+    CHECK(gpu_labs_unavailable(this_project().own_tree) == "no CUDA device is visible on this machine");
+}
+
+TEST_CASE("without a CUDA device every GPU case is skipped, shown as skipped, and not counted" * doctest::skip(!can_grade())) {
+  fs::path dir = fresh_dir("gpu_skipped");
+  // The toy chapters plus a gpu_labs section naming a real lab (it never runs here).
+  std::ofstream(dir / "gpu.json") << "{\"chapters\": {}, " << kGpuSection << "}";
+  fs::path json = dir / "grade.json", junit = dir / "junit.xml", gs = dir / "results.json";
+  RunSpec spec;
+  spec.exe = MGPU_GRADE_EXE;
+  spec.args = toy_args({"grade", "--solution", "--json", json.string(), "--junit", junit.string(), "--gradescope",
+                        gs.string(), "--rubric", (dir / "gpu.json").string(), "--chapter", "gpu"});
+  spec.isolate = false;
+  spec.wall_s = 600;
+  spec.merge_output = true;
+  // Where a device is visible, force the path this test is about; elsewhere detection takes it.
+  const bool device = visible_cuda_devices() > 0;
+  if (device) spec.env = {{"MGPU_GRADE_GPU", "0"}};
+  RunOutcome o = run_process(spec);
+  INFO(o.out);
+  REQUIRE(o.exit_code == 0);
+  const std::string reason = device ? "GPU grading is turned off (MGPU_GRADE_GPU=0)" : "no CUDA device is visible on this machine";
+
+  auto j = nlohmann::json::parse(read_text(json));
+  CHECK(j["max_score"].get<double>() == 6);  // the toy chapters' points only
+  CHECK(j["score"].get<double>() == 6);
+  bool seen = false;
+  for (const auto& ch : j["chapters"]) {
+    if (ch["name"] != "gpu_labs") continue;
+    seen = true;
+    CHECK(ch["score"].get<double>() == 0);
+    CHECK(ch["max_score"].get<double>() == 0);
+    REQUIRE(ch["cases"].size() == 2);
+    for (const auto& c : ch["cases"]) {
+      CHECK(c["status"] == "skipped");
+      CHECK(c["reason"] == reason);
+      CHECK(c["max_score"].get<double>() == 0);
+    }
+  }
+  CHECK(seen);
+  CHECK(o.out.find("skipped         gpu.allreduce_bw") != std::string::npos);  // terminal table
+  CHECK(o.out.find("GPU labs skipped: " + reason) != std::string::npos);     // and its note
+
+  const std::string xml = read_text(junit);
+  CHECK(xml.find("<testsuite name=\"gpu_labs\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"2\"") != std::string::npos);
+  CHECK(xml.find("<skipped message=\"" + reason + "\"/>") != std::string::npos);
+  CHECK(xml.find("type=\"skipped\"") == std::string::npos);  // not a failure
+
+  auto g = nlohmann::json::parse(read_text(gs));
+  CHECK(g["score"].get<double>() == 6);
+  int skipped_tests = 0;
+  for (const auto& t : g["tests"]) {
+    if (t["name"].get<std::string>().find("gpu.allreduce_bw") == std::string::npos) continue;
+    ++skipped_tests;
+    CHECK(t["max_score"].get<double>() == 0);
+    CHECK(t["score"].get<double>() == 0);
+    CHECK(t["name"].get<std::string>().find("(skipped)") != std::string::npos);
+    CHECK(t["output"].get<std::string>().rfind("skipped: " + reason, 0) == 0);
+  }
+  CHECK(skipped_tests == 2);
+  CHECK(g["output"].get<std::string>().find("2 cases skipped") != std::string::npos);
+}
+
+TEST_CASE("--chapter filters leave the GPU labs out unless they name them" * doctest::skip(!can_grade())) {
+  fs::path dir = fresh_dir("gpu_filtered");
+  std::ofstream(dir / "gpu.json") << "{\"chapters\": {}, " << kGpuSection << "}";
+  fs::path json = dir / "grade.json";
+  RunOutcome o = grader(toy_args({"grade", "--solution", "--json", json.string(), "--rubric", (dir / "gpu.json").string()}));
+  INFO(o.out);
+  REQUIRE(o.exit_code == 0);
+  for (const auto& ch : nlohmann::json::parse(read_text(json))["chapters"]) CHECK(ch["name"] != "gpu_labs");
+}
+
+TEST_CASE("the repository rubric's GPU lab manifests are exactly the labs' IMPL files") {
+  Project p = this_project();
+  Rubric r = load_rubric(p.root / "autograder" / "rubric.json");
+  REQUIRE(r.gpu_labs.has_value());
+  // gpu_labs/CMakeLists.txt declares each lab as `mgpu_add_gpu_lab(<lab> IMPL <file>...)`.
+  std::map<std::string, std::vector<std::string>> declared;
+  const std::string cmake = read_text(p.root / "gpu_labs" / "CMakeLists.txt");
+  static const std::regex lab(R"(\nmgpu_add_gpu_lab\((\w+) IMPL ([^)]*)\))");
+  for (std::sregex_iterator it(cmake.begin(), cmake.end(), lab), end; it != end; ++it) {
+    std::istringstream files((*it)[2].str());
+    for (std::string f; files >> f;) declared[(*it)[1]].push_back(f);
+  }
+  CHECK(!declared.empty());
+  CHECK(r.gpu_labs->files == declared);
+  for (const auto& [name, files] : r.gpu_labs->files)
+    for (const auto& f : files) CHECK_MESSAGE(fs::is_regular_file(p.root / "gpu_labs" / name / f), name << "/" << f);
+  for (const auto& c : r.gpu_labs->cases) CHECK_MESSAGE(r.gpu_labs->files.count(c.lab) == 1, c.name);
+}
+
+TEST_CASE("submit also zips the GPU lab files that sit beside chapters/, as gpu_labs/<lab>/<file>") {
+  fs::path dir = fresh_dir("submit_gpu");
+  fs::create_directories(dir / "chapters" / "toy_a");
+  fs::create_directories(dir / "gpu_labs" / "allreduce_bw");
+  std::ofstream(dir / "chapters" / "toy_a" / "toy_a.cpp") << "// mine\n";
+  std::ofstream(dir / "gpu_labs" / "allreduce_bw" / "ring.cpp") << "// my ring\n";
+  std::ofstream(dir / "gpu_labs" / "allreduce_bw" / "main.cpp") << "// harness, not mine\n";
+  std::ofstream(dir / "gpu.json") << "{\"chapters\": {}, " << kGpuSection << "}";
+  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json",
+                          {fixtures() / "toy" / "rubric.json", dir / "gpu.json"});
+  auto files = write_submission(r, dir / "chapters", dir / "upload.zip");
+  CHECK(files == std::vector<std::string>{"chapters/toy_a/toy_a.cpp", "gpu_labs/allreduce_bw/ring.cpp"});
+}
