@@ -1,6 +1,7 @@
 // 11.1 skeleton: training-state bytes, activation bytes (Korthikanti et al. 2022), 6ND compute
 // and training time. The contract and the formulas are in formulas.hpp; fill in each TODO.
 #include "11_1_memory/formulas.hpp"
+#include "11_1_memory/checks.hpp"  // check_shape (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -15,24 +16,6 @@
 namespace mgpu::memory {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-/// Validates a shape and tensor-parallel degree as activation_bytes_per_layer requires.
-[[maybe_unused]] void check_shape(const char* where, const TransformerShape& shape,
-                                  std::int64_t tensor_parallel) {
-  check_count(where, "seq", shape.seq);
-  check_count(where, "micro_batch", shape.micro_batch);
-  check_count(where, "hidden", shape.hidden);
-  check_count(where, "heads", shape.heads);
-  check_count(where, "tensor_parallel", tensor_parallel);
-  if (shape.heads % tensor_parallel != 0)
-    fail(where, "tensor_parallel", std::to_string(tensor_parallel),
-         "does not divide heads=" + std::to_string(shape.heads) +
-             ": pick t among the divisors of heads");
-}
-
-}  // namespace
 
 // ------------------------------------------------------------------ training state
 

@@ -6,8 +6,11 @@
 #include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen/Dense is not needed here and costs compile time
 #include "mgpu/not_implemented.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 namespace mgpu::data_parallel {
 
@@ -23,7 +26,17 @@ struct Chunk {
 /// than the rest. Chunks are in order and cover the buffer exactly, e.g. length 10 over 4 ranks
 /// gives sizes 3, 3, 2, 2. (Given, not an exercise: the ring below uses it.)
 /// @throws std::invalid_argument when ranks < 1 or index is outside [0, ranks).
-Chunk ring_chunk(std::size_t length, int ranks, int index);
+inline Chunk ring_chunk(std::size_t length, int ranks, int index) {
+  if (ranks < 1)
+    throw std::invalid_argument("ring_chunk: ranks = " + std::to_string(ranks) + " must be at least 1");
+  if (index < 0 || index >= ranks) {
+    throw std::invalid_argument("ring_chunk: index " + std::to_string(index) + " is outside [0, " +
+                                std::to_string(ranks) + ")");
+  }
+  const auto n = static_cast<std::size_t>(ranks), i = static_cast<std::size_t>(index);
+  const std::size_t base = length / n, extra = length % n;
+  return Chunk{i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
 
 /// In place, every member's `data` becomes the element-wise sum over all members of `comm`.
 ///

@@ -1,6 +1,7 @@
 // 11.4 skeleton: weights per tensor-parallel rank and a tensor-parallel block's all-reduce
 // traffic. The contract is in formulas.hpp; fill in each TODO.
 #include "11_4_tensor_parallel/formulas.hpp"
+#include "11_4_tensor_parallel/checks.hpp"  // check_divides (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -15,18 +16,6 @@
 namespace mgpu::tensor_parallel {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-/// Throws unless `divisor` divides `value`, explaining `why` it must.
-[[maybe_unused]] void check_divides(const char* where, const char* name, std::int64_t divisor,
-                                    const char* what, std::int64_t value, const char* why) {
-  if (value % divisor != 0)
-    fail(where, name, std::to_string(divisor),
-         std::string("does not divide ") + what + "=" + std::to_string(value) + ": " + why);
-}
-
-}  // namespace
 
 double ffn_params_per_rank(std::int64_t hidden, std::int64_t ffn_hidden, std::int64_t t) {
   // TODO(11.4): validate (counts, t divides ffn_hidden). Which slice of W1 and of W2 does rank i

@@ -1,6 +1,7 @@
 // 11.5 skeleton: pipeline bubble, micro-batches needed, in-flight activations and boundary
 // traffic. The contract is in formulas.hpp; fill in each TODO.
 #include "11_5_pipeline/formulas.hpp"
+#include "11_5_pipeline/checks.hpp"  // check_stage (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -16,17 +17,6 @@
 namespace mgpu::pipeline {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-/// Stages are numbered 0..p-1.
-[[maybe_unused]] void check_stage(const char* where, std::int64_t stage, std::int64_t p) {
-  if (stage < 0 || stage >= p)
-    fail(where, "stage", std::to_string(stage),
-         "is outside [0, " + std::to_string(p) + "): stages are numbered from 0 to p-1");
-}
-
-}  // namespace
 
 double gpipe_bubble_fraction(std::int64_t p, std::int64_t m) {
   // TODO(11.5): draw the timeline for p = 3, m = 2: how many time slots does one pass take,

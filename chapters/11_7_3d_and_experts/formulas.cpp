@@ -1,6 +1,7 @@
 // 11.7 skeleton: 3D layouts (validity, rank numbering), per-GPU memory and traffic under a
 // layout, and expert-parallel all-to-all volume. The contract is in formulas.hpp; fill in each TODO.
 #include "11_7_3d_and_experts/formulas.hpp"
+#include "11_7_3d_and_experts/checks.hpp"  // check_degrees, check_index, check_model (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -16,39 +17,6 @@
 namespace mgpu::layout {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-[[maybe_unused]] void check_degrees(const char* where, const Layout& layout) {
-  check_count(where, "tp", layout.tp);
-  check_count(where, "pp", layout.pp);
-  check_count(where, "dp", layout.dp);
-}
-
-[[maybe_unused]] void check_index(const char* where, const char* name, std::int64_t value,
-                                  std::int64_t size) {
-  if (value < 0 || value >= size)
-    fail(where, name, std::to_string(value),
-         "is outside [0, " + std::to_string(size) + "): use an index below the degree");
-}
-
-/// Checks shared by per_gpu_memory and per_gpu_traffic.
-[[maybe_unused]] void check_model(const char* where, const LayoutModel& model) {
-  check_degrees(where, model.layout);
-  check_non_negative(where, "params", model.params);
-  validate_recipe(where, model.recipe);
-  if (model.zero_stage < 0 || model.zero_stage > 3)
-    fail(where, "zero_stage", std::to_string(model.zero_stage), "does not exist: use 0, 1, 2 or 3");
-  check_count(where, "shape.layers", model.shape.layers);
-  if (model.shape.layers % model.layout.pp != 0)
-    fail(where, "layout.pp", std::to_string(model.layout.pp),
-         "does not divide shape.layers=" + std::to_string(model.shape.layers) +
-             ": stages must have equal depth");
-  check_count(where, "micro_batches", model.micro_batches);
-  check_non_negative(where, "activation_bytes_per_layer", model.activation_bytes_per_layer);
-}
-
-}  // namespace
 
 std::int64_t layout_gpus(const Layout& layout) {
   // TODO(11.7): validate with check_degrees.

@@ -8,17 +8,6 @@
 
 namespace mgpu::data_parallel {
 
-Chunk ring_chunk(std::size_t length, int ranks, int index) {
-  if (ranks < 1) throw std::invalid_argument("ring_chunk: ranks = " + std::to_string(ranks) + " must be at least 1");
-  if (index < 0 || index >= ranks) {
-    throw std::invalid_argument("ring_chunk: index " + std::to_string(index) + " is outside [0, " +
-                                std::to_string(ranks) + ")");
-  }
-  const auto n = static_cast<std::size_t>(ranks), i = static_cast<std::size_t>(index);
-  const std::size_t base = length / n, extra = length % n;
-  return Chunk{i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
-}
-
 namespace {
 
 template <class T>

@@ -1,6 +1,7 @@
 // 11.3 reference solution: ZeRO training state and traffic per GPU, the fewest GPUs that fit,
 // and DeepSpeed's and Megatron-LM's own estimates. Implements chapters/11_3_zero/formulas.hpp.
 #include "11_3_zero/formulas.hpp"
+#include "11_3_zero/checks.hpp"  // check_stage, check_common, check_setup (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -14,32 +15,6 @@
 namespace mgpu::zero {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-void check_stage(const char* where, int stage) {
-  if (stage < 0 || stage > 3)
-    fail(where, "stage", std::to_string(stage), "does not exist: use 0, 1, 2 or 3");
-}
-
-
-void check_common(const char* where, double params, const PrecisionRecipe& recipe, int stage,
-                  std::int64_t dp) {
-  check_non_negative(where, "params", params);
-  validate_recipe(where, recipe);
-  check_stage(where, stage);
-  check_count(where, "dp", dp);
-}
-
-void check_setup(const char* where, const DeepSpeedSetup& setup) {
-  check_count(where, "gpus_per_node", setup.gpus_per_node);
-  check_count(where, "nodes", setup.nodes);
-  if (!std::isfinite(setup.additional_buffer_factor) || setup.additional_buffer_factor < 1)
-    fail(where, "additional_buffer_factor", show(setup.additional_buffer_factor),
-         "is below 1: it is a safety margin, use 1 or more (DeepSpeed's default is 1.5)");
-}
-
-}  // namespace
 
 StateBytes zero_state_per_gpu(double params, const PrecisionRecipe& recipe, int stage,
                               std::int64_t dp) {

@@ -1,6 +1,7 @@
 // 11.4 reference solution: weights per tensor-parallel rank and the all-reduce traffic of a
 // tensor-parallel block. Implements chapters/11_4_tensor_parallel/formulas.hpp.
 #include "11_4_tensor_parallel/formulas.hpp"
+#include "11_4_tensor_parallel/checks.hpp"  // check_divides (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -13,17 +14,6 @@
 namespace mgpu::tensor_parallel {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-void check_divides(const char* where, const char* name, std::int64_t divisor, const char* what,
-                   std::int64_t value, const char* why) {
-  if (value % divisor != 0)
-    fail(where, name, std::to_string(divisor),
-         std::string("does not divide ") + what + "=" + std::to_string(value) + ": " + why);
-}
-
-}  // namespace
 
 double ffn_params_per_rank(std::int64_t hidden, std::int64_t ffn_hidden, std::int64_t t) {
   const char* where = "ffn_params_per_rank";

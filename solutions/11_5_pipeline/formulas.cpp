@@ -1,6 +1,7 @@
 // 11.5 reference solution: pipeline bubble, micro-batches needed, in-flight activations and
 // boundary traffic. Implements chapters/11_5_pipeline/formulas.hpp.
 #include "11_5_pipeline/formulas.hpp"
+#include "11_5_pipeline/checks.hpp"  // check_stage (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -14,16 +15,6 @@
 namespace mgpu::pipeline {
 
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
-
-namespace {
-
-void check_stage(const char* where, std::int64_t stage, std::int64_t p) {
-  if (stage < 0 || stage >= p)
-    fail(where, "stage", std::to_string(stage),
-         "is outside [0, " + std::to_string(p) + "): stages are numbered from 0 to p-1");
-}
-
-}  // namespace
 
 double gpipe_bubble_fraction(std::int64_t p, std::int64_t m) {
   check_count("gpipe_bubble_fraction", "p", p);

@@ -1,6 +1,7 @@
 // 11.6 reference solution: peak activations with a checkpoint every k layers, the best k, and
 // the compute recomputation adds. Implements chapters/11_6_checkpointing/formulas.hpp.
 #include "11_6_checkpointing/formulas.hpp"
+#include "11_6_checkpointing/checks.hpp"  // check_interval (given)
 
 #include "mgpu/check_args.hpp"
 
@@ -15,13 +16,6 @@ namespace mgpu::checkpointing {
 using namespace mgpu::args;  // check_count, check_positive, fail, ...
 
 namespace {
-
-void check_interval(const char* where, std::int64_t layers, std::int64_t k) {
-  check_count(where, "layers", layers);
-  if (k < 1 || k > layers)
-    fail(where, "k", std::to_string(k),
-         "is outside [1, " + std::to_string(layers) + "]: a segment holds 1 to layers layers");
-}
 
 std::int64_t segments(std::int64_t layers, std::int64_t k) { return (layers + k - 1) / k; }
 
