@@ -29,12 +29,27 @@ if [[ "${ngpu:-0}" -lt 1 ]]; then
 fi
 say "check.sh: $ngpu GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 
+# --- where the dependencies come from --------------------------------------------------------
+# A machine without a package registry gets the Debian packages carried in build/gpu-deps
+# (gpu_labs/offline_deps.sh), and NCCL from Python's nvidia-nccl wheel when the CUDA toolkit
+# has no nccl.h.
+extra=()
+if [[ -d $repo/build/gpu-deps/debs ]]; then
+  extra+=("-DCMAKE_PREFIX_PATH=$("$repo/gpu_labs/offline_deps.sh" unpack)")
+fi
+if [[ ! -f /usr/local/cuda/include/nccl.h && ! -f /usr/include/nccl.h ]]; then
+  wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) if nvidia.nccl.__file__ else list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
+  if [[ -n $wheel && -f $wheel/include/nccl.h ]]; then
+    extra+=("-DMGPU_NCCL_INCLUDE=$wheel/include" "-DMGPU_NCCL_LIBRARY=$(ls "$wheel"/lib/libnccl.so* | head -1)")
+  fi
+fi
+
 # --- build both impls -------------------------------------------------------------------
 build() {  # build <impl>
   local impl=$1 dir=$build_root/gpu-$1
   say "== configure + build ($impl) in $dir"
   if ! cmake -S "$repo" -B "$dir" -G Ninja -DMGPU_IMPL="$impl" -DMGPU_CUDA=ON \
-         -DCMAKE_BUILD_TYPE=Release >"$logs/configure-$impl.log" 2>&1; then
+         -DCMAKE_BUILD_TYPE=Release "${extra[@]}" >"$logs/configure-$impl.log" 2>&1; then
     say "   configure failed: see $logs/configure-$impl.log"; tail -5 "$logs/configure-$impl.log"; return 1
   fi
   if ! cmake --build "$dir" -j "$jobs" --target "${targets[@]}" >"$logs/build-$impl.log" 2>&1; then
