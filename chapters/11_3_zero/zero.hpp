@@ -1,0 +1,178 @@
+// 11.3 ZeRO stages 1, 2 and 3 on the simulated cluster: the course model trained by a
+// data-parallel group whose optimizer state, gradients and finally weights are sharded over the
+// ranks, with FSDP-style gather-use-discard of each unit's weights and optional prefetch.
+#pragma once
+
+#include "11_3_zero/formulas.hpp"
+#include "mgpu/cluster.hpp"
+#include "mgpu/not_implemented.hpp"
+#include "mgpu/model/model.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mgpu::zero {
+
+/// The precision recipe the running chapter trains with: fp32 weights and gradients and Adam's
+/// two fp32 moments, no separate master copy (the fp32 weights are the master), {4, 4, 0, 8}.
+/// fp32 throughout keeps every stage bitwise comparable with plain data parallelism; compare
+/// the ledger with zero_state_per_gpu(params, kZeroRecipe, stage, N).
+inline constexpr PrecisionRecipe kZeroRecipe = memory::kFp32Adam;
+
+/// How the flat parameter buffer is split over N ranks: unit by unit, as FSDP shards each
+/// wrapped module's flat parameter. Unit u (count_u elements) is padded to N * s_u elements with
+/// s_u = ceil(count_u / N); rank r owns elements [r * s_u, (r + 1) * s_u) of the padded unit,
+/// clipped to count_u (the last ranks may own fewer, or none). A rank's shard buffer is the
+/// concatenation of its unit shards: s_0 elements for unit 0, then s_1 for unit 1, ...
+/// The padding is at most N - 1 elements per unit, so a shard exceeds P/N by fewer than one
+/// element per unit.
+struct ShardLayout {
+  int ranks = 1;                         ///< N, the data-parallel group size
+  std::vector<std::size_t> unit_shard;   ///< s_u per unit
+  std::vector<std::size_t> unit_offset;  ///< where unit u's shard starts in a rank's shard buffer
+  std::size_t shard_size = 0;            ///< sum of s_u: the length of every rank's shard buffer
+};
+
+/// Given: the elements of unit `u` that group rank `r` owns, as [first, last) relative to the
+/// start of the unit, clipped to the unit's real length `unit_count` (may be empty).
+struct OwnedRange {
+  std::size_t first = 0;  ///< first owned element, relative to the unit
+  std::size_t last = 0;   ///< one past the last owned element
+  /// Number of owned elements.
+  [[nodiscard]] std::size_t size() const { return last - first; }
+};
+
+/// Given: OwnedRange of group rank `r` in unit `u` of `layout`, for a unit of `unit_count` elements.
+inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size_t unit_count) {
+  const std::size_t s = layout.unit_shard.at(static_cast<std::size_t>(u));
+  const std::size_t first = std::min(unit_count, static_cast<std::size_t>(r) * s);
+  const std::size_t last = std::min(unit_count, first + s);
+  return {first, last};
+}
+
+/// Given: the sequences of `global` that group rank `rank` of `ranks` trains on: the same
+/// contiguous, equal slices as 11.2's local_batch.
+/// @throws std::invalid_argument when the batch does not split evenly over the ranks.
+inline model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks || global.sequences % ranks != 0)
+    throw std::invalid_argument("zero_local_batch: a batch of " + std::to_string(global.sequences) +
+                                " sequences does not split into " + std::to_string(ranks) +
+                                " equal slices (rank " + std::to_string(rank) +
+                                "); pick a batch size divisible by the rank count");
+  const std::int64_t per_rank = global.sequences / ranks;
+  return global.slice(rank * per_rank, per_rank);
+}
+
+/// One rank's training state for a ZeRO stage, every buffer in the rank's ledger.
+///
+/// | stage | weights (Category::weights) | grads (Category::grads) | adam_m, adam_v (optimizer) |
+/// |-------|-----------------------------|-------------------------|----------------------------|
+/// | 0     | full, P                     | full, P                 | full, P each               |
+/// | 1     | full, P                     | full, P                 | shard, S each              |
+/// | 2     | full, P                     | shard, S                | shard, S each              |
+/// | 3     | shard, S                    | shard, S                | shard, S each              |
+///
+/// P = model.num_params(), S = layout.shard_size. Full buffers use the model's layout; shard
+/// buffers the ShardLayout's. Nothing is kept under Category::master (see kZeroRecipe).
+/// Transient buffers of a step (gathered units, padded staging copies, one unit's gradient)
+/// go under Category::comm, which zero_state_per_gpu does not count.
+struct ZeroState {
+  int stage = 0;                 ///< 0 (plain data parallelism), 1, 2 or 3
+  ShardLayout layout;            ///< how shards are cut
+  model::AdamConfig adam;        ///< optimizer hyper-parameters
+  std::int64_t steps = 0;        ///< Adam steps taken (the bias correction counts from 1)
+  Buffer<float> weights;         ///< see the table
+  Buffer<float> grads;           ///< see the table
+  Buffer<float> adam_m;          ///< Adam's first moment, see the table
+  Buffer<float> adam_v;          ///< Adam's second moment, see the table
+};
+
+/// A unit's weights being all-gathered: `full` holds N * s_u elements (Category::comm) whose
+/// first count_u are the unit in the model's layout once `done` has been waited.
+struct Gathered {
+  Buffer<float> full;  ///< the padded, gathered unit
+  Request done;        ///< wait before reading `full`
+};
+
+/// The shard layout of `model` over `ranks` ranks.
+///
+/// TODO 7 of 11.3. s_u = ceil(count_u / N) for every unit, unit_offset the running sum of the
+/// s_u before it, shard_size the total.
+/// @throws std::invalid_argument when ranks < 1 (the message names the value).
+ShardLayout plan_shards(const model::Model& model, int ranks);
+
+/// This rank's training state for ZeRO stage `stage` over the group `dp`, allocated in
+/// rank.memory() as the ZeroState table says.
+///
+/// TODO 8 of 11.3. Every rank computes the same initial parameters (model.init_params with
+/// `seed`), so no communication is needed: full-weight stages keep them all; stage 3 builds
+/// them in a temporary Category::comm buffer and keeps only its owned range of each unit
+/// (owned_range), at the unit's unit_offset in the shard. Gradients and moments start at zero.
+/// @throws std::invalid_argument when stage is not 0..3 (check_stage from checks.hpp).
+ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
+                          const model::AdamConfig& adam = {});
+
+/// Starts the all-gather of unit `u`'s weights from each rank's owned part `owned` (the
+/// owned_range of this rank, owned.size() elements, possibly fewer than s_u or none).
+///
+/// TODO 9 of 11.3. Allocate `full` (N * s_u elements, Category::comm, zero), copy `owned` into
+/// this rank's slot [r * s_u, r * s_u + owned.size()), then post dp.iall_gather with that slot
+/// (all s_u elements) as input and `full` as output (in place) and return without waiting.
+/// @throws std::invalid_argument when owned.size() differs from this rank's owned_range.
+Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
+                     int u, std::span<const float> owned);
+
+/// Reduce-scatters unit `u`'s gradient `unit_grads` (count_u elements, this rank's sum over its
+/// slice) into `shard_grads` (s_u elements): afterwards it holds the average over the group of
+/// the elements this rank owns, zero in the padding.
+///
+/// TODO 10 of 11.3. Copy unit_grads into a zero-padded Category::comm buffer of N * s_u elements
+/// and dp.reduce_scatter it into shard_grads with ReduceOp::avg (in and out must not overlap).
+/// @throws std::invalid_argument when the lengths are not count_u and s_u.
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
+                         int u, std::span<const float> unit_grads, std::span<float> shard_grads);
+
+/// One training step at state.stage on this rank's slice of `global`; returns the slice's loss.
+/// Every stage ends with the same weights as plain data parallelism (stage 0), up to fp32
+/// rounding.
+///
+/// TODO 11 of 11.3.
+/// - stage 0: zero the grads, model.forward_backward on the slice, dp.all_reduce(avg), Adam
+///   (model::adam_step) over everything.
+/// - stage 1: as stage 0 up to backward; then per unit reduce_scatter_unit the unit's gradient
+///   into a Category::comm staging shard, Adam on the owned range of the full weights with the
+///   shard moments, and gather_unit the updated owned range back into the full weights.
+/// - stage 2: the full gradient never exists: drive the units yourself (model.input,
+///   unit_forward with caches, loss_backward, unit_backward) and give each unit's backward a
+///   Category::comm gradient buffer of count_u, reduce-scattered into state.grads right after;
+///   then Adam and the gather as in stage 1.
+/// - stage 3: return fsdp_step(...).
+/// @throws std::invalid_argument when the batch does not split over the group (zero_local_batch).
+double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
+                 bool prefetch = false);
+
+/// One ZeRO-3 (FSDP) step: weights live only as shards; each unit is gathered, used, released.
+///
+/// TODO 12 of 11.3. Forward: for each unit, gather_unit, wait, unit_forward with its first
+/// count_u elements, release the gathered buffer. Backward (last unit first): gather the unit
+/// again, unit_backward into a Category::comm gradient buffer, release both, reduce_scatter_unit
+/// into state.grads at the unit's offset. Then Adam over the whole shard (padding has zero
+/// weights and gradients and stays zero). With `prefetch`, post the next unit's gather
+/// (the next in forward order, the previous one in backward) before computing the current unit,
+/// so it travels while the compute stream works: at most two gathered units are alive.
+double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
+                 bool prefetch);
+
+/// The full parameters (model layout, num_params elements) as every rank sees them: a copy of
+/// state.weights for stages 0..2, the per-unit all-gather of the shards for stage 3 (a
+/// collective: every rank of `dp` must call it).
+///
+/// TODO 13 of 11.3.
+std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state);
+
+}  // namespace mgpu::zero
