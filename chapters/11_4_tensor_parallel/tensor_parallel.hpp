@@ -1,0 +1,265 @@
+// 11.4 Tensor parallelism on the simulated cluster: column- and row-parallel linear layers, the
+// Megatron-style FFN y = GELU(x W1) W2 (W1 by columns, W2 by rows) and attention split by heads,
+// forward and backward over a tensor-parallel group, every weight shard counted in the ledger.
+#pragma once
+
+#include "11_4_tensor_parallel/checks.hpp"
+#include "11_4_tensor_parallel/formulas.hpp"
+#include "mgpu/cluster.hpp"
+#include "mgpu/model/layers.hpp"
+#include "mgpu/model/rng.hpp"
+#include "mgpu/not_implemented.hpp"
+#include "mgpu/tensor.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+namespace mgpu::tensor_parallel {
+
+using model::MatIn;
+using model::MatOut;
+using model::MatrixRM;
+
+/// Given: the columns [rank * out/t, (rank + 1) * out/t) of `w` (in, out), as an (in, out/t)
+/// matrix: what group rank `rank` of a column-parallel layer holds.
+/// @throws std::invalid_argument when t is below 1, rank is outside [0, t) or t does not divide
+///         w.cols().
+inline MatrixRM column_shard(MatIn w, int rank, int t) {
+  args::check_count("column_shard", "t", t);
+  if (rank < 0 || rank >= t)
+    args::fail("column_shard", "rank", std::to_string(rank), "is outside [0, t): use a group rank");
+  check_divides("column_shard", "t", t, "columns", w.cols(),
+                "each rank takes a whole number of columns");
+  const Eigen::Index c = w.cols() / t;
+  return w.middleCols(rank * c, c);
+}
+
+/// Given: the rows [rank * in/t, (rank + 1) * in/t) of `w` (in, out), as an (in/t, out) matrix:
+/// what group rank `rank` of a row-parallel layer holds.
+/// @throws std::invalid_argument as column_shard, for w.rows().
+inline MatrixRM row_shard(MatIn w, int rank, int t) {
+  args::check_count("row_shard", "t", t);
+  if (rank < 0 || rank >= t)
+    args::fail("row_shard", "rank", std::to_string(rank), "is outside [0, t): use a group rank");
+  check_divides("row_shard", "t", t, "rows", w.rows(), "each rank takes a whole number of rows");
+  const Eigen::Index r = w.rows() / t;
+  return w.middleRows(rank * r, r);
+}
+
+/// Given: the unsplit FFN weights every rank (and every test) draws from one seed, so the shards
+/// and the single-rank reference come from the same numbers.
+struct FullFfn {
+  MatrixRM w1;  ///< (hidden, ffn_hidden)
+  MatrixRM w2;  ///< (ffn_hidden, hidden)
+};
+
+/// Given: FullFfn with entries normal(0, 1/sqrt(fan_in)) from model::Rng(seed): W1 first, then W2,
+/// row-major.
+inline FullFfn full_ffn_weights(std::int64_t hidden, std::int64_t ffn_hidden, std::uint64_t seed) {
+  args::check_count("full_ffn_weights", "hidden", hidden);
+  args::check_count("full_ffn_weights", "ffn_hidden", ffn_hidden);
+  FullFfn f{MatrixRM(hidden, ffn_hidden), MatrixRM(ffn_hidden, hidden)};
+  model::Rng rng(seed);
+  rng.fill_normal(std::span<float>(f.w1.data(), static_cast<std::size_t>(f.w1.size())),
+                  1.0 / std::sqrt(static_cast<double>(hidden)));
+  rng.fill_normal(std::span<float>(f.w2.data(), static_cast<std::size_t>(f.w2.size())),
+                  1.0 / std::sqrt(static_cast<double>(ffn_hidden)));
+  return f;
+}
+
+/// Given: a flat span over a row-major matrix view, for Comm calls. The view must be contiguous
+/// (a whole matrix or a block of whole rows), which every output of this chapter is.
+/// @throws std::invalid_argument for a view whose rows are not adjacent (a block of columns).
+inline std::span<float> contiguous(MatOut m, const char* where) {
+  if (m.rows() > 1 && m.outerStride() != m.cols())
+    args::fail(where, "output", "(a strided view)",
+               "is not contiguous: pass a whole matrix or a block of rows");
+  return {m.data(), static_cast<std::size_t>(m.size())};
+}
+
+// ------------------------------------------------------------------------------ linear layers
+
+/// Forward of a column-parallel linear layer y = x W, W (in, out) split by output columns:
+/// this rank computes its own columns y_shard = x W_shard, with no communication. The full y is
+/// the concatenation of the t shards in group-rank order (nobody needs to build it: the next
+/// layer is row-parallel and consumes the shard as it is).
+///
+/// TODO 7 of 11.4. x (n, in), w_shard (in, out/t), y_shard (n, out/t), overwritten.
+/// model::linear_forward with an empty bias does it.
+/// @throws std::invalid_argument when the shapes do not match.
+void column_parallel_forward(MatIn x, MatIn w_shard, MatOut y_shard);
+
+/// Backward of column_parallel_forward given this rank's dy_shard (n, out/t).
+///
+/// TODO 8 of 11.4. dW_shard = x^T dy_shard is local (accumulated, +=). Every rank's input
+/// gradient dy_shard W_shard^T is only a partial sum over its columns: overwrite dx (n, in) with
+/// it and sum it over `tp` with one all-reduce (ReduceOp::sum). dx must be contiguous.
+/// @throws std::invalid_argument when the shapes do not match.
+void column_parallel_backward(Comm& tp, MatIn x, MatIn w_shard, MatIn dy_shard, MatOut dx,
+                              MatOut dw_shard);
+
+/// Forward of a row-parallel linear layer y = x W, W (in, out) split by input rows: this rank
+/// holds x's matching columns x_shard (n, in/t), typically a column-parallel layer's output.
+///
+/// TODO 9 of 11.4. x_shard W_shard is a partial sum of y over this rank's rows: overwrite y (n,
+/// out) with it and all-reduce it over `tp` (ReduceOp::sum), so every rank ends with the whole y.
+/// y must be contiguous.
+/// @throws std::invalid_argument when the shapes do not match.
+void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, MatOut y);
+
+/// Backward of row_parallel_forward given the whole dy (n, out), which every rank holds.
+///
+/// TODO 10 of 11.4. Both gradients are local, no communication: dx_shard = dy W_shard^T
+/// (n, in/t, overwritten) and dW_shard += x_shard^T dy.
+/// @throws std::invalid_argument when the shapes do not match.
+void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
+                           MatOut dw_shard);
+
+// ------------------------------------------------------------------------------ FFN block
+
+/// One rank's share of a tensor-parallel FFN y = GELU(x W1) W2 (no biases), in its ledger.
+///
+/// | buffer   | shape                  | category          |
+/// |----------|------------------------|-------------------|
+/// | w1, w2   | (h, f/t), (f/t, h)     | Category::weights |
+/// | dw1, dw2 | as w1, w2              | Category::grads   |
+///
+/// h = hidden, f = ffn_hidden. So the weights per rank are ffn_params_per_rank(h, f, t) floats.
+struct TpFfn {
+  std::int64_t hidden = 0;      ///< h
+  std::int64_t ffn_hidden = 0;  ///< f, the unsplit inner width
+  int t = 1;                    ///< tensor-parallel group size
+  Buffer<float> w1;             ///< column_shard(W1, rank, t), row-major
+  Buffer<float> w2;             ///< row_shard(W2, rank, t), row-major
+  Buffer<float> dw1;            ///< gradient of w1, accumulated by tp_ffn_backward
+  Buffer<float> dw2;            ///< gradient of w2, accumulated by tp_ffn_backward
+};
+
+/// What tp_ffn_forward saves for the backward pass, in Category::activations.
+struct TpFfnCache {
+  std::int64_t tokens = 0;  ///< n, rows of x
+  Buffer<float> h;          ///< x W1_shard, (n, f/t)
+  Buffer<float> a;          ///< GELU(h), (n, f/t)
+};
+
+/// This rank's share of the FFN whose unsplit weights are full_ffn_weights(hidden, ffn_hidden,
+/// seed), for group rank tp.rank() of t = tp.size(), allocated as the TpFfn table says.
+///
+/// TODO 11 of 11.4. Every rank draws the same full weights (no communication), copies its
+/// column_shard of W1 and row_shard of W2 into ledger buffers, and zeroes the gradients (a
+/// fresh Buffer is zero). Only the shards stay allocated: the full matrices are temporaries
+/// of this function, outside the ledger, as if loaded from a checkpoint shard by shard.
+/// @throws std::invalid_argument when hidden or ffn_hidden is below 1 or t does not divide
+///         ffn_hidden (check_divides).
+TpFfn make_tp_ffn(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t ffn_hidden,
+                  std::uint64_t seed);
+
+/// Forward of the tensor-parallel FFN: y (n, h) = sum over ranks of GELU(x W1_i) W2_i, the same on
+/// every rank. x (n, h) is the whole input, which every rank holds. Returns the cache.
+///
+/// TODO 12 of 11.4. Allocate the cache (Category::activations), column_parallel_forward into h,
+/// model::gelu_forward into a, row_parallel_forward into y: exactly one all-reduce. Charge the
+/// matmuls to the clock: rank.compute(model::ffn_flops(n, h, f/t), "tp_ffn_forward").
+/// @throws std::invalid_argument when x or y is not (n, hidden).
+TpFfnCache tp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x, MatOut y);
+
+/// Backward of the tensor-parallel FFN: dx (n, h) overwritten with the whole input gradient (the
+/// same on every rank); ffn.dw1 and ffn.dw2 accumulate this rank's shards of the unsplit
+/// gradients.
+///
+/// TODO 13 of 11.4. row_parallel_backward gives da (local), model::gelu_backward gives dh, and
+/// column_parallel_backward gives dx with exactly one all-reduce. (model::ffn_backward with empty
+/// biases computes the local part in one call; then only the all-reduce is left.) Temporaries go
+/// in Category::activations. Charge 2 * ffn_flops(n, h, f/t) to the clock.
+/// @throws std::invalid_argument when x, dy or dx is not (n, hidden) or cache.tokens is not n.
+void tp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, MatIn x, const TpFfnCache& cache, MatIn dy,
+                     MatOut dx);
+
+// ------------------------------------------------------------------------------ attention block
+
+/// Given: the unsplit attention weights, every one (hidden, hidden): the inner width is hidden,
+/// heads blocks of hidden/heads columns.
+struct FullAttention {
+  MatrixRM wq;  ///< (hidden, hidden), head j in columns [j * dh, (j + 1) * dh)
+  MatrixRM wk;  ///< as wq
+  MatrixRM wv;  ///< as wq
+  MatrixRM wo;  ///< (hidden, hidden), head j in rows [j * dh, (j + 1) * dh)
+};
+
+/// Given: FullAttention with entries normal(0, 1/sqrt(hidden)) from model::Rng(seed): W_Q, W_K,
+/// W_V, W_O in that order, row-major.
+inline FullAttention full_attention_weights(std::int64_t hidden, std::uint64_t seed) {
+  args::check_count("full_attention_weights", "hidden", hidden);
+  FullAttention a{MatrixRM(hidden, hidden), MatrixRM(hidden, hidden), MatrixRM(hidden, hidden),
+                  MatrixRM(hidden, hidden)};
+  model::Rng rng(seed);
+  for (MatrixRM* m : {&a.wq, &a.wk, &a.wv, &a.wo})
+    rng.fill_normal(std::span<float>(m->data(), static_cast<std::size_t>(m->size())),
+                    1.0 / std::sqrt(static_cast<double>(hidden)));
+  return a;
+}
+
+/// One rank's share of a multi-head attention block split by heads: heads/t whole heads, i.e.
+/// column_shard of W_Q, W_K, W_V and row_shard of W_O (each (h, h/t) or (h/t, h)), under
+/// Category::weights, and their gradients dwq..dwo under Category::grads:
+/// attention_params_per_rank(h, heads, t) floats of each.
+struct TpAttention {
+  std::int64_t hidden = 0;  ///< h
+  std::int64_t heads = 0;   ///< all heads of the unsplit block
+  int t = 1;                ///< tensor-parallel group size
+  bool causal = true;       ///< mask future tokens
+  Buffer<float> wq;         ///< (h, h/t)
+  Buffer<float> wk;         ///< (h, h/t)
+  Buffer<float> wv;         ///< (h, h/t)
+  Buffer<float> wo;         ///< (h/t, h)
+  Buffer<float> dwq;        ///< gradient of wq, accumulated
+  Buffer<float> dwk;        ///< gradient of wk, accumulated
+  Buffer<float> dwv;        ///< gradient of wv, accumulated
+  Buffer<float> dwo;        ///< gradient of wo, accumulated
+};
+
+/// What tp_attention_forward saves for the backward pass, in Category::activations, shaped as
+/// model::attention_forward's saved tensors for heads/t heads.
+struct TpAttentionCache {
+  std::int64_t tokens = 0;  ///< n = batch * seq
+  std::int64_t seq = 0;     ///< tokens per sequence
+  Buffer<float> q;          ///< (n, h/t)
+  Buffer<float> k;          ///< (n, h/t)
+  Buffer<float> v;          ///< (n, h/t)
+  Buffer<float> p;          ///< (batch * heads/t * seq, seq), the attention probabilities
+  Buffer<float> o;          ///< (n, h/t), the heads' outputs before W_O
+};
+
+/// This rank's heads of the attention block whose unsplit weights are
+/// full_attention_weights(hidden, seed), for group rank tp.rank() of t = tp.size().
+///
+/// TODO 14 of 11.4. As make_tp_ffn: column_shard of W_Q, W_K, W_V, row_shard of W_O.
+/// @throws std::invalid_argument when hidden or heads is below 1, heads does not divide hidden,
+///         or t does not divide heads (each rank takes whole heads).
+TpAttention make_tp_attention(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t heads,
+                              std::uint64_t seed, bool causal = true);
+
+/// Forward of the attention block split by heads: y (n, h), the same on every rank, is the sum
+/// over ranks of their heads' attention times their rows of W_O. x (n, h) holds n tokens,
+/// sequence after sequence, `seq` per sequence.
+///
+/// TODO 15 of 11.4. Allocate the cache; model::attention_forward with heads/t heads and the
+/// shards computes this rank's partial y; one all-reduce sums it (contiguous(y, ...)). Charge
+/// model::attention_flops(n, seq, h, h/t) to the clock.
+/// @throws std::invalid_argument when x or y is not (n, hidden) or seq does not divide n.
+TpAttentionCache tp_attention_forward(Rank& rank, Comm& tp, const TpAttention& attn, MatIn x,
+                                      std::int64_t seq, MatOut y);
+
+/// Backward of tp_attention_forward: dx (n, h) overwritten with the whole input gradient, the
+/// same on every rank; attn.dwq..dwo accumulate this rank's shards of the unsplit gradients.
+///
+/// TODO 16 of 11.4. model::attention_backward gives this rank's partial dx and its weight
+/// gradients; one all-reduce sums dx. Charge 2 * attention_flops to the clock.
+/// @throws std::invalid_argument when x, dy or dx is not (cache.tokens, hidden).
+void tp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, MatIn x,
+                           const TpAttentionCache& cache, MatIn dy, MatOut dx);
+
+}  // namespace mgpu::tensor_parallel

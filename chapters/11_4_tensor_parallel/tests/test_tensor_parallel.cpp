@@ -1,0 +1,341 @@
+// 11.4 visible tests of the running tensor-parallel layers: column- and row-parallel linear and
+// the tensor-parallel FFN against the unsplit layers of the course model on one rank, the
+// all-reduces counted by the traffic meter against the 11.4 formulas, and the ledger's weights per
+// rank against ffn_params_per_rank.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "11_4_tensor_parallel/formulas.hpp"
+#include "11_4_tensor_parallel/tensor_parallel.hpp"
+
+using namespace mgpu;
+using namespace mgpu::tensor_parallel;
+
+namespace {
+
+MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  MatrixRM m(rows, cols);
+  model::Rng rng(seed);
+  rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), 1.0);
+  return m;
+}
+
+double max_abs_diff(MatIn a, MatIn b) {
+  REQUIRE(a.rows() == b.rows());
+  REQUIRE(a.cols() == b.cols());
+  return a.size() == 0 ? 0.0 : static_cast<double>((a - b).cwiseAbs().maxCoeff());
+}
+
+// fp32 tolerance for sums of a few dozen products of O(1) numbers.
+constexpr double kTol = 1e-5;
+
+// A tensor-parallel group of t ranks; the cluster holds two such groups side by side (ranks
+// [0, t) and [t, 2t)), so every test also checks that a group talks only to itself.
+Comm tp_group(Rank& r, int t) { return r.world().split(r.id() / t, r.id() % t, "tp"); }
+
+struct Shape {
+  Eigen::Index n, hidden, ffn;  // tokens, h, f
+};
+// Awkward sizes, every f divisible by 1, 2 and 4.
+constexpr Shape kShapes[] = {{5, 6, 12}, {3, 7, 20}, {1, 3, 4}, {9, 10, 8}};
+
+}  // namespace
+
+TEST_CASE(
+    "given shard helpers: the t column (row) shards put side by side (stacked) are the matrix") {
+  const MatrixRM w = random_matrix(8, 12, 1);
+  for (int t : {1, 2, 4}) {
+    MatrixRM cols(8, 12), rows(8, 12);
+    for (int r = 0; r < t; ++r) {
+      cols.middleCols(r * 12 / t, 12 / t) = column_shard(w, r, t);
+      rows.middleRows(r * 8 / t, 8 / t) = row_shard(w, r, t);
+    }
+    CHECK(max_abs_diff(cols, w) == 0);
+    CHECK(max_abs_diff(rows, w) == 0);
+  }
+  CHECK_THROWS_AS(row_shard(w, 0, 3), std::invalid_argument);     // 3 does not divide 8 rows
+  CHECK_THROWS_AS(column_shard(w, 3, 3), std::invalid_argument);  // rank 3 of 3
+}
+
+TEST_CASE(
+    "column-parallel linear equals the unsplit linear layer: y, dx and dW shards (t = 1, 2, 4)") {
+  for (const Shape& s : kShapes) {
+    const MatrixRM x = random_matrix(s.n, s.hidden, 2), w = random_matrix(s.hidden, s.ffn, 3);
+    const MatrixRM dy = random_matrix(s.n, s.ffn, 4);
+    const Eigen::RowVectorXf no_bias;
+    Eigen::RowVectorXf no_db;
+    MatrixRM y_ref(s.n, s.ffn), dx_ref(s.n, s.hidden), dw_ref = MatrixRM::Zero(s.hidden, s.ffn);
+    model::linear_forward(x, w, no_bias, y_ref);
+    model::linear_backward(x, w, dy, dx_ref, dw_ref, no_db);
+    for (int t : {1, 2, 4}) {
+      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+      Cluster cluster(2 * t);
+      cluster.run([&](Rank& r) {
+        Comm tp = tp_group(r, t);
+        const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
+        MatrixRM y(s.n, c), dx(s.n, s.hidden), dw = MatrixRM::Zero(s.hidden, c);
+        column_parallel_forward(x, column_shard(w, tp.rank(), t), y);
+        column_parallel_backward(tp, x, column_shard(w, tp.rank(), t), dy.middleCols(first, c), dx,
+                                 dw);
+        err[static_cast<std::size_t>(r.id())] =
+            std::max({max_abs_diff(y, y_ref.middleCols(first, c)), max_abs_diff(dx, dx_ref),
+                      max_abs_diff(dw, dw_ref.middleCols(first, c))});
+      });
+      const double worst = *std::max_element(err.begin(), err.end());
+      std::printf("column-parallel n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.hidden,
+                  s.ffn, t, worst);
+      CHECK(worst <= kTol);
+    }
+  }
+}
+
+TEST_CASE(
+    "row-parallel linear equals the unsplit linear layer: y, dx and dW shards (t = 1, 2, 4)") {
+  for (const Shape& s : kShapes) {
+    const MatrixRM x = random_matrix(s.n, s.ffn, 5), w = random_matrix(s.ffn, s.hidden, 6);
+    const MatrixRM dy = random_matrix(s.n, s.hidden, 7);
+    const Eigen::RowVectorXf no_bias;
+    Eigen::RowVectorXf no_db;
+    MatrixRM y_ref(s.n, s.hidden), dx_ref(s.n, s.ffn), dw_ref = MatrixRM::Zero(s.ffn, s.hidden);
+    model::linear_forward(x, w, no_bias, y_ref);
+    model::linear_backward(x, w, dy, dx_ref, dw_ref, no_db);
+    for (int t : {1, 2, 4}) {
+      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+      Cluster cluster(2 * t);
+      cluster.run([&](Rank& r) {
+        Comm tp = tp_group(r, t);
+        const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
+        const MatrixRM x_shard = x.middleCols(first, c), w_shard = row_shard(w, tp.rank(), t);
+        MatrixRM y(s.n, s.hidden), dx(s.n, c), dw = MatrixRM::Zero(c, s.hidden);
+        row_parallel_forward(tp, x_shard, w_shard, y);
+        row_parallel_backward(x_shard, w_shard, dy, dx, dw);
+        err[static_cast<std::size_t>(r.id())] =
+            std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref.middleCols(first, c)),
+                      max_abs_diff(dw, dw_ref.middleRows(first, c))});
+      });
+      const double worst = *std::max_element(err.begin(), err.end());
+      std::printf("row-parallel n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn, s.hidden,
+                  t, worst);
+      CHECK(worst <= kTol);
+    }
+  }
+}
+
+TEST_CASE("tensor-parallel FFN equals model::ffn_forward/ffn_backward on one rank (t = 1, 2, 4)") {
+  constexpr std::uint64_t seed = 42;
+  for (const Shape& s : kShapes) {
+    const FullFfn full = full_ffn_weights(s.hidden, s.ffn, seed);
+    const MatrixRM x = random_matrix(s.n, s.hidden, 8), dy = random_matrix(s.n, s.hidden, 9);
+    const Eigen::RowVectorXf no_bias;
+    Eigen::RowVectorXf no_db1, no_db2;
+    MatrixRM h(s.n, s.ffn), a(s.n, s.ffn), y_ref(s.n, s.hidden), dx_ref(s.n, s.hidden);
+    MatrixRM dw1_ref = MatrixRM::Zero(s.hidden, s.ffn), dw2_ref = MatrixRM::Zero(s.ffn, s.hidden);
+    model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, y_ref);
+    model::ffn_backward(x, full.w1, full.w2, h, a, dy, dx_ref, dw1_ref, no_db1, dw2_ref, no_db2);
+    for (int t : {1, 2, 4}) {
+      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+      Cluster cluster(2 * t);
+      cluster.run([&](Rank& r) {
+        Comm tp = tp_group(r, t);
+        TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
+        const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
+        const auto hs = static_cast<std::size_t>(s.hidden), cs = static_cast<std::size_t>(c);
+        MatrixRM y(s.n, s.hidden), dx(s.n, s.hidden);
+        const TpFfnCache cache = tp_ffn_forward(r, tp, ffn, x, y);
+        tp_ffn_backward(r, tp, ffn, x, cache, dy, dx);
+        err[static_cast<std::size_t>(r.id())] =
+            std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref),
+                      max_abs_diff(as_matrix(ffn.dw1, hs, cs), dw1_ref.middleCols(first, c)),
+                      max_abs_diff(as_matrix(ffn.dw2, cs, hs), dw2_ref.middleRows(first, c))});
+      });
+      const double worst = *std::max_element(err.begin(), err.end());
+      std::printf("tp FFN n=%td h=%td f=%td t=%d: max error of y, dx, dW1, dW2 %.3g\n", s.n,
+                  s.hidden, s.ffn, t, worst);
+      CHECK(worst <= kTol);
+    }
+  }
+}
+
+TEST_CASE("tensor-parallel FFN: one all-reduce of n*h floats forward, one backward, nothing else") {
+  // n = s * b tokens of width h: each pass all-reduces the block's activation once.
+  TransformerShape shape;
+  shape.seq = 4;
+  shape.micro_batch = 2;
+  shape.hidden = 8;
+  const Eigen::Index n = shape.seq * shape.micro_batch, h = shape.hidden, f = 4 * h;
+  const MatrixRM x = random_matrix(n, h, 10), dy = random_matrix(n, h, 11);
+  for (int t : {1, 2, 4}) {
+    std::vector<TrafficCounts> fwd(static_cast<std::size_t>(2 * t)), bwd(fwd.size());
+    std::vector<TrafficCounts> fwd_all(fwd.size()), bwd_all(fwd.size());
+    Cluster cluster(2 * t);
+    cluster.run([&](Rank& r) {
+      Comm tp = tp_group(r, t);
+      TpFfn ffn = make_tp_ffn(r, tp, h, f, 3);
+      MatrixRM y(n, h), dx(n, h);
+      const auto id = static_cast<std::size_t>(r.id());
+      r.traffic().reset();
+      const TpFfnCache cache = tp_ffn_forward(r, tp, ffn, x, y);
+      fwd[id] = r.traffic().of(OpKind::all_reduce, "tp");
+      fwd_all[id] = r.traffic().total();
+      r.traffic().reset();
+      tp_ffn_backward(r, tp, ffn, x, cache, dy, dx);
+      bwd[id] = r.traffic().of(OpKind::all_reduce, "tp");
+      bwd_all[id] = r.traffic().total();
+    });
+    // The formulas count two blocks per layer (attention and FFN); the FFN is one of them.
+    const double per_pass = block_bytes_sent_per_rank(shape, t, 4.0, Pass::forward) /
+                            static_cast<double>(all_reduces_per_block(Pass::forward));
+    const double payload = all_reduce_payload_bytes(shape, 4.0);
+    // A ring all-reduce over t ranks takes 2 (t - 1) steps, one message each.
+    const auto ring_steps = static_cast<std::uint64_t>(2 * (t - 1));
+    std::printf(
+        "t=%d: forward sent %llu bytes in %llu messages, backward %llu in %llu; formula %.0f per "
+        "pass "
+        "(payload %.0f)\n",
+        t, static_cast<unsigned long long>(fwd[0].bytes_sent),
+        static_cast<unsigned long long>(fwd[0].messages_sent),
+        static_cast<unsigned long long>(bwd[0].bytes_sent),
+        static_cast<unsigned long long>(bwd[0].messages_sent), per_pass, payload);
+    CHECK(payload == doctest::Approx(4.0 * static_cast<double>(n * h)));
+    for (std::size_t i = 0; i < fwd.size(); ++i) {
+      for (const TrafficCounts* c : {&fwd[i], &bwd[i]}) {
+        CHECK(static_cast<double>(c->bytes_sent) == doctest::Approx(per_pass));
+        CHECK(c->messages_sent == ring_steps);  // exactly one all-reduce
+      }
+      CHECK(fwd_all[i] == fwd[i]);  // no other communication
+      CHECK(bwd_all[i] == bwd[i]);
+    }
+  }
+}
+
+TEST_CASE("the ledger holds 1/t of the FFN's weights and gradients per rank: ffn_params_per_rank") {
+  const std::int64_t h = 12, f = 48;
+  std::size_t previous = 0;
+  for (int t : {1, 2, 4}) {
+    Cluster cluster(t);
+    cluster.run([&](Rank& r) {
+      Comm tp = r.world().split(0, r.id(), "tp");
+      TpFfn ffn = make_tp_ffn(r, tp, h, f, 5);
+      MatrixRM x = random_matrix(3, h, 12), y(3, h), dx(3, h);
+      const TpFfnCache cache = tp_ffn_forward(r, tp, ffn, x, y);
+      tp_ffn_backward(r, tp, ffn, x, cache, y, dx);
+    });
+    const double want = 4.0 * ffn_params_per_rank(h, f, t);
+    for (int r = 0; r < t; ++r) {
+      const MemoryLedger& m = cluster.report(r).memory;
+      if (r == 0)
+        std::printf("t=%d: weights %zu bytes, grads %zu bytes per rank; formula %.0f\n", t,
+                    m.peak(Category::weights), m.peak(Category::grads), want);
+      CHECK(static_cast<double>(m.peak(Category::weights)) == want);
+      CHECK(static_cast<double>(m.peak(Category::grads)) == want);
+      CHECK(m.peak(Category::activations) > 0);  // the cache is counted too
+    }
+    if (previous != 0) CHECK(cluster.report(0).memory.peak(Category::weights) * 2 == previous);
+    previous = cluster.report(0).memory.peak(Category::weights);
+  }
+}
+
+TEST_CASE(
+    "attention split by heads equals model::attention_forward/backward, one all-reduce per pass") {
+  struct AttnShape {
+    Eigen::Index batch, seq, hidden, heads;
+    bool causal;
+  };
+  constexpr std::uint64_t seed = 17;
+  for (const AttnShape& s :
+       {AttnShape{2, 3, 8, 4, true}, AttnShape{1, 5, 12, 4, false}, AttnShape{3, 1, 4, 4, true}}) {
+    const Eigen::Index n = s.batch * s.seq, h = s.hidden, dh = h / s.heads;
+    const FullAttention full = full_attention_weights(h, seed);
+    const MatrixRM x = random_matrix(n, h, 13), dy = random_matrix(n, h, 14);
+    MatrixRM q(n, h), k(n, h), v(n, h), o(n, h), p(s.batch * s.heads * s.seq, s.seq), y_ref(n, h),
+        dx_ref(n, h);
+    MatrixRM dwq = MatrixRM::Zero(h, h), dwk = dwq, dwv = dwq, dwo = dwq;
+    model::attention_forward(x, s.seq, s.heads, s.causal, full.wq, full.wk, full.wv, full.wo, q, k,
+                             v, p, o, y_ref);
+    model::attention_backward(x, s.seq, s.heads, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
+                              dy, dx_ref, dwq, dwk, dwv, dwo);
+    for (int t : {1, 2, 4}) {
+      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+      std::vector<TrafficCounts> sent(err.size());
+      Cluster cluster(2 * t);
+      cluster.run([&](Rank& r) {
+        Comm tp = tp_group(r, t);
+        TpAttention attn = make_tp_attention(r, tp, h, s.heads, seed, s.causal);
+        const Eigen::Index c = h / t, first = tp.rank() * c;
+        const auto hs = static_cast<std::size_t>(h), cs = static_cast<std::size_t>(c);
+        MatrixRM y(n, h), dx(n, h);
+        r.traffic().reset();
+        const TpAttentionCache cache = tp_attention_forward(r, tp, attn, x, s.seq, y);
+        tp_attention_backward(r, tp, attn, x, cache, dy, dx);
+        const auto id = static_cast<std::size_t>(r.id());
+        sent[id] = r.traffic().total();
+        err[id] = std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref),
+                            max_abs_diff(as_matrix(attn.dwq, hs, cs), dwq.middleCols(first, c)),
+                            max_abs_diff(as_matrix(attn.dwk, hs, cs), dwk.middleCols(first, c)),
+                            max_abs_diff(as_matrix(attn.dwv, hs, cs), dwv.middleCols(first, c)),
+                            max_abs_diff(as_matrix(attn.dwo, cs, hs), dwo.middleRows(first, c))});
+      });
+      const double worst = *std::max_element(err.begin(), err.end());
+      std::printf(
+          "tp attention n=%td seq=%td h=%td heads=%td (dh=%td) t=%d: max error %.3g, sent %llu "
+          "bytes\n",
+          n, s.seq, h, s.heads, dh, t, worst, static_cast<unsigned long long>(sent[0].bytes_sent));
+      CHECK(worst <= kTol);
+      // Forward and backward: two all-reduces of n*h floats, and nothing else.
+      const double ring = 2.0 * (t - 1) / t;
+      for (const TrafficCounts& c : sent) {
+        CHECK(static_cast<double>(c.bytes_sent) ==
+              doctest::Approx(2 * ring * 4.0 * static_cast<double>(n * h)));
+        CHECK(c.messages_sent == static_cast<std::uint64_t>(2 * 2 * (t - 1)));
+        CHECK(c == sent[0]);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "the ledger holds 1/t of the attention block's weights per rank: attention_params_per_rank") {
+  const std::int64_t h = 16, heads = 4;
+  for (int t : {1, 2, 4}) {
+    Cluster cluster(t);
+    cluster.run([&](Rank& r) {
+      Comm tp = r.world().split(0, r.id(), "tp");
+      TpAttention attn = make_tp_attention(r, tp, h, heads, 5);
+    });
+    const double want = 4.0 * attention_params_per_rank(h, heads, t);
+    std::printf("t=%d: attention weights %zu bytes per rank; formula %.0f\n", t,
+                cluster.report(0).memory.peak(Category::weights), want);
+    for (int r = 0; r < t; ++r) {
+      CHECK(static_cast<double>(cluster.report(r).memory.peak(Category::weights)) == want);
+      CHECK(static_cast<double>(cluster.report(r).memory.peak(Category::grads)) == want);
+    }
+  }
+  Cluster three(3);  // 3 does not divide 4 heads
+  CHECK_THROWS_AS(three.run([&](Rank& r) { make_tp_attention(r, r.world(), h, heads, 1); }),
+                  std::invalid_argument);
+}
+
+TEST_CASE("invalid arguments throw and name the problem") {
+  Cluster cluster(4);
+  CHECK_THROWS_AS(
+      cluster.run([&](Rank& r) { make_tp_ffn(r, r.world(), 6, 10, 1); }),  // 4 does not divide 10
+      std::invalid_argument);
+  CHECK_THROWS_AS(cluster.run([&](Rank& r) { make_tp_ffn(r, r.world(), 0, 8, 1); }),
+                  std::invalid_argument);
+  const MatrixRM x = random_matrix(3, 4, 1), w = random_matrix(5, 2, 2);
+  MatrixRM y(3, 2);
+  CHECK_THROWS_AS(column_parallel_forward(x, w, y),
+                  std::invalid_argument);  // x has 4 columns, w 5 rows
+  CHECK_THROWS_AS(cluster.run([&](Rank& r) {
+    Comm tp = r.world();
+    TpFfn ffn = make_tp_ffn(r, tp, 4, 8, 1);
+    MatrixRM wrong(3, 5);
+    tp_ffn_forward(r, tp, ffn, x, wrong);
+  }),
+                  std::invalid_argument);
+}

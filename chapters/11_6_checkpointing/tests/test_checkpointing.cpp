@@ -1,0 +1,190 @@
+// 11.6 visible tests of the running checkpointing code: the same gradients as plain training for
+// every k, the ledger's activation peak against checkpointed_peak_bytes, the recomputed FLOPs on
+// the clock against recompute_extra_flops_fraction, and the peak's minimum near sqrt(L).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "11_6_checkpointing/checkpointing.hpp"
+#include "11_6_checkpointing/formulas.hpp"
+
+using namespace mgpu;
+using namespace mgpu::checkpointing;
+
+namespace {
+
+model::ModelConfig config(std::int64_t layers, bool attention) {
+  model::ModelConfig c;
+  c.d_in = 5;
+  c.d_model = 8;
+  c.d_ff = 16;
+  c.n_layers = layers;
+  c.n_heads = 2;
+  c.seq_len = 4;
+  c.d_out = 3;
+  c.attention = attention;
+  return c;
+}
+
+// What one step left behind on a fresh rank.
+struct Run {
+  std::vector<float> grads;
+  double loss = 0;
+  std::size_t peak_activations = 0;  // ledger peak of Category::activations during the step
+  double compute_seconds = 0;        // compute charged to the clock during the step
+  double flops_per_second = 0;
+};
+
+// One step, plain (k = 0) or with a checkpoint every k blocks.
+Run step(const model::Model& net, const model::Batch& batch, std::int64_t k) {
+  Run run;
+  Cluster(1).run([&](Rank& r) {
+    model::Replica rep = net.make_replica(r.memory(), 11);
+    r.memory().reset_peaks();
+    const double t0 = r.clock().compute_time();
+    run.loss = k == 0 ? net.forward_backward(r, rep.params.span(), rep.grads.span(), batch)
+                      : checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, k);
+    run.compute_seconds = r.clock().compute_time() - t0;
+    run.peak_activations = r.memory().peak(Category::activations);
+    CHECK(r.memory().current(Category::activations) == 0);  // nothing left behind
+    run.grads.assign(rep.grads.begin(), rep.grads.end());
+    run.flops_per_second = r.config().flops_per_second;
+  });
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("the given block sizes are what the ledger records for one block's cache and input") {
+  for (bool attention : {true, false}) {
+    const model::Model net(config(2, attention));
+    const model::Batch batch = net.make_batch(3, 5);
+    Cluster(1).run([&](Rank& r) {
+      model::Replica rep = net.make_replica(r.memory(), 1);
+      model::UnitCache embed, block;
+      Buffer<float> x = net.input(r, batch);
+      x = net.unit_forward(r, 0, net.unit_view(std::span<const float>(rep.params.span()), 0), std::move(x),
+                           batch.tokens(), &embed);
+      CHECK(x.bytes() == block_checkpoint_bytes(net, batch.tokens()));
+      const std::size_t before = r.memory().current(Category::activations);
+      x = net.unit_forward(r, 1, net.unit_view(std::span<const float>(rep.params.span()), 1), std::move(x),
+                           batch.tokens(), &block);
+      CHECK(block.bytes() == block_saved_bytes(net, batch.tokens()));
+      // The ledger grew by the cache's internals and the new output (the input moved into the cache).
+      CHECK(r.memory().current(Category::activations) - before ==
+            block.bytes() - block_checkpoint_bytes(net, batch.tokens()) + x.bytes());
+    });
+  }
+}
+
+TEST_CASE("gradients and loss are bitwise those of plain forward_backward for every k") {
+  // Bitwise, not within a tolerance: the recomputed forward sees the same input bits and runs the
+  // same kernels, and the backward runs in the same unit order, so every float is the same.
+  for (std::int64_t layers : {1, 3, 6}) {
+    for (bool attention : {true, false}) {
+      const model::Model net(config(layers, attention));
+      const model::Batch batch = net.make_batch(3, 7);
+      const Run plain = step(net, batch, 0);
+      for (std::int64_t k = 1; k <= layers; ++k) {
+        const Run ck = step(net, batch, k);
+        double max_err = 0;
+        for (std::size_t i = 0; i < plain.grads.size(); ++i)
+          max_err = std::max(max_err, static_cast<double>(std::fabs(ck.grads[i] - plain.grads[i])));
+        std::printf("L=%lld k=%lld attention=%d: max |grad diff| = %g\n", static_cast<long long>(layers),
+                    static_cast<long long>(k), attention ? 1 : 0, max_err);
+        CHECK(ck.grads == plain.grads);
+        CHECK(ck.loss == plain.loss);
+      }
+    }
+  }
+}
+
+TEST_CASE("the activation peak is checkpointed_peak_bytes plus the embedding input, one C when k divides L") {
+  for (std::int64_t layers : {1, 4, 7, 9}) {
+    for (bool attention : {true, false}) {
+      const model::Model net(config(layers, attention));
+      const model::Batch batch = net.make_batch(2, 3);
+      const std::int64_t n = batch.tokens();
+      const auto C = static_cast<double>(block_checkpoint_bytes(net, n));
+      const auto B = static_cast<double>(block_saved_bytes(net, n));
+      const auto E = static_cast<double>(n * net.config().d_in * 4);
+      for (std::int64_t k = 1; k <= layers; ++k) {
+        const Run ck = step(net, batch, k);
+        const double formula = checkpointed_peak_bytes(layers, k, C, B);
+        const double whole = static_cast<double>(layers / k), parts = static_cast<double>((layers + k - 1) / k);
+        const double predicted = formula + E + C - (parts - whole) * C;
+        std::printf("L=%lld k=%lld attention=%d: peak %zu B, formula %.0f B, predicted %.0f B\n",
+                    static_cast<long long>(layers), static_cast<long long>(k), attention ? 1 : 0,
+                    ck.peak_activations, formula, predicted);
+        CHECK(static_cast<double>(ck.peak_activations) == predicted);
+      }
+    }
+  }
+}
+
+TEST_CASE("recomputation charges exactly one more forward of every block to the clock") {
+  for (std::int64_t layers : {2, 5}) {
+    const model::Model net(config(layers, true));
+    const model::Batch batch = net.make_batch(4, 9);
+    const std::int64_t n = batch.tokens();
+    const Run plain = step(net, batch, 0);
+    double block_flops = 0;
+    for (int u = 1; u <= layers; ++u) block_flops += net.unit_forward_flops(u, n);
+    for (std::int64_t k = 1; k <= layers; ++k) {
+      const Run ck = step(net, batch, k);
+      const double extra = (ck.compute_seconds - plain.compute_seconds) * ck.flops_per_second;
+      const double plain_flops = plain.compute_seconds * plain.flops_per_second;
+      CHECK(extra == doctest::Approx(block_flops).epsilon(1e-9));
+      // The formula's fraction assumes every layer is a block; the embedding and head, which are
+      // never recomputed, dilute it by their share of the forward.
+      const double fraction = recompute_extra_flops_fraction(layers, layers) * block_flops / net.forward_flops(n);
+      std::printf("L=%lld k=%lld: extra %.0f FLOPs = %.4f of the step (formula, diluted: %.4f)\n",
+                  static_cast<long long>(layers), static_cast<long long>(k), extra, extra / plain_flops, fraction);
+      CHECK(extra / plain_flops == doctest::Approx(fraction).epsilon(1e-9));
+    }
+  }
+}
+
+TEST_CASE("a k near sqrt(L) gives a lower peak than k = 1 and k = L, and below plain training") {
+  // Blocks that save little beyond their input (a thin FFN, no attention): B = 1.25 C, so the best
+  // k is near sqrt(L * C / B) = 5.4. A transformer block saves ~10 C and pushes the best k to 1-2.
+  model::ModelConfig c = config(36, false);
+  c.d_in = 4;
+  c.d_model = 16;
+  c.d_ff = 2;
+  c.d_out = 4;
+  const model::Model net(c);
+  const model::Batch batch = net.make_batch(2, 1);
+  const std::int64_t k = best_interval(net, batch.tokens());
+  CHECK(k == best_checkpoint_interval_bytes(36, static_cast<double>(block_checkpoint_bytes(net, batch.tokens())),
+                                            static_cast<double>(block_saved_bytes(net, batch.tokens()))));
+  const Run plain = step(net, batch, 0), best = step(net, batch, k), every = step(net, batch, 1),
+            one = step(net, batch, 36);
+  std::printf("L=36: best k=%lld peak %zu B; k=1 %zu B; k=L %zu B; plain %zu B\n", static_cast<long long>(k),
+              best.peak_activations, every.peak_activations, one.peak_activations, plain.peak_activations);
+  CHECK(k > 1);
+  CHECK(k < 36);
+  CHECK(best.peak_activations < every.peak_activations);
+  CHECK(best.peak_activations < one.peak_activations);
+  CHECK(best.peak_activations < plain.peak_activations);
+}
+
+TEST_CASE("checkpointing rejects an interval outside [1, L] and a wrong cache count") {
+  const model::Model net(config(3, true));
+  const model::Batch batch = net.make_batch(1, 2);
+  Cluster(1).run([&](Rank& r) {
+    model::Replica rep = net.make_replica(r.memory(), 1);
+    CHECK_THROWS_AS(checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, 0),
+                    std::invalid_argument);
+    CHECK_THROWS_AS(checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, 4),
+                    std::invalid_argument);
+    std::vector<model::UnitCache> caches(1);
+    Buffer<float> cp(r.memory(), Category::activations, block_checkpoint_bytes(net, batch.tokens()) / 4, "cp");
+    CHECK_THROWS_AS(recompute_segment(r, net, rep.params.span(), Segment{0, 2}, std::move(cp), batch.tokens(), caches),
+                    std::invalid_argument);
+  });
+}

@@ -1,0 +1,218 @@
+// 11.4 Tensor parallelism, reference solution: column- and row-parallel linear layers, the
+// tensor-parallel FFN and attention by heads, each with one all-reduce per pass.
+#include "11_4_tensor_parallel/tensor_parallel.hpp"
+
+#include <string>
+#include <utility>
+
+namespace mgpu::tensor_parallel {
+
+namespace {
+
+// Throws std::invalid_argument naming `where` and the matrix unless it is (rows, cols).
+void check_shape(const char* where, const char* name, Eigen::Index rows, Eigen::Index cols,
+                 Eigen::Index want_rows, Eigen::Index want_cols) {
+  if (rows != want_rows || cols != want_cols)
+    args::fail(where, name, "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")",
+               "has the wrong shape: expected (" + std::to_string(want_rows) + ", " +
+                   std::to_string(want_cols) + ")");
+}
+
+}  // namespace
+
+void column_parallel_forward(MatIn x, MatIn w_shard, MatOut y_shard) {
+  check_shape("column_parallel_forward", "w_shard", w_shard.rows(), w_shard.cols(), x.cols(),
+              w_shard.cols());
+  check_shape("column_parallel_forward", "y_shard", y_shard.rows(), y_shard.cols(), x.rows(),
+              w_shard.cols());
+  const Eigen::RowVectorXf no_bias;
+  model::linear_forward(x, w_shard, no_bias, y_shard);
+}
+
+void column_parallel_backward(Comm& tp, MatIn x, MatIn w_shard, MatIn dy_shard, MatOut dx,
+                              MatOut dw_shard) {
+  const char* where = "column_parallel_backward";
+  check_shape(where, "w_shard", w_shard.rows(), w_shard.cols(), x.cols(), w_shard.cols());
+  check_shape(where, "dy_shard", dy_shard.rows(), dy_shard.cols(), x.rows(), w_shard.cols());
+  check_shape(where, "dx", dx.rows(), dx.cols(), x.rows(), x.cols());
+  check_shape(where, "dw_shard", dw_shard.rows(), dw_shard.cols(), w_shard.rows(), w_shard.cols());
+  Eigen::RowVectorXf no_db;
+  model::linear_backward(x, w_shard, dy_shard, dx, dw_shard, no_db);
+  // Each rank's dx covers only its output columns: the whole gradient is the sum over the group.
+  tp.all_reduce(contiguous(dx, where), ReduceOp::sum);
+}
+
+void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, MatOut y) {
+  const char* where = "row_parallel_forward";
+  check_shape(where, "w_shard", w_shard.rows(), w_shard.cols(), x_shard.cols(), w_shard.cols());
+  check_shape(where, "y", y.rows(), y.cols(), x_shard.rows(), w_shard.cols());
+  const Eigen::RowVectorXf no_bias;
+  model::linear_forward(x_shard, w_shard, no_bias, y);
+  // x_shard W_shard sums over this rank's rows of W only: add the group's partial outputs.
+  tp.all_reduce(contiguous(y, where), ReduceOp::sum);
+}
+
+void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
+                           MatOut dw_shard) {
+  const char* where = "row_parallel_backward";
+  check_shape(where, "w_shard", w_shard.rows(), w_shard.cols(), x_shard.cols(), w_shard.cols());
+  check_shape(where, "dy", dy.rows(), dy.cols(), x_shard.rows(), w_shard.cols());
+  check_shape(where, "dx_shard", dx_shard.rows(), dx_shard.cols(), x_shard.rows(), x_shard.cols());
+  check_shape(where, "dw_shard", dw_shard.rows(), dw_shard.cols(), w_shard.rows(), w_shard.cols());
+  Eigen::RowVectorXf no_db;
+  model::linear_backward(x_shard, w_shard, dy, dx_shard, dw_shard, no_db);
+}
+
+TpFfn make_tp_ffn(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t ffn_hidden,
+                  std::uint64_t seed) {
+  args::check_count("make_tp_ffn", "hidden", hidden);
+  args::check_count("make_tp_ffn", "ffn_hidden", ffn_hidden);
+  const int t = tp.size();
+  check_divides("make_tp_ffn", "t", t, "ffn_hidden", ffn_hidden,
+                "each rank needs a whole number of columns of W1");
+  const FullFfn full = full_ffn_weights(hidden, ffn_hidden, seed);
+  const std::int64_t f = ffn_hidden / t;
+  const auto count = static_cast<std::size_t>(hidden * f);
+  TpFfn ffn;
+  ffn.hidden = hidden;
+  ffn.ffn_hidden = ffn_hidden;
+  ffn.t = t;
+  ffn.w1 = Buffer<float>(rank.memory(), Category::weights, count, "tp_ffn.w1");
+  ffn.w2 = Buffer<float>(rank.memory(), Category::weights, count, "tp_ffn.w2");
+  ffn.dw1 = Buffer<float>(rank.memory(), Category::grads, count, "tp_ffn.dw1");
+  ffn.dw2 = Buffer<float>(rank.memory(), Category::grads, count, "tp_ffn.dw2");
+  const auto h = static_cast<std::size_t>(hidden);
+  const auto fs = static_cast<std::size_t>(f);
+  as_matrix(ffn.w1, h, fs) = column_shard(full.w1, tp.rank(), t);
+  as_matrix(ffn.w2, fs, h) = row_shard(full.w2, tp.rank(), t);
+  return ffn;
+}
+
+TpFfnCache tp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x, MatOut y) {
+  const char* where = "tp_ffn_forward";
+  check_shape(where, "x", x.rows(), x.cols(), x.rows(), ffn.hidden);
+  check_shape(where, "y", y.rows(), y.cols(), x.rows(), ffn.hidden);
+  const auto n = static_cast<std::size_t>(x.rows());
+  const auto h = static_cast<std::size_t>(ffn.hidden);
+  const auto f = static_cast<std::size_t>(ffn.ffn_hidden / ffn.t);
+  TpFfnCache cache;
+  cache.tokens = x.rows();
+  cache.h = Buffer<float>(rank.memory(), Category::activations, n * f, "tp_ffn.h");
+  cache.a = Buffer<float>(rank.memory(), Category::activations, n * f, "tp_ffn.a");
+  const auto w1 = as_matrix(ffn.w1, h, f);
+  const auto w2 = as_matrix(ffn.w2, f, h);
+  auto hm = as_matrix(cache.h, n, f);
+  auto am = as_matrix(cache.a, n, f);
+  column_parallel_forward(x, w1, hm);
+  model::gelu_forward(hm, am);
+  rank.compute(model::ffn_flops(x.rows(), ffn.hidden, ffn.ffn_hidden / ffn.t), where);
+  row_parallel_forward(tp, am, w2, y);
+  return cache;
+}
+
+void tp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, MatIn x, const TpFfnCache& cache, MatIn dy,
+                     MatOut dx) {
+  const char* where = "tp_ffn_backward";
+  check_shape(where, "x", x.rows(), x.cols(), cache.tokens, ffn.hidden);
+  check_shape(where, "dy", dy.rows(), dy.cols(), cache.tokens, ffn.hidden);
+  check_shape(where, "dx", dx.rows(), dx.cols(), cache.tokens, ffn.hidden);
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  const auto h = static_cast<std::size_t>(ffn.hidden);
+  const auto f = static_cast<std::size_t>(ffn.ffn_hidden / ffn.t);
+  Buffer<float> da(rank.memory(), Category::activations, n * f, "tp_ffn.da");
+  Buffer<float> dh(rank.memory(), Category::activations, n * f, "tp_ffn.dh");
+  auto dam = as_matrix(da, n, f);
+  auto dhm = as_matrix(dh, n, f);
+  auto dw1 = as_matrix(ffn.dw1, h, f);
+  auto dw2 = as_matrix(ffn.dw2, f, h);
+  row_parallel_backward(as_matrix(cache.a, n, f), as_matrix(ffn.w2, f, h), dy, dam, dw2);
+  model::gelu_backward(as_matrix(cache.h, n, f), dam, dhm);
+  rank.compute(2 * model::ffn_flops(cache.tokens, ffn.hidden, ffn.ffn_hidden / ffn.t), where);
+  column_parallel_backward(tp, x, as_matrix(ffn.w1, h, f), dhm, dx, dw1);
+}
+
+TpAttention make_tp_attention(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t heads,
+                              std::uint64_t seed, bool causal) {
+  const char* where = "make_tp_attention";
+  args::check_count(where, "hidden", hidden);
+  args::check_count(where, "heads", heads);
+  const int t = tp.size();
+  check_divides(where, "heads", heads, "hidden", hidden, "every head needs hidden/heads columns");
+  check_divides(where, "t", t, "heads", heads, "each rank takes whole heads");
+  const FullAttention full = full_attention_weights(hidden, seed);
+  const auto h = static_cast<std::size_t>(hidden);
+  const auto c = static_cast<std::size_t>(hidden / t);
+  TpAttention attn;
+  attn.hidden = hidden;
+  attn.heads = heads;
+  attn.t = t;
+  attn.causal = causal;
+  const std::pair<Buffer<float>*, const MatrixRM*> cols[] = {
+      {&attn.wq, &full.wq}, {&attn.wk, &full.wk}, {&attn.wv, &full.wv}};
+  for (const auto& [buf, w] : cols) {
+    *buf = Buffer<float>(rank.memory(), Category::weights, h * c, "tp_attention.w");
+    as_matrix(*buf, h, c) = column_shard(*w, tp.rank(), t);
+  }
+  attn.wo = Buffer<float>(rank.memory(), Category::weights, h * c, "tp_attention.wo");
+  as_matrix(attn.wo, c, h) = row_shard(full.wo, tp.rank(), t);
+  for (Buffer<float>* g : {&attn.dwq, &attn.dwk, &attn.dwv, &attn.dwo})
+    *g = Buffer<float>(rank.memory(), Category::grads, h * c, "tp_attention.dw");
+  return attn;
+}
+
+TpAttentionCache tp_attention_forward(Rank& rank, Comm& tp, const TpAttention& attn, MatIn x,
+                                      std::int64_t seq, MatOut y) {
+  const char* where = "tp_attention_forward";
+  check_shape(where, "x", x.rows(), x.cols(), x.rows(), attn.hidden);
+  check_shape(where, "y", y.rows(), y.cols(), x.rows(), attn.hidden);
+  args::check_count(where, "seq", seq);
+  check_divides(where, "seq", seq, "tokens", x.rows(), "x holds whole sequences");
+  const auto n = static_cast<std::size_t>(x.rows());
+  const auto h = static_cast<std::size_t>(attn.hidden);
+  const auto c = static_cast<std::size_t>(attn.hidden / attn.t);
+  const std::int64_t local_heads = attn.heads / attn.t;
+  const auto p_rows = static_cast<std::size_t>(x.rows() / seq * local_heads * seq);
+  const auto s = static_cast<std::size_t>(seq);
+  TpAttentionCache cache;
+  cache.tokens = x.rows();
+  cache.seq = seq;
+  for (Buffer<float>* b : {&cache.q, &cache.k, &cache.v, &cache.o})
+    *b = Buffer<float>(rank.memory(), Category::activations, n * c, "tp_attention.cache");
+  cache.p = Buffer<float>(rank.memory(), Category::activations, p_rows * s, "tp_attention.p");
+  // This rank's heads give a partial y: the sum over W_O's row blocks is split across the group.
+  model::attention_forward(x, seq, local_heads, attn.causal, as_matrix(attn.wq, h, c),
+                           as_matrix(attn.wk, h, c), as_matrix(attn.wv, h, c),
+                           as_matrix(attn.wo, c, h), as_matrix(cache.q, n, c),
+                           as_matrix(cache.k, n, c), as_matrix(cache.v, n, c),
+                           as_matrix(cache.p, p_rows, s), as_matrix(cache.o, n, c), y);
+  rank.compute(model::attention_flops(x.rows(), seq, attn.hidden, attn.hidden / attn.t), where);
+  tp.all_reduce(contiguous(y, where), ReduceOp::sum);
+  return cache;
+}
+
+void tp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, MatIn x,
+                           const TpAttentionCache& cache, MatIn dy, MatOut dx) {
+  const char* where = "tp_attention_backward";
+  check_shape(where, "x", x.rows(), x.cols(), cache.tokens, attn.hidden);
+  check_shape(where, "dy", dy.rows(), dy.cols(), cache.tokens, attn.hidden);
+  check_shape(where, "dx", dx.rows(), dx.cols(), cache.tokens, attn.hidden);
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  const auto h = static_cast<std::size_t>(attn.hidden);
+  const auto c = static_cast<std::size_t>(attn.hidden / attn.t);
+  const std::int64_t local_heads = attn.heads / attn.t;
+  const auto s = static_cast<std::size_t>(cache.seq);
+  const std::size_t p_rows = cache.p.size() / s;
+  model::attention_backward(
+      x, cache.seq, local_heads, as_matrix(attn.wq, h, c), as_matrix(attn.wk, h, c),
+      as_matrix(attn.wv, h, c), as_matrix(attn.wo, c, h), as_matrix(cache.q, n, c),
+      as_matrix(cache.k, n, c), as_matrix(cache.v, n, c), as_matrix(cache.p, p_rows, s),
+      as_matrix(cache.o, n, c), dy, dx, as_matrix(attn.dwq, h, c), as_matrix(attn.dwk, h, c),
+      as_matrix(attn.dwv, h, c), as_matrix(attn.dwo, c, h));
+  rank.compute(
+      2 * model::attention_flops(cache.tokens, cache.seq, attn.hidden, attn.hidden / attn.t),
+      where);
+  // dx sums over every head; this rank saw only its own.
+  tp.all_reduce(contiguous(dx, where), ReduceOp::sum);
+}
+
+}  // namespace mgpu::tensor_parallel
