@@ -7,33 +7,13 @@
 
 #include "11_2_data_parallel/data_parallel.hpp"
 #include "case.hpp"
+#include "model_inputs.hpp"
 
 using namespace mgpu::grade;
 namespace dp = mgpu::data_parallel;
 namespace model = mgpu::model;
 
 namespace {
-
-// A small course model whose shape comes from the seed.
-model::ModelConfig drawn_config(Ctx& ctx) {
-  model::ModelConfig c;
-  c.d_in = ctx.uniform_int(3, 8);
-  c.n_heads = ctx.pick({1, 2, 4});
-  c.d_model = c.n_heads * ctx.uniform_int(2, 6);
-  c.d_ff = 2 * c.d_model;
-  c.n_layers = ctx.uniform_int(1, 4);
-  c.seq_len = ctx.uniform_int(2, 5);
-  c.d_out = ctx.uniform_int(1, 4);
-  return c;
-}
-
-// Every k-th element of a replica's parameters, k chosen so that at most about 1500 are emitted.
-std::vector<float> every_kth(const std::vector<float>& params) {
-  const std::size_t k = std::max<std::size_t>(1, (params.size() + 1499) / 1500);
-  std::vector<float> out;
-  for (std::size_t i = 0; i < params.size(); i += k) out.push_back(params[i]);
-  return out;
-}
 
 // 1 when every rank's parameters are bitwise the same as rank 0's.
 double bitwise_identical(const std::vector<std::vector<float>>& params) {
@@ -74,7 +54,7 @@ Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int steps,
 
 // A plain data-parallel run on a drawn model, rank count and batch (a multiple of the ranks).
 void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   mgpu::ClusterConfig cc;
   cc.world_size = ctx.pick({1, 2, 3, 4, 6, 8});
   const std::int64_t sequences = cc.world_size * ctx.uniform_int(1, 3);
@@ -90,7 +70,7 @@ void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
 }  // namespace
 
 MGPU_CASE("11_2.local_batch") {
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   const int ranks = ctx.uniform_int(1, 8);
   const model::Batch global = net.make_batch(ranks * ctx.uniform_int(1, 4), 17);
   const int rank = ctx.uniform_int(0, ranks - 1);
@@ -108,7 +88,7 @@ MGPU_CASE("11_2.dp_step_runtime") { dp_step_case(ctx, dp::GradAverager::runtime)
 MGPU_CASE("11_2.dp_step_ring") { dp_step_case(ctx, dp::GradAverager::ring); }
 
 MGPU_CASE("11_2.plan_buckets") {
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   // From one tensor per bucket to one bucket for everything.
   const auto cap = static_cast<std::size_t>(ctx.pick({0.0, ctx.log_uniform(16, 4.0 * static_cast<double>(net.num_params()) * 2)}));
   std::vector<double> offsets, counts, units;

@@ -8,33 +8,13 @@
 
 #include "11_3_zero/zero.hpp"
 #include "case.hpp"
+#include "model_inputs.hpp"
 
 using namespace mgpu::grade;
 namespace z = mgpu::zero;
 namespace model = mgpu::model;
 
 namespace {
-
-// A small course model whose shape comes from the seed.
-model::ModelConfig drawn_config(Ctx& ctx) {
-  model::ModelConfig c;
-  c.d_in = ctx.uniform_int(3, 8);
-  c.n_heads = ctx.pick({1, 2, 4});
-  c.d_model = c.n_heads * ctx.uniform_int(2, 6);
-  c.d_ff = 2 * c.d_model;
-  c.n_layers = ctx.uniform_int(1, 4);
-  c.seq_len = ctx.uniform_int(2, 5);
-  c.d_out = ctx.uniform_int(1, 4);
-  return c;
-}
-
-// Every k-th element, k chosen so that at most about 1500 are emitted.
-std::vector<float> every_kth(const std::vector<float>& params) {
-  const std::size_t k = std::max<std::size_t>(1, (params.size() + 1499) / 1500);
-  std::vector<float> out;
-  for (std::size_t i = 0; i < params.size(); i += k) out.push_back(params[i]);
-  return out;
-}
 
 // What a run of a few ZeRO steps left behind.
 struct Trained {
@@ -81,7 +61,7 @@ double identical(const std::vector<std::vector<float>>& w) {
 }
 
 void stage_case(Ctx& ctx, int stage) {
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   mgpu::ClusterConfig cc;
   cc.world_size = ctx.pick({2, 3, 4, 6, 8});
   const std::int64_t sequences = cc.world_size * ctx.uniform_int(1, 3);
@@ -97,7 +77,7 @@ void stage_case(Ctx& ctx, int stage) {
 }  // namespace
 
 MGPU_CASE("11_3.plan_shards") {
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   const int ranks = ctx.uniform_int(1, 9);
   const z::ShardLayout layout = z::plan_shards(net, ranks);
   ctx.emit("unit_shard", layout.unit_shard);
@@ -115,7 +95,7 @@ MGPU_CASE("11_3.stage3_step") { stage_case(ctx, 3); }
 MGPU_CASE("11_3.state_and_traffic") {
   // The ledger's peak state per rank and category and the bytes each rank sent, at every stage:
   // exact, since the shard layout is specified to the element.
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   mgpu::ClusterConfig cc;
   cc.world_size = ctx.pick({2, 3, 4, 8});
   const std::int64_t sequences = cc.world_size;
@@ -156,7 +136,7 @@ MGPU_CASE("11_3.fsdp_prefetch") {
 }
 
 MGPU_CASE("11_3.zero_rejects") {
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model_config(ctx));
   mgpu::Cluster cluster(2);
   ctx.emit_rejects("rejects_stage_4", [&] {
     cluster.run([&](mgpu::Rank& r) { z::make_zero_state(r, r.world(), net, 4, 1); });

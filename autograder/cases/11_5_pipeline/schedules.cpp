@@ -7,6 +7,7 @@
 
 #include "11_5_pipeline/schedules.hpp"
 #include "case.hpp"
+#include "model_inputs.hpp"
 
 using namespace mgpu::grade;
 namespace pl = mgpu::pipeline;
@@ -26,13 +27,6 @@ std::vector<double> encode(const pl::PipelineSchedule& s) {
   return out;
 }
 
-// Every k-th element, k chosen so that at most about 1500 are emitted.
-std::vector<float> every_kth(const std::vector<float>& v) {
-  const std::size_t k = std::max<std::size_t>(1, (v.size() + 1499) / 1500);
-  std::vector<float> out;
-  for (std::size_t i = 0; i < v.size(); i += k) out.push_back(v[i]);
-  return out;
-}
 
 // Links that cost nothing, so the clock measures compute and waiting only.
 mgpu::ClusterConfig free_links(int p) {

@@ -7,6 +7,7 @@
 
 #include "11_6_checkpointing/checkpointing.hpp"
 #include "case.hpp"
+#include "model_inputs.hpp"
 
 using namespace mgpu::grade;
 namespace ck = mgpu::checkpointing;
@@ -28,13 +29,6 @@ model::ModelConfig drawn_config(Ctx& ctx) {
   return c;
 }
 
-// Every k-th element, k chosen so that at most about 1500 are emitted.
-std::vector<float> every_kth(const std::vector<float>& v) {
-  const std::size_t k = std::max<std::size_t>(1, (v.size() + 1499) / 1500);
-  std::vector<float> out;
-  for (std::size_t i = 0; i < v.size(); i += k) out.push_back(v[i]);
-  return out;
-}
 
 struct Step {
   std::vector<float> grads;

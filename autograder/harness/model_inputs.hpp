@@ -1,0 +1,37 @@
+// Inputs and outputs shared by the graded cases that train the course model (11.2 to 11.6):
+// a model shape drawn from the seed, and a bounded sample of a long vector to emit.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "case.hpp"
+#include "mgpu/model/model.hpp"
+
+namespace mgpu::grade {
+
+/// A small course model whose shape comes from the case's seed: 1, 2 or 4 heads, d_model 2 to 6
+/// per head, d_ff = 2 d_model, 1 to 4 blocks, sequences of 2 to 5 tokens.
+inline model::ModelConfig drawn_model_config(Ctx& ctx) {
+  model::ModelConfig c;
+  c.d_in = ctx.uniform_int(3, 8);
+  c.n_heads = ctx.pick({1, 2, 4});
+  c.d_model = c.n_heads * ctx.uniform_int(2, 6);
+  c.d_ff = 2 * c.d_model;
+  c.n_layers = ctx.uniform_int(1, 4);
+  c.seq_len = ctx.uniform_int(2, 5);
+  c.d_out = ctx.uniform_int(1, 4);
+  return c;
+}
+
+/// Every k-th element of `values`, k chosen so that at most about `most` are kept: enough to
+/// catch a wrong update anywhere in a parameter vector, few enough to keep results small.
+inline std::vector<float> every_kth(const std::vector<float>& values, std::size_t most = 1500) {
+  const std::size_t k = std::max<std::size_t>(1, (values.size() + most - 1) / most);
+  std::vector<float> out;
+  for (std::size_t i = 0; i < values.size(); i += k) out.push_back(values[i]);
+  return out;
+}
+
+}  // namespace mgpu::grade
