@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "case.hpp"
+#include "mgpu/cluster.hpp"
 #include "mgpu/model/model.hpp"
 
 namespace mgpu::grade {
@@ -23,6 +25,39 @@ inline model::ModelConfig drawn_model_config(Ctx& ctx) {
   c.seq_len = ctx.uniform_int(2, 5);
   c.d_out = ctx.uniform_int(1, 4);
   return c;
+}
+
+/// The model of the overlap cases (11.2's buckets, 11.3's prefetch), with `layers` blocks:
+/// large enough that communication and compute take comparable time on slow_cluster().
+inline model::ModelConfig overlap_model_config(std::int64_t layers) {
+  model::ModelConfig c;
+  c.d_in = 6;
+  c.d_model = 32;
+  c.d_ff = 128;
+  c.n_layers = layers;
+  c.n_heads = 2;
+  c.seq_len = 4;
+  c.d_out = 3;
+  return c;
+}
+
+/// A slow "GPU" and link (3e10 FLOP/s, 5e8 B/s), so that a gradient all-reduce or a unit's
+/// gather takes about as long as the compute it can hide behind, as on real clusters.
+inline ClusterConfig slow_cluster(int ranks) {
+  ClusterConfig cc;
+  cc.world_size = ranks;
+  cc.flops_per_second = 3e10;
+  cc.intra_node_bandwidth = 5e8;
+  return cc;
+}
+
+/// 1 when every rank's vector is bitwise the same as rank 0's, else 0.
+inline double bitwise_identical(const std::vector<std::vector<float>>& per_rank) {
+  for (const auto& v : per_rank)
+    if (v.size() != per_rank[0].size() ||
+        std::memcmp(v.data(), per_rank[0].data(), v.size() * sizeof(float)) != 0)
+      return 0;
+  return 1;
 }
 
 /// Every k-th element of `values`, k chosen so that at most about `most` are kept: enough to

@@ -2,7 +2,6 @@
 // training steps (runtime all-reduce and the student's ring), the bucket plan, and the bucketed
 // step overlapped with backward, whose virtual step time is budgeted against the reference's.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "11_2_data_parallel/data_parallel.hpp"
@@ -14,14 +13,6 @@ namespace dp = mgpu::data_parallel;
 namespace model = mgpu::model;
 
 namespace {
-
-// 1 when every rank's parameters are bitwise the same as rank 0's.
-double bitwise_identical(const std::vector<std::vector<float>>& params) {
-  for (const auto& p : params)
-    if (p.size() != params[0].size() || std::memcmp(p.data(), params[0].data(), p.size() * sizeof(float)) != 0)
-      return 0;
-  return 1;
-}
 
 // What a run of a few data-parallel steps left behind.
 struct Trained {
@@ -106,19 +97,8 @@ MGPU_CASE("11_2.plan_buckets") {
 MGPU_CASE("11_2.overlapped_step") {
   // The balance of the chapter's demo: a slow "GPU" and link, so the gradient all-reduce takes
   // about as long as backward and overlapping them shortens the step markedly.
-  model::ModelConfig cfg;
-  cfg.d_in = 6;
-  cfg.d_model = 32;
-  cfg.d_ff = 128;
-  cfg.n_layers = ctx.uniform_int(4, 6);
-  cfg.n_heads = 2;
-  cfg.seq_len = 4;
-  cfg.d_out = 3;
-  const model::Model net(cfg);
-  mgpu::ClusterConfig cc;
-  cc.world_size = ctx.pick({2, 4, 8});
-  cc.flops_per_second = 3e10;
-  cc.intra_node_bandwidth = 5e8;
+  const model::Model net(overlap_model_config(ctx.uniform_int(4, 6)));
+  const mgpu::ClusterConfig cc = slow_cluster(ctx.pick({2, 4, 8}));
   const std::int64_t sequences = 64;
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   // The buckets come from the case, not from the submission's plan_buckets (graded on its own):

@@ -3,7 +3,6 @@
 // prefetch, whose virtual step time is budgeted against the reference's.
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <vector>
 
 #include "11_3_zero/zero.hpp"
@@ -53,12 +52,6 @@ Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int stage,
   return t;
 }
 
-// 1 when every rank's full weights are bitwise rank 0's.
-double identical(const std::vector<std::vector<float>>& w) {
-  for (const auto& x : w)
-    if (x.size() != w[0].size() || std::memcmp(x.data(), w[0].data(), x.size() * sizeof(float)) != 0) return 0;
-  return 1;
-}
 
 void stage_case(Ctx& ctx, int stage) {
   const model::Model net(drawn_model_config(ctx));
@@ -71,7 +64,7 @@ void stage_case(Ctx& ctx, int stage) {
   ctx.emit("ranks", cc.world_size);
   ctx.emit("weights", every_kth(t.weights[0]), Dtype::fp32);
   ctx.emit("losses", t.losses, Dtype::fp32);
-  ctx.emit("replicas_identical", identical(t.weights));
+  ctx.emit("replicas_identical", bitwise_identical(t.weights));
 }
 
 }  // namespace
@@ -114,19 +107,8 @@ MGPU_CASE("11_3.state_and_traffic") {
 MGPU_CASE("11_3.fsdp_prefetch") {
   // A slow "GPU" and link, so a unit's gather takes about as long as its compute and posting the
   // next gather before computing the current unit shortens the step markedly.
-  model::ModelConfig cfg;
-  cfg.d_in = 6;
-  cfg.d_model = 32;
-  cfg.d_ff = 128;
-  cfg.n_layers = ctx.uniform_int(3, 6);
-  cfg.n_heads = 2;
-  cfg.seq_len = 4;
-  cfg.d_out = 3;
-  const model::Model net(cfg);
-  mgpu::ClusterConfig cc;
-  cc.world_size = ctx.pick({2, 4, 8});
-  cc.flops_per_second = 3e10;
-  cc.intra_node_bandwidth = 5e8;
+  const model::Model net(overlap_model_config(ctx.uniform_int(3, 6)));
+  const mgpu::ClusterConfig cc = slow_cluster(ctx.pick({2, 4, 8}));
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   const Trained t = train(net, cc, 3, true, 2, 8 * cc.world_size, seed);
   ctx.emit("ranks", cc.world_size);
