@@ -6,9 +6,10 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$repo/build/gpu-deps
-# Header-only libraries plus fmt: only their CMake configs and headers are needed to configure
-# and build the labs; no lab binary loads a library from here.
-packages=(libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9)
+# Header-only libraries plus fmt and libzip: only their CMake configs and headers are needed to
+# configure and build the labs (libzip4 because libzip's config checks that its library exists;
+# only the grader links it); no lab binary loads a library from here.
+packages=(libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libzip-dev libzip4)
 
 case ${1:-} in
   fetch)

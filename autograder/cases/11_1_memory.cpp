@@ -3,6 +3,9 @@
 #include "11_1_memory/formulas.hpp"
 #include "case.hpp"
 
+#include <string>
+#include <vector>
+
 using namespace mgpu::grade;
 namespace m = mgpu::memory;
 
@@ -23,6 +26,25 @@ m::TransformerShape random_shape(Ctx& ctx) {
   return s;
 }
 
+// The grid every activation case runs: t = 1 (where every form agrees, so it proves nothing on
+// its own), t = 2 and a drawn t of 4 or 8, each without and with sequence parallelism, under each
+// recompute mode. A formula right only at t = 1, or only without sequence parallelism, fails a
+// named point of it.
+std::vector<m::ActivationOptions> option_grid(Ctx& ctx) {
+  std::vector<m::ActivationOptions> grid;
+  for (std::int64_t t : {std::int64_t{1}, std::int64_t{2}, ctx.pick<std::int64_t>({4, 8})})
+    for (bool sp : {false, true})
+      for (auto rc : {m::Recompute::none, m::Recompute::selective, m::Recompute::full}) grid.push_back({t, sp, rc});
+  return grid;
+}
+
+// "t2_tensor_parallel_selective": the grid point a value belongs to, so feedback says which
+// combination of t, sequence parallelism and recompute is wrong.
+std::string option_name(const m::ActivationOptions& o) {
+  const char* rc = o.recompute == m::Recompute::none ? "no_recompute" : o.recompute == m::Recompute::selective ? "selective" : "full";
+  return "t" + std::to_string(o.tensor_parallel) + (o.sequence_parallel ? "_sequence_parallel_" : "_tensor_parallel_") + rc;
+}
+
 }  // namespace
 
 MGPU_CASE("11_1.bytes_per_parameter") {
@@ -41,21 +63,24 @@ MGPU_CASE("11_1.training_state_bytes") {
 }
 
 MGPU_CASE("11_1.activation_bytes_per_layer") {
-  m::TransformerShape s = random_shape(ctx);
-  std::int64_t t = ctx.pick<std::int64_t>({1, 2, 4, 8});
-  std::vector<double> out;
-  for (bool sp : {false, true})
-    for (auto rc : {m::Recompute::none, m::Recompute::selective, m::Recompute::full})
-      out.push_back(m::activation_bytes_per_layer(s, {t, sp, rc}));
-  ctx.emit("bytes", out);
-  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] { m::activation_bytes_per_layer(s, {3, false, m::Recompute::none}); });
+  // A drawn shape, and the text's layer (s = 2048, b = 1, h = 8192, a = 64) at fixed numbers.
+  const m::TransformerShape drawn = random_shape(ctx);
+  const m::TransformerShape text{2048, 1, 8192, 64, 1};
+  for (const m::ActivationOptions& o : option_grid(ctx)) {
+    ctx.emit(option_name(o), m::activation_bytes_per_layer(drawn, o));
+    ctx.emit("text_layer_" + option_name(o), m::activation_bytes_per_layer(text, o));
+  }
+  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] { m::activation_bytes_per_layer(drawn, {3, false, m::Recompute::none}); });
 }
 
 MGPU_CASE("11_1.activation_bytes") {
-  m::TransformerShape s = random_shape(ctx);
-  m::ActivationOptions o{ctx.pick<std::int64_t>({1, 2, 4}), ctx.uniform_int(0, 1) == 1,
-                         ctx.pick({m::Recompute::none, m::Recompute::selective, m::Recompute::full})};
-  ctx.emit("bytes", m::activation_bytes(s, o));
+  const m::TransformerShape s = random_shape(ctx);
+  for (const m::ActivationOptions& o : option_grid(ctx)) ctx.emit(option_name(o), m::activation_bytes(s, o));
+  ctx.emit_rejects("rejects_zero_layers", [&] {
+    m::TransformerShape none = s;
+    none.layers = 0;
+    m::activation_bytes(none, {});
+  });
 }
 
 MGPU_CASE("11_1.training_flops_and_time") {

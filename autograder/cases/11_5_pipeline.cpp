@@ -6,55 +6,97 @@
 using namespace mgpu::grade;
 namespace pp = mgpu::pipeline;
 
+namespace {
+
+// (p, m) edge points every formula case runs before its drawn ones: one stage, one micro-batch,
+// fewer micro-batches than stages, as many, and the text's example.
+constexpr std::int64_t kEdges[][2] = {{1, 1}, {1, 7}, {4, 1}, {8, 3}, {3, 3}, {4, 8}, {2, 2}};
+
+}  // namespace
+
 MGPU_CASE("11_5.bubble") {
-  std::int64_t p = ctx.uniform_int(1, 64);
-  std::int64_t m = ctx.uniform_int(1, 256);
-  std::int64_t v = ctx.uniform_int(1, 8);
-  ctx.emit("gpipe", pp::gpipe_bubble_fraction(p, m));
-  ctx.emit("interleaved", pp::interleaved_bubble_fraction(p, m, v));
-  ctx.emit("bubble_to_compute", pp::bubble_to_compute_ratio(p, m, v));
+  std::vector<double> gpipe, interleaved, ratio;
+  for (const auto& e : kEdges) {
+    gpipe.push_back(pp::gpipe_bubble_fraction(e[0], e[1]));
+    interleaved.push_back(pp::interleaved_bubble_fraction(e[0], e[1], 2));
+    ratio.push_back(pp::bubble_to_compute_ratio(e[0], e[1], 1));
+  }
+  for (int i = 0; i < 3; ++i) {
+    std::int64_t p = ctx.uniform_int(1, 64), m = ctx.uniform_int(1, 256), v = ctx.uniform_int(1, 8);
+    gpipe.push_back(pp::gpipe_bubble_fraction(p, m));
+    interleaved.push_back(pp::interleaved_bubble_fraction(p, m, v));
+    ratio.push_back(pp::bubble_to_compute_ratio(p, m, v));
+  }
+  ctx.emit("gpipe", gpipe);
+  ctx.emit("interleaved", interleaved);
+  ctx.emit("bubble_to_compute", ratio);
   ctx.emit("text_example_p4_m8", pp::gpipe_bubble_fraction(4, 8));
 }
 
 MGPU_CASE("11_5.min_micro_batches") {
-  std::vector<double> out;
+  // Exact boundaries first: the target equals the bubble at some m (3/30 == 0.1 in doubles too,
+  // both being the double nearest the same rational), where the header's "strictly below" asks
+  // for m + 1; then targets just above and below the boundary, p = 1 and target 1.
+  const std::vector<std::pair<std::int64_t, double>> fixed = {
+      {4, 0.1},  {4, 0.25}, {2, 0.5}, {3, 0.5}, {5, 0.2},  {4, 0.1 + 1e-9}, {4, 0.1 - 1e-9},
+      {1, 0.1},  {1, 1.0},  {8, 1.0}, {2, 0.9}, {64, 0.01}};
+  std::vector<double> at_edges;
+  for (const auto& [p, target] : fixed) at_edges.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(p, target)));
+  ctx.emit("at_fixed_targets", at_edges);
+  // Drawn boundaries: the bubble of a drawn (p, m) as the target, so the answer is m + 1.
+  std::vector<double> boundaries, drawn;
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t p = ctx.uniform_int(2, 64), m = ctx.uniform_int(1, 200);
+    const double target = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+    boundaries.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(p, target)));
+  }
   for (int i = 0; i < 4; ++i)
-    out.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(ctx.uniform_int(1, 64), ctx.uniform_real(0.01, 0.9))));
-  ctx.emit("micro_batches", out);
+    drawn.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(ctx.uniform_int(1, 64), ctx.uniform_real(0.01, 0.9))));
+  ctx.emit("at_drawn_boundaries", boundaries);
+  ctx.emit("at_drawn_targets", drawn);
   ctx.emit_rejects("rejects_target_zero", [] { pp::min_micro_batches_for_bubble(4, 0.0); });
 }
 
 MGPU_CASE("11_5.step_seconds") {
+  std::vector<double> seconds;
+  for (const auto& e : kEdges) seconds.push_back(pp::pipeline_step_seconds(e[0], e[1], 0.25, 0.5));
   std::int64_t p = ctx.uniform_int(1, 32);
   std::int64_t m = ctx.uniform_int(1, 128);
   double f = ctx.log_uniform(1e-4, 1e-1);
-  ctx.emit("seconds", pp::pipeline_step_seconds(p, m, f, 2 * f));
+  seconds.push_back(pp::pipeline_step_seconds(p, m, f, 2 * f));
+  ctx.emit("seconds", seconds);
 }
 
 MGPU_CASE("11_5.in_flight") {
-  std::int64_t p = ctx.uniform_int(1, 16);
-  std::int64_t m = ctx.uniform_int(1, 64);
+  // Every stage of each edge point, then of a drawn one, stage after stage.
   std::vector<double> gpipe, ofob;
-  for (std::int64_t stage = 0; stage < p; ++stage) {
-    gpipe.push_back(static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::gpipe, p, m, stage)));
-    ofob.push_back(static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, p, m, stage)));
-  }
+  auto add = [&](std::int64_t p, std::int64_t m) {
+    for (std::int64_t stage = 0; stage < p; ++stage) {
+      gpipe.push_back(static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::gpipe, p, m, stage)));
+      ofob.push_back(static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, p, m, stage)));
+    }
+  };
+  for (const auto& e : kEdges) add(e[0], e[1]);
+  add(ctx.uniform_int(1, 16), ctx.uniform_int(1, 64));
   ctx.emit("gpipe", gpipe);
   ctx.emit("one_f_one_b", ofob);
 }
 
 MGPU_CASE("11_5.layers_and_boundary_bytes") {
-  std::int64_t p = ctx.pick<std::int64_t>({1, 2, 4, 8});
-  std::int64_t layers = p * ctx.uniform_int(1, 12);
-  std::int64_t m = ctx.uniform_int(1, 32);
+  // p = 1 (nothing crosses a boundary), p = 3 with m < p, then a drawn p and m; stage after stage.
   pp::TransformerShape s;
   s.seq = ctx.pick<std::int64_t>({512, 2048});
   s.micro_batch = ctx.uniform_int(1, 8);
   s.hidden = ctx.pick<std::int64_t>({1024, 4096});
-  s.layers = layers;
-  ctx.emit("layers_per_stage", static_cast<double>(pp::layers_per_stage(layers, p)));
-  std::vector<double> bytes;
-  for (std::int64_t stage = 0; stage < p; ++stage) bytes.push_back(pp::boundary_bytes_sent_per_stage(s, p, m, stage, 2));
+  std::vector<double> layers, bytes;
+  const std::int64_t drawn_p = ctx.pick<std::int64_t>({1, 2, 4, 8});
+  const std::int64_t points[][2] = {{1, 4}, {3, 2}, {drawn_p, ctx.uniform_int(1, 32)}};
+  for (const auto& [p, m] : points) {
+    s.layers = p * ctx.uniform_int(1, 12);
+    layers.push_back(static_cast<double>(pp::layers_per_stage(s.layers, p)));
+    for (std::int64_t stage = 0; stage < p; ++stage) bytes.push_back(pp::boundary_bytes_sent_per_stage(s, p, m, stage, 2));
+  }
+  ctx.emit("layers_per_stage", layers);
   ctx.emit("boundary_bytes", bytes);
   ctx.emit_rejects("rejects_uneven_stages", [] { pp::layers_per_stage(32, 3); });
 }

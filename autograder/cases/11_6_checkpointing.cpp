@@ -7,16 +7,31 @@ using namespace mgpu::grade;
 namespace ck = mgpu::checkpointing;
 
 MGPU_CASE("11_6.peak_units") {
-  std::int64_t layers = ctx.uniform_int(1, 64);
-  std::vector<double> peaks;
-  for (std::int64_t k = 1; k <= layers; ++k) peaks.push_back(static_cast<double>(ck::checkpointed_peak_units(layers, k)));
+  // Every k of fixed layer counts (1, 2, a prime, one with many divisors) and of a drawn one:
+  // each k that divides L and each that leaves a shorter last segment.
+  std::vector<double> peaks, plain;
+  for (std::int64_t layers : {std::int64_t{1}, std::int64_t{2}, std::int64_t{7}, std::int64_t{12},
+                              static_cast<std::int64_t>(ctx.uniform_int(1, 64))}) {
+    for (std::int64_t k = 1; k <= layers; ++k)
+      peaks.push_back(static_cast<double>(ck::checkpointed_peak_units(layers, k)));
+    plain.push_back(static_cast<double>(ck::no_checkpoint_peak_units(layers)));
+  }
   ctx.emit("checkpointed", peaks);
-  ctx.emit("no_checkpoint", static_cast<double>(ck::no_checkpoint_peak_units(layers)));
-  ctx.emit_rejects("rejects_k_above_layers", [&] { ck::checkpointed_peak_units(layers, layers + 1); });
+  ctx.emit("no_checkpoint", plain);
+  ctx.emit_rejects("rejects_k_above_layers", [&] { ck::checkpointed_peak_units(7, 8); });
 }
 
 MGPU_CASE("11_6.best_interval") {
+  // Fixed ties first: at L = 6 the peaks of k = 2 and k = 3 are equal (3 + 2 = 2 + 3), at L = 1000
+  // k = 28 to 32 all give 64, so a scan that keeps the last best instead of the first is caught;
+  // the byte version ties the same way when a checkpoint and a layer cost the same.
   std::vector<double> best, best_bytes, peak_bytes;
+  for (std::int64_t layers : {std::int64_t{1}, std::int64_t{2}, std::int64_t{6}, std::int64_t{16}, std::int64_t{1000}}) {
+    best.push_back(static_cast<double>(ck::best_checkpoint_interval(layers)));
+    best_bytes.push_back(static_cast<double>(ck::best_checkpoint_interval_bytes(layers, 3e6, 3e6)));
+  }
+  best_bytes.push_back(static_cast<double>(ck::best_checkpoint_interval_bytes(6, 1e6, 0)));
+  best_bytes.push_back(static_cast<double>(ck::best_checkpoint_interval_bytes(6, 0, 0)));
   for (int i = 0; i < 5; ++i) {
     std::int64_t layers = ctx.uniform_int(1, 128);
     double cb = ctx.log_uniform(1e6, 1e9), lb = ctx.log_uniform(1e6, 1e10);
@@ -30,10 +45,11 @@ MGPU_CASE("11_6.best_interval") {
 }
 
 MGPU_CASE("11_6.recompute_fraction") {
+  // Edges: nothing recomputed, everything at the usual ratio 2 and at ratio 0; then draws.
   std::int64_t layers = ctx.uniform_int(1, 96);
-  std::vector<double> out;
+  std::vector<double> out{ck::recompute_extra_flops_fraction(0, layers), ck::recompute_extra_flops_fraction(layers, layers),
+                          ck::recompute_extra_flops_fraction(layers, layers, 0.0)};
   for (int i = 0; i < 4; ++i)
     out.push_back(ck::recompute_extra_flops_fraction(ctx.uniform_int(0, static_cast<int>(layers)), layers, ctx.uniform_real(1, 3)));
-  out.push_back(ck::recompute_extra_flops_fraction(layers, layers));
   ctx.emit("fraction", out);
 }

@@ -1,7 +1,12 @@
 // Graded cases of 11.7's formulas: the rank layout of tp x pp x dp, per-GPU memory and traffic
-// of a layout, and expert parallelism's placement and all-to-all volume.
+// of a layout (over a fixed grid of edge layouts plus a drawn one), and expert parallelism's
+// placement and all-to-all volume.
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "case.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace mgpu::grade;
 namespace ly = mgpu::layout;
@@ -28,21 +33,57 @@ ly::LayoutModel random_model(Ctx& ctx) {
   return m;
 }
 
+// A fixed model on `layout`: 80 layers (every pp of the grid divides it), the text's width,
+// 1e9 activation bytes per layer, so every part of the memory and traffic is non-zero.
+ly::LayoutModel fixed_model(ly::Layout layout, int zero_stage, std::int64_t micro_batches,
+                            mgpu::memory::Recompute recompute = mgpu::memory::Recompute::none) {
+  ly::LayoutModel m;
+  m.layout = layout;
+  m.params = 70e9;
+  m.zero_stage = zero_stage;
+  m.shape = {4096, 1, 8192, 64, 80};
+  m.micro_batches = micro_batches;
+  m.activation_bytes_per_layer = 1e9;
+  m.recompute = recompute;
+  return m;
+}
+
+// Fixed edge points of a layout, each named so feedback says which one is wrong: one GPU; the
+// text's 8 x 4 x 32 at every ZeRO stage (stage 2 must shard gradients, stage 3 weights too) with
+// more micro-batches than stages; fewer micro-batches than stages and a single one (1F1B holds
+// min(m, p)); two stages (one direction of pipeline traffic each); full and selective recompute
+// (full reruns the forward's tensor-parallel all-reduces, selective does not).
+std::vector<std::pair<std::string, ly::LayoutModel>> edge_models() {
+  using mgpu::memory::Recompute;
+  std::vector<std::pair<std::string, ly::LayoutModel>> points{{"one_gpu", fixed_model({1, 1, 1}, 0, 1)}};
+  for (int stage = 0; stage <= 3; ++stage)
+    points.push_back({"text_layout_zero" + std::to_string(stage), fixed_model({8, 4, 32}, stage, 8)});
+  points.push_back({"micro_batches_below_stages", fixed_model({2, 8, 2}, 1, 3)});
+  points.push_back({"one_micro_batch", fixed_model({1, 4, 4}, 2, 1)});
+  points.push_back({"two_stages", fixed_model({2, 2, 4}, 0, 6)});
+  points.push_back({"full_recompute", fixed_model({4, 2, 2}, 3, 4, Recompute::full)});
+  points.push_back({"selective_recompute", fixed_model({4, 2, 2}, 3, 4, Recompute::selective)});
+  return points;
+}
+
 }  // namespace
 
 MGPU_CASE("11_7.layout_and_coordinates") {
-  ly::Layout l = random_layout(ctx);
-  std::int64_t n = ly::layout_gpus(l);
-  ctx.emit("gpus", static_cast<double>(n));
-  ctx.emit("text_example", static_cast<double>(ly::layout_gpus({8, 4, 32})));
-  std::vector<double> coords, round_trip;
-  for (std::int64_t r = 0; r < n; ++r) {
-    ly::RankCoords c = ly::rank_coordinates(r, l);
-    coords.insert(coords.end(), {static_cast<double>(c.tp), static_cast<double>(c.pp), static_cast<double>(c.dp)});
-    round_trip.push_back(static_cast<double>(ly::global_rank(c, l)));
+  // A fixed layout with every degree above 1 and all three different (so swapped axes or the
+  // wrong fastest axis show), then a drawn one.
+  for (const auto& [name, l] : {std::pair<std::string, ly::Layout>{"fixed", {2, 3, 4}}, {"drawn", random_layout(ctx)}}) {
+    const std::int64_t n = ly::layout_gpus(l);
+    ctx.emit(name + "_gpus", static_cast<double>(n));
+    std::vector<double> coords, round_trip;
+    for (std::int64_t r = 0; r < n; ++r) {
+      ly::RankCoords c = ly::rank_coordinates(r, l);
+      coords.insert(coords.end(), {static_cast<double>(c.tp), static_cast<double>(c.pp), static_cast<double>(c.dp)});
+      round_trip.push_back(static_cast<double>(ly::global_rank(c, l)));
+    }
+    ctx.emit(name + "_coordinates", coords);
+    ctx.emit(name + "_global_rank", round_trip);
   }
-  ctx.emit("coordinates", coords);
-  ctx.emit("global_rank", round_trip);
+  ctx.emit("text_example", static_cast<double>(ly::layout_gpus({8, 4, 32})));
 }
 
 MGPU_CASE("11_7.layout_problem") {
@@ -60,15 +101,21 @@ MGPU_CASE("11_7.layout_problem") {
 }
 
 MGPU_CASE("11_7.per_gpu_memory") {
-  ly::LayoutModel m = random_model(ctx);
-  ly::GpuMemory g = ly::per_gpu_memory(m);
-  ctx.emit("parts", std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes, g.optimizer_bytes, g.activation_bytes});
+  for (const auto& [name, model] : edge_models()) {
+    const ly::GpuMemory g = ly::per_gpu_memory(model);
+    ctx.emit(name, std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes, g.optimizer_bytes, g.activation_bytes});
+  }
+  const ly::GpuMemory g = ly::per_gpu_memory(random_model(ctx));
+  ctx.emit("drawn", std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes, g.optimizer_bytes, g.activation_bytes});
 }
 
 MGPU_CASE("11_7.per_gpu_traffic") {
-  ly::LayoutModel m = random_model(ctx);
-  ly::GpuTraffic t = ly::per_gpu_traffic(m);
-  ctx.emit("parts", std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
+  for (const auto& [name, model] : edge_models()) {
+    const ly::GpuTraffic t = ly::per_gpu_traffic(model);
+    ctx.emit(name, std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
+  }
+  const ly::GpuTraffic t = ly::per_gpu_traffic(random_model(ctx));
+  ctx.emit("drawn", std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
 }
 
 MGPU_CASE("11_7.experts") {
@@ -78,5 +125,8 @@ MGPU_CASE("11_7.experts") {
   ctx.emit("experts_per_rank", static_cast<double>(ly::experts_per_rank(experts, ranks)));
   ctx.emit("all_to_all_bytes", ly::expert_all_to_all_bytes_per_rank(ctx.uniform_int(0, 65536), ctx.pick<std::int64_t>({1024, 4096}),
                                                                     top_k, experts, ranks, 2));
+  // Fixed points: 64 experts on 8 ranks with top-2 routing, and one rank (nothing leaves it).
+  ctx.emit("fixed_all_to_all_bytes", std::vector<double>{ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2),
+                                                         ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 8, 1, 2)});
   ctx.emit_rejects("rejects_uneven_experts", [] { ly::experts_per_rank(64, 6); });
 }

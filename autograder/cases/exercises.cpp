@@ -1,7 +1,11 @@
-// Graded cases of the module's exercises: the numbers the text asks for, at the text's inputs and
-// at random ones, and the classification of the four techniques.
+// Graded cases of the module's exercises: the numbers the text asks for at the text's inputs
+// (graded with the text's own tolerances, see the rubric), at fixed edge points and at random
+// inputs, and the classification of the four techniques.
 #include "case.hpp"
 #include "exercises/formulas.hpp"
+
+#include <cmath>
+#include <vector>
 
 using namespace mgpu::grade;
 namespace ex = mgpu::exercises;
@@ -9,14 +13,20 @@ namespace ex = mgpu::exercises;
 MGPU_CASE("ex.zero_state_gb") {
   ctx.emit("zero3_text", ex::zero3_state_gb_per_gpu(70e9, 64));
   ctx.emit("zero1_text", ex::zero1_state_gb_per_gpu(7e9, 8));
+  // One GPU: nothing to shard, both stages hold all 16 bytes per parameter (112 GB for 7e9).
+  ctx.emit("one_gpu", std::vector<double>{ex::zero3_state_gb_per_gpu(7e9, 1), ex::zero1_state_gb_per_gpu(7e9, 1)});
   double params = std::round(ctx.log_uniform(1e8, 1e12));
-  std::int64_t gpus = ctx.uniform_int(1, 4096);
+  std::int64_t gpus = ctx.uniform_int(2, 4096);
   ctx.emit("zero3_random", ex::zero3_state_gb_per_gpu(params, gpus));
   ctx.emit("zero1_random", ex::zero1_state_gb_per_gpu(params, gpus));
 }
 
 MGPU_CASE("ex.bubble_fraction") {
   ctx.emit("text", ex::bubble_fraction(4, 8));
+  // One stage (no bubble), one micro-batch ((p-1)/p), fewer micro-batches than stages, and
+  // m = 27 with p = 4, where the bubble is exactly 3/30 = 0.1.
+  ctx.emit("edges", std::vector<double>{ex::bubble_fraction(1, 8), ex::bubble_fraction(4, 1), ex::bubble_fraction(8, 3),
+                                        ex::bubble_fraction(4, 27)});
   ctx.emit("random", ex::bubble_fraction(ctx.uniform_int(1, 64), ctx.uniform_int(1, 256)));
 }
 
@@ -35,8 +45,12 @@ MGPU_CASE("ex.tensor_parallel_links") {
   mgpu::data_parallel::LinkModel nvlink{2e-6, 450e9}, network{10e-6, 50e9};
   auto c = ex::tensor_parallel_link_comparison(2048, 1, 8192, 8, 2, nvlink, network);
   ctx.emit("text", std::vector<double>{c.payload_bytes, c.intra_node_seconds, c.inter_node_seconds, c.slowdown});
+  // t = 2: the smallest group, where a ring's 2(t-1)/t is exactly 1.
+  auto two = ex::tensor_parallel_link_comparison(2048, 1, 8192, 2, 2, nvlink, network);
+  ctx.emit("two_ranks", std::vector<double>{two.payload_bytes, two.intra_node_seconds, two.inter_node_seconds, two.slowdown});
   auto r = ex::tensor_parallel_link_comparison(ctx.pick<std::int64_t>({1024, 4096}), ctx.uniform_int(1, 4),
                                                ctx.pick<std::int64_t>({4096, 12288}), ctx.pick<std::int64_t>({2, 4, 8}), 2,
                                                nvlink, network);
   ctx.emit("random", std::vector<double>{r.payload_bytes, r.intra_node_seconds, r.inter_node_seconds, r.slowdown});
+  ctx.emit_rejects("rejects_one_rank", [&] { ex::tensor_parallel_link_comparison(2048, 1, 8192, 1, 2, nvlink, network); });
 }

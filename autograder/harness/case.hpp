@@ -68,6 +68,9 @@ class Ctx {
     emit(name, std::vector<double>(values.begin(), values.end()), dtype);
   }
 
+  /// A per-rank vector: element i belongs to rank i, so feedback names the rank of a mismatch.
+  void emit_per_rank(const std::string& name, const std::vector<double>& values, Dtype dtype = Dtype::fp64);
+
   /// Emits 1 when f() throws std::invalid_argument (the documented rejection of bad input), 0
   /// when it returns. Any other exception, NotImplemented included, escapes to the harness.
   template <class F>

@@ -88,6 +88,11 @@ void Ctx::emit(const std::string& name, const std::vector<double>& values, Dtype
   result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", std::move(data)}};
 }
 
+void Ctx::emit_per_rank(const std::string& name, const std::vector<double>& values, Dtype dtype) {
+  emit(name, values, dtype);
+  result_["values"][name]["index"] = "rank";
+}
+
 void Ctx::measure(const std::string& name, double value) { result_["measures"][name] = encode_number(value); }
 
 CaseRegistrar::CaseRegistrar(const char* name, CaseFn fn) {

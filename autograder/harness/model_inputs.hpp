@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "case.hpp"
@@ -67,6 +69,28 @@ inline std::vector<float> every_kth(const std::vector<float>& values, std::size_
   std::vector<float> out;
   for (std::size_t i = 0; i < values.size(); i += k) out.push_back(values[i]);
   return out;
+}
+
+/// Emits the ledger's peak bytes of each category on every rank as "peak_<category>", one value
+/// per rank, compared exactly: a run that holds more (or less) than the reference in a category
+/// is wrong, and the feedback names the category, the rank and the difference.
+inline void emit_peaks(Ctx& ctx, const std::vector<RankReport>& reports, std::initializer_list<Category> categories) {
+  for (Category c : categories) {
+    std::vector<double> per_rank;
+    for (const RankReport& r : reports) per_rank.push_back(static_cast<double>(r.memory.peak(c)));
+    ctx.emit_per_rank("peak_" + std::string(to_string(c)), per_rank);
+  }
+}
+
+/// emit_peaks for one of several runs of a case (a grid point): values named
+/// "<prefix>peak_<category>", e.g. "t2.peak_weights".
+inline void emit_peaks(Ctx& ctx, const std::string& prefix, const std::vector<RankReport>& reports,
+                       std::initializer_list<Category> categories) {
+  for (Category c : categories) {
+    std::vector<double> per_rank;
+    for (const RankReport& r : reports) per_rank.push_back(static_cast<double>(r.memory.peak(c)));
+    ctx.emit_per_rank(prefix + "peak_" + std::string(to_string(c)), per_rank);
+  }
 }
 
 }  // namespace mgpu::grade

@@ -18,14 +18,45 @@
 #include <sstream>
 #include <thread>
 
+#include "gpu_labs.hpp"
 #include "report.hpp"
+#include "unpack.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;
 
 namespace mgpu::grade {
 
-std::string csv_field(const std::string& s) {
+std::vector<std::string> csv_header(const std::vector<std::string>& blocks) {
+  std::vector<std::string> h{"submission", "score", "max_score"};
+  h.insert(h.end(), blocks.begin(), blocks.end());
+  h.insert(h.end(), {"failed_cases", "status", "seconds", "seed"});
+  return h;
+}
+
+std::vector<std::string> csv_row(const std::string& submission, const Grade& g, const std::vector<std::string>& blocks) {
+  std::vector<std::string> row{submission, fmt::format("{:g}", g.score()), fmt::format("{:g}", g.max_score())};
+  // By name, not by position: the grade's blocks follow the rubric, the columns follow the header.
+  for (const auto& b : blocks) {
+    auto ch = std::find_if(g.chapters.begin(), g.chapters.end(), [&](const ChapterGrade& c) { return c.name == b; });
+    row.push_back(ch == g.chapters.end() ? "" : fmt::format("{:g}", ch->score()));
+  }
+  std::string failed, rejected;
+  for (const auto& ch : g.chapters)
+    for (const auto& c : ch.cases) {
+      if (c.status == Status::rejected_submission) rejected = c.reason;
+      else if (c.score < c.max_score && c.status != Status::reference_error)
+        failed += (failed.empty() ? "" : " ") + c.name + ":" + status_name(c.status);
+    }
+  row.push_back(failed);
+  row.push_back(rejected.empty() ? "graded" : std::string(status_name(Status::rejected_submission)) + ": " + rejected);
+  row.push_back(fmt::format("{:.1f}", g.execution_seconds));
+  row.push_back(std::to_string(g.seed));
+  return row;
+}
+
+std::string csv_field(const std::string& raw) {
+  std::string s = valid_utf8(raw);  // names and messages can hold any bytes; spreadsheets want UTF-8
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string r = "\"";
   for (char c : s) {
@@ -74,9 +105,10 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   std::sort(subs.begin(), subs.end(), [](const Sub& x, const Sub& y) { return x.name < y.name; });
 
   auto chapters = select_chapters(rubric, opts.chapters);
-  std::vector<std::string> header{"submission", "score", "max_score"};
-  for (const auto* c : chapters) header.push_back(c->name);
-  header.insert(header.end(), {"failed_cases", "status", "seconds", "seed"});
+  std::vector<std::string> blocks;
+  for (const auto* c : chapters) blocks.push_back(c->name);
+  if (gpu_labs_selected(rubric, opts.chapters)) blocks.push_back("gpu_labs");  // graded after the chapters
+  const std::vector<std::string> header = csv_header(blocks);
   std::string header_line;
   for (const auto& h : header) header_line += (header_line.empty() ? "" : ",") + csv_field(h);
 
@@ -146,31 +178,29 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   auto work = [&](int slot) {
     for (std::size_t i; (i = next++) < todo.size();) {
       const auto& s = todo[i];
-      std::vector<std::string> row{s.name};
+      std::vector<std::string> row;
       try {
-        Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts, false);
-        row.push_back(fmt::format("{:g}", g.score()));
-        row.push_back(fmt::format("{:g}", g.max_score()));
-        std::string failed;
-        for (const auto& ch : g.chapters) {
-          row.push_back(fmt::format("{:g}", ch.score()));
-          for (const auto& c : ch.cases)
-            if (c.score < c.max_score && c.status != Status::reference_error)
-              failed += (failed.empty() ? "" : " ") + c.name + ":" + status_name(c.status);
+        Grade g;
+        try {
+          g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts, false);
+        } catch (const RejectedSubmission& e) {
+          // Whether grade_submission turns the rejection into a grade or passes it on, the
+          // gradebook and the report show it the same way.
+          g.submission = s.path.string();
+          g.seed = opts.seed;
+          g = rejected_grade(std::move(g), chapters, e.what());
         }
-        row.push_back(failed);
-        row.push_back("graded");
-        row.push_back(fmt::format("{:.1f}", g.execution_seconds));
+        row = csv_row(s.name, g, blocks);
         if (!b.reports.empty()) write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
       } catch (const std::exception& e) {
-        row.resize(1);
-        row.insert(row.end(), {"0", "", });
-        for (std::size_t k = 0; k < chapters.size(); ++k) row.push_back("");
-        row.push_back("");
-        row.push_back(std::string("error: ") + e.what());
-        row.push_back("0");
+        // Not gradable at all (a corrupt zip): the row still has every column of the header.
+        row.assign(header.size(), "");
+        row[0] = s.name;
+        row[1] = "0";
+        row[header.size() - 3] = std::string("error: ") + e.what();
+        row[header.size() - 2] = "0";
+        row[header.size() - 1] = std::to_string(opts.seed);
       }
-      row.push_back(std::to_string(opts.seed));
       std::string line;
       for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
       append(line);

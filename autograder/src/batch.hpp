@@ -3,6 +3,8 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "grade.hpp"
 
@@ -19,7 +21,14 @@ struct BatchOptions {
 /// Grades the batch; returns the number of submissions graded in this run.
 int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric, const GradeOptions& opts);
 
-/// One CSV field, quoted when it needs to be (RFC 4180).
+/// The gradebook's header: submission, score, max_score, one column per graded block (chapter,
+/// and "gpu_labs" when graded), failed_cases, status, seconds, seed.
+std::vector<std::string> csv_header(const std::vector<std::string>& blocks);
+/// A gradebook row of g with exactly csv_header(blocks)'s columns; a block g lacks is left empty.
+/// status is "graded", or "rejected-submission: <why>" when the submission was rejected.
+std::vector<std::string> csv_row(const std::string& submission, const Grade& g, const std::vector<std::string>& blocks);
+
+/// One CSV field, quoted when it needs to be (RFC 4180); made valid UTF-8.
 std::string csv_field(const std::string& s);
 /// Splits one CSV line (RFC 4180 quoting, no embedded newlines).
 std::vector<std::string> csv_split(const std::string& line);

@@ -14,6 +14,8 @@
 #include <sstream>
 
 #include "runner.hpp"
+#include "sandbox.hpp"
+#include "unpack.hpp"
 #include "util.hpp"
 
 #ifndef MGPU_SOURCE_DIR
@@ -25,12 +27,45 @@ namespace fs = std::filesystem;
 namespace mgpu::grade {
 namespace {
 
-constexpr std::uintmax_t kMaxSubmittedFile = 1 << 20;  // larger "source files" are not source files
-
 std::vector<std::pair<std::string, std::string>> build_env(const Project& p) {
   // ccache: share objects between build trees of different submissions (paths relative to the
   // root, working folder not hashed), so a batch compiles the runtime once.
   return {{"CCACHE_BASEDIR", p.root.string()}, {"CCACHE_NOHASHDIR", "1"}};
+}
+
+// A student tree is compiled where the reference cannot be read: the compiler would otherwise
+// pull it in with `#include "/.../solutions/..."` or `.incbin`. With namespaces the build sees
+// the whole machine except the reference's sources, trees, results, the chaffs and wheats, and
+// every other submission; only its own folder (staged sources and tree) stays in view.
+void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) {
+  if (sandbox().kind != SandboxKind::namespaces) return;
+  const fs::path own = tree.parent_path();            // <work>/student/<name>: src/ and build/
+  const fs::path work = own.parent_path().parent_path();
+  std::vector<std::string> cmd{"/usr/bin/bwrap", "--dev-bind", "/", "/", "--die-with-parent"};
+  fs::path program = spec.exe;  // bwrap does not search PATH
+  if (program.is_relative())
+    for (std::string_view path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin"; !path.empty();) {
+      const auto colon = path.find(':');
+      fs::path candidate = fs::path(path.substr(0, colon)) / spec.exe;
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        program = candidate;
+        break;
+      }
+      path = colon == std::string_view::npos ? "" : path.substr(colon + 1);
+    }
+  std::error_code ec;
+  for (const fs::path& hidden : {p.root / "solutions", p.root / "autograder" / "chaff", p.root / "autograder" / "wheat",
+                                 p.root / "autograder" / "private", p.own_tree, work})
+    if (fs::is_directory(hidden, ec)) cmd.insert(cmd.end(), {"--tmpfs", hidden.string()});
+  cmd.insert(cmd.end(), {"--bind", own.string(), own.string(), program.string()});
+  spec.args.insert(spec.args.begin(), cmd.begin() + 1, cmd.end());
+  spec.exe = cmd.front();
+}
+
+bool is_student_tree(const fs::path& tree) {
+  std::error_code ec;
+  const fs::path stamp = tree / "mgpu-grade-configure.txt";
+  return fs::exists(stamp, ec) && read_text(stamp).find("-DMGPU_IMPL=student\n") != std::string::npos;
 }
 
 // The folder of a submission that holds the chapter folders.
@@ -64,20 +99,13 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   Staged st;
   fs::path top = submission;
   std::error_code ec;
+  // Both throw RejectedSubmission for a link, a `..` path or a submission over the caps.
   if (fs::is_regular_file(submission) && submission.extension() == ".zip") {
-    fs::path unz = scratch / "unzipped";
-    fs::remove_all(unz, ec);
-    fs::create_directories(unz);
-    RunSpec spec;
-    spec.exe = "unzip";
-    spec.args = {"-qq", "-o", fs::absolute(submission).string(), "-d", unz.string()};
-    spec.isolate = false;
-    spec.wall_s = 120;
-    RunOutcome o = run_process(spec);
-    if (!o.started || !o.exited || (o.exit_code != 0 && o.exit_code != 1))
-      throw std::runtime_error(fmt::format("cannot unzip {}: {}{}", submission.string(), o.start_error, o.err));
-    top = unz;
-  } else if (!fs::is_directory(submission)) {
+    top = scratch / "unzipped";  // gpu_labs.cpp stages the lab files from here too
+    extract_zip(submission, top);
+  } else if (fs::is_directory(submission)) {
+    check_submission_folder(submission);
+  } else {
     throw std::runtime_error(fmt::format("submission {} is neither a folder nor a .zip file; pass the folder holding "
                                          "your chapter folders, or the zip that `./mgpu submit` wrote",
                                          submission.string()));
@@ -104,11 +132,9 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
     if (spec && !src_root.empty())
       for (const auto& f : spec->files) {
         fs::path p = src_root / name / f;
-        if (fs::is_symlink(p) || !fs::is_regular_file(p)) continue;
-        if (fs::file_size(p) > kMaxSubmittedFile) {
-          st.notes.push_back(fmt::format("{}/{} is larger than 1 MiB and was ignored", name, f));
-          continue;
-        }
+        // Checked above already; checked again because a folder can change after the check.
+        if (fs::is_symlink(p) || !fs::is_regular_file(p) || fs::hard_link_count(p) > 1) continue;
+        if (fs::file_size(p) > kMaxSubmissionFileBytes) continue;
         files[f] = read_text(p);
         any = true;
       }
@@ -146,6 +172,9 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
   spec.merge_output = true;
   spec.output_cap = 256 * 1024;
   spec.env = build_env(project);
+  if (cfg.impl == "student") {
+    hide_reference_from(spec, project, cfg.dir);
+  }
   RunOutcome o = run_process(spec);
   if (!o.started) return o.start_error;
   if (o.timed_out) return "configuring timed out after 300 s";
@@ -175,6 +204,9 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
   spec.merge_output = true;
   spec.output_cap = 512 * 1024;
   spec.env = build_env(project);
+  if (is_student_tree(tree)) {
+    hide_reference_from(spec, project, tree);
+  }
   RunOutcome o = run_process(spec);
   b.seconds = o.wall_s;
   std::string out = o.out;

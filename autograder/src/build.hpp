@@ -31,7 +31,8 @@ struct Staged {
 
 /// Copies SUBMISSION (a folder or .zip) into scratch/chapters: for every chapter, the pristine
 /// .cpp files from its skeleton folder, overlaid by the submission's manifest files. Files are
-/// only rewritten when their content changed.
+/// only rewritten when their content changed. A zip is extracted with extract_zip and a folder
+/// checked with check_submission_folder first: both throw RejectedSubmission (unpack.hpp).
 Staged stage_submission(const std::filesystem::path& submission, const std::filesystem::path& scratch,
                         const Rubric& rubric, const Project& project);
 

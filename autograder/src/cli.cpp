@@ -15,6 +15,8 @@
 #include "batch.hpp"
 #include "distribute.hpp"
 #include "grade.hpp"
+#include "proof.hpp"
+#include "sandbox.hpp"
 #include "report.hpp"
 #include "util.hpp"
 #include "visible.hpp"
@@ -91,6 +93,15 @@ struct Common {
 
 bool reference_available(const Project& p) { return p.own_is_solution && p.has_solutions(); }
 
+// Before any student code runs: a sandbox must exist, what killed graders left behind goes, and
+// everything a case must never read is closed to other users (autograder/SECURITY.md).
+void prepare_sandbox(const Project& p, const GradeOptions& o) {
+  require_sandbox();
+  sweep_leftovers();
+  const fs::path a = p.root / "autograder";
+  seal({p.root / "solutions", p.root / "build", p.own_tree, o.work_dir, a / "chaff", a / "wheat", a / "private"});
+}
+
 
 
 }  // namespace
@@ -148,6 +159,15 @@ int main(int argc, char** argv) {
   gsb->add_option("--rubric", gs_common.rubrics, "private rubric to include");
   gsb->add_option("--cases-dir", gs_common.cases_dirs, "private case folder to include");
 
+  // ---- chaff
+  Common c_common;
+  std::vector<std::string> proof_chapters;
+  auto* chaff = app.add_subcommand("chaff", "grade every chaff (known-wrong edit of the reference) and wheat (known-right "
+                                            "alternative) and check that each chaff loses its cases and each wheat gets full marks");
+  chaff->add_option("chapters", proof_chapters, "only these chaffs and wheats: prefixes of <chapter> or <chapter>/<name>, e.g. 11_2 or 11_2_data_parallel/ring_");
+  c_common.jobs = 2;  // here: proofs graded at the same time, each in its own build slot
+  c_common.add(chaff);
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -161,6 +181,7 @@ int main(int argc, char** argv) {
         std::cout << visible_report(vis, use_colour(1));
         return 0;
       }
+      prepare_sandbox(project, opts);
       Reference reference(project, rubric, opts);
       std::string name = submission.empty() ? "checkout" : fs::absolute(sub_path).lexically_normal().filename().string();
       Grade g = grade_submission(sub_path, name, project, rubric, reference, opts, solution);
@@ -174,6 +195,7 @@ int main(int argc, char** argv) {
       if (!reference_available(project)) throw std::runtime_error("grade-batch needs the reference solutions (solutions/ is absent)");
       Rubric rubric = b_common.rubric(project);
       GradeOptions opts = b_common.options(project, rubric);
+      prepare_sandbox(project, opts);
       batch.jobs = b_common.jobs;
       batch.dir = user_path(batch.dir.string());
       batch.csv = fs::absolute(user_path(batch.csv.string()));
@@ -183,6 +205,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "grade-batch: graded %d submissions in %.1f s into %s\n", n,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), batch.csv.c_str());
       return 0;
+    }
+    if (chaff->parsed()) {
+      if (!reference_available(project)) throw std::runtime_error("chaff needs the reference solutions (solutions/ is absent)");
+      Rubric rubric = c_common.rubric(project);
+      GradeOptions opts = c_common.options(project, rubric);
+      prepare_sandbox(project, opts);
+      auto proofs = load_proofs(project, rubric, proof_chapters);
+      if (proofs.empty()) throw std::runtime_error("chaff: no chaff or wheat matches; they live in autograder/chaff/<chapter>/ and autograder/wheat/<chapter>/");
+      std::fprintf(stderr, "chaff: grading %zu chaffs and wheats, %d at a time\n", proofs.size(), opts.jobs);
+      return run_proofs(proofs, project, rubric, opts, std::cout) ? 0 : 1;
     }
     if (rel->parsed()) {
       release_out = user_path(release_out).string();

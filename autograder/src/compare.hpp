@@ -17,7 +17,10 @@ struct Comparison {
   std::string reason;                  ///< one line when not ok
   double max_abs_error = 0;            ///< over every compared element
   double max_rel_error = 0;            ///< |a-b|/|b| over elements with b != 0
-  std::vector<std::string> mismatches; ///< the first few, "bubble[3]: got 0.25, expected 0.2"
+  std::size_t nan_count = 0;           ///< NaN where the reference has a number
+  std::vector<std::string> mismatches; ///< first and worst wrong element per value, "first wrong: v[3]: got 0.25, expected 0.2"
+  std::vector<std::string> hints;      ///< clean-factor observations ("every wrong element of g is 4x ...")
+  std::string tolerances;              ///< the tolerance each value was judged with
   std::string detail() const;          ///< multi-line feedback
 };
 
@@ -33,7 +36,8 @@ Comparison compare_values(const nlohmann::json& student_values, const nlohmann::
 
 /// The verdict on one budget.
 struct BudgetCheck {
-  bool ok = false;       ///< within budget
+  bool ok = false;       ///< within budget (and above the floor, if any)
+  bool below_floor = false;  ///< under the budget's floor: the case itself is wrong
   double student = 0;     ///< measured in the student's run
   double reference = 0;   ///< measured in the reference run
   std::string line;       ///< "bytes_sent 2.00x reference (budget 1.05x)"

@@ -20,6 +20,8 @@ bool excluded(const fs::path& rel, bool keep_solutions) {
   if (first == "build" || first == ".git" || first == ".cache") return true;
   if (!keep_solutions && first == "solutions") return true;
   std::string s = rel.generic_string();
+  // Chaffs and wheats are edits of the reference and correct alternatives: instructors only.
+  if (!keep_solutions && (s.rfind("autograder/chaff/", 0) == 0 || s.rfind("autograder/wheat/", 0) == 0)) return true;
   return s.rfind("autograder/private/", 0) == 0;
 }
 
@@ -56,7 +58,7 @@ cd /autograder/source
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends cmake ninja-build g++ ccache doctest-dev libeigen3-dev \
-  nlohmann-json3-dev libcli11-dev libfmt-dev zip unzip python3-pip
+  nlohmann-json3-dev libcli11-dev libfmt-dev libzip-dev zip unzip python3-pip
 # The project needs CMake >= 3.25; older images get it from PyPI.
 have=$(cmake --version 2>/dev/null | awk 'NR==1 {print $3}')
 if [ -z "$have" ] || [ "$(printf '%s\n' 3.25 "$have" | sort -V | head -n1)" != 3.25 ]; then

@@ -136,6 +136,14 @@ void stage_gpu_files(const GpuLabsSpec& spec, const fs::path& submission, const 
 
 }  // namespace
 
+bool gpu_labs_selected(const Rubric& rubric, const std::vector<std::string>& filters) {
+  if (!rubric.gpu_labs || rubric.gpu_labs->cases.empty()) return false;
+  if (filters.empty()) return true;
+  for (const auto& f : filters)
+    if (std::string("gpu_labs").rfind(f, 0) == 0) return true;
+  return false;
+}
+
 void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, GpuLabsSpec& out,
                     std::vector<std::string>& errors) {
   const std::string field = "gpu_labs";

@@ -23,6 +23,10 @@ namespace mgpu::grade {
 void parse_gpu_labs(const nlohmann::ordered_json& section, const std::string& file, GpuLabsSpec& out,
                     std::vector<std::string>& errors);
 
+/// True when a grade has the GPU lab block (a chapter named "gpu_labs"): the rubric has GPU cases
+/// and there is no --chapter filter, or one that "gpu_labs" starts with.
+bool gpu_labs_selected(const Rubric& rubric, const std::vector<std::string>& filters);
+
 /// CUDA devices this process may use: the /dev/nvidia<N> nodes, or none when CUDA_VISIBLE_DEVICES
 /// hides them all ("", "-1", "NoDevFiles").
 int visible_cuda_devices();

@@ -13,6 +13,7 @@
 
 #include "compare.hpp"
 #include "gpu_labs.hpp"
+#include "unpack.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;
@@ -69,6 +70,12 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, 
   if (o.timed_out) {
     r.status = Status::timeout;
     r.reason = fmt::format("exceeded the {:g} s time limit and was stopped", spec.time_limit_s);
+    return r;
+  }
+  if (o.memory_exceeded) {
+    r.status = Status::out_of_memory;
+    r.reason = fmt::format("its processes together held {:.0f} MiB, over the case's {:g} MiB limit, and were stopped",
+                           static_cast<double>(o.tree_memory_bytes) / (1 << 20), spec.memory_mb);
     return r;
   }
   if (o.signal == SIGXCPU) {
@@ -160,15 +167,27 @@ CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun
     g.feedback = cmp.detail() + "\n" + student.output;
     return g;
   }
+  std::vector<BudgetCheck> checks;
+  for (const auto& b : spec.budgets)
+    checks.push_back(check_budget(b, student.result.value("measures", nlohmann::json::object()),
+                                  reference.result.value("measures", nlohmann::json::object())));
+  // Under a floor, the values only look right: the work was done where the runtime cannot see it.
+  for (const auto& bc : checks)
+    if (bc.below_floor) {
+      g.status = Status::wrong;
+      g.reason = bc.line;
+      g.feedback = bc.line + "\n" + cmp.detail() + "\n" + student.output;
+      return g;
+    }
   g.status = Status::passed;
   g.score = spec.points;
   g.feedback = cmp.detail();
-  for (const auto& b : spec.budgets) {
-    BudgetCheck bc = check_budget(b, student.result.value("measures", nlohmann::json::object()),
-                                  reference.result.value("measures", nlohmann::json::object()));
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    const auto& bc = checks[i];
     g.feedback += "\n" + std::string(bc.ok ? "within budget: " : "over budget: ") + bc.line;
-    if (bc.ok) g.score += b.points;
-    else if (g.reason.empty()) g.reason = fmt::format("correct, but over budget: {} (-{:g} points)", bc.line, b.points);
+    if (bc.ok) g.score += spec.budgets[i].points;
+    else if (g.reason.empty())
+      g.reason = fmt::format("correct, but over budget: {} (-{:g} points)", bc.line, spec.budgets[i].points);
   }
   if (!student.output.empty()) g.feedback += "\n" + student.output;
   return g;
@@ -288,7 +307,16 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   fs::path scratch_chapters;
   if (!solution) {
     fs::path base = opts.work_dir / "student" / safe_name(build_name);
-    Staged st = stage_submission(submission, base / "src", rubric, project);
+    Staged st;
+    try {
+      st = stage_submission(submission, base / "src", rubric, project);
+    } catch (const RejectedSubmission& e) {
+      // A link, a `..` path or a submission over the caps: nothing of it is built or run.
+      g = rejected_grade(std::move(g), chapters, e.what());
+      g.execution_seconds = since(t_all);
+      g.timings.emplace_back("total", g.execution_seconds);
+      return g;
+    }
     g.notes.insert(g.notes.end(), st.notes.begin(), st.notes.end());
     scratch_chapters = st.chapters_dir;
     tree = base / "build";
@@ -355,12 +383,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   g.timings.emplace_back("student cases", since(t_cases));
 
   // ---- GPU labs: run on a CUDA device, reported as skipped without one
-  bool gpu = rubric.gpu_labs.has_value() && !rubric.gpu_labs->cases.empty();
-  if (gpu && !opts.chapters.empty()) {
-    gpu = false;
-    for (const auto& f : opts.chapters) gpu = gpu || std::string("gpu_labs").rfind(f, 0) == 0;
-  }
-  if (gpu) {
+  if (gpu_labs_selected(rubric, opts.chapters)) {
     auto t_gpu = Clock::now();
     g.chapters.push_back(grade_gpu_labs(*rubric.gpu_labs, submission, build_name, project, reference.tree(), opts, solution));
     if (!g.chapters.back().cases.empty() && g.chapters.back().cases.front().status == Status::skipped)

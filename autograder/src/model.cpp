@@ -1,5 +1,7 @@
-// Status and visibility names, and the score sums of the grade model.
+// Status and visibility names, the score sums of the grade model, and its UTF-8-safe copy.
 #include "model.hpp"
+
+#include "util.hpp"
 
 namespace mgpu::grade {
 
@@ -15,6 +17,7 @@ const char* status_name(Status s) {
     case Status::build_failed: return "build-failed";
     case Status::reference_error: return "reference-error";
     case Status::skipped: return "skipped";
+    case Status::rejected_submission: return "rejected-submission";
   }
   return "?";
 }
@@ -51,6 +54,24 @@ double Grade::max_score() const {
   double s = 0;
   for (const auto& c : chapters) s += c.max_score();
   return s;
+}
+
+Grade with_valid_utf8(Grade g) {
+  g.submission = valid_utf8(g.submission);
+  for (auto& n : g.notes) n = valid_utf8(n);
+  for (auto& t : g.timings) t.first = valid_utf8(t.first);
+  for (auto& ch : g.chapters) {
+    ch.name = valid_utf8(ch.name);
+    ch.title = valid_utf8(ch.title);
+    ch.build_error = valid_utf8(ch.build_error);
+    for (auto& c : ch.cases) {
+      c.name = valid_utf8(c.name);
+      c.chapter = valid_utf8(c.chapter);
+      c.reason = valid_utf8(c.reason);
+      c.feedback = valid_utf8(c.feedback);
+    }
+  }
+  return g;
 }
 
 }  // namespace mgpu::grade

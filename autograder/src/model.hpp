@@ -21,6 +21,7 @@ enum class Status {
   build_failed,     ///< the chapter did not compile or link
   reference_error,  ///< the reference itself failed: a grader problem, not counted
   skipped,          ///< not run here (a GPU case without a CUDA device): counts for nothing
+  rejected_submission,  ///< the submission broke an unpacking rule (a link, `..`, over a cap): nothing ran
 };
 
 /// Lower-case name used in every report ("not-implemented", ...).
@@ -66,5 +67,10 @@ struct Grade {
   double score() const;        ///< sum over chapters
   double max_score() const;    ///< sum over chapters
 };
+
+/// A copy of g whose every text is valid UTF-8 (see valid_utf8). Report writers start from it:
+/// student output and compiler messages are bytes, and one invalid byte would make the JSON
+/// writer throw and leave Gradescope with no result at all.
+Grade with_valid_utf8(Grade g);
 
 }  // namespace mgpu::grade

@@ -1,4 +1,5 @@
-// Report writers. All of them read the same grade model; none of them decides anything.
+// Report writers. All of them read the same grade model; none of them decides anything. Each
+// writes from with_valid_utf8(g), so bytes a student printed can never make a report fail.
 #pragma once
 
 #include <string>

@@ -5,7 +5,8 @@
 
 namespace mgpu::grade {
 
-nlohmann::json json_report(const Grade& g) {
+nlohmann::json json_report(const Grade& graded) {
+  const Grade g = with_valid_utf8(graded);
   nlohmann::json j;
   j["submission"] = g.submission;
   j["seed"] = g.seed;
@@ -28,7 +29,8 @@ nlohmann::json json_report(const Grade& g) {
   return j;
 }
 
-nlohmann::json gradescope_report(const Grade& g) {
+nlohmann::json gradescope_report(const Grade& graded) {
+  const Grade g = with_valid_utf8(graded);
   nlohmann::json j;
   j["score"] = g.score();
   j["execution_time"] = static_cast<long>(std::lround(g.execution_seconds));

@@ -28,7 +28,8 @@ std::string xml_escape(const std::string& s) {
 
 }  // namespace
 
-std::string junit_report(const Grade& g) {
+std::string junit_report(const Grade& graded) {
+  const Grade g = with_valid_utf8(graded);
   std::size_t tests = 0, failures = 0, errors = 0, skips = 0;
   double time = 0;
   std::string suites;

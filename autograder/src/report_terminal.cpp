@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "report.hpp"
+#include "util.hpp"
 
 namespace mgpu::grade {
 namespace {
@@ -21,7 +22,7 @@ const char* colour_of(Status s) {
 std::string one_line(const std::string& s) {
   std::string line = s.substr(0, s.find('\n'));
   constexpr std::size_t kMax = 160;
-  if (line.size() > kMax) line = line.substr(0, kMax - 3) + "...";
+  if (line.size() > kMax) line = truncate_utf8(line, kMax - 3) + "...";
   return line;
 }
 
@@ -29,7 +30,8 @@ std::string pts(double v) { return fmt::format("{:g}", std::round(v * 100) / 100
 
 }  // namespace
 
-std::string terminal_report(const Grade& g, bool colour, bool timings) {
+std::string terminal_report(const Grade& graded, bool colour, bool timings) {
+  const Grade g = with_valid_utf8(graded);
   const char* bold = colour ? "\033[1m" : "";
   const char* reset = colour ? "\033[0m" : "";
   std::string s = fmt::format("{}grade of {}{}  (seed {})\n", bold, g.submission, reset, g.seed);
@@ -48,6 +50,9 @@ std::string terminal_report(const Grade& g, bool colour, bool timings) {
     }
   }
   s += fmt::format("\n{}total {}/{}{}\n", bold, pts(g.score()), pts(g.max_score()), reset);
+  if (g.score() < g.max_score())
+    s += "Each line shows the first reason only; --json FILE has every case's full feedback: first and worst wrong "
+         "element, tolerances, and the program's output.\n";
   if (timings) {
     s += "timings:";
     for (const auto& [phase, sec] : g.timings) s += fmt::format("  {} {:.2f} s", phase, sec);

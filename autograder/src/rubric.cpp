@@ -115,7 +115,7 @@ void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name
           ck.fail(bf, "expected an object", R"(write {"measure": "bytes_sent", "factor": 1.05, "points": 1})");
           continue;
         }
-        ck.known_keys(b, bf, {"measure", "factor", "points"});
+        ck.known_keys(b, bf, {"measure", "factor", "points", "min_factor", "below"});
         Budget bud;
         if (!b.contains("measure") || !b.at("measure").is_string() || b.at("measure").get<std::string>().empty())
           ck.fail(bf + ".measure", "missing or not a string", "name the value the case passes to ctx.measure(), e.g. \"bytes_sent\"");
@@ -124,6 +124,18 @@ void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name
         else if (auto f = ck.number(b, "factor", bf, 0, true)) bud.factor = *f;
         if (!b.contains("points")) ck.fail(bf + ".points", "missing", "give the budget's points, e.g. 1");
         else if (auto p = ck.number(b, "points", bf, 0)) bud.points = *p;
+        if (b.contains("min_factor")) {
+          if (auto f = ck.number(b, "min_factor", bf, 0)) {
+            bud.min_factor = *f;
+            if (*f > bud.factor) ck.fail(bf + ".min_factor", fmt::format("{:g} is above factor {:g}", *f, bud.factor),
+                                         "a floor must lie at or below the budget; lower min_factor");
+          }
+        }
+        if (b.contains("below")) {
+          if (!b.at("below").is_string()) ck.fail(bf + ".below", "expected a string", "say what a measure under the floor means");
+          else bud.below = b.at("below").get<std::string>();
+          if (!b.contains("min_factor")) ck.fail(bf + ".below", "given without min_factor", "add \"min_factor\": 1.0 or drop \"below\"");
+        }
         c.budgets.push_back(bud);
       }
     }

@@ -27,11 +27,15 @@ struct PartialTolerance {
   std::optional<double> atol;  ///< absolute part, if given
 };
 
-/// A measured cost that must stay within factor times the reference's measurement.
+/// A measured cost that must stay within factor times the reference's measurement, and, where a
+/// floor is given, must not fall below min_factor times it: less than any correct code needs
+/// means the work happened outside what the runtime measures, and the case is wrong.
 struct Budget {
-  std::string measure;  ///< name the case passes to ctx.measure(), e.g. "bytes_sent"
-  double factor = 1;    ///< allowed ratio to the reference
-  double points = 0;    ///< earned only when the case is also correct
+  std::string measure;               ///< name the case passes to ctx.measure(), e.g. "bytes_sent"
+  double factor = 1;                 ///< allowed ratio to the reference
+  double points = 0;                 ///< earned only when the case is also correct
+  std::optional<double> min_factor;  ///< floor as a ratio to the reference, if any
+  std::string below;                 ///< what a measure under the floor means, for the student
 };
 
 /// One graded case.

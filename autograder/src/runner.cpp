@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +24,8 @@
 #include <cstring>
 #include <fstream>
 #include <thread>
+
+#include "sandbox.hpp"
 
 extern char** environ;
 
@@ -88,7 +91,11 @@ struct Pipe {
   ::_exit(127);
 }
 
-const char* kStages[] = {"setsid", "dup", "chdir", "setrlimit", "setgroups", "setgid", "setuid", "exec"};
+const char* kStages[] = {"setsid", "dup", "chdir", "setrlimit", "setgroups", "setgid", "setuid", "exec", "prctl"};
+
+// How often the whole tree's resident memory is summed: often enough that a tree cannot grow far
+// past its limit in between, rarely enough that scanning /proc costs nothing measurable.
+constexpr auto kMemoryPoll = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -107,50 +114,69 @@ void kill_all_running() {
 
 RunOutcome run_process(const RunSpec& spec) {
   RunOutcome o;
-  const bool root = ::geteuid() == 0;
-  uid_t uid = ::geteuid();
-  gid_t gid = ::getegid();
-  bool drop = spec.isolate && spec.drop_privileges && root;
-  if (drop) {
-    struct passwd pw {};
-    struct passwd* res = nullptr;
-    std::array<char, 4096> buf{};
-    if (::getpwnam_r("nobody", &pw, buf.data(), buf.size(), &res) == 0 && res) {
-      uid = pw.pw_uid;
-      gid = pw.pw_gid;
-    } else {
-      drop = false;  // no such user: run as we are, still in every other limit
+  const SandboxKind kind = spec.isolate ? sandbox().kind : SandboxKind::none;
+  if (spec.isolate && kind == SandboxKind::none) {
+    o.start_error = sandbox().why;
+    return o;
+  }
+  // As root, every isolated run gets a uid of its own: nothing it starts can touch another case,
+  // the grader or a file that is not world-readable, and all of it is killed afterwards.
+  std::optional<UidLease> lease;
+  if (spec.isolate && spec.drop_privileges && ::geteuid() == 0) {
+    lease.emplace();
+    if (!lease->held()) {
+      o.start_error = "every case uid is in use (too many cases at once); lower --jobs";
+      return o;
     }
   }
+  const bool drop = lease.has_value();
+  const uid_t uid = drop ? lease->uid() : ::geteuid();
+  const gid_t gid = drop ? static_cast<gid_t>(lease->uid()) : ::getegid();
 
   // A fresh working folder the program may scribble in; removed afterwards.
   std::filesystem::path workdir = spec.cwd;
   bool own_workdir = false;
+  std::filesystem::path program = spec.exe;
   if (spec.isolate) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "mgpu-case-XXXXXX").string();
+    std::string tmpl = case_dir_template();
     if (!::mkdtemp(tmpl.data())) {
       o.start_error = fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
       return o;
     }
     workdir = tmpl;
     own_workdir = true;
-    if (drop && ::chown(workdir.c_str(), uid, gid) != 0) {
-      o.start_error = fmt::format("cannot hand {} to nobody: {}", workdir.string(), std::strerror(errno));
-      std::filesystem::remove_all(workdir);
+    std::error_code ec;
+    // The case runs its own link (or copy) of the program, so the folders above the real one can
+    // stay sealed: it never needs a path into the build trees. A link keeps the owner's
+    // permissions, so the case can run the program but not rewrite it.
+    const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
+    program = workdir / spec.exe.filename();
+    if (!ec) std::filesystem::create_hard_link(real, program, ec);
+    if (ec) {
+      ec.clear();
+      std::filesystem::copy_file(spec.exe, program, ec);
+      if (!ec) std::filesystem::permissions(program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
+      if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0) ec = {errno, std::generic_category()};
+    }
+    if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0) ec = {errno, std::generic_category()};
+    if (ec) {
+      o.start_error = fmt::format("cannot prepare {} for the case: {}", workdir.string(), ec.message());
+      std::filesystem::remove_all(workdir, ec);
       return o;
     }
   }
 
   // argv and envp, built before the fork.
-  std::vector<std::string> argv_s{spec.exe.string()};
+  std::vector<std::string> argv_s{program.string()};
+  if (kind == SandboxKind::namespaces) argv_s = bwrap_command(program, workdir);
   argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_s;
   if (spec.isolate) {
-    env_s = {"PATH=/usr/bin:/bin", "HOME=" + workdir.string(), "TMPDIR=" + workdir.string(), "LANG=C.UTF-8",
-             "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
+    const std::string home = kind == SandboxKind::namespaces ? "/case" : workdir.string();
+    env_s = {"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home, "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
     for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
   } else {
     for (char** e = environ; *e; ++e) {
@@ -167,7 +193,8 @@ RunOutcome run_process(const RunSpec& spec) {
 
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
-  rlim_t nproc = static_cast<rlim_t>(tasks_of_user(uid) + spec.extra_processes);
+  // RLIMIT_NPROC counts every task of the uid: a leased uid has none yet.
+  rlim_t nproc = static_cast<rlim_t>((drop ? 0 : tasks_of_user(uid)) + spec.extra_processes);
   struct rlimit lim_as {spec.memory_bytes, spec.memory_bytes};
   struct rlimit lim_cpu {cpu_s, cpu_s + 1};
   struct rlimit lim_fsize {spec.file_bytes, spec.file_bytes};
@@ -223,6 +250,8 @@ RunOutcome run_process(const RunSpec& spec) {
       if (::setgid(gid) != 0) child_fail(ew, 5);
       if (::setuid(uid) != 0) child_fail(ew, 6);
     }
+    // Dies with the grader (changing uid above cleared any earlier setting).
+    if (spec.isolate && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
     if (spec.isolate) ::execve(argv[0], argv.data(), envp.data());
     else ::execvpe(argv[0], argv.data(), envp.data());
     child_fail(ew, 7);
@@ -241,8 +270,8 @@ RunOutcome run_process(const RunSpec& spec) {
   while (got < 0 && errno == EINTR);
   if (got == static_cast<ssize_t>(sizeof msg)) {
     o.start_error = fmt::format("cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]], std::strerror(msg[1]),
-                                drop && msg[1] == EACCES ? " (the case program must be readable and executable by user nobody; "
-                                                            "make its folders world-readable or pass --no-drop)"
+                                drop && msg[1] == EACCES ? " (the program must be readable and executable by every user: "
+                                                            "make its folders world-readable)"
                                                           : "");
   } else {
     o.started = true;
@@ -264,19 +293,37 @@ RunOutcome run_process(const RunSpec& spec) {
   int wstatus = 0;
   bool reaped = false;
   std::array<char, 65536> chunk{};
+  auto next_memory_check = start;
+  auto kill_tree = [&] {
+    ::kill(-pid, SIGKILL);
+    if (drop) kill_uid(uid);  // processes that left the group (setsid) are still the lease's
+  };
   while (true) {
     if (!reaped) {
       pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
       if (w == pid) {
         reaped = true;
-        ::kill(-pid, SIGKILL);  // descendants left behind must not keep the pipes open
+        kill_tree();  // descendants left behind must not keep the pipes open or outlive the case
         drain_until = Clock::now() + std::chrono::milliseconds(500);
       }
     }
     auto now = Clock::now();
+    // The memory limit holds for the whole tree: RLIMIT_AS alone is per process.
+    if (!reaped && spec.isolate && now >= next_memory_check) {
+      next_memory_check = now + kMemoryPoll;
+      std::uint64_t rss = tree_resident_bytes(pid, drop ? std::optional<uid_t>(uid) : std::nullopt);
+      if (rss > spec.memory_bytes) {
+        o.memory_exceeded = true;
+        o.tree_memory_bytes = rss;
+        kill_tree();
+        ::waitpid(pid, &wstatus, 0);
+        reaped = true;
+        drain_until = Clock::now() + std::chrono::milliseconds(200);
+      }
+    }
     if (!reaped && now >= deadline) {
       o.timed_out = true;
-      ::kill(-pid, SIGKILL);
+      kill_tree();
       ::waitpid(pid, &wstatus, 0);
       reaped = true;
       drain_until = Clock::now() + std::chrono::milliseconds(200);
@@ -307,7 +354,7 @@ RunOutcome run_process(const RunSpec& spec) {
   for (auto& s : streams) Pipe::close_fd(s.fd);
   out.r = err.r = res.r = -1;
   if (!reaped) ::waitpid(pid, &wstatus, 0);
-  ::kill(-pid, SIGKILL);
+  kill_tree();
   forget(pid);
   o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (WIFEXITED(wstatus)) {

@@ -1,6 +1,7 @@
-// Running one program in isolation: its own process group and session, a wall-clock limit that
-// kills the whole group, resource limits, stdin from /dev/null, a fresh temporary working folder,
-// a scrubbed environment, no privileges, and stdout/stderr captured up to a cap.
+// Running one program in isolation: a sandbox (sandbox.hpp: namespaces, or a throwaway uid), its
+// own session, a wall-clock and a memory limit that hold for everything it starts, resource
+// limits, stdin from /dev/null, a fresh working folder, a scrubbed environment, and stdout/stderr
+// captured up to a cap.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +18,9 @@ struct RunSpec {
   std::filesystem::path exe;               ///< absolute path (isolated) or a name looked up in PATH
   std::vector<std::string> args;           ///< argv[1..]
   double wall_s = 10;                      ///< wall-clock limit; the process group is killed at it
-  bool isolate = true;                     ///< limits, fresh temp dir, scrubbed env, drop privileges
-  bool drop_privileges = true;             ///< when isolated and running as root: become nobody
-  std::uint64_t memory_bytes = 2ull << 30; ///< RLIMIT_AS (isolated only)
+  bool isolate = true;                     ///< sandbox, limits, fresh temp dir, scrubbed env
+  bool drop_privileges = true;             ///< when isolated and running as root: a throwaway uid
+  std::uint64_t memory_bytes = 2ull << 30; ///< RLIMIT_AS per process, and resident bytes of the whole tree (isolated only)
   std::uint64_t file_bytes = 16ull << 20;  ///< RLIMIT_FSIZE (isolated only)
   std::uint64_t open_files = 64;           ///< RLIMIT_NOFILE (isolated only)
   std::uint64_t extra_processes = 1024;    ///< RLIMIT_NPROC headroom over the user's tasks (threads count)
@@ -39,6 +40,8 @@ struct RunOutcome {
   int exit_code = -1;          ///< valid when exited
   int signal = 0;              ///< terminating signal, 0 if none
   bool timed_out = false;      ///< we killed it at the wall-clock limit
+  bool memory_exceeded = false;  ///< we killed it: its processes together held more than memory_bytes
+  std::uint64_t tree_memory_bytes = 0;  ///< what they held then
   std::string result;          ///< everything written to result_fd
   bool result_overflow = false;  ///< the result exceeded result_cap
   std::string out;             ///< captured stdout (capped)

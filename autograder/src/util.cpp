@@ -1,4 +1,5 @@
 // File helpers: change-aware writes keep warm rebuilds incremental; fsync keeps reports intact.
+// Text helpers: UTF-8 repair and truncation, so bytes from students never break a report.
 #include "util.hpp"
 
 #include <fcntl.h>
@@ -55,6 +56,64 @@ std::string safe_name(const std::string& s) {
   for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
   if (r.empty() || r[0] == '.') r = "_" + r;
   return r;
+}
+
+namespace {
+
+// The UTF-8 sequence starting at s[i]: its length when valid, otherwise the length of its longest
+// valid prefix (at least 1), which is the "maximal subpart" replaced by one U+FFFD.
+struct Utf8Seq {
+  std::size_t len;
+  bool ok;
+};
+
+Utf8Seq utf8_at(const std::string& s, std::size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return {1, true};
+  std::size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // range of the first continuation byte (Unicode table 3-7)
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;  // shorter forms are overlong
+    if (c == 0xED) hi = 0x9F;  // D800..DFFF are surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;  // overlong
+    if (c == 0xF4) hi = 0x8F;  // beyond U+10FFFF
+  } else {
+    return {1, false};  // a continuation byte, C0/C1 (overlong) or F5..FF (beyond U+10FFFF)
+  }
+  for (std::size_t k = 1; k < n; ++k) {
+    if (i + k >= s.size()) return {k, false};
+    auto b = static_cast<unsigned char>(s[i + k]);
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return {k, false};
+  }
+  return {n, true};
+}
+
+}  // namespace
+
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    Utf8Seq q = utf8_at(s, i);
+    if (q.ok) out.append(s, i, q.len);
+    else out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+    i += q.len;
+  }
+  return out;
+}
+
+std::string truncate_utf8(const std::string& s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  std::size_t cut = max_bytes;
+  // Step back over continuation bytes (10xxxxxx) to the start of the character being cut; a
+  // character is at most 4 bytes, so at most 3 steps.
+  for (int k = 0; k < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80; ++k) --cut;
+  return s.substr(0, cut);
 }
 
 bool use_colour(int fd) {

@@ -1,6 +1,7 @@
-// Small file helpers shared by the grader's parts.
+// Small file and text helpers shared by the grader's parts.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
@@ -15,6 +16,13 @@ bool write_if_changed(const std::filesystem::path& p, const std::string& content
 void write_text(const std::filesystem::path& p, const std::string& content);
 /// A name safe for a folder: letters, digits, '-', '_' and '.', others replaced by '_'.
 std::string safe_name(const std::string& s);
+/// s with every invalid UTF-8 sequence (a stray byte, an overlong form, a surrogate, a character
+/// cut short) replaced by U+FFFD, one per maximal invalid subpart as Unicode recommends. Student
+/// output and compiler messages are bytes; JSON and XML reports need valid UTF-8.
+std::string valid_utf8(const std::string& s);
+/// At most max_bytes of s, cut at a character boundary: a multi-byte character that does not fit
+/// is left out whole rather than cut in the middle.
+std::string truncate_utf8(const std::string& s, std::size_t max_bytes);
 /// True when stdout (fd 1) or stderr (fd 2) is a terminal and colour is wanted (NO_COLOR unset).
 bool use_colour(int fd);
 

@@ -33,11 +33,14 @@ inline fs::path fresh_dir(const std::string& name) {
   return d;
 }
 
-/// Runs mgpu-grade with args; returns the outcome (stdout+stderr merged in out).
-inline RunOutcome grader(const std::vector<std::string>& args, double wall_s = 600) {
+/// Runs mgpu-grade with args (and env added to the environment); returns the outcome
+/// (stdout+stderr merged in out).
+inline RunOutcome grader(const std::vector<std::string>& args, double wall_s = 600,
+                         const std::vector<std::pair<std::string, std::string>>& env = {}) {
   RunSpec spec;
   spec.exe = MGPU_GRADE_EXE;
   spec.args = args;
+  spec.env = env;
   spec.isolate = false;
   spec.wall_s = wall_s;
   spec.merge_output = true;

@@ -57,8 +57,37 @@ TEST_CASE("compare_values reports the first mismatches and the largest errors") 
   CHECK(c.max_abs_error == doctest::Approx(4.0));
   CHECK(c.max_rel_error == doctest::Approx(1.0));
   REQUIRE(c.mismatches.size() == 2);
-  CHECK(c.mismatches[0].find("v[1]") == 0);
-  CHECK(c.reason.find("2 of 4 elements") != std::string::npos);
+  CHECK(c.mismatches[0].find("first wrong: v[1]: got 2.5, expected 2") == 0);
+  CHECK(c.mismatches[1].find("worst: v[3]: got 8, expected 4 (2x, +4)") == 0);
+  CHECK(c.reason.find("2 of 4 elements outside tolerance, first at [1]") != std::string::npos);
+  CHECK(c.detail().find("tolerances: s fp64 (rtol 1e-06, atol 0); v fp64") != std::string::npos);
+}
+
+TEST_CASE("NaN is reported as NaN, not as a zero error") {
+  Rubric r = rubric_with_fp64(1e-6, 0);
+  CaseSpec spec;
+  json ref = {{"g", value({1.0, 2.0})}};
+  Comparison c = compare_values(json{{"g", value({"nan", "nan"})}}, ref, r, spec);
+  CHECK_FALSE(c.ok);
+  CHECK(c.nan_count == 2);
+  CHECK(c.reason.find("2 NaN") != std::string::npos);
+  CHECK(c.mismatches[0].find("got NaN, expected 1") != std::string::npos);
+}
+
+TEST_CASE("a per-rank value names the rank, and a clean factor of the rank count is called out") {
+  Rubric r = rubric_with_fp64(1e-6, 0);
+  CaseSpec spec;
+  json grads = value({0.5, -1.0, 2.0});
+  json ref = {{"ranks", value(4.0)}, {"grads", grads}, {"peak", value({100.0, 100.0})}};
+  ref["peak"]["index"] = "rank";
+  json student = {{"ranks", value(4.0)}, {"grads", value({2.0, -4.0, 8.0})}, {"peak", value({100.0, 150.0})}};
+  Comparison c = compare_values(student, ref, r, spec);
+  CHECK_FALSE(c.ok);
+  MESSAGE(c.detail());
+  REQUIRE(c.hints.size() == 1);
+  CHECK(c.hints[0] == "every wrong element of grads is 4x the reference: summed over the 4 ranks instead of averaged?");
+  CHECK(c.reason.find("summed over the 4 ranks") != std::string::npos);
+  CHECK(c.detail().find("first wrong: peak on rank 1: got 150, expected 100 (1.5x, +50)") != std::string::npos);
 }
 
 TEST_CASE("a missing value, a wrong shape and non-numbers are wrong answers") {
@@ -90,7 +119,7 @@ TEST_CASE("tolerances come from the emitted dtype, then the case, then the value
 }
 
 TEST_CASE("a budget passes at or under reference * factor and fails above") {
-  Budget b{"bytes_sent", 1.05, 1};
+  Budget b{"bytes_sent", 1.05, 1, std::nullopt, ""};
   json ref = {{"bytes_sent", 1000.0}};
   CHECK(check_budget(b, json{{"bytes_sent", 1050.0}}, ref).ok);
   BudgetCheck over = check_budget(b, json{{"bytes_sent", 2000.0}}, ref);
@@ -99,4 +128,17 @@ TEST_CASE("a budget passes at or under reference * factor and fails above") {
   CHECK(over.line.find("2x") != std::string::npos);
   CHECK_FALSE(check_budget(b, json::object(), ref).ok);
   CHECK_FALSE(check_budget(b, json{{"bytes_sent", "nan"}}, ref).ok);
+  CHECK_FALSE(check_budget(b, json{{"bytes_sent", 0.0}}, ref).below_floor);  // no floor: cheap is fine
+}
+
+TEST_CASE("a budget's floor makes a measure below what correct code needs a wrong answer") {
+  Budget b{"bytes_sent", 1.0, 1, 1.0, "data reached other ranks outside the communicator"};
+  json ref = {{"bytes_sent", 1000.0}};
+  CHECK(check_budget(b, json{{"bytes_sent", 1000.0}}, ref).ok);
+  BudgetCheck under = check_budget(b, json{{"bytes_sent", 0.0}}, ref);
+  CHECK(under.below_floor);
+  CHECK_FALSE(under.ok);
+  CHECK(under.line == "bytes_sent 0 is below what any correct code needs (1x the reference's 1000): "
+                      "data reached other ranks outside the communicator");
+  CHECK(check_budget(b, json::object(), ref).below_floor);
 }

@@ -33,6 +33,8 @@ TEST_CASE("the release leaves out solutions/, build/ and autograder/private/") {
   CHECK_FALSE(fs::exists(out / "solutions"));
   CHECK_FALSE(fs::exists(out / "build"));
   CHECK_FALSE(fs::exists(out / "autograder" / "private"));
+  CHECK_FALSE(fs::exists(out / "autograder" / "chaff"));  // edits of the reference
+  CHECK_FALSE(fs::exists(out / "autograder" / "wheat"));
   CHECK(fs::exists(out / "autograder" / "rubric.json"));
   CHECK(fs::exists(out / "chapters"));
   CHECK(fs::exists(out / "mgpu"));

@@ -37,6 +37,9 @@ model::Batch local_batch(const model::Batch& global, int rank, int ranks);
 ///     its tokens and the slices are equal, the average is the gradient of the whole batch;
 ///  3. adam.step on the replica. Every rank applies the same update to the same weights, so the
 ///     replicas stay bitwise identical.
+/// On return, replica.grads holds the averaged gradients that adam.step applied (the same on every
+/// rank): the grader reads them there, because Adam's update hardly changes when every gradient
+/// is scaled by the same factor, so the weights alone would not show a sum taken for an average.
 /// `rank` is this rank (for its clock and ledger); `dp` is the data-parallel group (the world,
 /// or a sub-group in 3D parallelism).
 double data_parallel_step(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
@@ -71,6 +74,7 @@ std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_b
 /// backward continues while the comm stream sends. Wait for all of them before adam.step.
 /// The result is bitwise the same as the unbucketed step (averaging is element-wise); the
 /// virtual step time falls from compute + communication towards max(compute, communication).
+/// As there, replica.grads holds the averaged gradients on return.
 double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
                                      model::Adam& adam, const model::Batch& global,
                                      std::span<const Bucket> buckets);

@@ -31,7 +31,7 @@ double attention_params_per_rank(std::int64_t hidden, std::int64_t heads, std::i
 
 double block_params_per_rank(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden,
                              std::int64_t t) {
-  // TODO(11.4): the two functions above together.
+  // TODO(11.4): the two functions above together, plus the layer norms every rank keeps whole.
   throw NotImplemented("11.4 block_params_per_rank");
 }
 

@@ -37,9 +37,11 @@ double ffn_params_per_rank(std::int64_t hidden, std::int64_t ffn_hidden, std::in
 ///         whole heads").
 double attention_params_per_rank(std::int64_t hidden, std::int64_t heads, std::int64_t t);
 
-/// Parameters one rank holds of a transformer block (attention + FFN, weights only):
-/// attention_params_per_rank + ffn_params_per_rank. Layer norms (4 * hidden values) are
-/// replicated on every rank and left out, as are biases.
+/// Parameters one rank holds of a transformer block: attention_params_per_rank +
+/// ffn_params_per_rank + the block's two layer norms (a gain and a bias of hidden values each:
+/// 4 * hidden). The layer norms are replicated, every rank holds them whole, so that last term
+/// does not shrink with t. Biases are left out, as in the layers.
+/// Example: hidden 2048, 16 heads, ffn_hidden 8192, t = 8: 12 * 2048^2 / 8 + 4 * 2048 = 6299648.
 /// @throws std::invalid_argument as the two functions it adds.
 double block_params_per_rank(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden,
                              std::int64_t t);

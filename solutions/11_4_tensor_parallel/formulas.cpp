@@ -42,7 +42,10 @@ double attention_params_per_rank(std::int64_t hidden, std::int64_t heads, std::i
 
 double block_params_per_rank(std::int64_t hidden, std::int64_t heads, std::int64_t ffn_hidden,
                              std::int64_t t) {
-  return attention_params_per_rank(hidden, heads, t) + ffn_params_per_rank(hidden, ffn_hidden, t);
+  // Two layer norms, gain and bias each: replicated, so not divided by t.
+  const double layer_norms = 4.0 * static_cast<double>(hidden);
+  return attention_params_per_rank(hidden, heads, t) + ffn_params_per_rank(hidden, ffn_hidden, t) +
+         layer_norms;
 }
 
 std::int64_t all_reduces_per_block(Pass pass) {

@@ -18,6 +18,13 @@ void check_shape(const char* where, const char* name, Eigen::Index rows, Eigen::
                    std::to_string(want_cols) + ")");
 }
 
+// Throws std::invalid_argument unless a bias (or its gradient) has `size` 0 (no bias) or `out`.
+void check_bias(const char* where, const char* name, Eigen::Index size, Eigen::Index out) {
+  if (size != 0 && size != out)
+    args::fail(where, name, "of size " + std::to_string(size),
+               "does not match the " + std::to_string(out) + " outputs: pass one value per output, or none");
+}
+
 }  // namespace
 
 void column_parallel_forward(MatIn x, MatIn w_shard, MatOut y_shard) {
@@ -42,25 +49,29 @@ void column_parallel_backward(Comm& tp, MatIn x, MatIn w_shard, MatIn dy_shard, 
   tp.all_reduce(contiguous(dx, where), ReduceOp::sum);
 }
 
-void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, MatOut y) {
+void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, model::VecIn bias, MatOut y) {
   const char* where = "row_parallel_forward";
   check_shape(where, "w_shard", w_shard.rows(), w_shard.cols(), x_shard.cols(), w_shard.cols());
   check_shape(where, "y", y.rows(), y.cols(), x_shard.rows(), w_shard.cols());
+  check_bias(where, "bias", bias.size(), w_shard.cols());
   const Eigen::RowVectorXf no_bias;
   model::linear_forward(x_shard, w_shard, no_bias, y);
   // x_shard W_shard sums over this rank's rows of W only: add the group's partial outputs.
   tp.all_reduce(contiguous(y, where), ReduceOp::sum);
+  // Every rank holds the whole bias: added once to the sum, not t times through it.
+  if (bias.size() != 0) y.rowwise() += bias;
 }
 
 void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
-                           MatOut dw_shard) {
+                           MatOut dw_shard, model::VecOut db) {
   const char* where = "row_parallel_backward";
   check_shape(where, "w_shard", w_shard.rows(), w_shard.cols(), x_shard.cols(), w_shard.cols());
   check_shape(where, "dy", dy.rows(), dy.cols(), x_shard.rows(), w_shard.cols());
   check_shape(where, "dx_shard", dx_shard.rows(), dx_shard.cols(), x_shard.rows(), x_shard.cols());
   check_shape(where, "dw_shard", dw_shard.rows(), dw_shard.cols(), w_shard.rows(), w_shard.cols());
-  Eigen::RowVectorXf no_db;
-  model::linear_backward(x_shard, w_shard, dy, dx_shard, dw_shard, no_db);
+  check_bias(where, "db", db.size(), w_shard.cols());
+  // dy is whole on every rank, so db (its column sums) is the whole bias gradient everywhere.
+  model::linear_backward(x_shard, w_shard, dy, dx_shard, dw_shard, db);
 }
 
 TpFfn make_tp_ffn(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t ffn_hidden,
@@ -106,7 +117,7 @@ TpFfnCache tp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x, MatOu
   column_parallel_forward(x, w1, hm);
   model::gelu_forward(hm, am);
   rank.compute(model::ffn_flops(x.rows(), ffn.hidden, ffn.ffn_hidden / ffn.t), where);
-  row_parallel_forward(tp, am, w2, y);
+  row_parallel_forward(tp, am, w2, Eigen::RowVectorXf(), y);
   return cache;
 }
 
@@ -125,7 +136,8 @@ void tp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, MatIn x, const TpFfnCache
   auto dhm = as_matrix(dh, n, f);
   auto dw1 = as_matrix(ffn.dw1, h, f);
   auto dw2 = as_matrix(ffn.dw2, f, h);
-  row_parallel_backward(as_matrix(cache.a, n, f), as_matrix(ffn.w2, f, h), dy, dam, dw2);
+  Eigen::RowVectorXf no_db2;
+  row_parallel_backward(as_matrix(cache.a, n, f), as_matrix(ffn.w2, f, h), dy, dam, dw2, no_db2);
   model::gelu_backward(as_matrix(cache.h, n, f), dam, dhm);
   rank.compute(2 * model::ffn_flops(cache.tokens, ffn.hidden, ffn.ffn_hidden / ffn.t), where);
   column_parallel_backward(tp, x, as_matrix(ffn.w1, h, f), dhm, dx, dw1);

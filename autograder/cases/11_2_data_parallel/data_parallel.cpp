@@ -1,7 +1,8 @@
-// Graded cases of 11.2's data-parallel training on the course model: batch slices, a few
-// training steps (runtime all-reduce and the student's ring), the bucket plan, and the bucketed
-// step overlapped with backward, whose virtual step time is budgeted against the reference's.
+// Graded cases of 11.2's data-parallel training on the course model: batch slices, training
+// steps (runtime all-reduce and the student's ring) judged by the averaged gradients each step
+// applied on every rank, the bucket plan, and the bucketed step overlapped with backward.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "11_2_data_parallel/data_parallel.hpp"
@@ -16,46 +17,89 @@ namespace {
 
 // What a run of a few data-parallel steps left behind.
 struct Trained {
-  std::vector<std::vector<float>> params;  // per rank
-  std::vector<double> losses;              // per step, rank 0's slice
-  double makespan = 0;                     // virtual seconds of the whole run
+  std::vector<std::vector<float>> params;               // per rank, after the last step
+  std::vector<std::vector<std::vector<float>>> grads;   // [step][rank]: the gradients Adam applied
+  std::vector<std::vector<double>> losses;              // [step][rank]: each rank's slice loss
+  double makespan = 0;                                  // virtual seconds of the whole run
 };
 
-// `steps` steps on `ranks` ranks; plain (with `averager`) or overlapped with `buckets`.
+// `steps` steps on `cc.world_size` ranks; plain (with `averager`) or overlapped with `buckets`.
+// The gradients are read after each step: the header promises that replica.grads then holds the
+// averaged gradients Adam applied. Weights after Adam alone would hide a gradient N times too
+// large (Adam divides it out), so the gradients themselves are what the case compares.
 Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int steps, std::int64_t sequences,
               std::uint64_t seed, dp::GradAverager averager, const std::vector<dp::Bucket>* buckets) {
+  const auto ranks = static_cast<std::size_t>(cc.world_size);
   Trained t;
-  t.params.resize(static_cast<std::size_t>(cc.world_size));
-  t.losses.resize(static_cast<std::size_t>(steps));
+  t.params.resize(ranks);
+  t.grads.assign(static_cast<std::size_t>(steps), std::vector<std::vector<float>>(ranks));
+  t.losses.assign(static_cast<std::size_t>(steps), std::vector<double>(ranks));
   mgpu::Cluster cluster(cc);
   cluster.run([&](mgpu::Rank& r) {
+    const auto me = static_cast<std::size_t>(r.id());
     model::Replica replica = net.make_replica(r.memory(), seed);
     model::Adam adam(r.memory(), net.num_params(), model::AdamConfig{.lr = 1e-3f});
     for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(sequences, seed + 100 + static_cast<std::uint64_t>(s));
-      const double loss = buckets ? dp::data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch, *buckets)
-                                  : dp::data_parallel_step(r, r.world(), net, replica, adam, batch, averager);
-      if (r.id() == 0) t.losses[static_cast<std::size_t>(s)] = loss;
+      const auto step = static_cast<std::size_t>(s);
+      const model::Batch batch = net.make_batch(sequences, seed + 100 + step);
+      t.losses[step][me] = buckets ? dp::data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch, *buckets)
+                                   : dp::data_parallel_step(r, r.world(), net, replica, adam, batch, averager);
+      t.grads[step][me] = every_kth(std::vector<float>(replica.grads.begin(), replica.grads.end()), 600);
     }
-    t.params[static_cast<std::size_t>(r.id())].assign(replica.params.begin(), replica.params.end());
+    t.params[me].assign(replica.params.begin(), replica.params.end());
   });
   t.makespan = cluster.makespan();
   return t;
 }
 
-// A plain data-parallel run on a drawn model, rank count and batch (a multiple of the ranks).
+// Emits one run under names starting with `prefix`: the averaged gradients of every step on every
+// rank ("grads_step1_rank2", so feedback names both), each rank's slice loss per step, rank 0's
+// weights after the last step, and whether the replicas stayed bitwise identical.
+void emit_run(Ctx& ctx, const std::string& prefix, const Trained& t) {
+  for (std::size_t s = 0; s < t.grads.size(); ++s) {
+    const std::string step = "step" + std::to_string(s);
+    for (std::size_t r = 0; r < t.grads[s].size(); ++r)
+      ctx.emit(prefix + "grads_" + step + "_rank" + std::to_string(r), t.grads[s][r], Dtype::fp32);
+    ctx.emit_per_rank(prefix + "loss_" + step, t.losses[s], Dtype::fp32);
+  }
+  ctx.emit(prefix + "weights", every_kth(t.params[0]), Dtype::fp32);
+  ctx.emit(prefix + "replicas_identical", bitwise_identical(t.params));
+}
+
+// A fixed small model whose parameter count is not a multiple of 3 (checked where it is used), so a ring that
+// only handles lengths divisible by N fails at the fixed point "three_ranks_".
+model::ModelConfig uneven_model_config() {
+  model::ModelConfig c;
+  c.d_in = 5;
+  c.d_model = 8;
+  c.n_heads = 2;
+  c.d_ff = 16;
+  c.n_layers = 2;
+  c.seq_len = 3;
+  c.d_out = 2;
+  return c;
+}
+
+// Plain data-parallel runs: the drawn one first (a drawn model on 2 to 8 ranks, whose rank count
+// is the "ranks" the feedback's sum-vs-average hint uses, and whose names sort first, so the
+// case's reason comes from it), then two fixed points: one rank (nothing to average, no message
+// may be needed) and three ranks on a gradient whose length 3 does not divide.
 void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
-  const model::Model net(drawn_model_config(ctx));
+  const model::Model drawn(drawn_model_config(ctx));
   mgpu::ClusterConfig cc;
-  cc.world_size = ctx.pick({1, 2, 3, 4, 6, 8});
+  cc.world_size = ctx.pick({2, 3, 4, 5, 6, 8});
   const std::int64_t sequences = cc.world_size * ctx.uniform_int(1, 3);
-  const int steps = ctx.uniform_int(2, 4);
+  const int steps = ctx.uniform_int(2, 3);
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  const Trained t = train(net, cc, steps, sequences, seed, averager, nullptr);
   ctx.emit("ranks", cc.world_size);
-  ctx.emit("weights", every_kth(t.params[0]), Dtype::fp32);
-  ctx.emit("losses", t.losses, Dtype::fp32);
-  ctx.emit("replicas_identical", bitwise_identical(t.params));
+  emit_run(ctx, "", train(drawn, cc, steps, sequences, seed, averager, nullptr));
+
+  const model::Model uneven(uneven_model_config());
+  if (uneven.num_params() % 3 == 0) throw std::logic_error("uneven_model_config must not split evenly over 3 ranks");
+  for (auto [prefix, ranks] : {std::pair{"one_rank_", 1}, std::pair{"three_ranks_", 3}}) {
+    cc.world_size = ranks;
+    emit_run(ctx, prefix, train(uneven, cc, 2, 2 * ranks, seed + 7, averager, nullptr));
+  }
 }
 
 }  // namespace
@@ -69,6 +113,9 @@ MGPU_CASE("11_2.local_batch") {
   ctx.emit("sequences", static_cast<double>(part.sequences));
   ctx.emit("inputs", part.inputs, Dtype::fp32);
   ctx.emit("targets", part.targets, Dtype::fp32);
+  // The last rank of a fixed 3-way split of 6 sequences: an off-by-one slice shows here.
+  const model::Batch last = dp::local_batch(net.make_batch(6, 19), 2, 3);
+  ctx.emit("last_of_three_inputs", last.inputs, Dtype::fp32);
   const model::Batch odd = net.make_batch(2 * ranks + 1, 18);  // 2N + 1 sequences never split over N >= 2
   ctx.emit_rejects("rejects_uneven_batch", [&] { dp::local_batch(odd, 0, std::max(ranks, 2)); });
   ctx.emit_rejects("rejects_rank_out_of_range", [&] { dp::local_batch(global, ranks, ranks); });
@@ -117,8 +164,6 @@ MGPU_CASE("11_2.overlapped_step") {
   const Trained t = train(net, cc, 2, sequences, seed, dp::GradAverager::runtime, &buckets);
   ctx.emit("ranks", cc.world_size);
   ctx.emit("buckets", static_cast<double>(buckets.size()));
-  ctx.emit("weights", every_kth(t.params[0]), Dtype::fp32);
-  ctx.emit("losses", t.losses, Dtype::fp32);
-  ctx.emit("replicas_identical", bitwise_identical(t.params));
+  emit_run(ctx, "", t);
   ctx.measure("step_seconds", t.makespan / 2);
 }

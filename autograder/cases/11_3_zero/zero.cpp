@@ -1,8 +1,9 @@
-// Graded cases of 11.3's running ZeRO stages on the course model: the shard plan, a few training
-// steps at each stage, the ledger's state per rank, the traffic per step, and stage 3 with
-// prefetch, whose virtual step time is budgeted against the reference's.
+// Graded cases of 11.3's running ZeRO stages on the course model. Values: the shard plan, every
+// rank's reduced gradient (before Adam), Adam's first moment, losses and weights at each stage.
+// Costs, graded as their own cases: every rank's ledger peaks per category and traffic per op.
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 #include "11_3_zero/zero.hpp"
@@ -12,109 +13,196 @@
 using namespace mgpu::grade;
 namespace z = mgpu::zero;
 namespace model = mgpu::model;
+using mgpu::Category;
 
 namespace {
 
-// What a run of a few ZeRO steps left behind.
-struct Trained {
-  std::vector<std::vector<float>> weights;  // full weights per rank
-  std::vector<double> losses;               // per step, rank 0's slice
-  std::vector<double> peaks;                // per rank: weights, grads, master, optimizer peak bytes
-  std::vector<double> bytes_sent;           // per rank, during the steps
-  double makespan = 0;                      // virtual seconds of the whole run
-};
+constexpr std::array kCategories{Category::weights,     Category::grads, Category::master, Category::optimizer,
+                                 Category::activations, Category::comm};
+constexpr std::array kCollectives{mgpu::OpKind::all_reduce, mgpu::OpKind::reduce_scatter, mgpu::OpKind::all_gather};
 
-Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int stage, bool prefetch, int steps,
-              std::int64_t sequences, std::uint64_t seed) {
-  Trained t;
-  const auto n = static_cast<std::size_t>(cc.world_size);
-  t.weights.resize(n);
-  t.bytes_sent.resize(n);
-  t.losses.resize(static_cast<std::size_t>(steps));
-  mgpu::Cluster cluster(cc);
-  cluster.run([&](mgpu::Rank& r) {
-    z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed, model::AdamConfig{.lr = 1e-3f});
-    const auto before = static_cast<double>(r.traffic().total().bytes_sent);
-    for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(sequences, seed + 100 + static_cast<std::uint64_t>(s));
-      const double loss = z::zero_step(r, r.world(), net, state, batch, prefetch);
-      if (r.id() == 0) t.losses[static_cast<std::size_t>(s)] = loss;
-    }
-    const auto id = static_cast<std::size_t>(r.id());
-    t.bytes_sent[id] = static_cast<double>(r.traffic().total().bytes_sent) - before;
-    t.weights[id] = z::full_weights(r, r.world(), net, state);
-  });
-  for (const mgpu::RankReport& rep : cluster.reports())
-    for (mgpu::Category c : {mgpu::Category::weights, mgpu::Category::grads, mgpu::Category::master,
-                             mgpu::Category::optimizer})
-      t.peaks.push_back(static_cast<double>(rep.memory.peak(c)));
-  t.makespan = cluster.makespan();
-  return t;
+// The smallest course model: its head holds 3 parameters (d_model 2, d_out 1), so on 4 or more
+// ranks the last ranks own none of it, and no unit splits evenly over 4 to 8 ranks.
+model::ModelConfig tiny_config() {
+  model::ModelConfig c;
+  c.d_in = 3;
+  c.n_heads = 1;
+  c.d_model = 2;
+  c.d_ff = 4;
+  c.n_layers = 1;
+  c.seq_len = 2;
+  c.d_out = 1;
+  return c;
 }
 
+// One point of a case's grid: a model trained by a group of `ranks`.
+struct Point {
+  std::string name;
+  model::ModelConfig config;
+  int ranks = 1;
+  mgpu::ClusterConfig cluster() const {
+    mgpu::ClusterConfig cc;
+    cc.world_size = ranks;
+    return cc;
+  }
+};
 
-void stage_case(Ctx& ctx, int stage) {
-  const model::Model net(drawn_model_config(ctx));
-  mgpu::ClusterConfig cc;
-  cc.world_size = ctx.pick({2, 3, 4, 6, 8});
-  const std::int64_t sequences = cc.world_size * ctx.uniform_int(1, 3);
-  const int steps = ctx.uniform_int(2, 4);
+// The edges every stage case covers, then a draw: one rank (each shard is a whole unit, a sum
+// and an average agree), the tiny model on `ranks` ranks (empty owned ranges, padding in every
+// unit), and a drawn model on the same ranks.
+std::vector<Point> stage_grid(Ctx& ctx, int ranks) {
+  return {{"one_rank", drawn_model_config(ctx), 1}, {"tiny", tiny_config(), ranks},
+          {"drawn", drawn_model_config(ctx), ranks}};
+}
+
+// What a run left on one rank.
+struct RankResult {
+  std::vector<float> grads;    // state.grads after the last step: reduced (stages 0, 2, 3), local (1)
+  std::vector<float> adam_m;   // Adam's first moment: linear in every step's reduced gradient
+  std::vector<float> weights;  // full weights after the run
+  std::vector<double> losses;  // per step, this rank's slice
+  std::array<double, mgpu::kCategoryCount> state_peaks{};  // after make_zero_state
+  std::array<double, mgpu::kCategoryCount> step_peaks{};   // during the steps only
+  std::array<mgpu::TrafficCounts, kCollectives.size()> traffic{};  // during the steps, per collective
+  double steps_end = 0;        // virtual time when this rank finished its steps
+};
+
+std::vector<RankResult> train(const Point& p, const mgpu::ClusterConfig& cc, int stage, bool prefetch, int steps,
+                              std::uint64_t seed) {
+  const model::Model net(p.config);
+  std::vector<RankResult> out(static_cast<std::size_t>(cc.world_size));
+  const std::int64_t sequences = 2 * cc.world_size;
+  mgpu::Cluster cluster(cc);
+  cluster.run([&](mgpu::Rank& r) {
+    RankResult& mine = out[static_cast<std::size_t>(r.id())];
+    z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed, model::AdamConfig{.lr = 1e-3f});
+    for (Category c : kCategories) mine.state_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
+    r.memory().reset_peaks();  // from here on the peaks are the state plus what a step adds
+    r.traffic().reset();
+    for (int s = 0; s < steps; ++s) {
+      const model::Batch batch = net.make_batch(sequences, seed + 100 + static_cast<std::uint64_t>(s));
+      mine.losses.push_back(z::zero_step(r, r.world(), net, state, batch, prefetch));
+    }
+    mine.steps_end = r.clock().now();
+    for (Category c : kCategories) mine.step_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
+    for (std::size_t i = 0; i < kCollectives.size(); ++i) mine.traffic[i] = r.traffic().op(kCollectives[i]);
+    mine.grads.assign(state.grads.begin(), state.grads.end());
+    mine.adam_m.assign(state.adam_m.begin(), state.adam_m.end());
+    mine.weights = z::full_weights(r, r.world(), net, state);
+  });
+  return out;
+}
+
+// The values of a run: every rank's gradient and first moment (a gradient summed instead of
+// averaged, or one rank's shard in another's place, shows here though Adam hides it in the
+// weights), every rank's losses, rank 0's weights and whether the replicas agree.
+void emit_values(Ctx& ctx, const std::string& at, const std::vector<RankResult>& ranks) {
+  std::vector<double> losses;
+  std::vector<std::vector<float>> weights;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::string rank = ".rank" + std::to_string(r);
+    ctx.emit(at + ".grads" + rank, every_kth(ranks[r].grads, 400), Dtype::fp32);
+    ctx.emit(at + ".adam_m" + rank, every_kth(ranks[r].adam_m, 400), Dtype::fp32);
+    losses.insert(losses.end(), ranks[r].losses.begin(), ranks[r].losses.end());
+    weights.push_back(ranks[r].weights);
+  }
+  ctx.emit(at + ".losses", losses, Dtype::fp32);
+  ctx.emit(at + ".weights", every_kth(ranks[0].weights, 400), Dtype::fp32);
+  ctx.emit(at + ".replicas_identical", bitwise_identical(weights));
+}
+
+// The costs of a run, exact per rank: the ledger's peak per category after building the state
+// and during the steps (a stage holds what its table says, and a step's transient buffers are
+// what the algorithm allocates: gathered units released, one unit's gradient at a time), and
+// the bytes and messages each rank sent per collective.
+void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& ranks) {
+  auto per_rank = [&](auto field) {
+    std::vector<double> v;
+    for (const RankResult& r : ranks) v.push_back(field(r));
+    return v;
+  };
+  for (Category c : kCategories) {
+    const auto i = static_cast<std::size_t>(c);
+    const std::string name = "peak_" + std::string(mgpu::to_string(c));
+    ctx.emit_per_rank(at + ".state." + name, per_rank([&](const RankResult& r) { return r.state_peaks[i]; }));
+    ctx.emit_per_rank(at + ".step." + name, per_rank([&](const RankResult& r) { return r.step_peaks[i]; }));
+  }
+  for (std::size_t i = 0; i < kCollectives.size(); ++i) {
+    const std::string op(mgpu::to_string(kCollectives[i]));
+    ctx.emit_per_rank(at + ".bytes_sent." + op,
+                      per_rank([&](const RankResult& r) { return static_cast<double>(r.traffic[i].bytes_sent); }));
+    ctx.emit_per_rank(at + ".messages_sent." + op,
+                      per_rank([&](const RankResult& r) { return static_cast<double>(r.traffic[i].messages_sent); }));
+  }
+}
+
+// A stage's grid, graded on its values or on its costs. "ranks" is the group size of every
+// point but the first, so a wrong factor is named as the rank count it equals.
+void stage_case(Ctx& ctx, int stage, bool costs) {
+  const int ranks = ctx.pick({3, 4, 5, 6, 8});
+  const int steps = ctx.uniform_int(2, 3);
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  const Trained t = train(net, cc, stage, false, steps, sequences, seed);
-  ctx.emit("ranks", cc.world_size);
-  ctx.emit("weights", every_kth(t.weights[0]), Dtype::fp32);
-  ctx.emit("losses", t.losses, Dtype::fp32);
-  ctx.emit("replicas_identical", bitwise_identical(t.weights));
+  ctx.emit("ranks", ranks);
+  for (const Point& p : stage_grid(ctx, ranks)) {
+    const std::vector<RankResult> run = train(p, p.cluster(), stage, false, steps, seed);
+    if (costs) emit_costs(ctx, p.name, run);
+    else emit_values(ctx, p.name, run);
+  }
 }
 
 }  // namespace
 
 MGPU_CASE("11_3.plan_shards") {
-  const model::Model net(drawn_model_config(ctx));
-  const int ranks = ctx.uniform_int(1, 9);
-  const z::ShardLayout layout = z::plan_shards(net, ranks);
-  ctx.emit("unit_shard", layout.unit_shard);
-  ctx.emit("unit_offset", layout.unit_offset);
-  ctx.emit("shard_size", static_cast<double>(layout.shard_size));
-  ctx.emit_rejects("rejects_zero_ranks", [&] { z::plan_shards(net, 0); });
-}
-
-MGPU_CASE("11_3.stage1_step") { stage_case(ctx, 1); }
-
-MGPU_CASE("11_3.stage2_step") { stage_case(ctx, 2); }
-
-MGPU_CASE("11_3.stage3_step") { stage_case(ctx, 3); }
-
-MGPU_CASE("11_3.state_and_traffic") {
-  // The ledger's peak state per rank and category and the bytes each rank sent, at every stage:
-  // exact, since the shard layout is specified to the element.
-  const model::Model net(drawn_model_config(ctx));
-  mgpu::ClusterConfig cc;
-  cc.world_size = ctx.pick({2, 3, 4, 8});
-  const std::int64_t sequences = cc.world_size;
-  const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  std::vector<double> peaks, sent;
-  for (int stage = 0; stage <= 3; ++stage) {
-    const Trained t = train(net, cc, stage, false, 1, sequences, seed);
-    peaks.insert(peaks.end(), t.peaks.begin(), t.peaks.end());
-    sent.insert(sent.end(), t.bytes_sent.begin(), t.bytes_sent.end());
+  // Edges: one rank, ranks dividing no unit, more ranks than the tiny head has parameters.
+  const model::Model drawn(drawn_model_config(ctx)), tiny(tiny_config());
+  struct Plan {
+    const model::Model& net;
+    int ranks;
+  };
+  const std::vector<Plan> plans{{drawn, 1}, {drawn, 3}, {tiny, 4}, {tiny, 8}, {drawn, ctx.uniform_int(2, 9)}};
+  std::vector<double> shard, offset, size;
+  for (const Plan& p : plans) {
+    const z::ShardLayout layout = z::plan_shards(p.net, p.ranks);
+    shard.insert(shard.end(), layout.unit_shard.begin(), layout.unit_shard.end());
+    offset.insert(offset.end(), layout.unit_offset.begin(), layout.unit_offset.end());
+    size.push_back(static_cast<double>(layout.shard_size));
   }
-  ctx.emit("ranks", cc.world_size);
-  ctx.emit("peak_state_bytes", peaks);
-  ctx.emit("bytes_sent_per_step", sent);
+  ctx.emit("unit_shard", shard);
+  ctx.emit("unit_offset", offset);
+  ctx.emit("shard_size", size);
+  ctx.emit_rejects("rejects_zero_ranks", [&] { z::plan_shards(drawn, 0); });
 }
+
+MGPU_CASE("11_3.stage0_step") { stage_case(ctx, 0, false); }
+MGPU_CASE("11_3.stage1_step") { stage_case(ctx, 1, false); }
+MGPU_CASE("11_3.stage2_step") { stage_case(ctx, 2, false); }
+MGPU_CASE("11_3.stage3_step") { stage_case(ctx, 3, false); }
+
+MGPU_CASE("11_3.stage0_memory_traffic") { stage_case(ctx, 0, true); }
+MGPU_CASE("11_3.stage1_memory_traffic") { stage_case(ctx, 1, true); }
+MGPU_CASE("11_3.stage2_memory_traffic") { stage_case(ctx, 2, true); }
+MGPU_CASE("11_3.stage3_memory_traffic") { stage_case(ctx, 3, true); }
 
 MGPU_CASE("11_3.fsdp_prefetch") {
-  // A slow "GPU" and link, so a unit's gather takes about as long as its compute and posting the
-  // next gather before computing the current unit shortens the step markedly.
-  const model::Model net(overlap_model_config(ctx.uniform_int(3, 6)));
-  const mgpu::ClusterConfig cc = slow_cluster(ctx.pick({2, 4, 8}));
+  // Stage 3 with prefetch: values and costs at one rank and on the tiny model, then on a slow
+  // "GPU" and link where a unit's gather takes about as long as its compute, so posting the next
+  // gather before computing the current unit shortens the step markedly (the budgeted measure).
+  const int ranks = ctx.pick({2, 4, 8});
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  const Trained t = train(net, cc, 3, true, 2, 8 * cc.world_size, seed);
-  ctx.emit("ranks", cc.world_size);
-  ctx.emit("weights", every_kth(t.weights[0]), Dtype::fp32);
-  ctx.emit("losses", t.losses, Dtype::fp32);
-  ctx.measure("step_seconds", t.makespan / 2);
+  ctx.emit("ranks", ranks);
+  const std::vector<Point> grid{{"one_rank", drawn_model_config(ctx), 1}, {"tiny", tiny_config(), ranks}};
+  for (const Point& p : grid) {
+    const std::vector<RankResult> run = train(p, p.cluster(), 3, true, 2, seed);
+    emit_values(ctx, p.name, run);
+    emit_costs(ctx, p.name, run);
+  }
+  const Point timed{"overlap", overlap_model_config(ctx.uniform_int(3, 6)), ranks};
+  const std::vector<RankResult> run = train(timed, slow_cluster(ranks), 3, true, 2, seed);
+  emit_values(ctx, timed.name, run);
+  emit_costs(ctx, timed.name, run);
+  double end = 0;
+  for (const RankResult& r : run) end = std::max(end, r.steps_end);
+  ctx.measure("step_seconds", end / 2);
 }
 
 MGPU_CASE("11_3.zero_rejects") {

@@ -1,12 +1,14 @@
 // Graded cases of 11.4's running tensor-parallel layers: column- and row-parallel linear, the FFN
-// and attention by heads at drawn shapes and group sizes (outputs and gradients from every rank),
-// the ledger's weights per rank, and the bytes each rank sends, budgeted against the reference.
+// and attention by heads over a fixed grid (t = 1, t dividing the all-reduced length and t not
+// dividing it) plus a drawn point; outputs and gradients of every rank, the ledger's weights and
+// gradients per rank, and the bytes each rank sends, held between a floor and the budget.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
 #include "case.hpp"
+#include "model_inputs.hpp"
 
 using namespace mgpu::grade;
 namespace tp = mgpu::tensor_parallel;
@@ -15,19 +17,27 @@ using tp::MatrixRM;
 
 namespace {
 
-// n tokens, width h, inner width f (a multiple of t), and t, drawn from the seed.
-struct Drawn {
+// n tokens, width h, inner width f (a multiple of t), and the group size t.
+struct Shape {
   Eigen::Index n, h, f;
   int t;
 };
 
-Drawn draw(Ctx& ctx) {
-  Drawn d{};
-  d.t = ctx.pick({1, 2, 3, 4});
-  d.n = ctx.uniform_int(1, 9);
-  d.h = ctx.uniform_int(2, 11);
-  d.f = d.t * ctx.uniform_int(1, 6);
-  return d;
+// The grid every linear and FFN case runs: t = 1 (no communication at all), then t = 2, 3, 4
+// where the all-reduced (n, h) holds 12, 35 and 12 values, so that a t which does not divide
+// the length is always there; then one point drawn from the seed.
+std::vector<Shape> grid(Ctx& ctx) {
+  std::vector<Shape> g = {{3, 5, 4, 1}, {4, 3, 6, 2}, {5, 7, 9, 3}, {2, 6, 8, 4}};
+  const int t = ctx.pick({1, 2, 3, 4});
+  const Eigen::Index n = ctx.uniform_int(1, 9), h = ctx.uniform_int(2, 11);
+  g.push_back({n, h, t * ctx.uniform_int(1, 6), t});
+  return g;
+}
+
+// Prefix naming a grid point in every value it emits, so feedback says where a value went wrong.
+std::string label(const Shape& s) {
+  return "t" + std::to_string(s.t) + "_n" + std::to_string(s.n) + "_h" + std::to_string(s.h) + "_f" +
+         std::to_string(s.f) + ".";
 }
 
 MatrixRM matrix(Ctx& ctx, Eigen::Index rows, Eigen::Index cols) {
@@ -46,149 +56,180 @@ struct Assembled {
   }
 };
 
+// One matrix per rank (a result every rank holds whole), emitted as "<prefix><name>_rank<i>".
+void emit_per_rank_matrices(Ctx& ctx, const std::string& name, const std::vector<MatrixRM>& per_rank) {
+  for (std::size_t i = 0; i < per_rank.size(); ++i)
+    ctx.emit(name + "_rank" + std::to_string(i), per_rank[i], Dtype::fp32);
+}
+
+// Traffic over the grid: the most bytes (messages) any rank of a run sent, summed over the runs.
+// Ring all-reduces send the same on every rank up to one chunk, so the most is what a rank sends.
+// Budgeted from above (wasted traffic) and floored from below (data that went around the meter).
+struct GridTraffic {
+  double bytes = 0, messages = 0;
+  void add(const mgpu::Cluster& cluster) {
+    double most_bytes = 0, most_messages = 0;
+    for (const mgpu::RankReport& r : cluster.reports()) {
+      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
+      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
+    }
+    bytes += most_bytes;
+    messages += most_messages;
+  }
+  void measure(Ctx& ctx) const {
+    ctx.measure("bytes_sent_per_rank", bytes);
+    ctx.measure("messages_sent_per_rank", messages);
+  }
+};
+
 }  // namespace
 
 MGPU_CASE("11_4.column_parallel_linear") {
-  const Drawn d = draw(ctx);
-  const MatrixRM x = matrix(ctx, d.n, d.h), w = matrix(ctx, d.h, d.f), dy = matrix(ctx, d.n, d.f);
-  Assembled y{MatrixRM(d.n, d.f), true}, dw{MatrixRM(d.h, d.f), true};
-  std::vector<MatrixRM> dx(static_cast<std::size_t>(d.t));
-  mgpu::Cluster cluster(d.t);
-  cluster.run([&](mgpu::Rank& r) {
-    mgpu::Comm g = r.world().split(0, r.id(), "tp");
-    const Eigen::Index c = d.f / d.t;
-    MatrixRM ys(d.n, c), dxs(d.n, d.h), dws = MatrixRM::Zero(d.h, c);
-    const MatrixRM ws = tp::column_shard(w, g.rank(), d.t);
-    tp::column_parallel_forward(x, ws, ys);
-    tp::column_parallel_backward(g, x, ws, dy.middleCols(g.rank() * c, c), dxs, dws);
-    y.put(g.rank(), ys);  // each rank writes its own disjoint block
-    dw.put(g.rank(), dws);
-    dx[static_cast<std::size_t>(g.rank())] = dxs;
-  });
-  ctx.emit("t", d.t);
-  ctx.emit("y", y.m, Dtype::fp32);
-  ctx.emit("dw", dw.m, Dtype::fp32);
-  for (std::size_t i = 0; i < dx.size(); ++i)
-    ctx.emit("dx_rank" + std::to_string(i), dx[i], Dtype::fp32);
+  GridTraffic traffic;
+  for (const Shape& d : grid(ctx)) {
+    const MatrixRM x = matrix(ctx, d.n, d.h), w = matrix(ctx, d.h, d.f), dy = matrix(ctx, d.n, d.f);
+    Assembled y{MatrixRM(d.n, d.f), true}, dw{MatrixRM(d.h, d.f), true};
+    std::vector<MatrixRM> dx(static_cast<std::size_t>(d.t));
+    mgpu::Cluster cluster(d.t);
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world().split(0, r.id(), "tp");
+      const Eigen::Index c = d.f / d.t;
+      MatrixRM ys(d.n, c), dxs(d.n, d.h), dws = MatrixRM::Zero(d.h, c);
+      const MatrixRM ws = tp::column_shard(w, g.rank(), d.t);
+      tp::column_parallel_forward(x, ws, ys);
+      tp::column_parallel_backward(g, x, ws, dy.middleCols(g.rank() * c, c), dxs, dws);
+      y.put(g.rank(), ys);  // each rank writes its own disjoint block
+      dw.put(g.rank(), dws);
+      dx[static_cast<std::size_t>(g.rank())] = dxs;
+    });
+    const std::string at = label(d);
+    ctx.emit(at + "y", y.m, Dtype::fp32);
+    ctx.emit(at + "dw", dw.m, Dtype::fp32);
+    emit_per_rank_matrices(ctx, at + "dx", dx);  // whole on every rank: the backward all-reduce
+    traffic.add(cluster);
+  }
+  traffic.measure(ctx);
 }
 
 MGPU_CASE("11_4.row_parallel_linear") {
-  const Drawn d = draw(ctx);
-  const MatrixRM x = matrix(ctx, d.n, d.f), w = matrix(ctx, d.f, d.h), dy = matrix(ctx, d.n, d.h);
-  Assembled dx{MatrixRM(d.n, d.f), true}, dw{MatrixRM(d.f, d.h), false};
-  std::vector<MatrixRM> y(static_cast<std::size_t>(d.t));
-  mgpu::Cluster cluster(d.t);
-  cluster.run([&](mgpu::Rank& r) {
-    mgpu::Comm g = r.world().split(0, r.id(), "tp");
-    const Eigen::Index c = d.f / d.t;
-    const MatrixRM xs = x.middleCols(g.rank() * c, c), ws = tp::row_shard(w, g.rank(), d.t);
-    MatrixRM ys(d.n, d.h), dxs(d.n, c), dws = MatrixRM::Zero(c, d.h);
-    tp::row_parallel_forward(g, xs, ws, ys);
-    tp::row_parallel_backward(xs, ws, dy, dxs, dws);
-    y[static_cast<std::size_t>(g.rank())] = ys;
-    dx.put(g.rank(), dxs);
-    dw.put(g.rank(), dws);
-  });
-  ctx.emit("t", d.t);
-  for (std::size_t i = 0; i < y.size(); ++i)
-    ctx.emit("y_rank" + std::to_string(i), y[i], Dtype::fp32);
-  ctx.emit("dx", dx.m, Dtype::fp32);
-  ctx.emit("dw", dw.m, Dtype::fp32);
+  GridTraffic traffic;
+  for (const Shape& d : grid(ctx)) {
+    const MatrixRM x = matrix(ctx, d.n, d.f), w = matrix(ctx, d.f, d.h), dy = matrix(ctx, d.n, d.h);
+    const Eigen::RowVectorXf bias = matrix(ctx, 1, d.h);
+    Assembled dx{MatrixRM(d.n, d.f), true}, dw{MatrixRM(d.f, d.h), false};
+    std::vector<MatrixRM> y(static_cast<std::size_t>(d.t)), db(y.size());
+    mgpu::Cluster cluster(d.t);
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world().split(0, r.id(), "tp");
+      const Eigen::Index c = d.f / d.t;
+      const MatrixRM xs = x.middleCols(g.rank() * c, c), ws = tp::row_shard(w, g.rank(), d.t);
+      MatrixRM ys(d.n, d.h), dxs(d.n, c), dws = MatrixRM::Zero(c, d.h);
+      Eigen::RowVectorXf dbs = Eigen::RowVectorXf::Zero(d.h);
+      tp::row_parallel_forward(g, xs, ws, bias, ys);
+      tp::row_parallel_backward(xs, ws, dy, dxs, dws, dbs);
+      y[static_cast<std::size_t>(g.rank())] = ys;
+      db[static_cast<std::size_t>(g.rank())] = dbs;
+      dx.put(g.rank(), dxs);
+      dw.put(g.rank(), dws);
+    });
+    const std::string at = label(d);
+    emit_per_rank_matrices(ctx, at + "y", y);  // whole on every rank, the bias counted once
+    emit_per_rank_matrices(ctx, at + "db", db);
+    ctx.emit(at + "dx", dx.m, Dtype::fp32);
+    ctx.emit(at + "dw", dw.m, Dtype::fp32);
+    traffic.add(cluster);
+  }
+  traffic.measure(ctx);
 }
 
 MGPU_CASE("11_4.tp_ffn") {
-  // Forward and backward of the FFN on every rank of a tp group; outputs from every rank, the
-  // gradient shards assembled, the weights and gradients each rank keeps, and the bytes it sends.
-  const Drawn d = draw(ctx);
-  const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  const MatrixRM x = matrix(ctx, d.n, d.h), dy = matrix(ctx, d.n, d.h);
-  Assembled dw1{MatrixRM(d.h, d.f), true}, dw2{MatrixRM(d.f, d.h), false};
-  std::vector<MatrixRM> y(static_cast<std::size_t>(d.t)), dx(y.size());
-  std::vector<double> sent(y.size());
-  mgpu::Cluster cluster(d.t);
-  cluster.run([&](mgpu::Rank& r) {
-    mgpu::Comm g = r.world().split(0, r.id(), "tp");
-    tp::TpFfn ffn = tp::make_tp_ffn(r, g, d.h, d.f, seed);
-    const auto i = static_cast<std::size_t>(g.rank());
-    MatrixRM ys(d.n, d.h), dxs(d.n, d.h);
-    const double before = static_cast<double>(r.traffic().total().bytes_sent);
-    const tp::TpFfnCache cache = tp::tp_ffn_forward(r, g, ffn, x, ys);
-    tp::tp_ffn_backward(r, g, ffn, x, cache, dy, dxs);
-    sent[i] = static_cast<double>(r.traffic().total().bytes_sent) - before;
-    const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.f / d.t);
-    y[i] = ys;
-    dx[i] = dxs;
-    dw1.put(g.rank(), mgpu::as_matrix(ffn.dw1, hs, cs));
-    dw2.put(g.rank(), mgpu::as_matrix(ffn.dw2, cs, hs));
-  });
-  std::vector<double> weights, grads;
-  for (int r = 0; r < d.t; ++r) {
-    weights.push_back(static_cast<double>(cluster.report(r).memory.peak(mgpu::Category::weights)));
-    grads.push_back(static_cast<double>(cluster.report(r).memory.peak(mgpu::Category::grads)));
+  // Forward and backward of the FFN on every rank of a tp group at every grid point: outputs and
+  // input gradients from every rank, the weight-gradient shards assembled, the ledger's weights
+  // and gradients per rank, and the bytes each rank sends.
+  GridTraffic traffic;
+  for (const Shape& d : grid(ctx)) {
+    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
+    const MatrixRM x = matrix(ctx, d.n, d.h), dy = matrix(ctx, d.n, d.h);
+    Assembled dw1{MatrixRM(d.h, d.f), true}, dw2{MatrixRM(d.f, d.h), false};
+    std::vector<MatrixRM> y(static_cast<std::size_t>(d.t)), dx(y.size());
+    mgpu::Cluster cluster(d.t);
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world().split(0, r.id(), "tp");
+      tp::TpFfn ffn = tp::make_tp_ffn(r, g, d.h, d.f, seed);
+      const auto i = static_cast<std::size_t>(g.rank());
+      MatrixRM ys(d.n, d.h), dxs(d.n, d.h);
+      const tp::TpFfnCache cache = tp::tp_ffn_forward(r, g, ffn, x, ys);
+      tp::tp_ffn_backward(r, g, ffn, x, cache, dy, dxs);
+      const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.f / d.t);
+      y[i] = ys;
+      dx[i] = dxs;
+      dw1.put(g.rank(), mgpu::as_matrix(ffn.dw1, hs, cs));
+      dw2.put(g.rank(), mgpu::as_matrix(ffn.dw2, cs, hs));
+    });
+    const std::string at = label(d);
+    emit_per_rank_matrices(ctx, at + "y", y);
+    emit_per_rank_matrices(ctx, at + "dx", dx);
+    ctx.emit(at + "dw1", dw1.m, Dtype::fp32);
+    ctx.emit(at + "dw2", dw2.m, Dtype::fp32);
+    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
+    traffic.add(cluster);
   }
-  ctx.emit("t", d.t);
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    ctx.emit("y_rank" + std::to_string(i), y[i], Dtype::fp32);
-    ctx.emit("dx_rank" + std::to_string(i), dx[i], Dtype::fp32);
-  }
-  ctx.emit("dw1", dw1.m, Dtype::fp32);
-  ctx.emit("dw2", dw2.m, Dtype::fp32);
-  ctx.emit("weight_bytes_per_rank", weights);
-  ctx.emit("grad_bytes_per_rank", grads);
-  double most = 0;
-  for (double s : sent) most = std::max(most, s);
-  ctx.measure("bytes_sent_per_rank", most);
+  traffic.measure(ctx);
 }
 
 MGPU_CASE("11_4.tp_attention") {
-  // Attention split by heads: outputs and input gradients of every rank, the weight-gradient
-  // shards assembled, the ledger's weights per rank, and the bytes each rank sends.
-  const int t = ctx.pick({1, 2, 4});
-  const std::int64_t heads = t * ctx.uniform_int(1, 3);
-  const std::int64_t h = heads * ctx.uniform_int(1, 3);
-  const std::int64_t seq = ctx.uniform_int(1, 5);
-  const Eigen::Index n = seq * ctx.uniform_int(1, 3);
-  const bool causal = ctx.uniform_int(0, 1) == 1;
-  const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  const MatrixRM x = matrix(ctx, n, h), dy = matrix(ctx, n, h);
-  Assembled dwq{MatrixRM(h, h), true}, dwk{MatrixRM(h, h), true}, dwv{MatrixRM(h, h), true};
-  Assembled dwo{MatrixRM(h, h), false};
-  std::vector<MatrixRM> y(static_cast<std::size_t>(t)), dx(y.size());
-  std::vector<double> sent(y.size());
-  mgpu::Cluster cluster(t);
-  cluster.run([&](mgpu::Rank& r) {
-    mgpu::Comm g = r.world().split(0, r.id(), "tp");
-    tp::TpAttention attn = tp::make_tp_attention(r, g, h, heads, seed, causal);
-    const auto i = static_cast<std::size_t>(g.rank());
-    MatrixRM ys(n, h), dxs(n, h);
-    const double before = static_cast<double>(r.traffic().total().bytes_sent);
-    const tp::TpAttentionCache cache = tp::tp_attention_forward(r, g, attn, x, seq, ys);
-    tp::tp_attention_backward(r, g, attn, x, cache, dy, dxs);
-    sent[i] = static_cast<double>(r.traffic().total().bytes_sent) - before;
-    const auto hs = static_cast<std::size_t>(h), cs = static_cast<std::size_t>(h / t);
-    y[i] = ys;
-    dx[i] = dxs;
-    dwq.put(g.rank(), mgpu::as_matrix(attn.dwq, hs, cs));
-    dwk.put(g.rank(), mgpu::as_matrix(attn.dwk, hs, cs));
-    dwv.put(g.rank(), mgpu::as_matrix(attn.dwv, hs, cs));
-    dwo.put(g.rank(), mgpu::as_matrix(attn.dwo, cs, hs));
-  });
-  std::vector<double> weights;
-  for (int r = 0; r < t; ++r)
-    weights.push_back(static_cast<double>(cluster.report(r).memory.peak(mgpu::Category::weights)));
-  ctx.emit("t", t);
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    ctx.emit("y_rank" + std::to_string(i), y[i], Dtype::fp32);
-    ctx.emit("dx_rank" + std::to_string(i), dx[i], Dtype::fp32);
+  // Attention split by heads at t = 1, 2, 4 (causal and not) and a drawn point: outputs and input
+  // gradients of every rank, the weight-gradient shards assembled (W_O by rows), the ledger's
+  // weights and gradients per rank, and the bytes each rank sends.
+  struct Point {
+    int t;
+    std::int64_t heads, h, seq;
+    Eigen::Index n;
+    bool causal;
+  };
+  std::vector<Point> points = {{1, 2, 4, 3, 6, true}, {2, 2, 6, 2, 4, false}, {4, 4, 8, 3, 3, true},
+                               {2, 4, 8, 5, 5, true}};
+  {
+    const int t = ctx.pick({1, 2, 4});
+    const std::int64_t heads = t * ctx.uniform_int(1, 3), h = heads * ctx.uniform_int(1, 3);
+    const std::int64_t seq = ctx.uniform_int(1, 5);
+    points.push_back({t, heads, h, seq, seq * ctx.uniform_int(1, 3), ctx.uniform_int(0, 1) == 1});
   }
-  ctx.emit("dwq", dwq.m, Dtype::fp32);
-  ctx.emit("dwk", dwk.m, Dtype::fp32);
-  ctx.emit("dwv", dwv.m, Dtype::fp32);
-  ctx.emit("dwo", dwo.m, Dtype::fp32);
-  ctx.emit("weight_bytes_per_rank", weights);
-  double most = 0;
-  for (double s : sent) most = std::max(most, s);
-  ctx.measure("bytes_sent_per_rank", most);
+  GridTraffic traffic;
+  for (const Point& d : points) {
+    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
+    const MatrixRM x = matrix(ctx, d.n, d.h), dy = matrix(ctx, d.n, d.h);
+    Assembled dwq{MatrixRM(d.h, d.h), true}, dwk{MatrixRM(d.h, d.h), true}, dwv{MatrixRM(d.h, d.h), true};
+    Assembled dwo{MatrixRM(d.h, d.h), false};
+    std::vector<MatrixRM> y(static_cast<std::size_t>(d.t)), dx(y.size());
+    mgpu::Cluster cluster(d.t);
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world().split(0, r.id(), "tp");
+      tp::TpAttention attn = tp::make_tp_attention(r, g, d.h, d.heads, seed, d.causal);
+      const auto i = static_cast<std::size_t>(g.rank());
+      MatrixRM ys(d.n, d.h), dxs(d.n, d.h);
+      const tp::TpAttentionCache cache = tp::tp_attention_forward(r, g, attn, x, d.seq, ys);
+      tp::tp_attention_backward(r, g, attn, x, cache, dy, dxs);
+      const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.h / d.t);
+      y[i] = ys;
+      dx[i] = dxs;
+      dwq.put(g.rank(), mgpu::as_matrix(attn.dwq, hs, cs));
+      dwk.put(g.rank(), mgpu::as_matrix(attn.dwk, hs, cs));
+      dwv.put(g.rank(), mgpu::as_matrix(attn.dwv, hs, cs));
+      dwo.put(g.rank(), mgpu::as_matrix(attn.dwo, cs, hs));
+    });
+    const std::string at = "t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" +
+                           std::to_string(d.h) + "_n" + std::to_string(d.n) + (d.causal ? "_causal." : ".");
+    emit_per_rank_matrices(ctx, at + "y", y);
+    emit_per_rank_matrices(ctx, at + "dx", dx);
+    ctx.emit(at + "dwq", dwq.m, Dtype::fp32);
+    ctx.emit(at + "dwk", dwk.m, Dtype::fp32);
+    ctx.emit(at + "dwv", dwv.m, Dtype::fp32);
+    ctx.emit(at + "dwo", dwo.m, Dtype::fp32);
+    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
+    traffic.add(cluster);
+  }
+  traffic.measure(ctx);
 }
 
 MGPU_CASE("11_4.tp_rejects") {
@@ -211,5 +252,14 @@ MGPU_CASE("11_4.tp_rejects") {
   });
   ctx.emit_rejects("rejects_heads_not_divisible", [&] {
     cluster.run([&](mgpu::Rank& r) { tp::make_tp_attention(r, r.world(), 2 * t + 2, t + 1, 1); });
+  });
+  ctx.emit_rejects("rejects_bias_of_wrong_size", [&] {
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world();
+      const MatrixRM xs = MatrixRM::Zero(2, 1), ws = MatrixRM::Zero(1, h);
+      const Eigen::RowVectorXf bias = Eigen::RowVectorXf::Zero(h + 1);
+      MatrixRM y(2, h);
+      tp::row_parallel_forward(g, xs, ws, bias, y);
+    });
   });
 }

@@ -1,8 +1,11 @@
-// Graded cases of 11.5's running pipeline: the GPipe and 1F1B action lists, the gradients of a
-// pipelined step against the reference's, and the bubble and in-flight activations the virtual
-// clock and the ledger measure.
+// Graded cases of 11.5's running pipeline: the GPipe and 1F1B action lists, the gradients and
+// losses of a pipelined step on every stage rank (GPipe, 1F1B and schedules whose stages take the
+// micro-batches in different orders), and the bubble and activation peaks the virtual clock and
+// the ledger measure, each over a fixed grid (p = 1, m = 1, m < p) plus a drawn point.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <string>
 #include <vector>
 
 #include "11_5_pipeline/schedules.hpp"
@@ -15,18 +18,55 @@ namespace model = mgpu::model;
 
 namespace {
 
-// A schedule as numbers: stage by stage, +(k+1) for the forward of micro-batch k, -(k+1) for
-// its backward, and 0 closing each stage's program.
+// Sequences per batch: divisible by every m of the grids below (1, 2, 3, 4, 6, 8, 12).
+constexpr std::int64_t kSequences = 24;
+
+struct Point {
+  int p, m;
+};
+
+// The fixed grid of (stages, micro-batches): one stage, one micro-batch, fewer micro-batches than
+// stages, as many, more; then `draws` points from the seed.
+std::vector<Point> grid(Ctx& ctx, std::vector<Point> fixed, int max_p, int draws) {
+  for (int i = 0; i < draws; ++i) fixed.push_back({ctx.uniform_int(1, max_p), ctx.pick({1, 2, 3, 4, 6, 8, 12})});
+  return fixed;
+}
+
+std::string label(const Point& g) { return "p" + std::to_string(g.p) + "_m" + std::to_string(g.m) + "."; }
+
+// A schedule as numbers: stage by stage, +(k+1) for the forward of micro-batch k, -(k+1) for its
+// backward, and 0 closing each stage's program. Micro-batches are renumbered in the order stage
+// 0 runs their forwards (equal micro-batches make any shared order the same schedule).
 std::vector<double> encode(const pl::PipelineSchedule& s) {
+  std::vector<int> renumber(static_cast<std::size_t>(std::max(s.micro_batches, 0)));
+  std::iota(renumber.begin(), renumber.end(), 0);
+  int next = 0;
+  if (!s.per_stage.empty())
+    for (const pl::Action& a : s.per_stage.front())
+      if (a.pass == pl::Pass::forward && a.micro_batch >= 0 && a.micro_batch < s.micro_batches)
+        renumber[static_cast<std::size_t>(a.micro_batch)] = next++;
   std::vector<double> out;
   for (const auto& program : s.per_stage) {
-    for (const pl::Action& a : program)
-      out.push_back(a.pass == pl::Pass::forward ? a.micro_batch + 1 : -(a.micro_batch + 1));
+    for (const pl::Action& a : program) {
+      const bool known = a.micro_batch >= 0 && a.micro_batch < s.micro_batches;
+      const int k = known ? renumber[static_cast<std::size_t>(a.micro_batch)] : a.micro_batch;
+      out.push_back(a.pass == pl::Pass::forward ? k + 1 : -(k + 1));
+    }
     out.push_back(0);
   }
   return out;
 }
 
+// A schedule checked the way the grader sees it: valid or not, the actions, and the micro-batches
+// each stage holds at its peak (what its activation memory must hold).
+void emit_schedule(Ctx& ctx, const std::string& name, const pl::PipelineSchedule& s) {
+  ctx.emit_rejects(name + "_invalid", [&] { pl::check_schedule(s); });
+  ctx.emit(name, encode(s));
+  std::vector<double> held;
+  for (int stage = 0; stage < s.stages && static_cast<std::size_t>(stage) < s.per_stage.size(); ++stage)
+    held.push_back(static_cast<double>(pl::schedule_in_flight(s, stage)));
+  ctx.emit(name + "_in_flight", held);  // stage by stage
+}
 
 // Links that cost nothing, so the clock measures compute and waiting only.
 mgpu::ClusterConfig free_links(int p) {
@@ -34,49 +74,44 @@ mgpu::ClusterConfig free_links(int p) {
   cc.world_size = p;
   cc.flops_per_second = 1e9;
   cc.intra_node_latency = 0;
-  cc.inter_node_latency = 0;
   cc.intra_node_bandwidth = 1e18;
+  cc.inter_node_latency = 0;
   cc.inter_node_bandwidth = 1e18;
   return cc;
 }
 
-// What one pipelined step left behind.
+// One pipelined step of `schedule` in a pipeline group whose ranks are the world's in reverse
+// (stage s on world rank p-1-s), so an executor that takes world ranks for stages fails.
 struct Step {
-  std::vector<float> grads;                 // stage gradients put together, model layout
-  double loss = 0;                          // the last stage's return value
-  std::vector<double> idle_fraction;        // per stage: 1 - compute / makespan
-  std::vector<double> activation_peak;      // per stage, bytes
+  std::vector<std::vector<float>> grads;  // per world rank, the whole gradient buffer
+  std::vector<double> loss;               // per world rank, what run_pipeline returned
+  std::vector<mgpu::RankReport> reports;  // per world rank
+  double makespan = 0;
 };
 
-Step run_step(const model::Model& net, int p, int m, bool one_f_one_b, const model::Batch& batch,
+Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule, const model::Batch& batch,
               std::uint64_t seed) {
-  const pl::PipelineSchedule schedule = one_f_one_b ? pl::one_f_one_b_schedule(p, m) : pl::gpipe_schedule(p, m);
-  const std::vector<model::Batch> micro = pl::split_micro_batches(batch, m);
+  const int p = schedule.stages;
+  const std::vector<model::Batch> micro = pl::split_micro_batches(batch, schedule.micro_batches);
   Step step;
-  step.grads.assign(net.num_params(), 0.0f);
-  std::vector<std::vector<float>> stage_grads(static_cast<std::size_t>(p));
+  step.grads.resize(static_cast<std::size_t>(p));
+  step.loss.assign(static_cast<std::size_t>(p), 0.0);
   mgpu::Cluster cluster(free_links(p));
   cluster.run([&](mgpu::Rank& r) {
+    mgpu::Comm pp = r.world().split(0, p - 1 - r.id(), "pp");
     model::Replica replica = net.make_replica(r.memory(), seed);
-    const double loss = pl::run_pipeline(r, r.world(), net, pl::stage_units(net, p, r.id()), schedule,
-                                         replica.params.span(), replica.grads.span(), micro);
-    if (r.id() == p - 1) step.loss = loss;
-    stage_grads[static_cast<std::size_t>(r.id())].assign(replica.grads.begin(), replica.grads.end());
+    const auto i = static_cast<std::size_t>(r.id());
+    step.loss[i] = pl::run_pipeline(r, pp, net, pl::stage_units(net, p, pp.rank()), schedule,
+                                    replica.params.span(), replica.grads.span(), micro);
+    step.grads[i].assign(replica.grads.begin(), replica.grads.end());
   });
-  for (int s = 0; s < p; ++s) {
-    const pl::StageUnits units = pl::stage_units(net, p, s);
-    for (int u = units.first; u < units.last; ++u) {
-      const auto off = static_cast<std::ptrdiff_t>(net.unit(u).offset);
-      std::copy_n(stage_grads[static_cast<std::size_t>(s)].begin() + off, net.unit(u).count, step.grads.begin() + off);
-    }
-    step.idle_fraction.push_back(1.0 - cluster.report(s).clock.compute_time() / cluster.makespan());
-    step.activation_peak.push_back(static_cast<double>(cluster.report(s).memory.peak(mgpu::Category::activations)));
-  }
+  step.reports = cluster.reports();
+  step.makespan = cluster.makespan();
   return step;
 }
 
-void gradients_case(Ctx& ctx, bool one_f_one_b) {
-  const int p = ctx.pick({1, 2, 3, 4});
+// A small course model with p * (1 or 2) blocks, drawn from the seed.
+model::ModelConfig small_model(Ctx& ctx, int p) {
   model::ModelConfig c;
   c.d_in = ctx.uniform_int(2, 6);
   c.n_heads = ctx.pick({1, 2});
@@ -85,75 +120,113 @@ void gradients_case(Ctx& ctx, bool one_f_one_b) {
   c.n_layers = p * ctx.uniform_int(1, 2);
   c.seq_len = ctx.uniform_int(2, 4);
   c.d_out = ctx.uniform_int(1, 3);
-  const model::Model net(c);
-  const int m = ctx.pick({1, 2, 4, 8});
-  const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  const model::Batch batch = net.make_batch(8, seed + 1);
-  const Step step = run_step(net, p, m, one_f_one_b, batch, seed);
-  ctx.emit("stages", p);
-  ctx.emit("micro_batches", m);
-  ctx.emit("grads", every_kth(step.grads), Dtype::fp32);
-  ctx.emit("loss", step.loss, Dtype::fp32);
+  return c;
 }
+
+// Gradients (before any optimizer step) and loss on every stage rank, and each rank's peak of
+// activations, for the schedule `make` builds at every grid point.
+template <class MakeSchedule>
+void gradients_case(Ctx& ctx, const std::vector<Point>& points, MakeSchedule make) {
+  for (const Point& g : points) {
+    const model::Model net(small_model(ctx, g.p));
+    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
+    const Step step = run_step(net, make(g), net.make_batch(kSequences, seed + 1), seed);
+    const std::string at = label(g);
+    for (std::size_t r = 0; r < step.grads.size(); ++r)
+      ctx.emit(at + "grads_rank" + std::to_string(r), every_kth(step.grads[r]), Dtype::fp32);
+    ctx.emit_per_rank(at + "loss", step.loss, Dtype::fp32);
+    emit_peaks(ctx, at, step.reports, {mgpu::Category::activations});
+  }
+}
+
+// The grid of the gradient cases: p = 1 (with m = 1 and m > 1), m = 1, m < p, m = p, m > p.
+std::vector<Point> gradient_grid(Ctx& ctx) { return grid(ctx, {{1, 1}, {1, 3}, {2, 1}, {4, 2}, {3, 3}, {2, 6}}, 4, 1); }
 
 }  // namespace
 
 MGPU_CASE("11_5.schedules") {
-  const int p = ctx.uniform_int(1, 8);
-  const int m = ctx.uniform_int(1, 12);
-  ctx.emit("gpipe", encode(pl::gpipe_schedule(p, m)));
-  ctx.emit("one_f_one_b", encode(pl::one_f_one_b_schedule(p, m)));
-  ctx.emit_rejects("rejects_zero_stages", [&] { pl::gpipe_schedule(0, m); });
-  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::one_f_one_b_schedule(p, 0); });
+  for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2)) {
+    emit_schedule(ctx, label(g) + "gpipe", pl::gpipe_schedule(g.p, g.m));
+    emit_schedule(ctx, label(g) + "one_f_one_b", pl::one_f_one_b_schedule(g.p, g.m));
+  }
+  ctx.emit_rejects("rejects_zero_stages", [&] { pl::gpipe_schedule(0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::one_f_one_b_schedule(2, 0); });
 }
 
-MGPU_CASE("11_5.gpipe_gradients") { gradients_case(ctx, false); }
+MGPU_CASE("11_5.gpipe_gradients") {
+  gradients_case(ctx, gradient_grid(ctx), [](const Point& g) { return pl::gpipe_schedule(g.p, g.m); });
+}
 
-MGPU_CASE("11_5.one_f_one_b_gradients") { gradients_case(ctx, true); }
+MGPU_CASE("11_5.one_f_one_b_gradients") {
+  gradients_case(ctx, gradient_grid(ctx), [](const Point& g) { return pl::one_f_one_b_schedule(g.p, g.m); });
+}
+
+MGPU_CASE("11_5.any_schedule_gradients") {
+  // Every stage runs all its forwards, then all its backwards, each in its own drawn order: valid
+  // and deadlock-free (no forward waits on a backward), but a stage receives the micro-batches in
+  // another order than its neighbour sent them, so only messages told apart by their tags pair up.
+  const std::vector<Point> points = grid(ctx, {{2, 3}, {3, 4}, {4, 6}}, 4, 1);
+  gradients_case(ctx, points, [&ctx](const Point& g) {
+    pl::PipelineSchedule s{g.p, g.m, std::vector<std::vector<pl::Action>>(static_cast<std::size_t>(g.p))};
+    std::vector<int> order(static_cast<std::size_t>(g.m));
+    std::iota(order.begin(), order.end(), 0);
+    for (auto& program : s.per_stage)
+      for (pl::Pass pass : {pl::Pass::forward, pl::Pass::backward}) {
+        std::shuffle(order.begin(), order.end(), ctx.rng());
+        for (int k : order) program.push_back({pass, k});
+      }
+    return s;
+  });
+}
 
 MGPU_CASE("11_5.bubble_and_in_flight") {
   // FFN-only blocks with d_ff = 16 d_model and one-feature embedding and head: stages cost the
   // same to about 0.1%, and a micro-batch's saved activations dwarf the boundary buffers in
   // transit, so the peak divided by one micro-batch's share rounds down to the count held.
-  model::ModelConfig c;
-  c.d_in = 1;
-  c.d_model = ctx.pick({8, 16});
-  c.d_ff = 16 * c.d_model;
-  const int p = ctx.pick({2, 3, 4});
-  c.n_layers = p;
-  c.attention = false;
-  c.seq_len = 2;
-  c.d_out = 1;
-  const model::Model net(c);
-  const int m = ctx.pick({2, 4, 8});
-  const model::Batch batch = net.make_batch(8, 9);
-  const std::vector<model::Batch> micro = pl::split_micro_batches(batch, m);
-  // One micro-batch's saved activations per stage, from the runtime's own forward.
-  std::vector<double> per_mb(static_cast<std::size_t>(p), 0.0);
-  mgpu::Cluster probe(1);
-  probe.run([&](mgpu::Rank& r) {
-    const model::Replica replica = net.make_replica(r.memory(), 1);
-    mgpu::Buffer<float> x = net.input(r, micro[0]);
-    for (int s = 0; s < p; ++s) {
-      const pl::StageUnits units = pl::stage_units(net, p, s);
-      for (int u = units.first; u < units.last; ++u) {
-        model::UnitCache cache;
-        x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x), micro[0].tokens(), &cache);
-        per_mb[static_cast<std::size_t>(s)] += static_cast<double>(cache.bytes());
+  for (const Point& g : grid(ctx, {{1, 3}, {2, 1}, {4, 2}, {3, 6}}, 4, 1)) {
+    model::ModelConfig c;
+    c.d_in = 1;
+    c.d_model = ctx.pick({8, 16});
+    c.d_ff = 16 * c.d_model;
+    c.n_layers = g.p;
+    c.attention = false;
+    c.seq_len = 2;
+    c.d_out = 1;
+    const model::Model net(c);
+    const model::Batch batch = net.make_batch(kSequences, 9);
+    const std::vector<model::Batch> micro = pl::split_micro_batches(batch, g.m);
+    // One micro-batch's saved activations per stage, from the runtime's own forward.
+    std::vector<double> per_mb(static_cast<std::size_t>(g.p), 0.0);
+    mgpu::Cluster probe(1);
+    probe.run([&](mgpu::Rank& r) {
+      const model::Replica replica = net.make_replica(r.memory(), 1);
+      mgpu::Buffer<float> x = net.input(r, micro[0]);
+      for (int s = 0; s < g.p; ++s) {
+        const pl::StageUnits units = pl::stage_units(net, g.p, s);
+        for (int u = units.first; u < units.last; ++u) {
+          model::UnitCache cache;
+          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x), micro[0].tokens(), &cache);
+          per_mb[static_cast<std::size_t>(s)] += static_cast<double>(cache.bytes());
+        }
       }
+    });
+    for (bool f1b : {false, true}) {
+      const pl::PipelineSchedule schedule = f1b ? pl::one_f_one_b_schedule(g.p, g.m) : pl::gpipe_schedule(g.p, g.m);
+      const Step step = run_step(net, schedule, batch, 1);
+      // Stage by stage (world rank p-1-s holds stage s); the peaks below go by world rank.
+      std::vector<double> held, idle;
+      for (int s = 0; s < g.p; ++s) {
+        const mgpu::RankReport& r = step.reports[static_cast<std::size_t>(g.p - 1 - s)];
+        held.push_back(std::floor(static_cast<double>(r.memory.peak(mgpu::Category::activations)) /
+                                  per_mb[static_cast<std::size_t>(s)]));
+        idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
+      }
+      const std::string name = label(g) + (f1b ? "one_f_one_b" : "gpipe");
+      ctx.emit(name + "_bubble", idle, Dtype::fp32);
+      ctx.emit(name + "_in_flight", held);
+      emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
     }
-  });
-  for (bool f1b : {false, true}) {
-    const Step step = run_step(net, p, m, f1b, batch, 1);
-    std::vector<double> held;
-    for (int s = 0; s < p; ++s)
-      held.push_back(std::floor(step.activation_peak[static_cast<std::size_t>(s)] / per_mb[static_cast<std::size_t>(s)]));
-    const char* name = f1b ? "one_f_one_b" : "gpipe";
-    ctx.emit(std::string(name) + "_bubble", step.idle_fraction, Dtype::fp32);
-    ctx.emit(std::string(name) + "_in_flight", held);
   }
-  ctx.emit("stages", p);
-  ctx.emit("micro_batches", m);
 }
 
 MGPU_CASE("11_5.pipeline_rejects") {

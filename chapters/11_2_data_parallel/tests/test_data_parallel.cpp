@@ -248,7 +248,7 @@ TEST_CASE("gradient buckets overlap backward and shorten the step on the virtual
   std::printf("step on 4 ranks: compute %.1f us, all-reduce %.1f us; one all-reduce after backward %.1f us, "
               "buckets %.1f us (overlap %.1f us, max(compute, comm) = %.1f us)\n",
               compute * 1e6, comm * 1e6, plain * 1e6, bucketed * 1e6, ov_bucket * 1e6, std::max(compute, comm) * 1e6);
-  CHECK(ov_plain == doctest::Approx(0.0));
+  CHECK(ov_plain <= 1e-3 * plain);  // no overlap at all: one all-reduce after backward
   CHECK(ov_bucket > 0.0);
   CHECK(bucketed < plain);
   CHECK(bucketed >= std::max(compute, m2) * (1 - 1e-9));

@@ -22,7 +22,7 @@ TEST_CASE("ring all-reduce sends 2(N-1)/N of the buffer: N-1 chunks of S/N, twic
     const double chunk = S / static_cast<double>(n);
     const double counted = static_cast<double>(2 * (n - 1)) * chunk;
     const double got = ring_all_reduce_bytes_per_rank(n, S);
-    CHECK(got == doctest::Approx(counted));
+    CHECK(got == doctest::Approx(counted).epsilon(1e-12));
     CHECK(ring_all_reduce_messages_per_rank(n) == 2 * (n - 1));
   }
 }
@@ -47,9 +47,9 @@ TEST_CASE("all-reduce time is latency times messages plus the chunk transfers") 
     const double with_latency = ring_all_reduce_seconds(n, S, link);
     const double bandwidth_only = ring_all_reduce_seconds(n, S, LinkModel{0, 25e9});
     CHECK(with_latency - bandwidth_only ==
-          doctest::Approx(static_cast<double>(ring_all_reduce_messages_per_rank(n)) * 5e-6));
+          doctest::Approx(static_cast<double>(ring_all_reduce_messages_per_rank(n)) * 5e-6).epsilon(1e-12));
     // With no latency, time is bytes sent over the link's bandwidth.
-    CHECK(bandwidth_only == doctest::Approx(ring_all_reduce_bytes_per_rank(n, S) / 25e9));
+    CHECK(bandwidth_only == doctest::Approx(ring_all_reduce_bytes_per_rank(n, S) / 25e9).epsilon(1e-12));
   }
 }
 
@@ -64,13 +64,13 @@ TEST_CASE("large buffers take nearly the same time whatever N; small ones grow w
 
 TEST_CASE("bus bandwidth is the algorithm bandwidth times 2(N-1)/N") {
   CHECK(all_reduce_bus_bandwidth(1, 1e11) == 0.0);
-  CHECK(all_reduce_bus_bandwidth(2, 1e11) == doctest::Approx(1e11));
-  CHECK(all_reduce_bus_bandwidth(8, 1e11) == doctest::Approx(1.75e11));
+  CHECK(all_reduce_bus_bandwidth(2, 1e11) == doctest::Approx(1e11).epsilon(1e-12));
+  CHECK(all_reduce_bus_bandwidth(8, 1e11) == doctest::Approx(1.75e11).epsilon(1e-12));
 }
 
 TEST_CASE("a data-parallel step sends the ring share of the whole gradient") {
   const double bytes = gradient_all_reduce_bytes_per_rank(8, 7e9, 2);
-  CHECK(bytes == doctest::Approx(ring_all_reduce_bytes_per_rank(8, 14e9)));
+  CHECK(bytes == doctest::Approx(ring_all_reduce_bytes_per_rank(8, 14e9)).epsilon(1e-12));
   CHECK(gradient_all_reduce_bytes_per_rank(1, 7e9, 2) == 0.0);
 }
 

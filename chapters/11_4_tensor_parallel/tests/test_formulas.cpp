@@ -28,14 +28,15 @@ TEST_CASE("the t shares of an attention block add up to the unsplit block") {
   }
 }
 
-TEST_CASE("a block is its attention plus its FFN, 12 h^2 / t with a 4h FFN") {
+TEST_CASE("a block is its attention, its FFN and its replicated layer norms: 12 h^2 / t + 4h") {
   const std::int64_t h = 2048;
   for (std::int64_t t : {1, 2, 8}) {
+    // Exact: every term is an integer well below 2^53.
     CHECK(block_params_per_rank(h, 16, 4 * h, t) ==
-          doctest::Approx(attention_params_per_rank(h, 16, t) + ffn_params_per_rank(h, 4 * h, t)));
-    CHECK(block_params_per_rank(h, 16, 4 * h, t) ==
-          doctest::Approx(12.0 * h * h / static_cast<double>(t)));
+          attention_params_per_rank(h, 16, t) + ffn_params_per_rank(h, 4 * h, t) + 4.0 * h);
+    CHECK(block_params_per_rank(h, 16, 4 * h, t) == 12.0 * h * h / static_cast<double>(t) + 4.0 * h);
   }
+  CHECK(block_params_per_rank(2048, 16, 8192, 8) == 6299648.0);  // the header's example
 }
 
 TEST_CASE("a block all-reduces twice forward and twice backward") {

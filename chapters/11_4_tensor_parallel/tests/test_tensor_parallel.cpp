@@ -95,15 +95,16 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "row-parallel linear equals the unsplit linear layer: y, dx and dW shards (t = 1, 2, 4)") {
+    "row-parallel linear equals the unsplit linear layer: y, dx, dW shards, whole b (t = 1, 2, 4)") {
   for (const Shape& s : kShapes) {
     const MatrixRM x = random_matrix(s.n, s.ffn, 5), w = random_matrix(s.ffn, s.hidden, 6);
     const MatrixRM dy = random_matrix(s.n, s.hidden, 7);
-    const Eigen::RowVectorXf no_bias;
-    Eigen::RowVectorXf no_db;
+    // A replicated bias: it must be added once, after the sum, whatever t.
+    const Eigen::RowVectorXf bias = random_matrix(1, s.hidden, 10);
+    Eigen::RowVectorXf db_ref = Eigen::RowVectorXf::Zero(s.hidden);
     MatrixRM y_ref(s.n, s.hidden), dx_ref(s.n, s.ffn), dw_ref = MatrixRM::Zero(s.ffn, s.hidden);
-    model::linear_forward(x, w, no_bias, y_ref);
-    model::linear_backward(x, w, dy, dx_ref, dw_ref, no_db);
+    model::linear_forward(x, w, bias, y_ref);
+    model::linear_backward(x, w, dy, dx_ref, dw_ref, db_ref);
     for (int t : {1, 2, 4}) {
       std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
       Cluster cluster(2 * t);
@@ -112,11 +113,12 @@ TEST_CASE(
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
         const MatrixRM x_shard = x.middleCols(first, c), w_shard = row_shard(w, tp.rank(), t);
         MatrixRM y(s.n, s.hidden), dx(s.n, c), dw = MatrixRM::Zero(c, s.hidden);
-        row_parallel_forward(tp, x_shard, w_shard, y);
-        row_parallel_backward(x_shard, w_shard, dy, dx, dw);
+        Eigen::RowVectorXf db = Eigen::RowVectorXf::Zero(s.hidden);
+        row_parallel_forward(tp, x_shard, w_shard, bias, y);
+        row_parallel_backward(x_shard, w_shard, dy, dx, dw, db);
         err[static_cast<std::size_t>(r.id())] =
             std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref.middleCols(first, c)),
-                      max_abs_diff(dw, dw_ref.middleRows(first, c))});
+                      max_abs_diff(dw, dw_ref.middleRows(first, c)), max_abs_diff(db, db_ref)});
       });
       const double worst = *std::max_element(err.begin(), err.end());
       std::printf("row-parallel n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn, s.hidden,

@@ -77,30 +77,30 @@ TEST_CASE("rank coordinates and global rank are inverses, and cover every rank o
 TEST_CASE("one GPU holds the whole training state and the whole model's activations") {
   LayoutModel m = small_model(Layout{1, 1, 1}, 0);
   const GpuMemory mem = per_gpu_memory(m);
-  CHECK(mem.state_bytes() == doctest::Approx(16 * 8e9));
-  CHECK(mem.activation_bytes == doctest::Approx(32 * 1e9));  // one micro-batch in flight
-  CHECK(mem.total_bytes() == doctest::Approx(mem.state_bytes() + mem.activation_bytes));
+  CHECK(mem.state_bytes() == doctest::Approx(16 * 8e9).epsilon(1e-12));
+  CHECK(mem.activation_bytes == doctest::Approx(32 * 1e9).epsilon(1e-12));  // one micro-batch in flight
+  CHECK(mem.total_bytes() == doctest::Approx(mem.state_bytes() + mem.activation_bytes).epsilon(1e-12));
 }
 
 TEST_CASE("tensor and pipeline parallelism divide the state; ZeRO-3 divides the rest by dp") {
   const GpuMemory tp_pp = per_gpu_memory(small_model(Layout{4, 2, 1}, 0));
-  CHECK(tp_pp.state_bytes() == doctest::Approx(16 * 8e9 / 8));
+  CHECK(tp_pp.state_bytes() == doctest::Approx(16 * 8e9 / 8).epsilon(1e-12));
   const GpuMemory all = per_gpu_memory(small_model(Layout{4, 2, 8}, 3));
-  CHECK(all.state_bytes() == doctest::Approx(16 * 8e9 / 64));
+  CHECK(all.state_bytes() == doctest::Approx(16 * 8e9 / 64).epsilon(1e-12));
   const GpuMemory z1 = per_gpu_memory(small_model(Layout{4, 2, 8}, 1));
-  CHECK(z1.state_bytes() == doctest::Approx(8e9 / 8 * (4 + 12.0 / 8)));
+  CHECK(z1.state_bytes() == doctest::Approx(8e9 / 8 * (4 + 12.0 / 8)).epsilon(1e-12));
 }
 
 TEST_CASE("data parallelism without ZeRO leaves per-GPU memory unchanged") {
   const double one = per_gpu_memory(small_model(Layout{2, 2, 1}, 0)).total_bytes();
-  CHECK(per_gpu_memory(small_model(Layout{2, 2, 16}, 0)).total_bytes() == doctest::Approx(one));
+  CHECK(per_gpu_memory(small_model(Layout{2, 2, 16}, 0)).total_bytes() == doctest::Approx(one).epsilon(1e-12));
 }
 
 TEST_CASE("1F1B's first stage holds min(m, pp) micro-batches of its L/pp layers") {
   LayoutModel m = small_model(Layout{1, 4, 1}, 0);
-  CHECK(per_gpu_memory(m).activation_bytes == doctest::Approx(1e9 * 8 * 4));
+  CHECK(per_gpu_memory(m).activation_bytes == doctest::Approx(1e9 * 8 * 4).epsilon(1e-12));
   m.micro_batches = 2;
-  CHECK(per_gpu_memory(m).activation_bytes == doctest::Approx(1e9 * 8 * 2));
+  CHECK(per_gpu_memory(m).activation_bytes == doctest::Approx(1e9 * 8 * 2).epsilon(1e-12));
 }
 
 TEST_CASE("one GPU sends nothing; each kind of traffic appears only with its degree") {
@@ -109,30 +109,30 @@ TEST_CASE("one GPU sends nothing; each kind of traffic appears only with its deg
   CHECK(dp_only.data_parallel_bytes > 0);
   CHECK(dp_only.tensor_parallel_bytes == 0.0);
   CHECK(dp_only.pipeline_bytes == 0.0);
-  CHECK(dp_only.data_parallel_bytes == doctest::Approx(2.0 * 7 / 8 * 2 * 8e9));
+  CHECK(dp_only.data_parallel_bytes == doctest::Approx(2.0 * 7 / 8 * 2 * 8e9).epsilon(1e-12));
   const GpuTraffic tp_only = per_gpu_traffic(small_model(Layout{8, 1, 1}, 0));
   CHECK(tp_only.data_parallel_bytes == 0.0);
   CHECK(tp_only.pipeline_bytes == 0.0);
   const double a = 2048.0 * 4096 * 2;
-  CHECK(tp_only.tensor_parallel_bytes == doctest::Approx(32 * 16 * 4 * 2.0 * 7 / 8 * a));
+  CHECK(tp_only.tensor_parallel_bytes == doctest::Approx(32 * 16 * 4 * 2.0 * 7 / 8 * a).epsilon(1e-12));
 }
 
 TEST_CASE("ZeRO-3 sends 1.5x the data-parallel traffic; full recompute adds half the tp traffic") {
   const double z0 = per_gpu_traffic(small_model(Layout{2, 2, 8}, 0)).data_parallel_bytes;
   const double z3 = per_gpu_traffic(small_model(Layout{2, 2, 8}, 3)).data_parallel_bytes;
-  CHECK(z3 / z0 == doctest::Approx(1.5));
+  CHECK(z3 / z0 == doctest::Approx(1.5).epsilon(1e-12));
   LayoutModel m = small_model(Layout{4, 1, 1}, 0);
   const double plain = per_gpu_traffic(m).tensor_parallel_bytes;
   m.recompute = mgpu::memory::Recompute::full;
-  CHECK(per_gpu_traffic(m).tensor_parallel_bytes == doctest::Approx(1.5 * plain));
+  CHECK(per_gpu_traffic(m).tensor_parallel_bytes == doctest::Approx(1.5 * plain).epsilon(1e-12));
   m.recompute = mgpu::memory::Recompute::selective;
-  CHECK(per_gpu_traffic(m).tensor_parallel_bytes == doctest::Approx(plain));
+  CHECK(per_gpu_traffic(m).tensor_parallel_bytes == doctest::Approx(plain).epsilon(1e-12));
 }
 
 TEST_CASE("pipeline traffic: two stages send one way, deeper pipelines' middles both ways") {
   const double a = 2048.0 * 4096 * 2;
-  CHECK(per_gpu_traffic(small_model(Layout{1, 2, 1}, 0)).pipeline_bytes == doctest::Approx(16 * a));
-  CHECK(per_gpu_traffic(small_model(Layout{1, 4, 1}, 0)).pipeline_bytes == doctest::Approx(32 * a));
+  CHECK(per_gpu_traffic(small_model(Layout{1, 2, 1}, 0)).pipeline_bytes == doctest::Approx(16 * a).epsilon(1e-12));
+  CHECK(per_gpu_traffic(small_model(Layout{1, 4, 1}, 0)).pipeline_bytes == doctest::Approx(32 * a).epsilon(1e-12));
 }
 
 TEST_CASE("experts spread evenly over ranks") {
@@ -144,10 +144,10 @@ TEST_CASE("experts spread evenly over ranks") {
 TEST_CASE("all-to-all: top-k copies, (n-1)/n of them leave, dispatch plus combine") {
   CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 1, 2) == 0.0);
   const double one_way = 4096.0 * 2 * 4096 * 2 * 7 / 8;
-  CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2) == doctest::Approx(2 * one_way));
+  CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2) == doctest::Approx(2 * one_way).epsilon(1e-12));
   // Linear in top_k and in tokens.
   CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 4, 64, 8, 2) ==
-        doctest::Approx(2 * expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2)));
+        doctest::Approx(2 * expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2)).epsilon(1e-12));
   CHECK(expert_all_to_all_bytes_per_rank(0, 4096, 2, 64, 8, 2) == 0.0);
 }
 

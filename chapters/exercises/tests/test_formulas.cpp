@@ -30,8 +30,8 @@ TEST_CASE("apply 3: ZeRO-1, 7e9 parameters on 8 GPUs hold 38.5 GB each (within 0
 }
 
 TEST_CASE("the apply functions follow their formulas at other points too") {
-  CHECK(zero3_state_gb_per_gpu(7e9, 1) == doctest::Approx(112.0));
-  CHECK(zero1_state_gb_per_gpu(7e9, 1) == doctest::Approx(zero3_state_gb_per_gpu(7e9, 1)));
+  CHECK(zero3_state_gb_per_gpu(7e9, 1) == doctest::Approx(112.0).epsilon(1e-12));
+  CHECK(zero1_state_gb_per_gpu(7e9, 1) == doctest::Approx(zero3_state_gb_per_gpu(7e9, 1)).epsilon(1e-12));
   CHECK(zero1_state_gb_per_gpu(70e9, 64) > zero3_state_gb_per_gpu(70e9, 64));
   CHECK(bubble_fraction(1, 8) == 0.0);
   CHECK(bubble_fraction(4, 28) < 0.1);
@@ -65,9 +65,9 @@ TEST_CASE("extend: a block's all-reduce across servers is several times slower t
   MESSAGE("payload " << c.payload_bytes << " B: inside " << c.intra_node_seconds * 1e3
                      << " ms, across " << c.inter_node_seconds * 1e3 << " ms, slowdown "
                      << c.slowdown);
-  CHECK(c.payload_bytes == doctest::Approx(2048.0 * 8192 * 2));
+  CHECK(c.payload_bytes == doctest::Approx(2048.0 * 8192 * 2).epsilon(1e-12));
   CHECK(c.intra_node_seconds < c.inter_node_seconds);
-  CHECK(c.slowdown == doctest::Approx(c.inter_node_seconds / c.intra_node_seconds));
+  CHECK(c.slowdown == doctest::Approx(c.inter_node_seconds / c.intra_node_seconds).epsilon(1e-12));
   // Bandwidth-bound: the slowdown approaches the bandwidth ratio, 9, from below.
   CHECK(c.slowdown > 7);
   CHECK(c.slowdown < 9);
@@ -76,7 +76,7 @@ TEST_CASE("extend: a block's all-reduce across servers is several times slower t
 TEST_CASE("extend: identical links give no slowdown, and t = 1 is rejected") {
   const LinkModel link{5e-6, 100e9};
   CHECK(tensor_parallel_link_comparison(1024, 2, 4096, 4, 2, link, link).slowdown ==
-        doctest::Approx(1.0));
+        doctest::Approx(1.0).epsilon(1e-12));
   CHECK_THROWS_AS(tensor_parallel_link_comparison(1024, 2, 4096, 1, 2, link, link),
                   std::invalid_argument);
   CHECK_THROWS_AS(tensor_parallel_link_comparison(1024, 2, 4096, 4, 2, link, LinkModel{0, 0}),

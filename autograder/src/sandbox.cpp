@@ -1,0 +1,216 @@
+// Sandbox detection, uid leases and the sweeps behind them. Everything here runs in the grader
+// process; the child side (setuid, rlimits, exec) is in runner.cpp.
+#include "sandbox.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+constexpr const char* kBwrap = "/usr/bin/bwrap";
+// Case uids: far above any account or subordinate-uid range, so a sweep never hits a real user.
+constexpr uid_t kFirstCaseUid = 2'100'000'000u;
+constexpr int kCaseUids = 64;
+
+fs::path lock_path(int slot) { return fs::temp_directory_path() / fmt::format("mgpu-case-uid-{}.lock", slot); }
+
+// Runs bwrap once, as the user cases would run as, to see that user namespaces work here.
+bool bwrap_works() {
+  if (::access(kBwrap, X_OK) != 0) return false;
+  auto cmd = bwrap_command("/usr/bin/true", fs::temp_directory_path());
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 0), ::dup2(devnull, 1), ::dup2(devnull, 2);
+    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(kFirstCaseUid) != 0 || ::setuid(kFirstCaseUid) != 0))
+      ::_exit(126);
+    ::execv(kBwrap, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+SandboxInfo detect() {
+  const char* forced = std::getenv("MGPU_SANDBOX");
+  std::string f = forced ? forced : "";
+  const bool root = ::geteuid() == 0;
+  if (f == "uid") {
+    if (root) return {SandboxKind::uid, ""};
+    return {SandboxKind::none, "MGPU_SANDBOX=uid needs a grader running as root"};
+  }
+  if (bwrap_works()) return {SandboxKind::namespaces, ""};
+  if (f == "namespaces")
+    return {SandboxKind::none, "MGPU_SANDBOX=namespaces, but bubblewrap cannot create namespaces here: install it "
+                               "(apt-get install bubblewrap) and allow unprivileged user namespaces"};
+  if (root) return {SandboxKind::uid, ""};
+  return {SandboxKind::none,
+          "cannot isolate student code: bubblewrap is missing or user namespaces are disabled, and the grader is not "
+          "root. Fix: apt-get install bubblewrap (and sysctl kernel.unprivileged_userns_clone=1 where the kernel has it), "
+          "or run the grader as root (it then gives each case its own uid)"};
+}
+
+struct ProcInfo {
+  char state = '?';  // 'Z': a zombie, already dead, waiting for its parent to reap it
+  pid_t ppid = 0;
+  uid_t uid = 0;
+  std::uint64_t rss_pages = 0;
+};
+
+std::map<pid_t, ProcInfo> processes() {
+  std::map<pid_t, ProcInfo> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat st {};
+    if (::stat(e.path().c_str(), &st) != 0) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 2));
+    std::string state;
+    ProcInfo p;
+    p.uid = st.st_uid;
+    fields >> state >> p.ppid;
+    p.state = state.empty() ? '?' : state[0];
+    std::string skip;
+    for (int i = 0; i < 19 && fields >> skip; ++i) {}  // fields 6 to 24: rss is the 24th
+    fields >> p.rss_pages;
+    out[std::stoi(name)] = p;
+  }
+  return out;
+}
+
+}  // namespace
+
+const SandboxInfo& sandbox() {
+  static const SandboxInfo info = detect();
+  return info;
+}
+
+std::string_view to_string(SandboxKind kind) {
+  switch (kind) {
+    case SandboxKind::namespaces: return "namespaces (bubblewrap)";
+    case SandboxKind::uid: return "a throwaway uid per case";
+    case SandboxKind::none: return "none";
+  }
+  return "none";
+}
+
+void require_sandbox() {
+  if (sandbox().kind == SandboxKind::none) throw std::runtime_error(sandbox().why);
+}
+
+UidLease::UidLease() {
+  if (::geteuid() != 0) return;
+  for (int slot = 0; slot < kCaseUids; ++slot) {
+    int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      fd_ = fd;
+      uid_ = kFirstCaseUid + static_cast<uid_t>(slot);
+      kill_uid(uid_);  // whatever a killed grader left under this uid
+      return;
+    }
+    ::close(fd);
+  }
+}
+
+UidLease::~UidLease() {
+  if (fd_ < 0) return;
+  kill_uid(uid_);
+  ::close(fd_);  // releases the lock
+}
+
+void kill_uid(uid_t uid) {
+  // A process can fork between our scan and our kill: repeat until a scan finds none.
+  for (int round = 0; round < 100; ++round) {
+    bool any = false;
+    for (const auto& [pid, p] : processes())
+      if (p.uid == uid && p.state != 'Z' && p.state != 'X') {
+        ::kill(pid, SIGKILL);
+        any = true;
+      }
+    if (!any) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void sweep_leftovers() {
+  if (::geteuid() == 0)
+    for (int slot = 0; slot < kCaseUids; ++slot) {
+      int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) continue;
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) kill_uid(kFirstCaseUid + static_cast<uid_t>(slot));
+      ::close(fd);
+    }
+  // Case folders of graders that are gone: mgpu-case-<pid>-XXXXXX with no such process.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("mgpu-case-", 0) != 0 || !e.is_directory()) continue;
+    const pid_t owner = std::atoi(name.c_str() + 10);
+    if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+  }
+}
+
+std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
+  auto procs = processes();
+  std::uint64_t pages = 0;
+  for (const auto& [pid, p] : procs) {
+    bool mine = uid && p.uid == *uid;
+    for (pid_t q = pid; !mine && q > 1;) {
+      if (q == root) mine = true;
+      auto it = procs.find(q);
+      q = it == procs.end() ? 0 : it->second.ppid;
+    }
+    if (mine) pages += p.rss_pages;
+  }
+  return pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::vector<std::string> bwrap_command(const fs::path& program, const fs::path& workdir) {
+  const std::string inside = "/program/" + program.filename().string();
+  return {kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
+          // the system's programs and libraries, read-only; nothing of the course, the reference or /home
+          "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
+          "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+          "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+          "--bind", workdir.string(), "/case", "--ro-bind", program.string(), inside, "--chdir", "/case", inside};
+}
+
+std::string case_dir_template() {
+  return (fs::temp_directory_path() / fmt::format("mgpu-case-{}-XXXXXX", ::getpid())).string();
+}
+
+void seal(const std::vector<fs::path>& paths) {
+  std::error_code ec;
+  for (const auto& p : paths)
+    if (fs::exists(p, ec))
+      fs::permissions(p, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove, ec);
+}
+
+}  // namespace mgpu::grade

@@ -1,0 +1,76 @@
+// How a graded case is sealed off from everything but itself (see autograder/SECURITY.md).
+// Preferred: Linux namespaces through bubblewrap: the case sees only the system's libraries, its
+// program and an empty folder, has no network, and dies with its PID namespace. Where user
+// namespaces are unavailable (an unprivileged container) a root grader falls back to a distinct
+// uid per running case, swept after the case. A non-root grader without namespaces refuses.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mgpu::grade {
+
+/// How cases are isolated on this machine.
+enum class SandboxKind {
+  namespaces,  ///< bubblewrap: own mount, PID, network, IPC and user namespaces
+  uid,         ///< fallback as root: a throwaway uid per running case, killed entirely afterwards
+  none,        ///< neither is possible: the grader refuses to run untrusted code
+};
+
+/// The sandbox of this process, detected once. MGPU_SANDBOX=namespaces|uid in the environment
+/// forces one (the tests use it to check the fallback).
+struct SandboxInfo {
+  SandboxKind kind = SandboxKind::none;
+  std::string why;  ///< for none: what is missing and how to fix it
+};
+const SandboxInfo& sandbox();
+std::string_view to_string(SandboxKind kind);
+
+/// Throws std::runtime_error naming the fix when cases cannot be isolated here.
+void require_sandbox();
+
+/// A uid reserved for one running case (root only), exclusive across grader processes through a
+/// lock file; its processes are all killed when the lease ends.
+class UidLease {
+ public:
+  UidLease();  ///< takes a free uid, or none (held() false) when not root or all are taken
+  ~UidLease();
+  UidLease(const UidLease&) = delete;
+  UidLease& operator=(const UidLease&) = delete;
+  bool held() const { return fd_ >= 0; }
+  uid_t uid() const { return uid_; }
+
+ private:
+  int fd_ = -1;
+  uid_t uid_ = 0;
+};
+
+/// SIGKILLs every process of uid until none is left.
+void kill_uid(uid_t uid);
+
+/// At start: kills what earlier graders (killed with SIGKILL) left running under case uids no
+/// live grader holds, and removes their case folders.
+void sweep_leftovers();
+
+/// Resident bytes of the processes descended from root, plus those owned by uid when given: a
+/// case's whole tree, wherever its processes moved to.
+std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid);
+
+/// The bubblewrap command line that runs program (bound read-only at /program/<name>) with
+/// workdir as its only writable folder, mounted at /case.
+std::vector<std::string> bwrap_command(const std::filesystem::path& program, const std::filesystem::path& workdir);
+
+/// Where a case's working folder is created: tmp/mgpu-case-<grader pid>-XXXXXX.
+std::string case_dir_template();
+
+/// Makes the reference, its results and the solutions readable by the grader's user only, so a
+/// case running as another uid cannot read them even outside namespaces.
+void seal(const std::vector<std::filesystem::path>& paths);
+
+}  // namespace mgpu::grade

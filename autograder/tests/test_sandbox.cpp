@@ -1,0 +1,77 @@
+// A hostile submission costs its own cases only, under both sandboxes: it cannot read the cached
+// reference results or run the reference's case program, nothing it starts outlives its case,
+// and its memory limit holds for all its processes together (autograder/SECURITY.md).
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "helpers.hpp"
+#include "sandbox.hpp"
+
+using namespace mgpu::grade;
+using namespace mgpu::grade::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// This test's own seed, so processes of other graders running at the same time are not counted.
+const char* kSeed = "424242";
+
+// Processes of a toy case program run with this test's seed: what a case could have left behind.
+int toy_case_processes() {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmd.find("cases_toy_a") != std::string::npos && cmd.find(kSeed) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+void attack_batch(const std::string& mode) {
+  fs::path dir = fresh_dir("attacks_" + mode);
+  const std::vector<std::string> attacks{"steal_reference", "exec_reference", "setsid_escape", "memory_children"};
+  for (const auto& a : attacks) {
+    fs::path sub = toy_submission(dir / "subs" / a, "");
+    fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+  }
+  // A correct submission graded beside them must keep its full marks.
+  fs::path good = toy_submission(dir / "subs" / "zz_correct", "");
+  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", good / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+  // The reference results must be in the cache for the thief to find them (outside a sandbox).
+  REQUIRE(grader(toy_args({"grade", "--solution", "--quiet", "--seed", kSeed})).exit_code == 0);
+
+  RunSpec spec;
+  spec.exe = MGPU_GRADE_EXE;
+  spec.args = toy_args({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(), "--reports",
+                        (dir / "reports").string(), "--seed", kSeed});
+  spec.isolate = false;
+  spec.wall_s = 600;
+  spec.merge_output = true;
+  spec.env = {{"MGPU_SANDBOX", mode}};
+  RunOutcome o = run_process(spec);
+  INFO(o.out);
+  REQUIRE(o.exit_code == 0);
+  auto report = [&](const std::string& name) { return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json"))); };
+  CHECK(case_status(report("steal_reference"), "toy_a.scale") == "wrong");
+  CHECK(case_status(report("exec_reference"), "toy_a.scale") == "wrong");
+  CHECK(case_status(report("setsid_escape"), "toy_a.scale") == "passed");
+  auto mem = report("memory_children");
+  CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
+  CHECK(mem.dump().find("processes together held") != std::string::npos);
+  auto ok = report("zz_correct");
+  CHECK(ok["score"].get<double>() == ok["max_score"].get<double>());
+  CHECK(toy_case_processes() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("hostile submissions cost their own cases only, in namespaces" *
+          doctest::skip(!can_grade() || sandbox().kind != SandboxKind::namespaces)) {
+  attack_batch("namespaces");
+}
+
+TEST_CASE("hostile submissions cost their own cases only, with a uid per case (the fallback)" *
+          doctest::skip(!can_grade() || ::geteuid() != 0)) {
+  attack_batch("uid");
+}
