@@ -58,7 +58,7 @@ cd /autograder/source
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends cmake ninja-build g++ ccache doctest-dev libeigen3-dev \
-  nlohmann-json3-dev libcli11-dev libfmt-dev libzip-dev zip unzip python3-pip
+  nlohmann-json3-dev libcli11-dev libfmt-dev libzip-dev zip unzip bubblewrap python3-pip
 # The project needs CMake >= 3.25; older images get it from PyPI.
 have=$(cmake --version 2>/dev/null | awk 'NR==1 {print $3}')
 if [ -z "$have" ] || [ "$(printf '%s\n' 3.25 "$have" | sort -V | head -n1)" != 3.25 ]; then
