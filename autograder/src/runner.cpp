@@ -53,15 +53,18 @@ void forget(pid_t pg) {
 
 // Tasks (threads included) that the user already runs: RLIMIT_NPROC counts them all.
 std::uint64_t tasks_of_user(uid_t uid) {
+  // Processes exit while we look: error codes only, never an iterator that throws.
   std::uint64_t n = 0;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
-    const auto name = e.path().filename().string();
+  std::filesystem::directory_iterator it("/proc", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
     if (name.empty() || name[0] < '0' || name[0] > '9') continue;
     struct stat st {};
-    if (::stat(e.path().c_str(), &st) != 0 || st.st_uid != uid) continue;
+    if (::stat(it->path().c_str(), &st) != 0 || st.st_uid != uid) continue;
     std::error_code ec2;
-    for ([[maybe_unused]] const auto& t : std::filesystem::directory_iterator(e.path() / "task", ec2)) ++n;
+    std::filesystem::directory_iterator t(it->path() / "task", ec2);
+    for (; !ec2 && t != end; t.increment(ec2)) ++n;
   }
   return n;
 }
@@ -360,6 +363,12 @@ RunOutcome run_process(const RunSpec& spec) {
   if (WIFEXITED(wstatus)) {
     o.exited = true;
     o.exit_code = WEXITSTATUS(wstatus);
+    // bubblewrap reports a program killed by signal s as its own exit code 128 + s.
+    if (kind == SandboxKind::namespaces && o.exit_code > 128 && o.exit_code <= 128 + SIGRTMAX) {
+      o.exited = false;
+      o.signal = o.exit_code - 128;
+      o.exit_code = -1;
+    }
   } else if (WIFSIGNALED(wstatus)) {
     o.signal = WTERMSIG(wstatus);
   }

@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -78,18 +77,26 @@ struct ProcInfo {
   std::uint64_t rss_pages = 0;
 };
 
+// A snapshot of /proc. Processes come and go while it is read, so every read may fail: plain
+// system calls and error codes here, never a stream or an iterator that throws.
 std::map<pid_t, ProcInfo> processes() {
   std::map<pid_t, ProcInfo> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string name = e.path().filename().string();
+  fs::directory_iterator it("/proc", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     struct stat st {};
-    if (::stat(e.path().c_str(), &st) != 0) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    int fd = ::open((it->path() / "stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    const std::string text(buf, static_cast<std::size_t>(n));
     auto close = text.rfind(')');  // the command name may hold spaces and parentheses
-    if (close == std::string::npos) continue;
+    if (close == std::string::npos || close + 2 >= text.size()) continue;
     std::istringstream fields(text.substr(close + 2));
     std::string state;
     ProcInfo p;
@@ -99,7 +106,7 @@ std::map<pid_t, ProcInfo> processes() {
     std::string skip;
     for (int i = 0; i < 19 && fields >> skip; ++i) {}  // fields 6 to 24: rss is the 24th
     fields >> p.rss_pages;
-    out[std::stoi(name)] = p;
+    out[std::atoi(name.c_str())] = p;
   }
   return out;
 }
