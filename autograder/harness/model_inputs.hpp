@@ -71,19 +71,10 @@ inline std::vector<float> every_kth(const std::vector<float>& values, std::size_
   return out;
 }
 
-/// Emits the ledger's peak bytes of each category on every rank as "peak_<category>", one value
-/// per rank, compared exactly: a run that holds more (or less) than the reference in a category
-/// is wrong, and the feedback names the category, the rank and the difference.
-inline void emit_peaks(Ctx& ctx, const std::vector<RankReport>& reports, std::initializer_list<Category> categories) {
-  for (Category c : categories) {
-    std::vector<double> per_rank;
-    for (const RankReport& r : reports) per_rank.push_back(static_cast<double>(r.memory.peak(c)));
-    ctx.emit_per_rank("peak_" + std::string(to_string(c)), per_rank);
-  }
-}
-
-/// emit_peaks for one of several runs of a case (a grid point): values named
-/// "<prefix>peak_<category>", e.g. "t2.peak_weights".
+/// Emits the ledger's peak bytes of each category on every rank as "<prefix>peak_<category>"
+/// (e.g. "t2.peak_weights" for one grid point of a case), one value per rank, compared exactly: a
+/// run that holds more (or less) than the reference in a category is wrong, and the feedback names
+/// the category, the rank and the difference.
 inline void emit_peaks(Ctx& ctx, const std::string& prefix, const std::vector<RankReport>& reports,
                        std::initializer_list<Category> categories) {
   for (Category c : categories) {
@@ -91,6 +82,11 @@ inline void emit_peaks(Ctx& ctx, const std::string& prefix, const std::vector<Ra
     for (const RankReport& r : reports) per_rank.push_back(static_cast<double>(r.memory.peak(c)));
     ctx.emit_per_rank(prefix + "peak_" + std::string(to_string(c)), per_rank);
   }
+}
+
+/// emit_peaks for a case with a single run: values named "peak_<category>".
+inline void emit_peaks(Ctx& ctx, const std::vector<RankReport>& reports, std::initializer_list<Category> categories) {
+  emit_peaks(ctx, "", reports, categories);
 }
 
 }  // namespace mgpu::grade

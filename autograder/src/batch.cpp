@@ -16,11 +16,9 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "gpu_labs.hpp"
 #include "report.hpp"
-#include "unpack.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;
@@ -158,7 +156,7 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
                static_cast<unsigned long long>(opts.seed), ref_s);
 
   const bool tty = ::isatty(2) == 1;
-  std::atomic<std::size_t> next{0}, finished{0};
+  std::atomic<std::size_t> finished{0};
   auto progress = [&](const std::string& last) {
     std::lock_guard lock(out_mu);
     std::size_t f = finished.load(), n = todo.size();
@@ -172,47 +170,32 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
       std::fprintf(stderr, "grade-batch: %zu/%zu %s\n", f, n, last.c_str());
     }
   };
-  int workers = std::max(1, std::min<int>(b.jobs, static_cast<int>(todo.size())));
   GradeOptions worker_opts = opts;
   worker_opts.jobs = 1;  // parallel across submissions, sequential inside one
-  auto work = [&](int slot) {
-    for (std::size_t i; (i = next++) < todo.size();) {
-      const auto& s = todo[i];
-      std::vector<std::string> row;
-      try {
-        Grade g;
-        try {
-          g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts, false);
-        } catch (const RejectedSubmission& e) {
-          // Whether grade_submission turns the rejection into a grade or passes it on, the
-          // gradebook and the report show it the same way.
-          g.submission = s.path.string();
-          g.seed = opts.seed;
-          g = rejected_grade(std::move(g), chapters, e.what());
-        }
-        row = csv_row(s.name, g, blocks);
-        if (!b.reports.empty()) write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
-      } catch (const std::exception& e) {
-        // Not gradable at all (a corrupt zip): the row still has every column of the header.
-        row.assign(header.size(), "");
-        row[0] = s.name;
-        row[1] = "0";
-        row[header.size() - 3] = std::string("error: ") + e.what();
-        row[header.size() - 2] = "0";
-        row[header.size() - 1] = std::to_string(opts.seed);
-      }
-      std::string line;
-      for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
-      append(line);
-      ++finished;
-      progress(s.name);
+  // Each worker owns one cached student build tree (slot) for every submission it grades.
+  parallel_for(todo.size(), b.jobs, [&](std::size_t i, int slot) {
+    const auto& s = todo[i];
+    std::vector<std::string> row;
+    try {
+      // A rejected upload comes back as a grade whose cases are all rejected-submission.
+      Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts, false);
+      row = csv_row(s.name, g, blocks);
+      if (!b.reports.empty()) write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
+    } catch (const std::exception& e) {
+      // Not gradable at all (a corrupt zip): the row still has every column of the header.
+      row.assign(header.size(), "");
+      row[0] = s.name;
+      row[1] = "0";
+      row[header.size() - 3] = std::string("error: ") + e.what();
+      row[header.size() - 2] = "0";
+      row[header.size() - 1] = std::to_string(opts.seed);
     }
-  };
-  {
-    std::vector<std::jthread> pool;
-    for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
-    work(0);
-  }
+    std::string line;
+    for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
+    append(line);
+    ++finished;
+    progress(s.name);
+  });
   ::close(fd);
   return static_cast<int>(todo.size());
 }

@@ -40,14 +40,18 @@ std::string binary_stamp(const fs::path& exe) {
 
 }  // namespace
 
-void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f) {
+void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t, int)>& f) {
   std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i; (i = next++) < n;) f(i);
+  auto worker = [&](int w) {
+    for (std::size_t i; (i = next++) < n;) f(i, w);
   };
   std::vector<std::jthread> pool;
-  for (int j = 1; j < std::min<int>(jobs, static_cast<int>(n)); ++j) pool.emplace_back(worker);
-  worker();
+  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(n)); ++w) pool.emplace_back(worker, w);
+  worker(0);
+}
+
+void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f) {
+  parallel_for(n, jobs, [&](std::size_t i, int) { f(i); });
 }
 
 CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges) {

@@ -211,16 +211,8 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
 
   // Each worker reuses one student build tree (slot), so a proof recompiles only its edited file.
   std::mutex mu;
-  std::vector<int> free_slots;
-  for (int s = opts.jobs - 1; s >= 0; --s) free_slots.push_back(s);
   std::vector<ProofResult> results(proofs.size());
-  parallel_for(proofs.size(), opts.jobs, [&](std::size_t i) {
-    int slot;
-    {
-      std::lock_guard lock(mu);
-      slot = free_slots.back();
-      free_slots.pop_back();
-    }
+  parallel_for(proofs.size(), opts.jobs, [&](std::size_t i, int slot) {
     const Proof& p = proofs[i];
     try {
       fs::path dir = opts.work_dir / "proofs" / safe_name((p.chaff ? "chaff-" : "wheat-") + p.chapter + "-" + p.name);
@@ -235,7 +227,6 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
     }
     std::lock_guard lock(mu);
     std::fprintf(stderr, "chaff: %s %s/%s\n", results[i].held ? "ok  " : "FAIL", p.chapter.c_str(), p.name.c_str());
-    free_slots.push_back(slot);
   });
   int chaffs = 0, caught = 0, wheats = 0, accepted = 0;
   for (std::size_t i = 0; i < proofs.size(); ++i) {

@@ -175,12 +175,13 @@ void sweep_leftovers() {
       ::close(fd);
     }
   // Case folders of graders that are gone: mgpu-case-<pid>-XXXXXX with no such process.
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("mgpu-case-", 0) != 0 || !e.is_directory()) continue;
+  std::error_code ec, rm;
+  fs::directory_iterator it(fs::temp_directory_path(), ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("mgpu-case-", 0) != 0 || !it->is_directory(rm)) continue;
     const pid_t owner = std::atoi(name.c_str() + 10);
-    if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH) fs::remove_all(e.path(), ec);
+    if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH) fs::remove_all(it->path(), rm);
   }
 }
 
