@@ -1,4 +1,5 @@
-// Batch grading. The reference runs once for the seed before any worker starts; each worker owns
+// Batch grading. The reference runs the visible cases once before any worker starts (hidden
+// cases too when there is no secret; with one, each student's hidden seed is run as it comes); each worker owns
 // a cached student build tree (slot) that it reuses for every submission it grades, so only the
 // files that differ between submissions are recompiled.
 #include "batch.hpp"
@@ -28,7 +29,7 @@ namespace mgpu::grade {
 std::vector<std::string> csv_header(const std::vector<std::string>& blocks) {
   std::vector<std::string> h{"submission", "score", "max_score"};
   h.insert(h.end(), blocks.begin(), blocks.end());
-  h.insert(h.end(), {"failed_cases", "status", "seconds", "seed"});
+  h.insert(h.end(), {"failed_cases", "status", "seconds", "seed", "hidden_seed"});
   return h;
 }
 
@@ -50,6 +51,7 @@ std::vector<std::string> csv_row(const std::string& submission, const Grade& g, 
   row.push_back(rejected.empty() ? "graded" : std::string(status_name(Status::rejected_submission)) + ": " + rejected);
   row.push_back(fmt::format("{:.1f}", g.execution_seconds));
   row.push_back(std::to_string(g.seed));
+  row.push_back(g.hidden_seed ? std::to_string(*g.hidden_seed) : "");
   return row;
 }
 
@@ -151,9 +153,10 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
                subs.size() - todo.size(), b.csv.c_str(), todo.size());
 
   Reference reference(project, rubric, opts);
-  double ref_s = reference.prepare(chapters, opts.seed);
-  std::fprintf(stderr, "grade-batch: reference results for seed %llu ready (%.1f s)\n",
-               static_cast<unsigned long long>(opts.seed), ref_s);
+  double ref_s = reference.prepare(chapters, opts);
+  std::fprintf(stderr, "grade-batch: reference results for seed %llu ready (%.1f s)%s\n",
+               static_cast<unsigned long long>(opts.seed), ref_s,
+               opts.secret.empty() ? "" : "; hidden cases get each student's secret seed");
 
   const bool tty = ::isatty(2) == 1;
   std::atomic<std::size_t> finished{0};
@@ -178,17 +181,16 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
     std::vector<std::string> row;
     try {
       // A rejected upload comes back as a grade whose cases are all rejected-submission.
-      Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts, false);
+      Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference,
+                                 worker_opts.for_student(s.name), false);
       row = csv_row(s.name, g, blocks);
       if (!b.reports.empty()) write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
     } catch (const std::exception& e) {
       // Not gradable at all (a corrupt zip): the row still has every column of the header.
-      row.assign(header.size(), "");
-      row[0] = s.name;
-      row[1] = "0";
-      row[header.size() - 3] = std::string("error: ") + e.what();
-      row[header.size() - 2] = "0";
-      row[header.size() - 1] = std::to_string(opts.seed);
+      Grade none;
+      none.seed = opts.seed;
+      row = csv_row(s.name, none, blocks);
+      row[std::find(header.begin(), header.end(), "status") - header.begin()] = std::string("error: ") + e.what();
     }
     std::string line;
     for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);

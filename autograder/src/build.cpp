@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "pristine.hpp"
 #include "runner.hpp"
 #include "sandbox.hpp"
 #include "unpack.hpp"
@@ -95,7 +96,8 @@ Project this_project() {
   return p;
 }
 
-Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric, const Project& project) {
+Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric, const Project& project,
+                        const fs::path& pristine) {
   Staged st;
   fs::path top = submission;
   std::error_code ec;
@@ -116,11 +118,12 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
                                    "<chapter>/<file>); every chapter is graded as the skeleton",
                                    submission.string()));
 
-  // Every chapter the build knows (the whole chapters/ tree) must have its .cpp files.
+  // Every chapter the build knows (the whole chapters/ tree) must have its .cpp files: the
+  // committed skeleton's, never the working chapters/ (pristine.hpp).
   std::map<std::string, fs::path> skeletons;
-  for (const auto& e : fs::directory_iterator(project.root / "chapters", ec))
+  for (const auto& e : fs::directory_iterator(pristine_dir(project, pristine, "chapters"), ec))
     if (e.is_directory()) skeletons[e.path().filename().string()] = e.path();
-  for (const auto& ch : rubric.chapters) skeletons[ch.name] = project.root / ch.skeleton;
+  for (const auto& ch : rubric.chapters) skeletons[ch.name] = pristine_dir(project, pristine, ch.skeleton);
 
   st.chapters_dir = scratch / "chapters";
   for (const auto& [name, skel] : skeletons) {

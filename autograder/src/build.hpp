@@ -30,11 +30,11 @@ struct Staged {
 };
 
 /// Copies SUBMISSION (a folder or .zip) into scratch/chapters: for every chapter, the pristine
-/// .cpp files from its skeleton folder, overlaid by the submission's manifest files. Files are
+/// .cpp files from its skeleton folder under pristine (pristine_root), overlaid by the submission's manifest files. Files are
 /// only rewritten when their content changed. A zip is extracted with extract_zip and a folder
 /// checked with check_submission_folder first: both throw RejectedSubmission (unpack.hpp).
 Staged stage_submission(const std::filesystem::path& submission, const std::filesystem::path& scratch,
-                        const Rubric& rubric, const Project& project);
+                        const Rubric& rubric, const Project& project, const std::filesystem::path& pristine);
 
 /// A build tree to configure.
 struct TreeConfig {

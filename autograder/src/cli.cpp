@@ -5,7 +5,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -48,7 +51,8 @@ struct Common {
   std::vector<std::string> rubrics;
   std::vector<std::string> cases_dirs;
   std::string work_dir;
-  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string secret_file;
+  int jobs = available_cpus();
   bool no_drop = false;
 
   void add(CLI::App* app) {
@@ -56,6 +60,9 @@ struct Common {
     app->add_option("--seed", seed, "grading seed: a number, or 'random' (default: the rubric's seed)");
     app->add_option("--rubric", rubrics, "private rubric laid over autograder/rubric.json; repeatable");
     app->add_option("--cases-dir", cases_dirs, "folder of private case sources (<chapter>.cpp or <chapter>/*.cpp); repeatable");
+    app->add_option("--secret", secret_file,
+                    "file holding the instructor's secret: hidden cases then run with a seed derived from it and "
+                    "the student's id, never shown (default: autograder/private/secret when it exists)");
     app->add_option("--work-dir", work_dir, "cached build trees and reference results (default: build/grade)");
     app->add_option("--jobs,-j", jobs, "parallel compiles and case runs")->check(CLI::PositiveNumber);
     app->add_flag("--no-drop", no_drop, "when root, run cases as root instead of as user nobody");
@@ -84,12 +91,49 @@ struct Common {
       if (!fs::is_directory(dir)) throw std::runtime_error("--cases-dir " + d + ": not a folder");
       o.cases_dirs.push_back(dir);
     }
+    fs::path secret = secret_file.empty() ? p.root / "autograder" / "private" / "secret" : user_path(secret_file);
+    if (!secret_file.empty() || fs::exists(secret)) {
+      o.secret = read_text(secret);
+      while (!o.secret.empty() && std::isspace(static_cast<unsigned char>(o.secret.back()))) o.secret.pop_back();
+      if (o.secret.size() < 16)
+        throw std::runtime_error(fmt::format("--secret {}: the secret has {} characters; write at least 16 random ones, "
+                                             "e.g. `head -c 24 /dev/urandom | base64 > {}`",
+                                             secret.string(), o.secret.size(), secret.string()));
+    }
     o.work_dir = work_dir.empty() ? p.root / "build" / "grade" : fs::absolute(user_path(work_dir));
     o.jobs = jobs;
     o.drop_privileges = !no_drop;
     return o;
   }
 };
+
+// Gradescope's submission_metadata.json names the submitters; a group shares one id (their ids
+// sorted and joined), so resubmissions by any member keep the same hidden inputs.
+std::string student_id_from_metadata(const fs::path& file) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_text(file));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("--submission-metadata {}: not readable JSON ({})", file.string(), e.what()));
+  }
+  std::vector<std::string> ids;
+  if (doc.contains("users") && doc["users"].is_array())
+    for (const auto& u : doc["users"]) {
+      if (!u.is_object()) continue;
+      for (const char* key : {"id", "email"})
+        if (u.contains(key) && !u[key].is_null()) {
+          ids.push_back(u[key].is_string() ? u[key].get<std::string>() : u[key].dump());
+          break;
+        }
+    }
+  if (ids.empty() && doc.contains("id") && !doc["id"].is_null()) ids.push_back(doc["id"].dump());
+  if (ids.empty())
+    throw std::runtime_error(fmt::format("--submission-metadata {}: no users[].id or id in it", file.string()));
+  std::sort(ids.begin(), ids.end());
+  std::string joined;
+  for (const auto& id : ids) joined += (joined.empty() ? "" : "+") + id;
+  return joined;
+}
 
 bool reference_available(const Project& p) { return p.own_is_solution && p.has_solutions(); }
 
@@ -118,16 +162,20 @@ int main(int argc, char** argv) {
   // ---- grade
   Common g_common;
   std::string submission;
-  bool solution = false, timings = false, quiet = false;
-  std::string json_out, gs_out, junit_out;
+  bool solution = false, timings = false, quiet = false, check_full = false;
+  std::string json_out, gs_out, junit_out, student_id, metadata;
   auto* grade = app.add_subcommand("grade", "grade chapters/ (or SUBMISSION, a folder or .zip) against the reference");
   grade->add_option("submission", submission, "folder or .zip holding chapters/<chapter>/<file> (default: this checkout's chapters/)");
   grade->add_flag("--solution", solution, "grade the reference solutions themselves (should be full marks)");
   grade->add_option("--json", json_out, "write the full grade as JSON");
   grade->add_option("--gradescope", gs_out, "write Gradescope's results.json");
   grade->add_option("--junit", junit_out, "write JUnit XML");
+  grade->add_flag("--check-full-marks", check_full, "exit 1 unless every case that ran got full marks (a self-check of the reference)");
   grade->add_flag("--timings", timings, "print seconds per phase (reference, build, student cases)");
   grade->add_flag("--quiet,-q", quiet, "no terminal table");
+  grade->add_option("--student-id", student_id, "who submitted: with a secret, picks the hidden cases' seed (default: the submission's name)");
+  grade->add_option("--submission-metadata", metadata, "Gradescope's submission_metadata.json; the student id comes from its users")
+      ->excludes("--student-id");
   g_common.add(grade);
 
   // ---- grade-batch
@@ -137,13 +185,15 @@ int main(int argc, char** argv) {
   gb->add_option("dir", batch.dir, "folder of submissions")->required();
   gb->add_option("--csv", batch.csv, "gradebook to create or resume")->required();
   gb->add_option("--reports", batch.reports, "also write one JSON report per submission into this folder");
-  b_common.jobs = 2;  // here: submissions graded at the same time, each with one compile and one case at a time
+  b_common.jobs = std::min(2, available_cpus());  // here: submissions graded at the same time, each with one compile and one case at a time
   b_common.add(gb);
 
   // ---- release
   std::string release_out;
-  auto* rel = app.add_subcommand("release", "write the student distribution (no solutions/, no private cases) to OUT");
+  bool allow_dirty = false;
+  auto* rel = app.add_subcommand("release", "write the student distribution (HEAD without solutions/ and graded cases) to OUT");
   rel->add_option("out", release_out, "new folder")->required();
+  rel->add_flag("--allow-dirty", allow_dirty, "ship the committed versions of files that have uncommitted changes");
 
   // ---- submit
   std::string submit_out = "manygpu-submission.zip", submit_from;
@@ -153,11 +203,21 @@ int main(int argc, char** argv) {
 
   // ---- gradescope-bundle
   Common gs_common;
-  std::string bundle_out;
-  auto* gsb = app.add_subcommand("gradescope-bundle", "write the Gradescope autograder zip (setup.sh, run_autograder, the repo)");
+  std::string bundle_out, bundle_secret;
+  auto* gsb = app.add_subcommand("gradescope-bundle", "write the Gradescope autograder zip (setup.sh, run_autograder, HEAD of the repo)");
   gsb->add_option("out", bundle_out, "zip to write, e.g. autograder.zip")->required();
+  gsb->add_option("--secret", bundle_secret, "file with the secret the hidden cases' seeds derive from (default: a fresh random one)");
+  gsb->add_flag("--allow-dirty", allow_dirty, "ship the committed versions of files that have uncommitted changes");
   gsb->add_option("--rubric", gs_common.rubrics, "private rubric to include");
   gsb->add_option("--cases-dir", gs_common.cases_dirs, "private case folder to include");
+
+  // ---- gradescope-fallback (run_autograder's, when grade itself failed)
+  Common fb_common;
+  std::string fb_out, fb_reason;
+  auto* fb = app.add_subcommand("gradescope-fallback", "write a results.json that lists every case as failed with REASON");
+  fb->add_option("out", fb_out, "results.json to write")->required();
+  fb->add_option("--reason", fb_reason, "what went wrong, shown to the student")->required();
+  fb_common.add(fb);
 
   // ---- chaff
   Common c_common;
@@ -165,7 +225,7 @@ int main(int argc, char** argv) {
   auto* chaff = app.add_subcommand("chaff", "grade every chaff (known-wrong edit of the reference) and wheat (known-right "
                                             "alternative) and check that each chaff loses its cases and each wheat gets full marks");
   chaff->add_option("chapters", proof_chapters, "only these chaffs and wheats: prefixes of <chapter> or <chapter>/<name>, e.g. 11_2 or 11_2_data_parallel/ring_");
-  c_common.jobs = 2;  // here: proofs graded at the same time, each in its own build slot
+  c_common.jobs = std::min(2, available_cpus());  // here: proofs graded at the same time, each in its own build slot
   c_common.add(chaff);
 
   CLI11_PARSE(app, argc, argv);
@@ -184,11 +244,21 @@ int main(int argc, char** argv) {
       prepare_sandbox(project, opts);
       Reference reference(project, rubric, opts);
       std::string name = submission.empty() ? "checkout" : fs::absolute(sub_path).lexically_normal().filename().string();
-      Grade g = grade_submission(sub_path, name, project, rubric, reference, opts, solution);
+      if (!metadata.empty()) student_id = student_id_from_metadata(user_path(metadata));
+      Grade g = grade_submission(sub_path, name, project, rubric, reference,
+                                 opts.for_student(student_id.empty() ? name : student_id), solution);
       if (!quiet) std::cout << terminal_report(g, use_colour(1), timings);
       if (!json_out.empty()) write_text(user_path(json_out), json_report(g).dump(2) + "\n");
       if (!gs_out.empty()) write_text(user_path(gs_out), gradescope_report(g).dump(2) + "\n");
       if (!junit_out.empty()) write_text(user_path(junit_out), junit_report(g));
+      if (check_full)
+        for (const auto& ch : g.chapters)
+          for (const auto& c : ch.cases)
+            if (c.status != Status::skipped && (c.status != Status::passed || c.score < c.max_score)) {
+              std::cerr << fmt::format("mgpu-grade: {} got {:g} of {:g} ({}: {})\n", c.name, c.score, c.max_score,
+                                       status_name(c.status), c.reason);
+              return 1;
+            }
       return 0;
     }
     if (gb->parsed()) {
@@ -206,6 +276,10 @@ int main(int argc, char** argv) {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), batch.csv.c_str());
       return 0;
     }
+    if (fb->parsed()) {
+      write_text(user_path(fb_out), gradescope_fallback(fb_common.rubric(project), fb_reason).dump(2) + "\n");
+      return 0;
+    }
     if (chaff->parsed()) {
       if (!reference_available(project)) throw std::runtime_error("chaff needs the reference solutions (solutions/ is absent)");
       Rubric rubric = c_common.rubric(project);
@@ -218,10 +292,11 @@ int main(int argc, char** argv) {
     }
     if (rel->parsed()) {
       release_out = user_path(release_out).string();
-      std::size_t n = write_release(project, release_out);
-      std::cout << fmt::format("release: {} files written to {} (no solutions/, no private cases).\n"
+      Shipment s = write_release(project, release_out, allow_dirty);
+      for (const auto& f : s.left_out) std::cerr << "release: left out the uncommitted changes of " << f << "\n";
+      std::cout << fmt::format("release: {} files of HEAD written to {} (no solutions/, no graded cases).\n"
                                "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the visible tests.\n",
-                               n, release_out);
+                               s.files, release_out);
       return 0;
     }
     if (sub->parsed()) {
@@ -235,16 +310,19 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (gsb->parsed()) {
-      bundle_out = user_path(bundle_out).string();
-      std::vector<fs::path> rubrics;
-      for (const auto& r : gs_common.rubrics) rubrics.push_back(user_path(r));
-      load_rubrics(project.root / "autograder" / "rubric.json", rubrics);  // reject a broken rubric now, not on Gradescope
-      std::vector<fs::path> dirs;
-      for (const auto& d : gs_common.cases_dirs) dirs.push_back(user_path(d));
-      write_gradescope_bundle(project, bundle_out, rubrics, dirs, project.root / "build" / "grade" / "gradescope-bundle");
+      BundleOptions b;
+      b.out = user_path(bundle_out);
+      for (const auto& r : gs_common.rubrics) b.rubrics.push_back(user_path(r));
+      load_rubrics(project.root / "autograder" / "rubric.json", b.rubrics);  // reject a broken rubric now, not on Gradescope
+      for (const auto& d : gs_common.cases_dirs) b.cases_dirs.push_back(user_path(d));
+      b.secret_file = user_path(bundle_secret);
+      b.scratch = project.root / "build" / "grade" / "gradescope-bundle";
+      b.allow_dirty = allow_dirty;
+      Shipment s = write_gradescope_bundle(project, b);
+      for (const auto& f : s.left_out) std::cerr << "gradescope-bundle: left out the uncommitted changes of " << f << "\n";
       std::cout << fmt::format("gradescope-bundle: {} (upload it as the autograder: setup.sh builds the reference, "
                                "run_autograder grades /autograder/submission)\n",
-                               fs::absolute(bundle_out).string());
+                               fs::absolute(b.out).string());
       return 0;
     }
   } catch (const RubricError& e) {

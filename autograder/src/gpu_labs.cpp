@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "pristine.hpp"
 #include "runner.hpp"
 #include "util.hpp"
 
@@ -112,7 +113,7 @@ LabRun run_lab(const fs::path& exe, const GpuLabCase& c) {
 
 // Copies the pristine IMPL files of every lab, then the submission's, into dest/<lab>/.
 void stage_gpu_files(const GpuLabsSpec& spec, const fs::path& submission, const fs::path& unzipped,
-                     const fs::path& dest, const Project& project) {
+                     const fs::path& dest, const Project& project, const fs::path& pristine) {
   fs::path top = fs::is_regular_file(submission) ? unzipped : submission;
   std::vector<fs::path> roots{top / "gpu_labs", top};
   std::error_code ec;
@@ -121,7 +122,7 @@ void stage_gpu_files(const GpuLabsSpec& spec, const fs::path& submission, const 
   for (const auto& [lab, files] : spec.files) {
     fs::create_directories(dest / lab);
     for (const auto& f : files) {
-      std::string text = read_text(project.root / "gpu_labs" / lab / f);
+      std::string text = read_text(pristine_dir(project, pristine, fs::path("gpu_labs") / lab) / f);
       for (const auto& r : roots) {
         fs::path p = r / lab / f;
         if (!fs::is_symlink(p) && fs::is_regular_file(p) && fs::file_size(p) <= (1u << 20)) {
@@ -189,11 +190,8 @@ void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, Gp
       else errors.push_back(err(file, cf + ".points", "expected a number >= 0", "write e.g. 2"));
     }
     if (c.contains("visibility")) {
-      std::string s = c["visibility"].is_string() ? c["visibility"].get<std::string>() : "";
-      if (s == "visible") g.visibility = Visibility::visible;
-      else if (s == "hidden") g.visibility = Visibility::hidden;
-      else if (s == "after_due_date") g.visibility = Visibility::after_due_date;
-      else errors.push_back(err(file, cf + ".visibility", "unknown visibility " + c["visibility"].dump(), "use \"visible\", \"hidden\" or \"after_due_date\""));
+      if (auto v = parse_visibility(c["visibility"].is_string() ? c["visibility"].get<std::string>() : "")) g.visibility = *v;
+      else errors.push_back(err(file, cf + ".visibility", "unknown visibility " + c["visibility"].dump(), kVisibilityFix));
     }
     if (c.contains("args")) {
       bool ok = c["args"].is_array();
@@ -266,7 +264,7 @@ ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission,
   std::string tree_error;
   if (!solution) {
     fs::path staged = base / "src" / "gpu_labs";
-    stage_gpu_files(spec, submission, base / "src" / "unzipped", staged, project);
+    stage_gpu_files(spec, submission, base / "src" / "unzipped", staged, project, pristine_root(project, opts.work_dir));
     student_tree = base / "build-gpu";
     tree_error = configure_tree({student_tree, "student", base / "src" / "chapters", opts.cases_dirs}, project, staged);
   }

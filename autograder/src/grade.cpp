@@ -13,6 +13,7 @@
 
 #include "compare.hpp"
 #include "gpu_labs.hpp"
+#include "pristine.hpp"
 #include "unpack.hpp"
 #include "util.hpp"
 
@@ -32,11 +33,6 @@ std::string excerpt(const std::string& label, const std::string& text, bool trun
   return fmt::format("--- {}{} ---\n{}", label, truncated || text.size() > kShow ? " (truncated)" : "", s);
 }
 
-std::string binary_stamp(const fs::path& exe) {
-  std::error_code ec;
-  auto t = fs::last_write_time(exe, ec).time_since_epoch().count();
-  return fmt::format("{}-{}", t, fs::file_size(exe, ec));
-}
 
 }  // namespace
 
@@ -52,6 +48,19 @@ void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t,
 
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f) {
   parallel_for(n, jobs, [&](std::size_t i, int) { f(i); });
+}
+
+std::uint64_t derive_seed(const std::string& secret, const std::string& student_id) {
+  // Two rounds with a separator, so "ab"+"c" and "a"+"bc" differ; the modulus keeps seeds in
+  // the range the case programs and reports use.
+  std::uint64_t h = fnv1a64(student_id, fnv1a64(std::string_view("\0", 1), fnv1a64(secret)));
+  return fnv1a64(secret, h) % 1000000000ull;
+}
+
+GradeOptions GradeOptions::for_student(const std::string& student_id) const {
+  GradeOptions o = *this;
+  if (!secret.empty()) o.hidden_seed = derive_seed(secret, student_id);
+  return o;
 }
 
 CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges) {
@@ -222,14 +231,13 @@ Reference::Reference(const Project& project, const Rubric& rubric, const GradeOp
   tree_ = opts.cases_dirs.empty() ? project.own_tree : opts.work_dir / "reference-private";
 }
 
-double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, std::uint64_t seed) {
+double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, const GradeOptions& seeds) {
   auto t0 = Clock::now();
   std::lock_guard serial(prepare_mu_);
-  std::vector<const ChapterSpec*> chapters;
+  std::vector<const ChapterSpec*> chapters;  // not built yet
   for (const auto* c : all_chapters)
-    if (prepared_.insert({seed, c->name}).second) chapters.push_back(c);
-  if (chapters.empty()) return since(t0);
-  if (!opts_.cases_dirs.empty()) {
+    if (built_.insert(c->name).second) chapters.push_back(c);
+  if (!chapters.empty() && !opts_.cases_dirs.empty()) {
     TreeConfig cfg{tree_, "solution", {}, opts_.cases_dirs};
     std::string err = configure_tree(cfg, project_);
     if (!err.empty())
@@ -239,23 +247,28 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, s
     const ChapterSpec* chapter;
     const CaseSpec* spec;
   };
-  std::vector<Job> jobs;
+  std::map<std::string, std::string> stamps;  // chapter -> content hash of its case program
   for (const auto* c : chapters) {
     if (build_errors.count(c->name)) continue;
     TargetBuild b = build_target(tree_, case_target(c->name), opts_.jobs, project_);
-    if (!b.ok) {
-      build_errors[c->name] = b.first_error;
-      continue;
-    }
+    if (!b.ok) build_errors[c->name] = b.first_error;
+  }
+  std::vector<Job> jobs;
+  for (const auto* c : all_chapters) {
+    if (build_errors.count(c->name)) continue;
     for (const auto& cs : c->cases)
-      if (!runs_.count({seed, cs.name})) jobs.push_back({c, &cs});
+      if (!runs_.count({seeds.seed_for(cs), cs.name})) jobs.push_back({c, &cs});
+    if (!jobs.empty() && jobs.back().chapter == c) stamps[c->name] = file_hash(tree_ / "bin" / case_target(c->name));
   }
   std::vector<CaseRun> results(jobs.size());
   parallel_for(jobs.size(), opts_.jobs, [&](std::size_t i) {
     const auto& j = jobs[i];
+    const std::uint64_t seed = seeds.seed_for(*j.spec);
     fs::path exe = tree_ / "bin" / case_target(j.chapter->name);
+    // Keyed by the program's content, not its time and size: a rebuilt program with another
+    // behaviour never meets a stale result.
     fs::path cache = opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
-    std::string stamp = binary_stamp(exe);
+    const std::string& stamp = stamps.at(j.chapter->name);
     std::error_code ec;
     if (fs::exists(cache, ec)) {
       try {
@@ -274,14 +287,14 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, s
       write_text(cache, nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}.dump());
   });
   std::lock_guard lock(mu_);
-  for (std::size_t i = 0; i < jobs.size(); ++i) runs_[{seed, jobs[i].spec->name}] = std::move(results[i]);
-  for (const auto* c : chapters)
+  for (std::size_t i = 0; i < jobs.size(); ++i) runs_[{seeds.seed_for(*jobs[i].spec), jobs[i].spec->name}] = std::move(results[i]);
+  for (const auto* c : all_chapters)
     if (auto e = build_errors.find(c->name); e != build_errors.end())
       for (const auto& cs : c->cases) {
         CaseRun bad;
         bad.status = Status::build_failed;
         bad.reason = "the reference does not build: " + e->second;
-        runs_[{seed, cs.name}] = bad;
+        runs_[{seeds.seed_for(cs), cs.name}] = bad;
       }
   return since(t0);
 }
@@ -299,9 +312,10 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   Grade g;
   g.submission = solution ? "the reference solutions" : submission.string();
   g.seed = opts.seed;
+  g.hidden_seed = opts.hidden_seed;
   auto chapters = select_chapters(rubric, opts.chapters);
 
-  g.timings.emplace_back("reference", reference.prepare(chapters, opts.seed));
+  g.timings.emplace_back("reference", reference.prepare(chapters, opts));
 
   // ---- build the submission
   auto t_build = Clock::now();
@@ -313,7 +327,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     fs::path base = opts.work_dir / "student" / safe_name(build_name);
     Staged st;
     try {
-      st = stage_submission(submission, base / "src", rubric, project);
+      st = stage_submission(submission, base / "src", rubric, project, pristine_root(project, opts.work_dir));
     } catch (const RejectedSubmission& e) {
       // A link, a `..` path or a submission over the caps: nothing of it is built or run.
       g = rejected_grade(std::move(g), chapters, e.what());
@@ -374,10 +388,10 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   std::vector<CaseGrade> graded(jobs.size());
   parallel_for(jobs.size(), opts.jobs, [&](std::size_t k) {
     const auto& j = jobs[k];
-    const CaseRun& ref = reference.get(j.spec->name, opts.seed);
+    const CaseRun& ref = reference.get(j.spec->name, opts.seed_for(*j.spec));
     fs::path exe = tree / "bin" / case_target(chapters[j.chapter]->name);
     CaseRun st;
-    if (ref.status == Status::passed) st = run_case(exe, *j.spec, opts.seed, opts.drop_privileges);
+    if (ref.status == Status::passed) st = run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges);
     graded[k] = judge_case(*j.spec, st, ref, rubric);
   });
   std::size_t k = 0;

@@ -24,12 +24,27 @@ namespace mgpu::grade {
 /// Settings shared by grade and grade-batch.
 struct GradeOptions {
   std::vector<std::string> chapters;               ///< empty: every chapter of the rubric
-  std::uint64_t seed = 0;                          ///< grading seed
+  std::uint64_t seed = 0;                          ///< seed of the visible cases (public)
+  /// Seed of every case that is not visible. Derived from the instructor's secret and the
+  /// student's id (derive_seed) so that no table computed from the public case sources answers
+  /// it; unset: the public seed.
+  std::optional<std::uint64_t> hidden_seed;
+  std::string secret;  ///< the instructor's secret; when set, for_student derives hidden_seed
+  /// These options for one student: hidden_seed derived from the secret and the student's id
+  /// (unchanged when there is no secret).
+  GradeOptions for_student(const std::string& student_id) const;
+  /// The seed case spec runs with.
+  std::uint64_t seed_for(const CaseSpec& spec) const {
+    return spec.visibility == Visibility::visible || !hidden_seed ? seed : *hidden_seed;
+  }
   std::vector<std::filesystem::path> cases_dirs;   ///< private case sources
   std::filesystem::path work_dir;                  ///< cached build trees and reference results
   int jobs = 2;                                    ///< parallel compiles and case runs
   bool drop_privileges = true;                     ///< run cases as nobody when root
 };
+
+/// The hidden cases' seed for one student: a hash of the secret and the student's id, below 1e9.
+std::uint64_t derive_seed(const std::string& secret, const std::string& student_id);
 
 /// How one case program run ended, judged only by the grader.
 struct CaseRun {
@@ -51,9 +66,9 @@ class Reference {
  public:
   /// Uses the grader's own tree, or a private one under work_dir when private cases are given.
   Reference(const Project& project, const Rubric& rubric, const GradeOptions& opts);
-  /// Builds the chapters' case programs and runs (or loads) every case for seed. Thread-safe
-  /// afterwards. Returns seconds spent.
-  double prepare(const std::vector<const ChapterSpec*>& chapters, std::uint64_t seed);
+  /// Builds the chapters' case programs and runs (or loads) every case with the seed
+  /// seeds.seed_for gives it. Thread-safe. Returns seconds spent.
+  double prepare(const std::vector<const ChapterSpec*>& chapters, const GradeOptions& seeds);
   /// The reference run of a case (after prepare).
   const CaseRun& get(const std::string& case_name, std::uint64_t seed) const;
   /// The build tree holding the reference case programs.
@@ -66,8 +81,8 @@ class Reference {
   const Rubric& rubric_;
   GradeOptions opts_;
   std::filesystem::path tree_;
-  std::map<std::pair<std::uint64_t, std::string>, CaseRun> runs_;
-  std::set<std::pair<std::uint64_t, std::string>> prepared_;  // (seed, chapter) done
+  std::map<std::pair<std::uint64_t, std::string>, CaseRun> runs_;  // by (seed, case)
+  std::set<std::string> built_;                                    // chapters whose case program is built
   mutable std::mutex mu_;        // guards runs_ against readers while prepare writes
   std::mutex prepare_mu_;        // one prepare at a time (batch workers all call it)
 };

@@ -27,8 +27,15 @@ const char* visibility_name(Visibility v) {
     case Visibility::visible: return "visible";
     case Visibility::hidden: return "hidden";
     case Visibility::after_due_date: return "after_due_date";
+    case Visibility::after_published: return "after_published";
   }
   return "visible";
+}
+
+std::optional<Visibility> parse_visibility(const std::string& name) {
+  for (Visibility v : {Visibility::visible, Visibility::hidden, Visibility::after_due_date, Visibility::after_published})
+    if (name == visibility_name(v)) return v;
+  return std::nullopt;
 }
 
 double ChapterGrade::score() const {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,14 @@ enum class Status {
 const char* status_name(Status s);
 
 /// Who sees a case on Gradescope.
-enum class Visibility { visible, hidden, after_due_date };
-/// "visible", "hidden" or "after_due_date".
+/// Gradescope's four visibilities: when a student sees a case.
+enum class Visibility { visible, hidden, after_due_date, after_published };
+/// "visible", "hidden", "after_due_date" or "after_published".
 const char* visibility_name(Visibility v);
+/// The visibility a name stands for; nullopt for an unknown name.
+std::optional<Visibility> parse_visibility(const std::string& name);
+/// The fix to print for an unknown visibility name.
+inline constexpr const char* kVisibilityFix = "use \"visible\", \"hidden\", \"after_due_date\" or \"after_published\"";
 
 /// The grade of one case.
 struct CaseGrade {
@@ -59,7 +65,8 @@ struct ChapterGrade {
 /// The grade of one submission.
 struct Grade {
   std::string submission;      ///< what was graded, as given on the command line
-  std::uint64_t seed = 0;                 ///< the grading seed
+  std::uint64_t seed = 0;                 ///< the seed of the visible cases
+  std::optional<std::uint64_t> hidden_seed;  ///< set: the other cases ran with this secret seed
   std::vector<ChapterGrade> chapters;     ///< in rubric order
   std::vector<std::pair<std::string, double>> timings;  ///< phase name -> seconds, in order
   std::vector<std::string> notes;                       ///< warnings for the reader

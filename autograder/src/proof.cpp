@@ -207,7 +207,7 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
   GradeOptions ref_opts = opts;
   ref_opts.chapters = chapters;
   Reference reference(project, rubric, ref_opts);
-  reference.prepare(select_chapters(rubric, chapters), opts.seed);
+  reference.prepare(select_chapters(rubric, chapters), opts);
 
   // Each worker reuses one student build tree (slot), so a proof recompiles only its edited file.
   std::mutex mu;

@@ -34,7 +34,9 @@ std::string terminal_report(const Grade& graded, bool colour, bool timings) {
   const Grade g = with_valid_utf8(graded);
   const char* bold = colour ? "\033[1m" : "";
   const char* reset = colour ? "\033[0m" : "";
-  std::string s = fmt::format("{}grade of {}{}  (seed {})\n", bold, g.submission, reset, g.seed);
+  // The secret seed is never printed: this table may be shown to the student.
+  std::string s = fmt::format("{}grade of {}{}  (seed {}{})\n", bold, g.submission, reset, g.seed,
+                              g.hidden_seed ? "; hidden cases: a secret seed" : "");
   for (const auto& n : g.notes) s += "  note: " + one_line(n) + "\n";
   for (const auto& ch : g.chapters) {
     s += fmt::format("\n{}{:<44}{} {:>7}/{}\n", bold, ch.title, reset, pts(ch.score()), pts(ch.max_score()));

@@ -83,11 +83,8 @@ void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name
   if (auto p = ck.number(v, "points", field, 0)) c.points = *p;
   if (v.contains("visibility")) {
     const auto& vis = v.at("visibility");
-    std::string s = vis.is_string() ? vis.get<std::string>() : "";
-    if (s == "visible") c.visibility = Visibility::visible;
-    else if (s == "hidden") c.visibility = Visibility::hidden;
-    else if (s == "after_due_date") c.visibility = Visibility::after_due_date;
-    else ck.fail(field + ".visibility", "unknown visibility " + vis.dump(), "use \"visible\", \"hidden\" or \"after_due_date\"");
+    if (auto parsed = parse_visibility(vis.is_string() ? vis.get<std::string>() : "")) c.visibility = *parsed;
+    else ck.fail(field + ".visibility", "unknown visibility " + vis.dump(), kVisibilityFix);
   }
   if (v.contains("dtype")) {
     const auto& d = v.at("dtype");

@@ -3,12 +3,17 @@
 #include "util.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 namespace mgpu::grade {
 
@@ -120,6 +125,33 @@ bool use_colour(int fd) {
   const char* nc = std::getenv("NO_COLOR");
   if (nc && *nc) return false;
   return ::isatty(fd) == 1;
+}
+
+std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t h) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string file_hash(const std::filesystem::path& p) { return fmt::format("{:016x}", fnv1a64(read_text(p))); }
+
+int available_cpus() {
+  cpu_set_t set;
+  int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  auto quota_cpus = [](double quota, double period) {
+    return quota > 0 && period > 0 ? std::max(1, static_cast<int>(std::ceil(quota / period))) : 0;
+  };
+  int limit = 0;
+  std::ifstream v2("/sys/fs/cgroup/cpu.max");  // "max 100000" or "50000 100000"
+  std::string quota;
+  double period = 0;
+  if (v2 >> quota >> period && quota != "max") limit = quota_cpus(std::atof(quota.c_str()), period);
+  std::ifstream q1("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p1("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  double q = -1, p = 0;
+  if (!limit && q1 >> q && p1 >> p) limit = quota_cpus(q, p);
+  return std::max(1, limit ? std::min(cpus, limit) : cpus);
 }
 
 }  // namespace mgpu::grade

@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace mgpu::grade {
 
@@ -23,6 +25,15 @@ std::string valid_utf8(const std::string& s);
 /// At most max_bytes of s, cut at a character boundary: a multi-byte character that does not fit
 /// is left out whole rather than cut in the middle.
 std::string truncate_utf8(const std::string& s, std::size_t max_bytes);
+/// FNV-1a, 64 bits: a stable hash of bytes (std::hash differs between libraries and runs), for
+/// cache stamps and seed derivation. Not a cryptographic hash.
+std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t h = 0xcbf29ce484222325ull);
+/// The FNV-1a hash of a file's content, as 16 hex digits; throws when unreadable.
+std::string file_hash(const std::filesystem::path& p);
+/// CPUs this process may really use: the fewest of the affinity mask and the cgroup's CPU quota
+/// (v2 cpu.max, v1 cfs quota), at least 1. A container limited to half a CPU on a 64-core host
+/// gets 1, not 64 (std::thread::hardware_concurrency counts the host).
+int available_cpus();
 /// True when stdout (fd 1) or stderr (fd 2) is a terminal and colour is wanted (NO_COLOR unset).
 bool use_colour(int fd);
 

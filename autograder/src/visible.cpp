@@ -6,6 +6,7 @@
 
 #include <regex>
 
+#include "pristine.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;
@@ -16,7 +17,7 @@ std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const 
                                               const GradeOptions& opts) {
   std::vector<VisibleChapter> out;
   fs::path base = opts.work_dir / "student" / "visible";
-  Staged st = stage_submission(submission, base / "src", rubric, project);
+  Staged st = stage_submission(submission, base / "src", rubric, project, pristine_root(project, opts.work_dir));
   fs::path tree = base / "build";
   std::string err = configure_tree({tree, "student", st.chapters_dir, {}}, project);
   for (const auto* ch : select_chapters(rubric, opts.chapters)) {

@@ -1,11 +1,13 @@
-// What leaves the instructor's checkout: the release has no solutions and no private files, a
-// student's zip holds exactly the manifest files, and the Gradescope bundle has its two scripts.
+// What leaves the instructor's checkout, on a small git repository made for the test: release and
+// bundle ship HEAD (never the working tree), refuse uncommitted changes unless told, keep the
+// reference and graded cases from students, and speak to students in the release's READMEs.
 #include <doctest/doctest.h>
 
 #include <fstream>
 
 #include "distribute.hpp"
 #include "helpers.hpp"
+#include "pristine.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;
@@ -22,24 +24,116 @@ std::string zip_listing(const fs::path& zip) {
   return run_process(spec).out;
 }
 
+void git(const fs::path& repo, std::vector<std::string> args) {
+  RunSpec spec;
+  spec.exe = "git";
+  spec.args = {"-C", repo.string(), "-c", "user.name=course", "-c", "user.email=course@example.org"};
+  spec.args.insert(spec.args.end(), args.begin(), args.end());
+  spec.isolate = false;
+  RunOutcome o = run_process(spec);
+  INFO(o.out, o.err);
+  REQUIRE(o.exit_code == 0);
+}
+
+void put(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+// A course in miniature, committed: one chapter, its solution, a graded case, a chaff, the
+// Gradescope scripts, a README with both audiences' lines and the presets.
+Project mini_course(const std::string& name) {
+  const fs::path root = fresh_dir(name);
+  put(root / "chapters/c1/c1.cpp", "// TODO: write me\n");
+  put(root / "chapters/c1/c1.hpp", "int f();\n");
+  put(root / "chapters/c1/tests/test_c1.cpp", "// visible tests\n");
+  put(root / "solutions/c1/c1.cpp", "int f() { return 42; }\n");
+  put(root / "autograder/cases/c1.cpp", "// hidden case\n");
+  put(root / "autograder/chaff/c1/wrong.json", "{}\n");
+  put(root / "autograder/rubric.json", "{}\n");
+  put(root / "gpu_labs/lab/ring.cpp", "// lab skeleton\n");
+  fs::create_directories(root / "autograder/gradescope");
+  for (const char* s : {"setup.sh", "run_autograder"})
+    fs::copy_file(this_project().root / "autograder/gradescope" / s, root / "autograder/gradescope" / s,
+                  fs::copy_options::overwrite_existing);
+  put(root / "README.md",
+      "# Course\n<!-- instructor-only -->\nCompare with solutions/.\n<!-- /instructor-only -->\n"
+      "<!-- student-only\nYour work is graded by your instructor.\n-->\nBoth read this.\n");
+  put(root / "CMakePresets.json", R"({"version": 6, "configurePresets": [
+    {"name": "base", "hidden": true},
+    {"name": "solution", "inherits": "base", "cacheVariables": {"MGPU_IMPL": "solution"}},
+    {"name": "ci", "inherits": "solution"},
+    {"name": "student", "inherits": "base", "cacheVariables": {"MGPU_IMPL": "student"}}],
+  "buildPresets": [{"name": "solution", "configurePreset": "solution"}, {"name": "ci", "configurePreset": "ci"},
+                   {"name": "student", "configurePreset": "student"}]})");
+  git(root, {"init", "-q"});
+  git(root, {"add", "-A"});
+  git(root, {"commit", "-q", "-m", "course"});
+  Project p;
+  p.root = root;
+  return p;
+}
+
 }  // namespace
 
-TEST_CASE("the release leaves out solutions/, build/ and autograder/private/") {
-  Project p = this_project();
+TEST_CASE("the release is HEAD for students: no reference, no graded cases, the pristine skeleton, student READMEs") {
+  Project p = mini_course("release_repo");
+  put(p.root / "stray.svg", "<svg/>");  // untracked: never ships
   fs::path out = fresh_dir("release") / "course";
-  std::size_t n = write_release(p, out);
-  MESSAGE(n << " files in the release");
-  CHECK(n > 10);
-  CHECK_FALSE(fs::exists(out / "solutions"));
-  CHECK_FALSE(fs::exists(out / "build"));
-  CHECK_FALSE(fs::exists(out / "autograder" / "private"));
-  CHECK_FALSE(fs::exists(out / "autograder" / "chaff"));  // edits of the reference
-  CHECK_FALSE(fs::exists(out / "autograder" / "wheat"));
-  CHECK(fs::exists(out / "autograder" / "rubric.json"));
-  CHECK(fs::exists(out / "chapters"));
-  CHECK(fs::exists(out / "mgpu"));
-  CHECK((fs::status(out / "mgpu").permissions() & fs::perms::owner_exec) != fs::perms::none);
-  CHECK_THROWS_WITH_AS(write_release(p, out), doctest::Contains("not empty"), std::runtime_error);
+  Shipment s = write_release(p, out, false);
+  CHECK(s.files > 5);
+  CHECK(s.left_out.empty());
+  for (const char* gone : {"solutions", "autograder/cases", "autograder/chaff", "autograder/gradescope", "stray.svg", ".git"})
+    CHECK_MESSAGE(!fs::exists(out / gone), gone);
+  CHECK(read_text(out / "chapters/c1/c1.cpp") == "// TODO: write me\n");
+  CHECK(read_text(out / kShippedSkeleton / "chapters/c1/c1.cpp") == "// TODO: write me\n");
+  CHECK(read_text(out / kShippedSkeleton / "gpu_labs/lab/ring.cpp") == "// lab skeleton\n");
+  CHECK_FALSE(fs::exists(out / kShippedSkeleton / "chapters/c1/tests"));
+  CHECK(read_text(out / "README.md") == "# Course\nYour work is graded by your instructor.\nBoth read this.\n");
+  const std::string presets = read_text(out / "CMakePresets.json");
+  CHECK(presets.find("\"student\"") != std::string::npos);
+  CHECK(presets.find("\"solution\"") == std::string::npos);
+  CHECK(presets.find("\"ci\"") == std::string::npos);
+  CHECK_THROWS_WITH_AS(write_release(p, out, false), doctest::Contains("not empty"), std::runtime_error);
+}
+
+TEST_CASE("a release from a checkout with edited chapters is refused, and with --allow-dirty ships the committed files") {
+  Project p = mini_course("dirty_repo");
+  put(p.root / "chapters/c1/c1.cpp", "int f() { return 42; }  // finished in the instructor's copy\n");
+  fs::path dir = fresh_dir("dirty_release");
+  CHECK_THROWS_WITH_AS(write_release(p, dir / "refused", false), doctest::Contains("chapters/c1/c1.cpp"), std::runtime_error);
+  CHECK_FALSE(fs::exists(dir / "refused" / "chapters"));
+  Shipment s = write_release(p, dir / "allowed", true);
+  CHECK(s.left_out == std::vector<std::string>{"chapters/c1/c1.cpp"});
+  CHECK(read_text(dir / "allowed/chapters/c1/c1.cpp") == "// TODO: write me\n");
+  // An uncommitted change in what does not ship (the reference) does not block a release.
+  Project q = mini_course("dirty_solution_repo");
+  put(q.root / "solutions/c1/c1.cpp", "int f() { return 43; }\n");
+  CHECK_NOTHROW(write_release(q, dir / "solutions_dirty", false));
+}
+
+TEST_CASE("the pristine skeleton comes from HEAD in a checkout and from autograder/skeleton in a release") {
+  Project p = mini_course("pristine_repo");
+  put(p.root / "chapters/c1/c1.cpp", "int f() { return 42; }\n");
+  fs::path work_dir = fresh_dir("pristine_work");
+  fs::path root = pristine_root(p, work_dir);
+  CHECK(read_text(pristine_dir(p, root, "chapters/c1") / "c1.cpp") == "// TODO: write me\n");
+  CHECK_FALSE(fs::exists(root / "solutions"));
+  fs::path out = fresh_dir("pristine_release") / "course";
+  write_release(p, out, true);
+  Project r;
+  r.root = out;
+  put(out / "chapters/c1/c1.cpp", "int f() { return 1; }  // the student's work\n");
+  CHECK(read_text(pristine_dir(r, pristine_root(r, work_dir), "chapters/c1") / "c1.cpp") == "// TODO: write me\n");
+  Project none;
+  none.root = fresh_dir("not_a_checkout");
+  CHECK_THROWS_WITH_AS(pristine_root(none, work_dir), doctest::Contains("no pristine skeleton"), std::runtime_error);
+}
+
+TEST_CASE("markers that do not close are an error naming the file") {
+  CHECK_THROWS_WITH_AS(student_markdown("a\n<!-- instructor-only -->\nb\n", "README.md"),
+                       doctest::Contains("README.md"), std::runtime_error);
+  CHECK(student_markdown("no markers\n", "x.md") == "no markers\n");
 }
 
 TEST_CASE("submit zips exactly the manifest files, as chapters/<chapter>/<file>") {
@@ -54,18 +148,26 @@ TEST_CASE("submit zips exactly the manifest files, as chapters/<chapter>/<file>"
   CHECK(zip_listing(dir / "upload.zip") == "chapters/toy_a/toy_a.cpp\n");
 }
 
-TEST_CASE("the Gradescope bundle has setup.sh, run_autograder, the solutions and the private files" *
-          doctest::skip(!this_project().has_solutions())) {
+TEST_CASE("the Gradescope bundle: HEAD with the reference, the scripts at the top, private files and a secret") {
+  Project p = mini_course("bundle_repo");
+  put(p.root / "solutions/c1/c1.cpp", "int f() { return 0; }  // uncommitted\n");
   fs::path dir = fresh_dir("bundle");
-  fs::create_directories(dir / "cases");
-  std::ofstream(dir / "cases" / "toy_a.cpp") << "// private case\n";
-  write_gradescope_bundle(this_project(), dir / "autograder.zip", {fixtures() / "toy" / "rubric.json"}, {dir / "cases"},
-                          dir / "staging");
-  std::string list = zip_listing(dir / "autograder.zip");
-  for (const char* f : {"setup.sh\n", "run_autograder\n", "autograder/private/rubric-0.json\n",
-                        "autograder/private/cases-0/toy_a.cpp\n", "autograder/private/grade-args\n", "autograder/rubric.json\n"})
+  put(dir / "cases" / "toy_a.cpp", "// private case\n");
+  BundleOptions b;
+  b.out = dir / "autograder.zip";
+  b.rubrics = {fixtures() / "toy" / "rubric.json"};
+  b.cases_dirs = {dir / "cases"};
+  b.scratch = dir / "staging";
+  CHECK_THROWS_WITH_AS(write_gradescope_bundle(p, b), doctest::Contains("solutions/c1/c1.cpp"), std::runtime_error);
+  b.allow_dirty = true;
+  write_gradescope_bundle(p, b);
+  std::string list = zip_listing(b.out);
+  for (const char* f : {"setup.sh\n", "run_autograder\n", "autograder/private/rubric-0.json\n", "autograder/private/secret\n",
+                        "autograder/private/cases-0/toy_a.cpp\n", "autograder/private/grade-args\n",
+                        "autograder/skeleton/chapters/c1/c1.cpp\n", "solutions/c1/c1.cpp\n", "autograder/cases/c1.cpp\n"})
     CHECK_MESSAGE(list.find(f) != std::string::npos, f);
-  CHECK(list.find("solutions/") != std::string::npos);
-  CHECK(list.find("\nbuild/") == std::string::npos);
-  CHECK(read_text(dir / "staging" / "run_autograder").find("--gradescope /autograder/results/results.json") != std::string::npos);
+  CHECK(list.find("autograder/chaff/") == std::string::npos);
+  CHECK(read_text(b.scratch / "bundle/solutions/c1/c1.cpp") == "int f() { return 42; }\n");
+  CHECK(read_text(b.scratch / "bundle/autograder/private/secret").size() >= 16);
+  CHECK((fs::status(b.scratch / "bundle/run_autograder").permissions() & fs::perms::owner_exec) != fs::perms::none);
 }

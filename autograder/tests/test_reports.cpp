@@ -6,10 +6,12 @@
 #include <regex>
 #include <set>
 
+#include "gradescope_schema.hpp"
 #include "helpers.hpp"
 #include "report.hpp"
 
 using namespace mgpu::grade;
+using namespace mgpu::grade::testing;
 namespace fs = std::filesystem;
 
 namespace {
@@ -67,6 +69,59 @@ TEST_CASE("Gradescope results.json has score, execution_time, output, visibility
   CHECK(j["tests"][2]["status"] == "failed");  // lost budget points
   CHECK(j["tests"][2]["visibility"] == "after_due_date");
   CHECK(j["tests"][3]["number"] == "2.1");
+  CHECK(gradescope_schema_errors(j).empty());
+}
+
+TEST_CASE("with hidden tests the student sees the visible subtotal, not a total that gives the hidden ones away") {
+  nlohmann::json j = gradescope_report(sample_grade());
+  const std::string out = j["output"];
+  INFO(out);
+  CHECK(out.find("Visible tests: 2 of 5 points") != std::string::npos);  // 11_5.bubble 2/2 and 11_2.ring 0/3
+  CHECK(out.find("3 more points") != std::string::npos);                 // one hidden, one after the due date
+  CHECK(out.find("Score") == std::string::npos);
+  CHECK(out.find("of 8") == std::string::npos);
+  // Every text is plain text: `std::vector<double>` in a compiler message must not become HTML.
+  CHECK(j["output_format"] == "text");
+  for (const auto& t : j["tests"]) CHECK(t["output_format"] == "text");
+}
+
+TEST_CASE("a secret seed never reaches the student's results.json") {
+  Grade g = sample_grade();
+  g.hidden_seed = 987654321;
+  CHECK(gradescope_report(g).dump().find("987654321") == std::string::npos);
+  CHECK(terminal_report(g, false, false).find("987654321") == std::string::npos);
+  CHECK(json_report(g)["hidden_seed"] == 987654321);  // the instructor's report keeps it
+}
+
+TEST_CASE("the fallback results.json lists every case as failed, with the reason, and conforms") {
+  Rubric r = load_rubric(this_project().root / "autograder" / "rubric.json");
+  nlohmann::json j = gradescope_fallback(r, "the grader stopped: \xff bad byte");
+  CHECK(gradescope_schema_errors(j).empty());
+  CHECK(j["score"] == 0);
+  CHECK(j["output"].get<std::string>().find("the grader stopped") != std::string::npos);
+  std::size_t cases = 0;
+  double max = 0;
+  for (const auto& ch : r.chapters) {
+    cases += ch.cases.size();
+    for (const auto& c : ch.cases) max += c.max_score();
+  }
+  REQUIRE(j["tests"].size() == cases);
+  double listed = 0;
+  for (const auto& t : j["tests"]) {
+    CHECK(t["status"] == "failed");
+    CHECK(t["output"] == "the autograder could not run this test");
+    listed += t["max_score"].get<double>();
+  }
+  CHECK(listed == max);
+}
+
+TEST_CASE("the schema checker rejects what Gradescope would") {
+  CHECK_FALSE(gradescope_schema_errors({{"score", "3"}}).empty());
+  CHECK_FALSE(gradescope_schema_errors({{"score", 1}, {"visibility", "secret"}}).empty());
+  CHECK_FALSE(gradescope_schema_errors({{"score", 1}, {"tests", {{{"status", "skipped"}}}}}).empty());
+  CHECK_FALSE(gradescope_schema_errors({{"score", 1}, {"tset", nlohmann::json::array()}}).empty());
+  CHECK_FALSE(gradescope_schema_errors({{"output", "no score anywhere"}}).empty());
+  CHECK(gradescope_schema_errors({{"score", 1}}).empty());
 }
 
 TEST_CASE("JUnit XML is well-formed, escaped, and counts failures") {

@@ -33,7 +33,7 @@ TEST_CASE("a malformed rubric is rejected naming file, field and fix") {
                       "budgets": [{"measure": "bytes_sent", "factor": -1}]}}}}})");
   MESSAGE(msg);
   CHECK(msg.find("my_rubric.json: chapters.11_5_pipeline.cases.11_5.bubble.points: expected a number") != std::string::npos);
-  CHECK(msg.find("visibility: unknown visibility \"secret\"; fix: use \"visible\", \"hidden\" or \"after_due_date\"") != std::string::npos);
+  CHECK(msg.find("visibility: unknown visibility \"secret\"; fix: use \"visible\", \"hidden\", \"after_due_date\" or \"after_published\"") != std::string::npos);
   CHECK(msg.find("11_5.bubble.poins: unknown field; fix:") != std::string::npos);
   CHECK(msg.find("budgets[0].factor: -1 is out of range") != std::string::npos);
   CHECK(msg.find("budgets[0].points: missing") != std::string::npos);
