@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -89,6 +90,52 @@ std::vector<std::string> csv_split(const std::string& line) {
   return out;
 }
 
+int shard_of(const std::string& submission, int shards) {
+  return static_cast<int>(fnv1a64(submission) % static_cast<std::uint64_t>(std::max(1, shards)));
+}
+
+void parse_shard(const std::string& text, BatchOptions& opts) {
+  int i = 0, n = 0;
+  char slash = 0, extra = 0;
+  std::istringstream in(text);
+  if (!(in >> i >> slash >> n) || slash != '/' || (in >> extra) || n < 1 || i < 1 || i > n)
+    throw std::runtime_error("--shard " + text + ": expected I/N with 1 <= I <= N, e.g. --shard 2/4 for the second of four");
+  opts.shard = i - 1;
+  opts.shards = n;
+}
+
+std::size_t merge_gradebooks(const std::vector<fs::path>& inputs, const fs::path& out) {
+  if (inputs.empty()) throw std::runtime_error("merge: give the gradebooks of the shards to join");
+  std::string header;
+  std::map<std::string, std::pair<std::string, fs::path>> rows;  // submission -> (line, from)
+  for (const auto& in : inputs) {
+    std::ifstream f(in);
+    if (!f) throw std::runtime_error("merge: cannot read " + in.string());
+    std::string line;
+    bool first = true;
+    while (std::getline(f, line)) {
+      if (line.empty()) continue;
+      if (first) {
+        if (!header.empty() && line != header)
+          throw std::runtime_error(fmt::format("merge: {} has other columns than {}; shards of one batch grade the same "
+                                               "chapters with the same rubric", in.string(), inputs.front().string()));
+        header = line;
+        first = false;
+        continue;
+      }
+      const std::string name = csv_split(line).at(0);
+      auto [it, fresh] = rows.try_emplace(name, line, in);
+      if (!fresh && it->second.first != line)
+        throw std::runtime_error(fmt::format("merge: {} is graded differently in {} and {}; keep one of the rows",
+                                             name, it->second.second.string(), in.string()));
+    }
+  }
+  std::string text = header + "\n";
+  for (const auto& [name, row] : rows) text += row.first + "\n";
+  write_text(out, text);
+  return rows.size();
+}
+
 int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric, const GradeOptions& opts) {
   if (!fs::is_directory(b.dir)) throw std::runtime_error(fmt::format("grade-batch: {} is not a folder of submissions", b.dir.string()));
   struct Sub {
@@ -99,8 +146,11 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   for (const auto& e : fs::directory_iterator(b.dir)) {
     std::string fn = e.path().filename().string();
     if (fn.empty() || fn[0] == '.') continue;
-    if (e.is_directory()) subs.push_back({fn, e.path()});
-    else if (e.is_regular_file() && e.path().extension() == ".zip") subs.push_back({e.path().stem().string(), e.path()});
+    Sub s;
+    if (e.is_directory()) s = {fn, e.path()};
+    else if (e.is_regular_file() && e.path().extension() == ".zip") s = {e.path().stem().string(), e.path()};
+    else continue;
+    if (shard_of(s.name, b.shards) == b.shard) subs.push_back(s);
   }
   std::sort(subs.begin(), subs.end(), [](const Sub& x, const Sub& y) { return x.name < y.name; });
 
@@ -149,7 +199,8 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   std::vector<Sub> todo;
   for (const auto& s : subs)
     if (!done.count(s.name)) todo.push_back(s);
-  std::fprintf(stderr, "grade-batch: %zu submissions, %zu already in %s, %zu to grade\n", subs.size(),
+  std::fprintf(stderr, "grade-batch: %zu submissions%s, %zu already in %s, %zu to grade\n", subs.size(),
+               b.shards > 1 ? fmt::format(" in shard {}/{}", b.shard + 1, b.shards).c_str() : "",
                subs.size() - todo.size(), b.csv.c_str(), todo.size());
 
   Reference reference(project, rubric, opts);

@@ -16,7 +16,21 @@ struct BatchOptions {
   std::filesystem::path csv;        ///< gradebook, created or resumed
   std::filesystem::path reports;    ///< if set, one JSON report per submission goes here
   int jobs = 2;                     ///< submissions graded at the same time
+  int shard = 0;                    ///< this run grades the submissions of slice `shard` ...
+  int shards = 1;                   ///< ... of `shards` (shard_of), so N machines share a class
 };
+
+/// The slice (0 .. shards-1) a submission belongs to: a hash of its name, so the assignment is
+/// stable whatever else is in the folder and wherever it runs.
+int shard_of(const std::string& submission, int shards);
+
+/// Parses "I/N" (1 <= I <= N) into opts.shard = I-1 and opts.shards = N; throws naming the fix.
+void parse_shard(const std::string& text, BatchOptions& opts);
+
+/// Joins gradebooks written by the shards of one batch into out, one row per submission, sorted
+/// by name. Every input must have the same header; a submission in two inputs with different
+/// rows is an error naming both. Returns the number of rows.
+std::size_t merge_gradebooks(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out);
 
 /// Grades the batch; returns the number of submissions graded in this run.
 int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric, const GradeOptions& opts);

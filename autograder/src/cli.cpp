@@ -181,9 +181,16 @@ int main(int argc, char** argv) {
   // ---- grade-batch
   Common b_common;
   BatchOptions batch;
+  std::string shard;
   auto* gb = app.add_subcommand("grade-batch", "grade every submission (folder or .zip) in DIR into a CSV gradebook");
-  gb->add_option("dir", batch.dir, "folder of submissions")->required();
-  gb->add_option("--csv", batch.csv, "gradebook to create or resume")->required();
+  gb->add_option("dir", batch.dir, "folder of submissions");
+  gb->add_option("--csv", batch.csv, "gradebook to create or resume");
+  gb->add_option("--shard", shard, "grade only slice I of N (e.g. 2/4), for N machines or a job array; join with `grade-batch merge`");
+  std::vector<std::string> merge_inputs;
+  std::string merge_out;
+  auto* merge = gb->add_subcommand("merge", "join the gradebooks of a sharded batch into one (rows sorted by submission)");
+  merge->add_option("out", merge_out, "gradebook to write")->required();
+  merge->add_option("inputs", merge_inputs, "the shards' gradebooks")->required();
   gb->add_option("--reports", batch.reports, "also write one JSON report per submission into this folder");
   b_common.jobs = std::min(2, available_cpus());  // here: submissions graded at the same time, each with one compile and one case at a time
   b_common.add(gb);
@@ -261,7 +268,18 @@ int main(int argc, char** argv) {
             }
       return 0;
     }
+    if (merge->parsed()) {
+      std::vector<fs::path> inputs;
+      for (const auto& i : merge_inputs) inputs.push_back(user_path(i));
+      std::size_t n = merge_gradebooks(inputs, user_path(merge_out));
+      std::cout << fmt::format("grade-batch merge: {} submissions from {} gradebooks into {}\n", n, inputs.size(),
+                               user_path(merge_out).string());
+      return 0;
+    }
     if (gb->parsed()) {
+      if (batch.dir.empty() || batch.csv.empty())
+        throw std::runtime_error("grade-batch: give the folder of submissions and --csv FILE (see --help)");
+      if (!shard.empty()) parse_shard(shard, batch);
       if (!reference_available(project)) throw std::runtime_error("grade-batch needs the reference solutions (solutions/ is absent)");
       Rubric rubric = b_common.rubric(project);
       GradeOptions opts = b_common.options(project, rubric);

@@ -4,6 +4,7 @@
 // sharing two cached build trees, so this file costs one build plus a small file per fixture.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "batch.hpp"
@@ -101,6 +102,42 @@ TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's g
   RunOutcome again = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", csv.string()}));
   CHECK(again.out.find("0 to grade") != std::string::npos);
   CHECK(lines() == first);
+
+  // Three shards, merged, give the same gradebook (rows sorted; the seconds column aside).
+  std::vector<std::string> shard_args;
+  for (int i = 1; i <= 3; ++i) {
+    fs::path part = dir / ("shard" + std::to_string(i) + ".csv");
+    RunOutcome s = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", part.string(), "--shard",
+                                    std::to_string(i) + "/3"}), 900);
+    INFO(s.out);
+    REQUIRE(s.exit_code == 0);
+    shard_args.push_back(part.string());
+  }
+  std::vector<std::string> merge_args{"grade-batch", "merge", (dir / "merged.csv").string()};
+  merge_args.insert(merge_args.end(), shard_args.begin(), shard_args.end());
+  RunOutcome m = grader(merge_args);
+  INFO(m.out);
+  REQUIRE(m.exit_code == 0);
+  auto without_seconds = [](std::vector<std::string> rows) {
+    const auto header = csv_split(rows.front());
+    const auto at = std::find(header.begin(), header.end(), "seconds") - header.begin();
+    for (auto& r : rows) {
+      auto f = csv_split(r);
+      f.erase(f.begin() + at);
+      r.clear();
+      for (const auto& x : f) r += csv_field(x) + ",";
+    }
+    std::sort(rows.begin() + 1, rows.end());
+    return rows;
+  };
+  std::vector<std::string> merged;
+  {
+    std::ifstream in(dir / "merged.csv");
+    for (std::string l; std::getline(in, l);) merged.push_back(l);
+  }
+  CHECK(without_seconds(merged) == without_seconds(first));
+  BatchOptions bad;
+  CHECK_THROWS_WITH(parse_shard("4/3", bad), doctest::Contains("1 <= I <= N"));
 }
 
 TEST_CASE("one grade writes the same result as terminal table, JSON, Gradescope and JUnit" * doctest::skip(!can_grade())) {
