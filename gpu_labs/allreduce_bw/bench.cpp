@@ -134,7 +134,7 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
         c.check(result, wrong.data());
         const int iters = bytes > (16u << 20) ? std::max(2, o.iters / 4) : o.iters;
         const double ms = time_per_call(s, o.warmup, iters, [&] { c.call(in.data(), out.data()); },
-                                        [&] { comm.barrier(); });
+                                        [&] { comm.barrier(); }, [&] { comm.synchronize(); });
         const auto us = static_cast<float>(ms * 1000.0);
         const unsigned long long wrong_host = wrong.download(s)[0];
         // Average the time and add up #wrong over ranks with the communicator itself.

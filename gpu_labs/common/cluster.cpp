@@ -1,6 +1,7 @@
 // DeviceCluster: picks the backend and rank count, starts one thread per local rank, and turns
 // a failure in any rank into one exception for the caller, with the other ranks stopped.
 #include "common/backends.hpp"
+#include "common/device_buffer.hpp"
 
 #include <mgpu/not_implemented.hpp>
 
@@ -30,13 +31,44 @@ Backend parse_backend(const std::string& text) {
   throw std::invalid_argument("backend '" + text + "': use auto, nccl or emulated");
 }
 
-int DeviceCluster::device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error so later checks start clean
-    return 0;
+namespace {
+
+std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+}  // namespace
+
+std::string DeviceQuery::describe() const {
+  if (status == cudaSuccess) {
+    if (count == 0) return "no CUDA device visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
+    return std::to_string(count) + " CUDA device(s), driver supports CUDA " + cuda_version_text(driver_version) +
+           ", runtime CUDA " + cuda_version_text(runtime_version);
   }
-  return n;
+  std::string what = std::string(cudaGetErrorName(status)) + " (" + std::to_string(static_cast<int>(status)) + ": " +
+                     cudaGetErrorString(status) + ")";
+  if (status == cudaErrorNoDevice) return "no CUDA device visible, " + what + ": check nvidia-smi and CUDA_VISIBLE_DEVICES";
+  std::string out = "CUDA device query failed: " + what;
+  if (driver_version == 0) {
+    out += "; no NVIDIA driver is loaded on this machine";
+  } else if (driver_version < runtime_version) {
+    out += "; the driver supports CUDA " + cuda_version_text(driver_version) + " but this program was built for CUDA " +
+           cuda_version_text(runtime_version) + ": update the driver";
+  }
+  return out;
+}
+
+DeviceQuery DeviceCluster::query_devices() {
+  DeviceQuery q;
+  q.status = cudaGetDeviceCount(&q.count);
+  if (q.status != cudaSuccess) q.count = 0;
+  if (cudaDriverGetVersion(&q.driver_version) != cudaSuccess) q.driver_version = 0;
+  if (cudaRuntimeGetVersion(&q.runtime_version) != cudaSuccess) q.runtime_version = 0;
+  cudaGetLastError();  // clear a sticky error so later checks start clean
+  return q;
+}
+
+int DeviceCluster::device_count() {
+  const DeviceQuery q = query_devices();
+  return q.usable() ? q.count : 0;
 }
 
 namespace {
@@ -92,11 +124,9 @@ DeviceCluster::DeviceCluster(ClusterOptions options) : backend_(options.backend)
       backend_ = parse_backend(env);
     }
   }
-  const int devices = device_count();
-  if (devices == 0) {
-    throw std::runtime_error("no CUDA device visible: the GPU labs need at least one "
-                             "(check nvidia-smi and CUDA_VISIBLE_DEVICES)");
-  }
+  const DeviceQuery query = query_devices();
+  if (!query.usable()) throw std::runtime_error("the GPU labs need a CUDA device: " + query.describe());
+  const int devices = query.count;
   // Emulation is always local to this process, so the launcher's variables do not apply to it
   // (a lab's one-GPU reference or baseline may run beside a multi-process job).
   const std::optional<int> world = backend_ == Backend::emulated ? std::nullopt : env_int("MGPU_WORLD_SIZE");
@@ -143,51 +173,29 @@ void DeviceCluster::run(const std::function<void(DeviceComm&)>& body) {
   }
   const int devices = device_count();
   const std::optional<int> local_rank = env_int("MGPU_LOCAL_RANK");
+  // This process's ranks meet here before creating their communicators: a rank that fails to
+  // start (a bad device, no memory) aborts it, instead of leaving the others inside NCCL's init
+  // waiting for a rank that never comes.
+  AbortableBarrier started(local_ranks_);
 
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(local_ranks_));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < local_ranks_; ++i) {
-    threads.emplace_back([&, i] {
-      const int rank = first_rank_ + i;
-      try {
-        std::unique_ptr<DeviceComm> comm;
-        if (backend_ == Backend::emulated) {
-          comm = detail::make_emulated_comm(hub, rank);
-        } else {
-          const int device = local_ranks_ == ranks_ ? rank : local_rank.value_or(rank % devices);
-          MGPU_CUDA_CHECK(cudaSetDevice(device));
-          comm = detail::make_nccl_comm(id, ranks_, rank, device, aborted);
-        }
-        body(*comm);
-        comm->synchronize(nullptr);
-      } catch (...) {
-        errors[static_cast<std::size_t>(i)] = std::current_exception();
-        aborted->store(true);
-        if (hub) detail::abort_emulated_hub(*hub);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-
-  // Report the rank that failed first-hand, not the ones stopped because of it.
-  // An unfinished exercise is rethrown as it is, so a lab can report "not implemented".
-  std::optional<std::pair<int, std::string>> first, fallback;
-  for (int i = 0; i < local_ranks_; ++i) {
-    if (!errors[static_cast<std::size_t>(i)]) continue;
-    try {
-      std::rethrow_exception(errors[static_cast<std::size_t>(i)]);
-    } catch (const mgpu::NotImplemented&) {
-      std::rethrow_exception(errors[static_cast<std::size_t>(i)]);
-    } catch (const RankAborted& e) {
-      if (!fallback) fallback = {first_rank_ + i, e.what()};
-    } catch (const std::exception& e) {
-      if (!first) first = {first_rank_ + i, e.what()};
-    } catch (...) {
-      if (!first) first = {first_rank_ + i, "unknown exception"};
+  run_rank_threads(local_ranks_, first_rank_, [&](int rank) {
+    std::unique_ptr<DeviceComm> comm;
+    if (backend_ == Backend::emulated) {
+      comm = detail::make_emulated_comm(hub, rank);
+    } else {
+      const int device = local_ranks_ == ranks_ ? rank : local_rank.value_or(rank % devices);
+      nccl_rank_thread = true;  // see device_buffer.hpp: no device-wide waits while unwinding
+      MGPU_CUDA_CHECK(cudaSetDevice(device));
+      started.wait();
+      comm = detail::make_nccl_comm(id, ranks_, rank, device, aborted);
     }
-  }
-  if (!first) first = fallback;
-  if (first) throw std::runtime_error("rank " + std::to_string(first->first) + ": " + first->second);
+    body(*comm);
+    comm->synchronize(nullptr);
+  }, [&] {
+    aborted->store(true);
+    started.abort();
+    if (hub) detail::abort_emulated_hub(*hub);
+  });
 }
 
 }  // namespace mgpu::gpu

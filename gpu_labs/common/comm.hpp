@@ -73,6 +73,20 @@ class DeviceComm {
   virtual void barrier() = 0;
 };
 
+/// What asking the CUDA runtime for devices found. A failed query (no driver, a driver older than
+/// the runtime, a broken installation) is kept apart from "no device", so that neither a lab nor a
+/// test reports a machine that cannot run CUDA as one that merely has no GPU.
+struct DeviceQuery {
+  cudaError_t status = cudaSuccess;  ///< what cudaGetDeviceCount returned
+  int count = 0;                     ///< devices it reported (0 unless status is cudaSuccess)
+  int driver_version = 0;            ///< cudaDriverGetVersion: 0 when no driver is installed
+  int runtime_version = 0;           ///< cudaRuntimeGetVersion, e.g. 13000 for CUDA 13.0
+  /// True when the query succeeded and found at least one device.
+  bool usable() const { return status == cudaSuccess && count > 0; }
+  /// One line: the device count, or the error's name, code and message with the likely cause.
+  std::string describe() const;
+};
+
 /// Most ranks the single-device emulation runs (the inputs one reduction kernel takes).
 inline constexpr int kMaxEmulatedRanks = 16;
 
@@ -106,8 +120,11 @@ class DeviceCluster {
   bool prints() const { return first_rank_ == 0; }
   /// False under emulation: all ranks share one GPU, so times say nothing about real scaling.
   bool timing_representative() const { return backend_ != Backend::emulated; }
-  /// Visible CUDA devices (0 when there is no driver or no device).
+  /// Visible CUDA devices (0 when there is no driver or no device; query_devices() says which).
   static int device_count();
+  /// Asks the runtime for devices and the driver and runtime versions; never throws, and leaves
+  /// no sticky error behind.
+  static DeviceQuery query_devices();
 
  private:
   int ranks_ = 0;

@@ -9,6 +9,7 @@
 #include <mgpu/memory.hpp>
 
 #include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -16,6 +17,16 @@
 #include <vector>
 
 namespace mgpu::gpu {
+
+/// Set by DeviceCluster on the threads that run NCCL ranks. While such a thread unwinds from an
+/// exception, destructors leave device memory and handles allocated instead of freeing them:
+/// freeing waits for the whole device, and this rank may still have a collective in flight that
+/// only the abort of its communicator ends, which comes later in the unwinding. The process is
+/// failing anyway; a hang would hide why.
+inline thread_local bool nccl_rank_thread = false;
+
+/// True while an NCCL rank's thread unwinds (see nccl_rank_thread): skip waits and frees.
+inline bool rank_unwinding() { return nccl_rank_thread && std::uncaught_exceptions() > 0; }
 
 /// `count` elements of T in device memory of the current device, booked in `ledger` under a
 /// category while alive. Move-only. A default-constructed buffer is empty and books nothing.
@@ -55,7 +66,8 @@ class DeviceBuffer {
   /// Frees the memory and its booking now (the "discard" of gather, use, discard).
   void reset() noexcept {
     if (ledger_ != nullptr) {
-      if (data_ != nullptr) cudaFree(data_);  // no throw from a destructor path
+      // No throw from a destructor path; no device-wide wait while a failing rank unwinds.
+      if (data_ != nullptr && !rank_unwinding()) cudaFree(data_);
       ledger_->release(category_, bytes());
     }
     ledger_ = nullptr;

@@ -32,7 +32,9 @@ class CublasHandle {
   }
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
-  ~CublasHandle() { cublasDestroy(handle_); }
+  ~CublasHandle() {
+    if (!rank_unwinding()) cublasDestroy(handle_);  // frees its workspace: a device-wide wait
+  }
   /// The raw handle.
   cublasHandle_t get() const { return handle_; }
 

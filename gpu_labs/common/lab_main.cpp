@@ -1,6 +1,8 @@
 // The wrapper, options and report lines every lab main uses; see lab_main.hpp.
 #include "common/lab_main.hpp"
 
+#include "common/timer.hpp"
+
 #include <mgpu/not_implemented.hpp>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +19,9 @@ namespace mgpu::gpu {
 const char* built_impl() { return MGPU_IMPL_NAME; }
 
 int guarded_main(const std::string& lab, const std::function<int()>& body) {
+  // Line-buffered even into a file or a pipe: a lab that crashes or is killed by a timeout
+  // still leaves every line it printed in its log.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     return body();
   } catch (const mgpu::NotImplemented& e) {
@@ -43,6 +48,10 @@ void StepOptions::add_to(CLI::App& app) {
 void add_shape_option(CLI::App& app, const std::string& name, int& timing, int& check, const std::string& what) {
   app.add_option("--" + name, timing, "timing shape: " + what);
   app.add_option("--check-" + name, check, "check shape: " + what);
+}
+
+double time_rank_steps(DeviceComm& comm, int warmup, int iters, const std::function<void()>& step) {
+  return time_per_call(comm.stream(), warmup, iters, step, [&] { comm.barrier(); }, [&] { comm.synchronize(); });
 }
 
 std::string lab_header(const std::string& lab, const DeviceCluster& cluster) {

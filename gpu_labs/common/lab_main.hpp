@@ -22,7 +22,8 @@ namespace mgpu::gpu {
 /// Exit status of a lab program: 0 pass, 1 failed check or error, 2 exercise not implemented.
 enum LabExit { lab_pass = 0, lab_fail = 1, lab_not_implemented = 2 };
 
-/// Runs `body` (which prints its own RESULT line and returns a LabExit). If it throws
+/// Runs `body` (which prints its own RESULT line and returns a LabExit), with stdout
+/// line-buffered so a log keeps every finished line even if the program dies. If it throws
 /// mgpu::NotImplemented, prints `RESULT lab=<lab> impl=... check=not_implemented ...` and returns
 /// 2; any other exception: the message on stderr, `check=error`, and 1.
 int guarded_main(const std::string& lab, const std::function<int()>& body);
@@ -66,6 +67,10 @@ auto run_ranks(DeviceCluster& cluster, Body&& body) -> std::vector<std::invoke_r
   });
   return results;
 }
+
+/// Mean milliseconds of one `step` on this rank: `warmup` untimed steps, a barrier so all ranks
+/// start together, `iters` timed steps on comm.stream(), and an abort-aware wait for them.
+double time_rank_steps(DeviceComm& comm, int warmup, int iters, const std::function<void()>& step);
 
 /// The first line every lab prints: "# <lab>: <n> ranks, backend <name>".
 std::string lab_header(const std::string& lab, const DeviceCluster& cluster);

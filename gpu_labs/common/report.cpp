@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string_view>
 
@@ -22,10 +23,12 @@ double max_rel_error(std::span<const double> got, std::span<const double> want) 
   check_lengths(got.size(), want.size());
   double diff = 0.0, scale = 0.0;
   for (std::size_t i = 0; i < got.size(); ++i) {
+    // std::max(x, NaN) is x: a NaN anywhere has to be caught explicitly, or all-NaN output passes.
+    if (std::isnan(got[i]) || std::isnan(want[i])) return std::numeric_limits<double>::quiet_NaN();
     diff = std::max(diff, std::abs(got[i] - want[i]));
     scale = std::max(scale, std::abs(want[i]));
   }
-  if (std::isnan(diff)) return diff;
+  if (std::isnan(diff)) return diff;  // inf - inf
   if (scale == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
   return diff / scale;
 }
@@ -41,6 +44,13 @@ double norm_rel_error(std::span<const double> got, std::span<const double> want)
   if (norm == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
   return std::sqrt(diff / norm);
 }
+
+double worse_error(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+
+bool within_tolerance(double err, double tol) { return std::isfinite(err) && err <= tol; }
 
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -14,11 +14,20 @@ namespace mgpu::gpu {
 
 /// max_i |got_i - want_i| / max_i |want_i|: the largest error relative to the output's scale.
 /// Element-wise relative error is meaningless near zeros, which bf16 outputs have plenty of.
-/// Throws if the lengths differ. Returns 0 when both are all zeros.
+/// Throws if the lengths differ. Returns 0 when both are all zeros, NaN when either holds a NaN
+/// (so no tolerance accepts it), infinity for a nonzero result against an all-zero reference.
 double max_rel_error(std::span<const double> got, std::span<const double> want);
 
-/// ||got - want||_2 / ||want||_2 (Frobenius for matrices). Throws if the lengths differ.
+/// ||got - want||_2 / ||want||_2 (Frobenius for matrices). Throws if the lengths differ. NaN in
+/// either gives NaN, as above.
 double norm_rel_error(std::span<const double> got, std::span<const double> want);
+
+/// The larger of two errors, NaN if either is: for folding the errors of several outputs or
+/// ranks into one, where std::max would drop a NaN that comes second.
+double worse_error(double a, double b);
+
+/// True when `err` is a finite number no larger than `tol`: NaN and infinity never pass.
+bool within_tolerance(double err, double tol);
 
 /// Byte count as text in binary units with two decimals, e.g. "12.00 MiB" ("512 B" below 1 KiB).
 std::string format_bytes(double bytes);

@@ -1,9 +1,12 @@
-// Host tests of the common harness: byte formatting and the ledger's peak table, error metrics,
-// RESULT lines, the options every lab main shares, the abortable barrier the rank threads meet on. (The ledger itself is the
-// runtime's mgpu::MemoryLedger and is tested with the runtime.)
+// Host tests of the common harness: byte formatting and the ledger's peak table, error metrics
+// (NaN included), RESULT lines, the options every lab main shares, how a failed device query is
+// reported, and the abort path the rank threads take when one of them fails. (The ledger itself
+// is the runtime's mgpu::MemoryLedger and is tested with the runtime.)
+#include "common/device_buffer.hpp"
 #include "common/lab_main.hpp"
 #include "common/rendezvous.hpp"
 #include "common/report.hpp"
+#include "device.hpp"
 
 #include <CLI/CLI.hpp>
 #include <doctest/doctest.h>
@@ -11,6 +14,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -54,6 +59,82 @@ TEST_CASE("max_rel_error is relative to the reference's largest magnitude") {
   CHECK(max_rel_error(want, want) == 0.0);
   CHECK(norm_rel_error(got, want) == doctest::Approx(std::sqrt(0.01 + 0.04) / std::sqrt(20.0)));
   CHECK_THROWS_AS(max_rel_error(got, std::vector<double>{1.0}), std::invalid_argument);
+}
+
+TEST_CASE("a NaN anywhere in a result makes every error check fail") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> want{1.0, -2.0, 3.0};
+  const std::vector<double> all_nan(3, nan), one_nan{1.0, nan, 3.0}, last_nan{1.0, -2.0, nan};
+  for (const auto* got : {&all_nan, &one_nan, &last_nan}) {
+    CHECK(std::isnan(max_rel_error(*got, want)));
+    CHECK(std::isnan(norm_rel_error(*got, want)));
+    CHECK_FALSE(within_tolerance(max_rel_error(*got, want), 1e9));
+  }
+  CHECK(std::isnan(max_rel_error(want, all_nan)));  // a broken reference does not pass either
+  // Folding the errors of several outputs or ranks keeps a NaN in either position.
+  CHECK(std::isnan(worse_error(0.0, nan)));
+  CHECK(std::isnan(worse_error(nan, 0.0)));
+  CHECK(worse_error(1e-3, 2e-3) == 2e-3);
+  CHECK(within_tolerance(1e-3, 2e-2));
+  CHECK_FALSE(within_tolerance(std::numeric_limits<double>::infinity(), 2e-2));
+  CHECK(max_rel_error(std::vector<double>{1.0}, std::vector<double>{0.0}) == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("a failed device query is reported with its error name, code and cause, not as no device") {
+  DeviceQuery no_driver{cudaErrorInsufficientDriver, 0, 0, 13000};
+  const std::string a = no_driver.describe();
+  MESSAGE(a);
+  CHECK_FALSE(no_driver.usable());
+  CHECK(a.find("CUDA device query failed") != std::string::npos);
+  CHECK(a.find("cudaErrorInsufficientDriver") != std::string::npos);
+  CHECK(a.find("(35:") != std::string::npos);
+  CHECK(a.find("no NVIDIA driver") != std::string::npos);
+  CHECK(a.find("no CUDA device") == std::string::npos);
+
+  const std::string old = DeviceQuery{cudaErrorInsufficientDriver, 0, 12020, 13000}.describe();
+  MESSAGE(old);
+  CHECK(old.find("driver supports CUDA 12.2") != std::string::npos);
+  CHECK(old.find("built for CUDA 13.0") != std::string::npos);
+
+  const std::string none = DeviceQuery{cudaErrorNoDevice, 0, 13000, 13000}.describe();
+  CHECK(none.find("no CUDA device visible") != std::string::npos);
+  CHECK(none.find("cudaErrorNoDevice") != std::string::npos);
+  const DeviceQuery two{cudaSuccess, 2, 13000, 13000};
+  CHECK(two.usable());
+  CHECK(two.describe().find("2 CUDA device(s)") == 0);
+}
+
+TEST_CASE("device tests skip without a usable device, and fail instead when a GPU is required") {
+  const DeviceQuery broken{cudaErrorInsufficientDriver, 0, 0, 13000}, good{cudaSuccess, 1, 13000, 13000};
+  CHECK(test::skip_device_tests(broken, false));
+  CHECK_FALSE(test::skip_device_tests(broken, true));  // runs, and MGPU_REQUIRE_DEVICE fails it
+  CHECK_FALSE(test::skip_device_tests(good, false));
+  CHECK_FALSE(test::skip_device_tests(good, true));
+  const char* saved = std::getenv("MGPU_REQUIRE_GPU");
+  const std::string keep = saved != nullptr ? saved : "";
+  setenv("MGPU_REQUIRE_GPU", "1", 1);
+  CHECK(test::gpu_required());
+  setenv("MGPU_REQUIRE_GPU", "0", 1);
+  CHECK_FALSE(test::gpu_required());
+  if (saved != nullptr) {
+    setenv("MGPU_REQUIRE_GPU", keep.c_str(), 1);
+  } else {
+    unsetenv("MGPU_REQUIRE_GPU");
+  }
+}
+
+TEST_CASE("on a machine whose device query fails, a lab stops with that error, not with no device") {
+  const DeviceQuery q = DeviceCluster::query_devices();
+  MESSAGE("this machine: " << q.describe());
+  if (q.usable()) return;  // a GPU machine: nothing to provoke here
+  try {
+    DeviceCluster cluster({1, Backend::automatic});
+    FAIL("DeviceCluster started without a usable device");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    CHECK(what.find(q.describe()) != std::string::npos);
+    CHECK(what.find(cudaGetErrorName(q.status)) != std::string::npos);
+  }
 }
 
 TEST_CASE("a RESULT line is one line of key=value fields") {
@@ -110,4 +191,106 @@ TEST_CASE("abortable barrier releases every round together and stops waiters on 
   waiter.join();
   CHECK(aborted);
   CHECK_THROWS_AS(lonely.wait(), RankAborted);
+}
+
+TEST_CASE("wait_until returns when done, and gives up with RankAborted once another rank failed") {
+  std::atomic<bool> aborted{false};
+  int polls = 0;
+  wait_until([&] { return ++polls == 3; }, aborted, "test");
+  CHECK(polls == 3);
+
+  int aborts = 0;
+  std::thread failer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    aborted = true;
+  });
+  CHECK_THROWS_WITH_AS(wait_until([] { return false; }, aborted, "synchronize", [&] { ++aborts; }),
+                       "stopped in synchronize because another rank failed", RankAborted);
+  failer.join();
+  CHECK(aborts == 1);
+  // An error found while polling (a CUDA or NCCL error) comes through as it is.
+  std::atomic<bool> fine{false};
+  CHECK_THROWS_WITH_AS(wait_until([]() -> bool { throw std::runtime_error("NCCL error"); }, fine, "x"), "NCCL error",
+                       std::runtime_error);
+}
+
+TEST_CASE("when one rank fails, the others are woken, and the caller sees the first-hand error") {
+  // The shape of DeviceCluster::run: ranks meet at a barrier before creating their
+  // communicators, then wait on device work with wait_until. Rank 2 fails before the barrier.
+  constexpr int n = 4;
+  AbortableBarrier started(n);
+  std::atomic<bool> aborted{false};
+  std::atomic<int> failures{0}, stopped{0};
+  auto on_failure = [&] {
+    ++failures;
+    aborted = true;
+    started.abort();
+  };
+  CHECK_THROWS_WITH_AS(run_rank_threads(n, 0, [&](int rank) {
+                         try {
+                           if (rank == 2) throw std::runtime_error("cudaSetDevice failed");
+                           started.wait();
+                         } catch (const RankAborted&) {
+                           ++stopped;
+                           throw;
+                         }
+                       }, on_failure),
+                       "rank 2: cudaSetDevice failed", std::runtime_error);
+  CHECK(failures == 1);
+  CHECK(stopped == n - 1);
+
+  // Past the barrier: rank 1 fails while the others wait on "device work" that never finishes.
+  aborted = false;
+  CHECK_THROWS_WITH_AS(run_rank_threads(3, 0, [&](int rank) {
+                         if (rank == 1) throw std::runtime_error("boom");
+                         wait_until([] { return false; }, aborted, "synchronize");
+                       }, [&] { aborted = true; }),
+                       "rank 1: boom", std::runtime_error);
+
+  // An unfinished exercise stays NotImplemented, so the lab can say so.
+  aborted = false;
+  CHECK_THROWS_AS(run_rank_threads(2, 0, [&](int rank) {
+                    if (rank == 0) throw mgpu::NotImplemented("gpu zero3 zero3_forward");
+                    wait_until([] { return false; }, aborted, "synchronize");
+                  }, [&] { aborted = true; }),
+                  mgpu::NotImplemented);
+
+  // Ranks of a multi-process launch are numbered from first_rank; success returns normally.
+  std::atomic<int> sum{0};
+  run_rank_threads(2, 6, [&](int rank) { sum += rank; }, [] {});
+  CHECK(sum == 13);
+}
+
+TEST_CASE("a failing NCCL rank skips device-wide waits while it unwinds, and only then") {
+  struct Probe {
+    bool* seen;
+    ~Probe() { *seen = rank_unwinding(); }
+  };
+  bool seen = true;
+  std::thread([&] {
+    { Probe p{&seen}; }  // an NCCL rank's thread, but no exception
+  }).join();
+  CHECK_FALSE(seen);
+  std::thread([&] {
+    nccl_rank_thread = true;
+    { Probe p{&seen}; }
+  }).join();
+  CHECK_FALSE(seen);
+  std::thread([&] {
+    nccl_rank_thread = true;
+    try {
+      Probe p{&seen};
+      throw std::runtime_error("rank failed");
+    } catch (const std::runtime_error&) {
+    }
+  }).join();
+  CHECK(seen);
+  std::thread([&] {  // an emulated rank, or the main thread: frees as usual even when unwinding
+    try {
+      Probe p{&seen};
+      throw std::runtime_error("rank failed");
+    } catch (const std::runtime_error&) {
+    }
+  }).join();
+  CHECK_FALSE(seen);
 }

@@ -61,8 +61,8 @@ TEST_CASE("linear stack gradient matches finite differences") {
   CHECK(worst < 1e-7);
 }
 
-TEST_CASE("Adam kernel matches the float64 step") {
-  if (!test::have_device()) return;
+MGPU_DEVICE_TEST_CASE("Adam kernel matches the float64 step") {
+  MGPU_REQUIRE_DEVICE();
   DeviceCluster({1, Backend::emulated}).run([](DeviceComm& c) {
     const std::size_t n = 1000;
     std::vector<float> w(n), g32(n);
@@ -96,8 +96,8 @@ TEST_CASE("Adam kernel matches the float64 step") {
   });
 }
 
-TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU reference after 3 steps") {
-  if (!test::have_device()) return;
+MGPU_DEVICE_TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU reference after 3 steps") {
+  MGPU_REQUIRE_DEVICE();
   const Zero3Shape shape{3, 64, 32};
   AdamConfig adam;
   adam.eps = 1e-2f;  // as the lab's check: keeps the update a smooth function of the gradient
@@ -136,8 +136,8 @@ TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU reference after 
   }
 }
 
-TEST_CASE("one-GPU reference loss matches the float64 CPU loss") {
-  if (!test::have_device()) return;
+MGPU_DEVICE_TEST_CASE("one-GPU reference loss matches the float64 CPU loss") {
+  MGPU_REQUIRE_DEVICE();
   const Zero3Shape shape{2, 32, 16};
   const HostModel model = make_host_model(shape, 2, 8);
   double loss = 0.0;

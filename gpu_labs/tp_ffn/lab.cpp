@@ -2,6 +2,7 @@
 #include "tp_ffn/lab.hpp"
 
 #include "common/kernels.hpp"
+#include "common/lab_main.hpp"
 #include "common/report.hpp"
 #include "common/timer.hpp"
 
@@ -21,6 +22,18 @@ void validate_shape(const FfnShape& s, int ranks, const std::string& what) {
                                 " f=" + std::to_string(s.f) + " on " + std::to_string(ranks) +
                                 " ranks: sizes must be positive and f divisible by the rank count");
   }
+}
+
+int fit_hidden_to_ranks(int f, int ranks, int align) {
+  if (ranks <= 0 || align <= 0) throw std::invalid_argument("fit_hidden_to_ranks: ranks and align must be positive");
+  if (f > 0 && f % ranks == 0) return f;
+  const int step = ranks * align;
+  const int fitted = f / step * step;
+  if (fitted <= 0) {
+    throw std::invalid_argument("hidden width f=" + std::to_string(f) + " is too small for " + std::to_string(ranks) +
+                                " ranks: pass --f (and --check-f) as a multiple of " + std::to_string(step));
+  }
+  return fitted;
 }
 
 FfnProblem make_problem(const FfnShape& s, std::uint32_t seed) {
@@ -104,8 +117,8 @@ FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const Ffn
     const std::pair<const MatD*, const MatD*> pairs[] = {
         {&y, &problem.y}, {&dx, &problem.dx}, {&dw1, &want_dw1}, {&dw2, &want_dw2}};
     for (const auto& [got, want] : pairs) {
-      out.err = std::max(out.err, max_rel_error(flat(*got), flat(*want)));
-      out.err_norm = std::max(out.err_norm, norm_rel_error(flat(*got), flat(*want)));
+      out.err = worse_error(out.err, max_rel_error(flat(*got), flat(*want)));
+      out.err_norm = worse_error(out.err_norm, norm_rel_error(flat(*got), flat(*want)));
     }
   }
   RankBuffers b(comm.ledger(), perf, t);
@@ -122,37 +135,43 @@ FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const Ffn
     tp_ffn_forward(comm, cublas.get(), perf, b.p, b.x.data(), b.y.data());
     tp_ffn_backward(comm, cublas.get(), perf, b.p, b.x.data(), b.dy.data(), b.dx.data());
   };
-  out.ms = time_per_call(s, warmup, iters, step, [&] { comm.barrier(); });
+  out.ms = time_rank_steps(comm, warmup, iters, step);
   comm.synchronize();
   out.memory = comm.ledger();
   return out;
 }
 
-FfnBaseline ffn_baselines(const FfnShape& perf, int warmup, int iters) {
+FfnBaseline ffn_baselines(const FfnShape& perf, int ranks, int warmup, int iters) {
   FfnBaseline out;
   DeviceCluster one({1, Backend::emulated});
   one.run([&](DeviceComm& comm) {
     cudaStream_t s = comm.stream();
     CublasHandle cublas(s);
+    {
+      // The six GEMMs of one rank's shapes, with nothing between them.
+      RankBuffers b(comm.ledger(), perf, ranks);
+      for (DeviceBuffer<bf16>* buf : {&b.p.w1, &b.p.w2, &b.x, &b.dy, &b.p.a}) {
+        fill_uniform(buf->data(), buf->size(), 0.05f, 7, s);
+      }
+      const int B = perf.tokens, d = perf.d, f = perf.f / ranks;
+      auto gemms = [&] {
+        const cublasHandle_t h = cublas.get();
+        gemm(h, Trans::no, Trans::no, B, f, d, b.x.data(), b.p.w1.data(), b.p.h.data(), DType::bf16);
+        gemm(h, Trans::no, Trans::no, B, d, f, b.p.a.data(), b.p.w2.data(), b.y.data(), DType::bf16);
+        gemm(h, Trans::yes, Trans::no, f, d, B, b.p.a.data(), b.dy.data(), b.p.dw2.data(), DType::bf16);
+        gemm(h, Trans::no, Trans::yes, B, f, d, b.dy.data(), b.p.w2.data(), b.p.da.data(), DType::bf16);
+        gemm(h, Trans::yes, Trans::no, d, f, B, b.x.data(), b.p.da.data(), b.p.dw1.data(), DType::bf16);
+        gemm(h, Trans::no, Trans::yes, B, d, f, b.p.da.data(), b.p.w1.data(), b.dx.data(), DType::bf16);
+      };
+      out.gemm_ms = time_rank_steps(comm, warmup, iters, gemms);
+    }
     RankBuffers b(comm.ledger(), perf, 1);
     for (DeviceBuffer<bf16>* buf : {&b.p.w1, &b.p.w2, &b.x, &b.dy}) fill_uniform(buf->data(), buf->size(), 0.05f, 7, s);
-    const int B = perf.tokens, d = perf.d, f = perf.f;
     auto ffn = [&] {
       tp_ffn_forward(comm, cublas.get(), perf, b.p, b.x.data(), b.y.data());
       tp_ffn_backward(comm, cublas.get(), perf, b.p, b.x.data(), b.dy.data(), b.dx.data());
     };
-    // The same six GEMMs with nothing between them: the rate the FFN cannot beat.
-    auto gemms = [&] {
-      const cublasHandle_t h = cublas.get();
-      gemm(h, Trans::no, Trans::no, B, f, d, b.x.data(), b.p.w1.data(), b.p.h.data(), DType::bf16);
-      gemm(h, Trans::no, Trans::no, B, d, f, b.p.a.data(), b.p.w2.data(), b.y.data(), DType::bf16);
-      gemm(h, Trans::yes, Trans::no, f, d, B, b.p.a.data(), b.dy.data(), b.p.dw2.data(), DType::bf16);
-      gemm(h, Trans::no, Trans::yes, B, f, d, b.dy.data(), b.p.w2.data(), b.p.da.data(), DType::bf16);
-      gemm(h, Trans::yes, Trans::no, d, f, B, b.x.data(), b.p.da.data(), b.p.dw1.data(), DType::bf16);
-      gemm(h, Trans::no, Trans::yes, B, d, f, b.p.da.data(), b.p.w1.data(), b.dx.data(), DType::bf16);
-    };
-    out.gemm_ms = time_per_call(s, warmup, iters, gemms);
-    out.ffn_ms = time_per_call(s, warmup, iters, ffn);
+    out.ffn_ms = time_rank_steps(comm, warmup, iters, ffn);
   });
   return out;
 }

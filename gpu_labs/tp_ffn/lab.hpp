@@ -17,6 +17,12 @@ double ffn_step_flops(const FfnShape& shape, int ranks);
 /// Throws with the fix unless t divides f and every size is positive.
 void validate_shape(const FfnShape& shape, int ranks, const std::string& what);
 
+/// The largest hidden width f' <= f that `ranks` divides with every rank's slice f' / ranks a
+/// multiple of `align` (keeps the GEMMs on tensor-core friendly sizes); f itself when it already
+/// fits. Used for default shapes when the rank count (3, say) does not divide f. Throws when no
+/// positive width fits.
+int fit_hidden_to_ranks(int f, int ranks, int align = 8);
+
 /// The check problem: inputs rounded to bf16 and the float64 reference outputs.
 struct FfnProblem {
   FfnShape shape;          ///< sizes
@@ -45,14 +51,17 @@ struct FfnRankResult {
 FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const FfnShape& perf,
                           int warmup, int iters);
 
-/// Single-GPU baselines on `perf`: the unsplit FFN (the same code at t = 1) and the bare cuBLAS
-/// GEMMs of those shapes. Runs on device 0 through a one-rank emulated communicator.
+/// Single-GPU baselines for `perf` on t ranks, on device 0 through a one-rank emulated
+/// communicator: the unsplit FFN (the same code at t = 1), and the six bare cuBLAS GEMMs of one
+/// rank's shapes ((B, d) x (d, f/t) and so on), back to back with nothing between them: the rate
+/// a rank's FFN cannot beat, so tp per-GPU rate / GEMM rate is the share lost to GELU, the
+/// all-reduces and launch gaps.
 struct FfnBaseline {
-  double ffn_ms = 0.0;   ///< unsplit forward + backward
-  double gemm_ms = 0.0;  ///< its six GEMMs alone, back to back
+  double ffn_ms = 0.0;   ///< unsplit forward + backward (full f)
+  double gemm_ms = 0.0;  ///< the six GEMMs of one rank's shapes (f / t)
 };
 
 /// Measures FfnBaseline (warmup + iters of each).
-FfnBaseline ffn_baselines(const FfnShape& perf, int warmup, int iters);
+FfnBaseline ffn_baselines(const FfnShape& perf, int ranks, int warmup, int iters);
 
 }  // namespace mgpu::gpu

@@ -103,7 +103,8 @@ Zero3Setup::Zero3Setup(DeviceComm& comm, MemoryLedger& led, const Zero3Shape& sh
 }
 
 Zero3Setup::~Zero3Setup() {
-  cudaDeviceSynchronize();
+  // A failing NCCL rank must not wait here for a prefetch a dead peer never serves.
+  if (!rank_unwinding()) cudaDeviceSynchronize();
   for (int i = 0; i < 2; ++i) {
     cudaEventDestroy(p.gathered_ready[i]);
     cudaEventDestroy(p.gathered_free[i]);
@@ -129,6 +130,9 @@ std::vector<float> gather_master(DeviceComm& comm, Zero3Rank& p) {
   std::vector<float> out;
   for (Zero3Layer& layer : p.layers) {
     comm.all_gather(layer.master.data(), full.data(), p.shard, DType::f32);
+    // Wait through the communicator, which gives up if another rank failed; the download's own
+    // wait would block for ever on a gather that a dead peer never joins.
+    comm.synchronize();
     const std::vector<float> host = full.download(comm.stream());
     out.insert(out.end(), host.begin(), host.begin() + static_cast<std::ptrdiff_t>(dd));
   }
@@ -189,6 +193,7 @@ void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const Ada
            p.acts[static_cast<std::size_t>(l)].data(), DType::bf16);
     }
     if (loss != nullptr) {
+      comm.synchronize();  // earlier steps' all-reduces are on this stream too
       const std::vector<bf16> y = p.acts.back().download(s);
       std::vector<bf16> t(act);
       MGPU_CUDA_CHECK(cudaMemcpyAsync(t.data(), target, act * sizeof(bf16), cudaMemcpyDeviceToHost, s));

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <utility>
 
 using namespace mgpu::gpu;
 using mgpu::Category;
@@ -24,7 +26,25 @@ struct RankOut {
   double ms_plain = 0, ms_prefetch = 0, ms_dp = 0;  // timing, per step
   MemoryLedger zero3_memory;                        // ZeRO-3 ledger after the timing shape ran
   MemoryLedger dp_memory;                           // the same for data parallelism
+  std::size_t ledger_setup = 0;                     // ZeRO-3 ledger total right after its setup
+  long long device_setup = 0;                       // device memory the setup took (cudaMemGetInfo)
+  long long device_steps = 0;                       // ... and after the timed steps (adds workspaces)
 };
+
+// Free device memory as the device reports it. The ranks meet before and after each reading, so
+// no rank allocates while another reads: under emulation, where all ranks share one GPU, the
+// difference of two readings is every rank's allocations together.
+long long device_free(DeviceComm& comm) {
+  comm.barrier();
+  std::size_t free = 0, total = 0;
+  MGPU_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  comm.barrier();
+  return static_cast<long long>(free);
+}
+
+std::string signed_bytes(long long bytes) {
+  return bytes < 0 ? "-" + format_bytes(static_cast<double>(-bytes)) : format_bytes(static_cast<double>(bytes));
+}
 
 // Peak bytes of the training state: weights + grads + master + optimizer (16 Psi in total).
 std::size_t state_bytes(const MemoryLedger& led) {
@@ -76,6 +96,7 @@ int main(int argc, char** argv) {
       for (int k = 1; k <= check_steps; ++k) {
         dp_train_step(comm, cublas.get(), ref, check_adam, k, n * check.tokens, &ref_loss[static_cast<std::size_t>(k - 1)]);
       }
+      comm.synchronize();
       ref_master = ref.master.download(comm.stream());
     });
 
@@ -83,7 +104,7 @@ int main(int argc, char** argv) {
       RankOut out;
       int step = 0;  // Adam's step counter, continued across the timed runs
       auto time_steps = [&](const std::function<void(int)>& one) {
-        return time_per_call(comm.stream(), steps.warmup, steps.iters, [&] { one(++step); }, [&] { comm.barrier(); });
+        return time_rank_steps(comm, steps.warmup, steps.iters, [&] { one(++step); });
       };
       CublasHandle cublas(comm.stream());
       {
@@ -94,9 +115,13 @@ int main(int argc, char** argv) {
       }
       {
         MemoryLedger led;
+        const long long before = device_free(comm);
         Zero3Setup z(comm, led, perf, nullptr);
+        out.device_setup = before - device_free(comm);
+        out.ledger_setup = led.current_total();
         out.ms_plain = time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, false, adam, k); });
         out.ms_prefetch = time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, true, adam, k); });
+        out.device_steps = before - device_free(comm);
         out.zero3_memory = led;
       }
       {
@@ -119,7 +144,7 @@ int main(int argc, char** argv) {
       want.push_back(static_cast<double>(ref_master[i]) - model.weights[i]);
     }
     const double err = norm_rel_error(got, want), err_max = max_rel_error(got, want);
-    const bool pass = err <= tol;
+    const bool pass = within_tolerance(err, tol);
     double ms_plain = 0, ms_pre = 0, ms_dp = 0;
     for (const RankOut& o : outs) {
       ms_plain = std::max(ms_plain, o.ms_plain);
@@ -136,12 +161,43 @@ int main(int argc, char** argv) {
                 pass ? "pass" : "FAIL");
     std::printf("reference loss per step:");
     for (double l : ref_loss) std::printf(" %.5f", l);
-    std::printf("\nmemory per GPU, layers=%d d=%d (Psi = %.3g params), peak bytes by category on rank 0:\n",
-                perf.layers, perf.d, psi);
-    std::printf("%s", peak_table(r0.zero3_memory).c_str());
-    std::printf("  state (weights+grads+master+optimizer) %s vs 16 Psi / N = %s; data parallel holds %s\n",
-                format_bytes(static_cast<double>(state)).c_str(), format_bytes(zero3_state_bytes(psi, n)).c_str(),
+    std::printf("\nmemory per GPU, layers=%d d=%d (Psi = %.3g params), N = %d, peak bytes by category on rank 0:\n",
+                perf.layers, perf.d, psi, n);
+    std::printf("  %-12s %12s %14s %12s %12s\n", "category", "zero3", "formula", "=", "data par.");
+    // Mixed-precision Adam per parameter: bf16 weights 2, bf16 grads 2, fp32 master 4, Adam m and v 8.
+    const std::pair<Category, double> per_param[] = {
+        {Category::weights, 2}, {Category::grads, 2}, {Category::master, 4}, {Category::optimizer, 8}};
+    for (const auto& [category, bytes] : per_param) {
+      const std::string formula = std::to_string(static_cast<int>(bytes)) + " Psi / N";
+      std::printf("  %-12s %12s %14s %12s %12s\n", std::string(mgpu::to_string(category)).c_str(),
+                  format_bytes(static_cast<double>(r0.zero3_memory.peak(category))).c_str(), formula.c_str(),
+                  format_bytes(bytes * psi / n).c_str(),
+                  format_bytes(static_cast<double>(r0.dp_memory.peak(category))).c_str());
+    }
+    for (Category category : {Category::activations, Category::comm}) {
+      std::printf("  %-12s %12s %14s %12s %12s\n", std::string(mgpu::to_string(category)).c_str(),
+                  format_bytes(static_cast<double>(r0.zero3_memory.peak(category))).c_str(), "-", "-",
+                  format_bytes(static_cast<double>(r0.dp_memory.peak(category))).c_str());
+    }
+    std::printf("  %-12s %12s %14s %12s %12s\n", "state", format_bytes(static_cast<double>(state)).c_str(),
+                "16 Psi / N", format_bytes(zero3_state_bytes(psi, n)).c_str(),
                 format_bytes(static_cast<double>(state_bytes(r0.dp_memory))).c_str());
+    std::printf("  %-12s %12s %14s %12s %12s\n", "peak total",
+                format_bytes(static_cast<double>(r0.zero3_memory.peak_total())).c_str(), "", "",
+                format_bytes(static_cast<double>(r0.dp_memory.peak_total())).c_str());
+    // The device's own count beside the ledger's. Emulated ranks share one GPU, so there the
+    // device difference is compared with every rank's ledger together.
+    std::size_t ledger_setup = r0.ledger_setup;
+    if (!cluster.timing_representative()) {
+      ledger_setup = 0;
+      for (const RankOut& o : outs) ledger_setup += o.ledger_setup;
+    }
+    std::printf("device memory (cudaMemGetInfo) taken by the ZeRO-3 setup%s: %s; ledger: %s (ratio %.3f); after the "
+                "timed steps: %s (adds cuBLAS and NCCL workspaces and allocator rounding)\n",
+                cluster.timing_representative() ? " on rank 0's GPU" : ", all emulated ranks on GPU 0",
+                signed_bytes(r0.device_setup).c_str(), format_bytes(static_cast<double>(ledger_setup)).c_str(),
+                ledger_setup > 0 ? static_cast<double>(r0.device_setup) / static_cast<double>(ledger_setup) : 0.0,
+                signed_bytes(r0.device_steps).c_str());
     std::printf("timing tokens/rank=%d: zero3 step %.3f ms (no prefetch %.3f ms), data-parallel step %.3f ms, "
                 "ratio %.2f (goal <= 1.3); %.1f TFLOP/s per GPU\n", perf.tokens, ms_pre, ms_plain, ms_dp,
                 ms_pre / ms_dp, tflops);
@@ -149,7 +205,8 @@ int main(int argc, char** argv) {
     ResultLine line = lab_result("zero3", cluster);
     line.add("check", pass ? "pass" : "fail").add("err", err).add("ms", ms_pre).add("tflops", tflops);
     line.add("dp_ms", ms_dp).add("vs_dp", ms_pre / ms_dp).add("state_bytes", static_cast<double>(state));
-    line.add("formula_bytes", zero3_state_bytes(psi, n));
+    line.add("formula_bytes", zero3_state_bytes(psi, n)).add("device_bytes", static_cast<double>(r0.device_setup));
+    line.add("ledger_bytes", static_cast<double>(ledger_setup));
     std::printf("%s\n", line.str().c_str());
     return static_cast<int>(pass ? lab_pass : lab_fail);
   });

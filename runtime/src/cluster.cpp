@@ -31,7 +31,11 @@ bool is_rank_stopped(const std::exception_ptr& e) {
 
 std::string Group::describe() const {
   std::string s = name + "{";
-  for (std::size_t i = 0; i < members.size(); ++i) s += (i ? "," : "") + std::to_string(members[i]);
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + std::string.
+    if (i > 0) s += ',';
+    s += std::to_string(members[i]);
+  }
   return s + "}";
 }
 
