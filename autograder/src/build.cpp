@@ -64,6 +64,33 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
   spec.exe = cmd.front();
 }
 
+// Runs a configure or build of a student tree where it cannot read the reference: with
+// namespaces, as hide_reference_from says; in the uid sandbox, as a leased uid that owns only the
+// submission's folder while it runs (the reference is sealed to the grader's user). Root owns the
+// folder again afterwards, so later cases, whatever their uid, cannot read it.
+RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tree) {
+  if (sandbox().kind == SandboxKind::namespaces) {
+    hide_reference_from(spec, p, tree);
+    return run_process(spec);
+  }
+  if (sandbox().kind != SandboxKind::uid || ::geteuid() != 0) return run_process(spec);
+  const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
+  UidLease lease;
+  if (!lease.held()) {
+    RunOutcome o;
+    o.start_error = "every case uid is in use (too many builds and cases at once); lower --jobs";
+    return o;
+  }
+  chown_tree(own, lease.uid());
+  spec.run_as = lease.uid();
+  spec.env.emplace_back("CCACHE_DISABLE", "1");  // the grader's compiler cache is not the build uid's to write
+  spec.env.emplace_back("HOME", own.string());
+  RunOutcome o = run_process(spec);
+  kill_uid(lease.uid());
+  chown_tree(own, 0);
+  return o;
+}
+
 bool is_student_tree(const fs::path& tree) {
   std::error_code ec;
   const fs::path stamp = tree / "mgpu-grade-configure.txt";
@@ -102,6 +129,9 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   Staged st;
   fs::path top = submission;
   std::error_code ec;
+  // The submission's folder (src/ and its build trees) is the grader's alone between builds.
+  fs::create_directories(scratch, ec);
+  fs::permissions(scratch.parent_path(), fs::perms::owner_all, fs::perm_options::replace, ec);
   // Both throw RejectedSubmission for a link, a `..` path or a submission over the caps.
   if (fs::is_regular_file(submission) && submission.extension() == ".zip") {
     top = scratch / "unzipped";  // gpu_labs.cpp stages the lab files from here too
@@ -214,10 +244,7 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
   spec.merge_output = true;
   spec.output_cap = 256 * 1024;
   spec.env = build_env(project);
-  if (cfg.impl == "student") {
-    hide_reference_from(spec, project, cfg.dir);
-  }
-  RunOutcome o = run_process(spec);
+  RunOutcome o = cfg.impl == "student" ? run_student_build(spec, project, cfg.dir) : run_process(spec);
   if (!o.started) return o.start_error;
   if (o.timed_out) return "configuring timed out after 300 s";
   if (!o.exited || o.exit_code != 0) return "cmake configure failed:\n" + o.out;
@@ -246,10 +273,7 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
   spec.merge_output = true;
   spec.output_cap = 512 * 1024;
   spec.env = build_env(project);
-  if (is_student_tree(tree)) {
-    hide_reference_from(spec, project, tree);
-  }
-  RunOutcome o = run_process(spec);
+  RunOutcome o = is_student_tree(tree) ? run_student_build(spec, project, tree) : run_process(spec);
   b.seconds = o.wall_s;
   std::string out = o.out;
   if (!scratch_chapters.empty()) {

@@ -141,9 +141,25 @@ bool reference_available(const Project& p) { return p.own_is_solution && p.has_s
 // everything a case must never read is closed to other users (autograder/SECURITY.md).
 void prepare_sandbox(const Project& p, const GradeOptions& o) {
   require_sandbox();
+  // A student build as its own uid must reach its folder in the work folder, so the work folder
+  // cannot lie inside a folder sealed below.
+  if (sandbox().kind == SandboxKind::uid)
+    for (const fs::path& sealed : {p.own_tree, p.root / "solutions"}) {
+      const fs::path rel = fs::weakly_canonical(o.work_dir).lexically_relative(fs::weakly_canonical(sealed));
+      if (!rel.empty() && *rel.begin() != "..")
+        throw std::runtime_error(fmt::format("--work-dir {} lies inside {}, which is closed to the build uids; "
+                                             "choose a work folder outside it (the default is build/grade)",
+                                             o.work_dir.string(), sealed.string()));
+    }
   sweep_leftovers();
   const fs::path a = p.root / "autograder";
-  seal({p.root / "solutions", p.root / "build", p.own_tree, o.work_dir, a / "chaff", a / "wheat", a / "private"});
+  // Closed: the reference, its results, its private trees, the proofs and private files. Passed
+  // through only: the way to the student build trees, each owned by its build uid while it builds
+  // (build.cpp, run_student_build) and by the grader's user otherwise.
+  seal({p.root / "solutions", p.own_tree, o.work_dir / "reference", o.work_dir / "reference-private",
+        o.work_dir / "gradescope-bundle", a / "chaff", a / "wheat", a / "private"});
+  fs::create_directories(o.work_dir / "student");
+  seal_traverse_only({p.root / "build", o.work_dir, o.work_dir / "student"});
 }
 
 

@@ -28,7 +28,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 std::string excerpt(const std::string& label, const std::string& text, bool truncated) {
   if (text.empty()) return "";
   constexpr std::size_t kShow = 2000;
-  std::string s = text.substr(0, kShow);
+  std::string s = truncate_utf8(text, kShow);  // never half a character
   if (!s.empty() && s.back() != '\n') s += '\n';
   return fmt::format("--- {}{} ---\n{}", label, truncated || text.size() > kShow ? " (truncated)" : "", s);
 }

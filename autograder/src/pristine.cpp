@@ -1,6 +1,8 @@
 // Pristine skeletons from git's HEAD or from the copy a distribution ships (pristine.hpp).
 #include "pristine.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -69,18 +71,28 @@ fs::path pristine_root(const Project& project, const fs::path& work_dir) {
         project.root.string(), kShippedSkeleton.string()));
   const fs::path dir = work_dir / "pristine" / commit;
   if (fs::is_directory(dir, ec)) return dir;
-  // Extracted into a temporary folder and renamed, so concurrent graders never see half a copy.
+  // One extraction at a time (batch workers, graders sharing a work folder), into a temporary
+  // folder renamed when complete, so nobody ever sees half a copy.
+  fs::create_directories(work_dir / "pristine");
+  const int lock = ::open((work_dir / "pristine" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } unlock{lock};
+  if (fs::is_directory(dir, ec)) return dir;
   // Only what students edit: the solutions never land in a folder a build might see.
-  const fs::path tmp = work_dir / "pristine" / fmt::format(".{}-{}", commit, ::getpid());
+  const fs::path tmp = work_dir / "pristine" / ".extracting";
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
   export_commit(project, commit, tmp, {"chapters", "gpu_labs"});
   // Copies of older commits are of no further use.
   for (const auto& e : fs::directory_iterator(work_dir / "pristine", ec))
-    if (e.path() != tmp && e.path().filename().string()[0] != '.') fs::remove_all(e.path(), ec);
+    if (e.path().filename().string()[0] != '.') fs::remove_all(e.path(), ec);
   fs::rename(tmp, dir, ec);
-  if (ec && !fs::is_directory(dir)) throw std::runtime_error("cannot place the pristine copy at " + dir.string() + ": " + ec.message());
-  fs::remove_all(tmp, ec);  // another grader placed it first
+  if (ec) throw std::runtime_error("cannot place the pristine copy at " + dir.string() + ": " + ec.message());
   return dir;
 }
 

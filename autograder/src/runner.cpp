@@ -132,9 +132,10 @@ RunOutcome run_process(const RunSpec& spec) {
       return o;
     }
   }
-  const bool drop = lease.has_value();
-  const uid_t uid = drop ? lease->uid() : ::geteuid();
-  const gid_t gid = drop ? static_cast<gid_t>(lease->uid()) : ::getegid();
+  const bool run_as = !spec.isolate && spec.run_as && ::geteuid() == 0;
+  const bool drop = lease.has_value() || run_as;
+  const uid_t uid = lease ? lease->uid() : run_as ? *spec.run_as : ::geteuid();
+  const gid_t gid = drop ? static_cast<gid_t>(uid) : ::getegid();
 
   // A fresh working folder the program may scribble in; removed afterwards.
   std::filesystem::path workdir = spec.cwd;
@@ -254,7 +255,7 @@ RunOutcome run_process(const RunSpec& spec) {
       if (::setuid(uid) != 0) child_fail(ew, 6);
     }
     // Dies with the grader (changing uid above cleared any earlier setting).
-    if (spec.isolate && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
+    if ((spec.isolate || drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
     if (spec.isolate) ::execve(argv[0], argv.data(), envp.data());
     else ::execvpe(argv[0], argv.data(), envp.data());
     child_fail(ew, 7);

@@ -4,6 +4,8 @@
 // captured up to a cap.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -30,6 +32,9 @@ struct RunSpec {
   std::size_t output_cap = 64 * 1024;      ///< bytes kept of stdout and of stderr each
   std::size_t result_cap = 64ull << 20;    ///< a larger result counts as no result
   bool merge_output = false;               ///< stderr into the stdout capture (builds)
+  /// Not isolated, grader running as root: run as this uid (and gid), dying with the grader. A
+  /// student build in the uid sandbox runs so, unable to read the sealed reference.
+  std::optional<uid_t> run_as;
 };
 
 /// What happened.

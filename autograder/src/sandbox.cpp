@@ -221,4 +221,19 @@ void seal(const std::vector<fs::path>& paths) {
       fs::permissions(p, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove, ec);
 }
 
+void seal_traverse_only(const std::vector<fs::path>& paths) {
+  std::error_code ec;
+  for (const auto& p : paths)
+    if (fs::is_directory(p, ec))
+      fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::replace, ec);
+}
+
+void chown_tree(const fs::path& dir, uid_t uid) {
+  std::error_code ec;
+  if (::lchown(dir.c_str(), uid, static_cast<gid_t>(uid)) != 0) return;
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    (void)::lchown(it->path().c_str(), uid, static_cast<gid_t>(uid));
+}
+
 }  // namespace mgpu::grade

@@ -73,4 +73,13 @@ std::string case_dir_template();
 /// case running as another uid cannot read them even outside namespaces.
 void seal(const std::vector<std::filesystem::path>& paths);
 
+/// Folders on the way to the student build trees (build/, the work folder, its student/): mode
+/// 0711, so a build uid can pass through to the one folder it owns but list nothing.
+void seal_traverse_only(const std::vector<std::filesystem::path>& paths);
+
+/// Gives a folder and everything in it to uid (and gid uid), mode 0700 on the folder itself: a
+/// student build in the uid sandbox owns its submission's folder while it runs, and root owns it
+/// again afterwards, so no case uid can read another submission's sources or objects.
+void chown_tree(const std::filesystem::path& dir, uid_t uid);
+
 }  // namespace mgpu::grade

@@ -35,6 +35,19 @@ void attack_batch(const std::string& mode) {
     fs::path sub = toy_submission(dir / "subs" / a, "");
     fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
   }
+  // Compile time: a submission that answers right only when the compiler can see the reference.
+  // Written here, since the reference's absolute path differs from machine to machine.
+  {
+    fs::path sub = toy_submission(dir / "subs" / "include_reference", "");
+    std::string text = read_text(fixtures() / "toy/solution/toy_a/toy_a.cpp");
+    const std::string body = "double toy_scale(double x, int k) { return x * k; }";
+    REQUIRE(text.find(body) != std::string::npos);
+    text.replace(text.find(body), body.size(),
+                 "#if __has_include(\"" + (this_project().root / "solutions/11_1_memory/formulas.cpp").string() +
+                     "\")\ndouble toy_scale(double x, int k) { return x * k; }\n#else\n"
+                     "double toy_scale(double, int) { return -1; }\n#endif");
+    std::ofstream(sub / "toy_a/toy_a.cpp") << text;
+  }
   // A correct submission graded beside them must keep its full marks.
   fs::path good = toy_submission(dir / "subs" / "zz_correct", "");
   fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", good / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
@@ -55,6 +68,10 @@ void attack_batch(const std::string& mode) {
   auto report = [&](const std::string& name) { return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json"))); };
   CHECK(case_status(report("steal_reference"), "toy_a.scale") == "wrong");
   CHECK(case_status(report("exec_reference"), "toy_a.scale") == "wrong");
+  // The build could not read solutions/: hidden (namespaces: the answer is wrong) or unreadable
+  // (uid: GCC's __has_include sees the file, reading it fails the build). Either way no points.
+  const std::string included = case_status(report("include_reference"), "toy_a.scale");
+  CHECK((included == "wrong" || included == "build-failed"));
   CHECK(case_status(report("setsid_escape"), "toy_a.scale") == "passed");
   auto mem = report("memory_children");
   CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
