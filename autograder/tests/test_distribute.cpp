@@ -1,6 +1,7 @@
 // What leaves the instructor's checkout, on a small git repository made for the test: release and
 // bundle ship HEAD (never the working tree), refuse uncommitted changes unless told, keep the
 // reference and graded cases from students, and speak to students in the release's READMEs.
+// Instructors' tools: skipped in the student distribution (which has neither them nor git).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -76,7 +77,7 @@ Project mini_course(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("the release is HEAD for students: no reference, no graded cases, the pristine skeleton, student READMEs") {
+TEST_CASE("the release is HEAD for students: no reference, no graded cases, the pristine skeleton, student READMEs" * doctest::skip(!can_grade())) {
   Project p = mini_course("release_repo");
   put(p.root / "stray.svg", "<svg/>");  // untracked: never ships
   fs::path out = fresh_dir("release") / "course";
@@ -97,7 +98,7 @@ TEST_CASE("the release is HEAD for students: no reference, no graded cases, the 
   CHECK_THROWS_WITH_AS(write_release(p, out, false), doctest::Contains("not empty"), std::runtime_error);
 }
 
-TEST_CASE("a release from a checkout with edited chapters is refused, and with --allow-dirty ships the committed files") {
+TEST_CASE("a release from a checkout with edited chapters is refused, and with --allow-dirty ships the committed files" * doctest::skip(!can_grade())) {
   Project p = mini_course("dirty_repo");
   put(p.root / "chapters/c1/c1.cpp", "int f() { return 42; }  // finished in the instructor's copy\n");
   fs::path dir = fresh_dir("dirty_release");
@@ -112,7 +113,7 @@ TEST_CASE("a release from a checkout with edited chapters is refused, and with -
   CHECK_NOTHROW(write_release(q, dir / "solutions_dirty", false));
 }
 
-TEST_CASE("the pristine skeleton comes from HEAD in a checkout and from autograder/skeleton in a release") {
+TEST_CASE("the pristine skeleton comes from HEAD in a checkout and from autograder/skeleton in a release" * doctest::skip(!can_grade())) {
   Project p = mini_course("pristine_repo");
   put(p.root / "chapters/c1/c1.cpp", "int f() { return 42; }\n");
   fs::path work_dir = fresh_dir("pristine_work");
@@ -148,7 +149,7 @@ TEST_CASE("submit zips exactly the manifest files, as chapters/<chapter>/<file>"
   CHECK(zip_listing(dir / "upload.zip") == "chapters/toy_a/toy_a.cpp\n");
 }
 
-TEST_CASE("the Gradescope bundle: HEAD with the reference, the scripts at the top, private files and a secret") {
+TEST_CASE("the Gradescope bundle: HEAD with the reference, the scripts at the top, private files and a secret" * doctest::skip(!can_grade())) {
   Project p = mini_course("bundle_repo");
   put(p.root / "solutions/c1/c1.cpp", "int f() { return 0; }  // uncommitted\n");
   fs::path dir = fresh_dir("bundle");
