@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mgpu::demo {
@@ -84,6 +85,10 @@ std::string predict(const std::function<double()>& formula, const std::function<
 }
 std::string plain(double value) { return fmt::format("{:.1f}", value); }
 
+// Whose chapter code this program was built with, so that no output calls the reference "yours".
+bool reference_build() { return std::string_view(MGPU_DEMO_IMPL) == "solution"; }
+std::string whose() { return reference_build() ? "the reference" : "your"; }
+
 void run(const Options& o) {
   if (o.ranks < 1 || o.steps < 1) throw std::invalid_argument("--ranks and --steps must be at least 1");
   model::ModelConfig cfg;
@@ -116,6 +121,9 @@ void run(const Options& o) {
   const std::int64_t sequences = o.sequences_per_rank * o.ranks;
 
   fmt::print("11.2 data parallelism on {} simulated ranks ({})\n", o.ranks, one_node ? "one node" : "several nodes");
+  fmt::print("code: {}\n", reference_build()
+                                ? "the reference solutions (solutions/11_2_data_parallel); add --student to run yours"
+                                : "your chapters/11_2_data_parallel (the student build)");
   fmt::print("model: {} blocks, d_model {}, d_ff {}: {} parameters, {} of fp32 gradients\n", cfg.n_layers, cfg.d_model,
              cfg.d_ff, net.num_params(), human_bytes(grad_bytes));
   fmt::print("batch: {} sequences of {} tokens per step, {} per rank; cost model: {:.3g} FLOP/s per rank, "
@@ -125,7 +133,7 @@ void run(const Options& o) {
   fmt::print("(a slow GPU for a small model, so compute and communication take comparable time, as in real runs)\n\n");
 
   // ---------------------------------------------------------------- one ring all-reduce
-  fmt::print("Ring all-reduce of one gradient-sized buffer (your ring_all_reduce, TODO 6)\n");
+  fmt::print("Ring all-reduce of one gradient-sized buffer ({} ring_all_reduce, TODO 6)\n", whose());
   {
     Cluster cluster(cc);
     std::string error;
@@ -169,7 +177,7 @@ void run(const Options& o) {
        [&](Rank& r, model::Replica& rep, model::Adam& adam, const model::Batch& b) {
          return dp::data_parallel_step(r, r.world(), net, rep, adam, b, dp::GradAverager::runtime);
        }},
-      {"your ring after backward",
+      {whose() + " ring after backward",
        [&](Rank& r, model::Replica& rep, model::Adam& adam, const model::Batch& b) {
          return dp::data_parallel_step(r, r.world(), net, rep, adam, b, dp::GradAverager::ring);
        }},

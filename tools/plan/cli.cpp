@@ -206,13 +206,11 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
     }
     return kExitOk;
   } catch (const mgpu::NotImplemented& e) {
+    // Rows wait for unwritten functions; reaching here means a view read one of them.
     err << fmt::format(
-        "mgpu plan: this plan needs a function you have not written yet ({}).\n"
-        "  Implement it in {}/ and check it with ./mgpu test --student {}; the reference build "
-        "shows the "
-        "expected numbers.\n",
-        e.what(), chapter_folder_for(e.what()),
-        chapter_folder_for(e.what()).substr(std::string("chapters/").size()));
+        "mgpu plan: internal error: a row waiting for a chapter function was read ({}); please "
+        "report it. Implementing that function in {}/ makes it go away.\n",
+        e.what(), chapter_folder_for(e.what()));
     return kExitNotImplemented;
   } catch (const std::invalid_argument& e) {  // UsageError, and a chapter function's own checks
     err << "mgpu plan: " << e.what() << '\n';

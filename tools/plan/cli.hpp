@@ -13,11 +13,15 @@ enum ExitStatus : int {
   kExitOk = 0,       ///< the report was printed (whether or not the layout fits)
   kExitIoError = 1,  ///< --json or --svg could not be written
   kExitUsage = 2,    ///< a flag is missing, unknown or inconsistent; the message says the fix
-  kExitNotImplemented = 3,  ///< a chapter function it needs still throws mgpu::NotImplemented
+  /// A chapter function escaped the rows that wait for it (a planner bug: a pending row was read).
+  /// Unwritten chapter functions leave their rows pending and the report still exits 0.
+  kExitNotImplemented = 3,
 };
 
 /// Runs the planner on `args` (the flags, without the program name), printing the report to
-/// `out` and problems to `err`. Returns one of ExitStatus.
+/// `out` and problems to `err`. Relative --json and --svg paths are relative to the working
+/// directory (`./mgpu plan` runs the program in the folder it was called from). Returns one of
+/// ExitStatus.
 int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 /// The chapter folder a NotImplemented message points at, e.g. "not implemented: 11.3 zero_state"

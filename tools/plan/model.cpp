@@ -1,12 +1,15 @@
 // make_plan(): the planner's numbers, each obtained from the chapter function that teaches it
-// (11.1 bytes and FLOPs, 11.2/11.3 data-parallel traffic, 11.5 bubble, 11.6 recompute cost,
-// 11.7 memory and traffic of a layout), so the student build shows the student's own numbers.
-// No chapter formula is restated here; the only arithmetic is bookkeeping: the share
-// Psi / (tp pp) that the ZeRO traffic is asked about, and the bubble's idle time added to time.
+// (11.1 bytes and FLOPs, 11.2/11.3 data-parallel memory and traffic, 11.5 bubble, 11.6 recompute
+// cost, 11.7 memory and traffic of a layout with a model shape), so the student build shows the
+// student's own numbers, and a row whose function is still a skeleton waits for it while the
+// others are computed. No chapter formula is restated here; the only arithmetic is bookkeeping:
+// the share Psi / (tp pp) that the ZeRO formulas are asked about, and the bubble's idle time
+// added to the training time.
 #include "plan/model.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "11_2_data_parallel/formulas.hpp"
@@ -78,6 +81,60 @@ Options with_gpus(Options o, std::int64_t gpus) {
   return o;
 }
 
+MemoryBytes from_state(const zero::StateBytes& z) {
+  MemoryBytes m;
+  m.weights = z.weights_bytes;
+  m.grads = z.grads_bytes;
+  m.master = z.master_bytes;
+  m.optimizer = z.optimizer_bytes;
+  return m;
+}
+
+// The whole training state of `params` parameters by kind, from 11.1's training_state_bytes:
+// each kind is what adding it to the recipe adds to the total, so every row runs the chapter's
+// own function (a recipe without weights is invalid, so the kinds are added one at a time).
+MemoryBytes whole_state_by_kind(double params, const memory::PrecisionRecipe& r) {
+  memory::PrecisionRecipe upto{r.bytes_weights, 0, 0, 0};
+  const double w = memory::training_state_bytes(params, upto);
+  upto.bytes_grads = r.bytes_grads;
+  const double wg = memory::training_state_bytes(params, upto);
+  upto.bytes_master = r.bytes_master;
+  const double wgm = memory::training_state_bytes(params, upto);
+  upto.bytes_optimizer = r.bytes_optimizer;
+  const double all = memory::training_state_bytes(params, upto);
+  MemoryBytes m;
+  m.weights = w;
+  m.grads = wg - w;
+  m.master = wgm - wg;
+  m.optimizer = all - wgm;
+  return m;
+}
+
+enum class MemoryRoute { whole_state, zero_shards, layout };
+
+// Which chapter teaches the memory of this layout: the training state alone is 11.1's when
+// nothing is sharded and 11.3's when ZeRO shards it; activations need 11.7's layout model.
+MemoryRoute memory_route(const Options& o) {
+  if (o.shape) return MemoryRoute::layout;
+  if (o.zero_stage == 0 || data_parallel_degree(o) == 1) return MemoryRoute::whole_state;
+  return MemoryRoute::zero_shards;
+}
+
+// The first pending function among rows, empty when none is pending.
+template <class... R>
+std::string first_missing(const R&... rows) {
+  std::string out;
+  ((out.empty() && rows.is_pending() ? (void)(out = rows.missing()) : void()), ...);
+  return out;
+}
+
+// A part of a computed structure as a row of its own, pending while the whole is.
+template <class S>
+Row<double> part(const Row<S>& whole, double S::*field) {
+  if (whole.has_value()) return Row<double>((*whole).*field);
+  return whole.is_pending() ? Row<double>::pending(whole.missing()) : Row<double>();
+}
+
 // ------------------------------------------------------------------ traffic
 
 // Data-parallel traffic by collective: the plain all-reduce from 11.2 at stage 0, ZeRO's
@@ -86,39 +143,174 @@ void add_data_parallel_traffic(Plan& p, const memory::PrecisionRecipe& recipe) {
   const Options& o = p.options;
   if (p.dp == 1) return;
   if (o.zero_stage == 0) {
-    p.traffic.push_back({"dp_all_reduce", "gradient all-reduce (plain data parallel)", "dp",
-                         data_parallel::gradient_all_reduce_bytes_per_rank(p.dp, p.params_per_gpu,
-                                                                           recipe.bytes_grads)});
+    p.traffic.push_back(
+        {"dp_all_reduce", "gradient all-reduce (plain data parallel)", "dp", compute_row([&] {
+           return data_parallel::gradient_all_reduce_bytes_per_rank(p.dp, p.params_per_gpu,
+                                                                    recipe.bytes_grads);
+         })});
     return;
   }
-  const zero::TrafficBytes z =
-      zero::zero_traffic_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp);
-  p.traffic.push_back(
-      {"zero_reduce_scatter", "ZeRO gradient reduce-scatter", "dp", z.reduce_scatter_bytes});
+  const Row<zero::TrafficBytes> z = compute_row(
+      [&] { return zero::zero_traffic_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp); });
+  p.traffic.push_back({"zero_reduce_scatter", "ZeRO gradient reduce-scatter", "dp",
+                       part(z, &zero::TrafficBytes::reduce_scatter_bytes)});
   p.traffic.push_back({"zero_all_gather_forward",
                        o.zero_stage == 3 ? "ZeRO weight all-gather before forward"
                                          : "ZeRO all-gather of updated weights",
-                       "dp", z.all_gather_forward_bytes});
+                       "dp", part(z, &zero::TrafficBytes::all_gather_forward_bytes)});
   if (o.zero_stage == 3)
     p.traffic.push_back({"zero_all_gather_backward", "ZeRO weight all-gather before backward", "dp",
-                         z.all_gather_backward_bytes});
-  if (z.all_reduce_bytes > 0)
-    p.traffic.push_back({"dp_all_reduce", "gradient all-reduce", "dp", z.all_reduce_bytes});
+                         part(z, &zero::TrafficBytes::all_gather_backward_bytes)});
+  if (z.has_value() && z->all_reduce_bytes > 0)
+    p.traffic.push_back({"dp_all_reduce", "gradient all-reduce", "dp", z->all_reduce_bytes});
 }
 
 // Tensor- and pipeline-parallel traffic of the busiest GPU, from the 11.7 layout model.
-void add_model_parallel_traffic(Plan& p, const layout::LayoutModel& model) {
+void add_model_parallel_traffic(Plan& p) {
   if (!p.options.shape || (p.options.tp == 1 && p.options.pp == 1)) return;
-  const layout::GpuTraffic t = layout::per_gpu_traffic(model);
+  const Row<layout::GpuTraffic> t =
+      compute_row([&] { return layout::per_gpu_traffic(layout_model(p.options)); });
   if (p.options.tp > 1)
     p.traffic.push_back({"tp_all_reduce",
                          p.options.shape->sequence_parallel
                              ? "tensor-parallel reduce-scatter + all-gather"
                              : "tensor-parallel activation all-reduces",
-                         "tp", t.tensor_parallel_bytes});
+                         "tp", part(t, &layout::GpuTraffic::tensor_parallel_bytes)});
   if (p.options.pp > 1)
-    p.traffic.push_back(
-        {"pp_boundary", "pipeline sends at stage boundaries", "pp", t.pipeline_bytes});
+    p.traffic.push_back({"pp_boundary", "pipeline sends at stage boundaries", "pp",
+                         part(t, &layout::GpuTraffic::pipeline_bytes)});
+}
+
+// ------------------------------------------------------------------ advice
+
+// Divisors of n above `above`, ascending, found in O(sqrt n) (n can be 2^31).
+std::vector<std::int64_t> divisors_above(std::int64_t n, std::int64_t above) {
+  std::vector<std::int64_t> small, large;
+  for (std::int64_t d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      small.push_back(d);
+      if (d != n / d) large.push_back(n / d);
+    }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  std::vector<std::int64_t> out;
+  for (std::int64_t d : small)
+    if (d > above) out.push_back(d);
+  return out;
+}
+
+// For a layout that does not fit, one suggestion per lever (ZeRO stage, tp, pp, recompute,
+// sequence parallelism), each evaluated on the same GPU count before it is shown: the smallest
+// change of that lever that fits, or, when none does, the one that comes closest. A change the
+// options would refuse (a tp that does not divide the heads, say), or one that needs no less
+// memory than the layout as it is, is never suggested.
+// A candidate change: what it does to the options, and the flag that says so.
+struct Change {
+  std::function<void(Options&)> apply;
+  std::string flag;
+};
+
+std::vector<Advice> evaluate_advice(const Plan& p) {
+  const Options& o = p.options;
+  const double now = p.memory->total();
+  std::vector<Advice> out;
+  std::vector<Change> chosen;  // the change behind each entry of `out`
+  // The candidates are valid options that need less memory than now, evaluated.
+  const auto evaluate = [&](const Options& changed) -> std::optional<Row<MemoryBytes>> {
+    try {
+      validate(changed);
+    } catch (const UsageError&) {
+      return std::nullopt;
+    }
+    return compute_row([&] { return memory_per_gpu(changed); });
+  };
+  // For a change that does not fit here: from how many GPUs on it would.
+  const auto fits_from = [&](const Change& change) {
+    Options changed = o;
+    change.apply(changed);
+    return compute_row([&] { return min_gpus_that_fit(changed, true); });
+  };
+  const auto lever = [&](const std::vector<Change>& candidates) {
+    std::optional<std::pair<Advice, Change>> best;
+    for (const Change& change : candidates) {
+      Options changed = o;
+      change.apply(changed);
+      const auto memory = evaluate(changed);
+      if (!memory) continue;
+      Advice a;
+      a.change = change.flag;
+      a.memory = *memory;
+      if (a.memory.is_pending()) {  // cannot be judged yet: say so, and what it waits for
+        out.push_back(a);
+        chosen.push_back(change);
+        return;
+      }
+      if (a.memory->total() >= now) continue;  // no better than the layout as it is
+      a.fits = fits_capacity(*a.memory, changed);
+      if (a.fits || !best || a.memory->total() < best->first.memory->total()) best = {a, change};
+      if (a.fits) break;
+    }
+    if (best) {
+      if (!best->first.fits) best->first.fits_from = fits_from(best->second);
+      out.push_back(best->first);
+      chosen.push_back(best->second);
+    }
+  };
+
+  std::vector<Change> zero;
+  if (p.dp > 1)
+    for (int s = o.zero_stage + 1; s <= 3; ++s)
+      zero.push_back({[s](Options& c) { c.zero_stage = s; }, fmt::format("--zero {}", s)});
+  lever(zero);
+
+  std::vector<Change> tp;
+  for (std::int64_t t : divisors_above(o.gpus_per_node, o.tp))
+    if (o.gpus % (t * o.pp) == 0)
+      tp.push_back({[t](Options& c) { c.tp = t; }, fmt::format("--tp {}", t)});
+  lever(tp);
+
+  std::vector<Change> pp;
+  for (std::int64_t q : divisors_above(o.gpus / o.tp, o.pp))
+    pp.push_back({[q](Options& c) { c.pp = q; }, fmt::format("--pp {}", q)});
+  lever(pp);
+
+  if (o.shape) {
+    std::vector<Change> recompute;
+    for (Recompute r : {Recompute::selective, Recompute::full})
+      if (static_cast<int>(r) > static_cast<int>(o.shape->recompute))
+        recompute.push_back({[r](Options& c) { c.shape->recompute = r; },
+                             fmt::format("--recompute {}", to_string(r))});
+    lever(recompute);
+    if (o.tp > 1 && !o.shape->sequence_parallel)
+      lever({{[](Options& c) { c.shape->sequence_parallel = true; }, "--sequence-parallel"}});
+  }
+
+  // No single change fits: the changes above together, each kept only when the options still
+  // make sense with it and it lowers the memory further, evaluated like the others.
+  const bool any_fits_or_pending = std::any_of(
+      out.begin(), out.end(), [](const Advice& a) { return a.fits || a.memory.is_pending(); });
+  if (out.size() > 1 && !any_fits_or_pending) {
+    Options together = o;
+    double lowest = now;
+    Advice combined;
+    int used = 0;
+    for (const Change& change : chosen) {
+      Options next = together;
+      change.apply(next);
+      const auto memory = evaluate(next);
+      if (!memory || !memory->has_value() || (*memory)->total() >= lowest) continue;
+      together = next;
+      lowest = (*memory)->total();
+      combined.change += (used++ ? " " : "") + change.flag;
+      combined.memory = *memory;
+      combined.fits = fits_capacity(**memory, together);
+    }
+    if (used > 1) {
+      if (!combined.fits)
+        combined.fits_from = compute_row([&] { return min_gpus_that_fit(together, true); });
+      out.push_back(combined);
+    }
+  }
+  return out;
 }
 
 // ------------------------------------------------------------------ explain
@@ -149,9 +341,11 @@ std::string activation_formula(const ModelShape& s, std::int64_t tp) {
 
 void add_factors(Plan& p, const memory::PrecisionRecipe& recipe) {
   const Options& o = p.options;
-  auto add = [&](std::string name, double value, std::string formula, std::string source) {
-    p.factors.push_back({std::move(name), value, std::move(formula), std::move(source)});
+  const auto add = [&](std::string name, Row<double> value, std::string formula,
+                       std::string source) {
+    p.factors.push_back({std::move(name), std::move(value), std::move(formula), std::move(source)});
   };
+  const auto memory_part = [&](double MemoryBytes::*field) { return part(p.memory, field); };
   const std::string preset =
       fmt::format("mgpu::memory::precision_preset(\"{}\") (11.1)", o.precision);
   add("w: weight bytes per parameter", recipe.bytes_weights, "recipe field bytes_weights", preset);
@@ -159,77 +353,84 @@ void add_factors(Plan& p, const memory::PrecisionRecipe& recipe) {
   add("m: master bytes per parameter", recipe.bytes_master, "recipe field bytes_master", preset);
   add("o: optimizer bytes per parameter", recipe.bytes_optimizer, "recipe field bytes_optimizer",
       preset);
-  add("bytes per parameter", memory::bytes_per_parameter(recipe), "w + g + m + o",
-      "mgpu::memory::bytes_per_parameter (11.1)");
-  add("training state of the whole model, B", memory::training_state_bytes(o.params, recipe),
+  add("bytes per parameter", compute_row([&] { return memory::bytes_per_parameter(recipe); }),
+      "w + g + m + o", "mgpu::memory::bytes_per_parameter (11.1)");
+  add("training state of the whole model, B",
+      compute_row([&] { return memory::training_state_bytes(o.params, recipe); }),
       "Psi (w + g + m + o)", "mgpu::memory::training_state_bytes (11.1)");
   add("Psi': parameters per GPU before ZeRO", p.params_per_gpu, "Psi / (tp pp)",
       "tp and pp each hold 1/degree of every parameter (mgpu::layout::per_gpu_memory, 11.7)");
   add("N_d: data-parallel degree", static_cast<double>(p.dp), "gpus / (tp pp)",
       "mgpu::layout::Layout (11.7)");
-  const std::string state_src = fmt::format(
-      "mgpu::layout::per_gpu_memory (11.7), as mgpu::zero::zero_state_per_gpu(Psi', recipe, {}, "
-      "N_d) (11.3)",
-      o.zero_stage);
-  add("weights per GPU, bytes", p.memory.weights, state_formula(o.zero_stage, "w"), state_src);
-  add("gradients per GPU, bytes", p.memory.grads, state_formula(o.zero_stage, "g"), state_src);
-  add("master weights per GPU, bytes", p.memory.master, state_formula(o.zero_stage, "m"),
-      state_src);
-  add("optimizer state per GPU, bytes", p.memory.optimizer, state_formula(o.zero_stage, "o"),
-      state_src);
+  add("weights per GPU, bytes", memory_part(&MemoryBytes::weights),
+      state_formula(o.zero_stage, "w"), p.memory_source);
+  add("gradients per GPU, bytes", memory_part(&MemoryBytes::grads),
+      state_formula(o.zero_stage, "g"), p.memory_source);
+  add("master weights per GPU, bytes", memory_part(&MemoryBytes::master),
+      state_formula(o.zero_stage, "m"), p.memory_source);
+  add("optimizer state per GPU, bytes", memory_part(&MemoryBytes::optimizer),
+      state_formula(o.zero_stage, "o"), p.memory_source);
   if (o.shape) {
     const ModelShape& s = *o.shape;
-    add("activations per layer, one micro-batch, B",
-        memory::activation_bytes_per_layer(transformer_shape(s), activation_options(o)),
+    add("activations per layer, one micro-batch, B", compute_row([&] {
+          return memory::activation_bytes_per_layer(transformer_shape(s), activation_options(o));
+        }),
         activation_formula(s, o.tp),
         fmt::format("mgpu::memory::activation_bytes_per_layer, recompute {}{} (11.1, Korthikanti "
                     "et al. 2022)",
                     to_string(s.recompute), s.sequence_parallel ? ", sequence parallel" : ""));
-    add("layers per stage", static_cast<double>(pipeline::layers_per_stage(s.layers, o.pp)),
+    add("layers per stage", compute_row([&] {
+          return static_cast<double>(pipeline::layers_per_stage(s.layers, o.pp));
+        }),
         "L / p", "mgpu::pipeline::layers_per_stage (11.5)");
-    add("micro-batches in flight, first stage",
-        static_cast<double>(pipeline::in_flight_micro_batches(pipeline::Schedule::one_f_one_b, o.pp,
-                                                              o.micro_batches, 0)),
+    add("micro-batches in flight, first stage", compute_row([&] {
+          return static_cast<double>(pipeline::in_flight_micro_batches(
+              pipeline::Schedule::one_f_one_b, o.pp, o.micro_batches, 0));
+        }),
         "min(m, p) for 1F1B", "mgpu::pipeline::in_flight_micro_batches (11.5)");
-    add("activations per GPU, bytes", p.memory.activations, "per layer x L/p x min(m, p)",
-        "mgpu::layout::per_gpu_memory (11.7)");
+    add("activations per GPU, bytes", memory_part(&MemoryBytes::activations),
+        "per layer x L/p x min(m, p)", "mgpu::layout::per_gpu_memory (11.7)");
   }
   if (p.dp > 1) {
     add("ring all-reduce bytes per byte of buffer",
-        data_parallel::ring_all_reduce_bytes_per_rank(p.dp, 1.0), "2 (N_d - 1) / N_d",
-        "mgpu::data_parallel::ring_all_reduce_bytes_per_rank (11.2)");
-    if (p.dp_traffic_vs_plain)
-      add("dp traffic relative to stage 0", *p.dp_traffic_vs_plain,
+        compute_row([&] { return data_parallel::ring_all_reduce_bytes_per_rank(p.dp, 1.0); }),
+        "2 (N_d - 1) / N_d", "mgpu::data_parallel::ring_all_reduce_bytes_per_rank (11.2)");
+    if (p.dp_traffic_vs_plain.shown())
+      add("dp traffic relative to stage 0", p.dp_traffic_vs_plain,
           o.zero_stage == 0  ? "1"
           : o.zero_stage < 3 ? "(w + g) / 2g"
                              : "(2w + g) / 2g",
           "mgpu::zero::zero_traffic_bytes_per_gpu (11.3)");
   }
   if (o.shape && o.tp > 1) {
-    add("tp all-reduces per layer per micro-batch",
-        static_cast<double>(tensor_parallel::all_reduces_per_block(tensor_parallel::Pass::both)) +
-            (o.shape->recompute == Recompute::full
-                 ? static_cast<double>(
-                       tensor_parallel::all_reduces_per_block(tensor_parallel::Pass::forward))
-                 : 0.0),
+    add("tp all-reduces per layer per micro-batch", compute_row([&] {
+          using tensor_parallel::Pass;
+          return static_cast<double>(tensor_parallel::all_reduces_per_block(Pass::both)) +
+                 (o.shape->recompute == Recompute::full
+                      ? static_cast<double>(tensor_parallel::all_reduces_per_block(Pass::forward))
+                      : 0.0);
+        }),
         o.shape->recompute == Recompute::full ? "2 forward + 2 backward + 2 recomputed forward"
                                               : "2 forward + 2 backward",
         "mgpu::tensor_parallel::all_reduces_per_block (11.4)");
-    add("tp all-reduce payload A, bytes",
-        tensor_parallel::all_reduce_payload_bytes(transformer_shape(*o.shape),
-                                                  kActivationElementBytes),
+    add("tp all-reduce payload A, bytes", compute_row([&] {
+          return tensor_parallel::all_reduce_payload_bytes(transformer_shape(*o.shape),
+                                                           kActivationElementBytes);
+        }),
         "s b h x 2", "mgpu::tensor_parallel::all_reduce_payload_bytes (11.4)");
   }
   if (o.shape && o.pp > 1) {
     const std::int64_t middle = o.pp > 2 ? 1 : 0;
-    add("pipeline bytes sent by the busiest stage",
-        pipeline::boundary_bytes_sent_per_stage(transformer_shape(*o.shape), o.pp, o.micro_batches,
-                                                middle, kActivationElementBytes),
+    add("pipeline bytes sent by the busiest stage", compute_row([&] {
+          return pipeline::boundary_bytes_sent_per_stage(
+              transformer_shape(*o.shape), o.pp, o.micro_batches, middle, kActivationElementBytes);
+        }),
         o.pp > 2 ? "2 m A (a middle stage)" : "m A (two stages)",
         "mgpu::pipeline::boundary_bytes_sent_per_stage (11.5)");
   }
   add("pipeline bubble", p.bubble, "(p - 1) / (m + p - 1)",
-      "mgpu::pipeline::gpipe_bubble_fraction (11.5)");
+      o.pp == 1 ? "one stage: no pipeline, no bubble"
+                : "mgpu::pipeline::gpipe_bubble_fraction (11.5)");
   add("capacity per GPU, bytes", o.gpu_memory_bytes, "--gpu-memory", "option");
 }
 
@@ -238,25 +439,35 @@ void add_factors(Plan& p, const memory::PrecisionRecipe& recipe) {
 void add_time(Plan& p) {
   const Options& o = p.options;
   if (!o.tokens) return;
-  p.flops = memory::training_flops(o.params, *o.tokens);
+  p.flops = compute_row([&] { return memory::training_flops(o.params, *o.tokens); });
   p.factors.push_back(
-      {"training FLOPs", *p.flops, "6 Psi D", "mgpu::memory::training_flops (11.1)"});
+      {"training FLOPs", p.flops, "6 Psi D", "mgpu::memory::training_flops (11.1)"});
   if (!o.gpu_flops) return;
   // Full recompute reruns every layer's forward; selective recompute's cost is small and left out.
-  double extra = 0;
+  Row<double> extra = 0.0;
   if (o.shape && o.shape->recompute == Recompute::full)
-    extra = checkpointing::recompute_extra_flops_fraction(o.shape->layers, o.shape->layers);
-  p.recompute_extra_fraction = extra;
-  p.seconds_ideal = memory::training_seconds(*p.flops, o.gpus, *o.gpu_flops, o.mfu);
+    extra = compute_row([&] {
+      return checkpointing::recompute_extra_flops_fraction(o.shape->layers, o.shape->layers);
+    });
+  if (extra.has_value()) p.recompute_extra_fraction = *extra;
+  p.seconds_ideal = p.flops.has_value() ? compute_row([&] {
+    return memory::training_seconds(*p.flops, o.gpus, *o.gpu_flops, o.mfu);
+  })
+                                        : Row<double>::pending(p.flops.missing());
   // The bubble is idle time on top of the busy time: busy = (1 - bubble) x wall.
-  p.seconds = memory::training_seconds(*p.flops * (1 + extra), o.gpus, *o.gpu_flops, o.mfu) /
-              (1 - p.bubble);
+  const std::string waits = first_missing(p.flops, extra, p.bubble);
+  p.seconds = !waits.empty() ? Row<double>::pending(waits) : compute_row([&] {
+    return memory::training_seconds(*p.flops * (1 + *extra), o.gpus, *o.gpu_flops, o.mfu) /
+           (1 - *p.bubble);
+  });
   p.factors.push_back({"recompute extra compute fraction", extra,
-                       extra > 0 ? "(L / L) / (1 + 2): one more forward" : "0 (no full recompute)",
+                       o.shape && o.shape->recompute == Recompute::full
+                           ? "(L / L) / (1 + 2): one more forward"
+                           : "0 (no full recompute)",
                        "mgpu::checkpointing::recompute_extra_flops_fraction (11.6)"});
-  p.factors.push_back({"seconds, perfect scaling", *p.seconds_ideal, "6 Psi D / (G x rate x mfu)",
+  p.factors.push_back({"seconds, perfect scaling", p.seconds_ideal, "6 Psi D / (G x rate x mfu)",
                        "mgpu::memory::training_seconds (11.1)"});
-  p.factors.push_back({"seconds with recompute and bubble", *p.seconds,
+  p.factors.push_back({"seconds with recompute and bubble", p.seconds,
                        "training_seconds(6 Psi D (1 + extra)) / (1 - bubble)",
                        "mgpu::memory::training_seconds (11.1), bubble from 11.5"});
 }
@@ -273,20 +484,82 @@ std::string format_count(double n) {
   return fmt::format("{:.4g}", n);
 }
 
-double Plan::traffic_total() const {
+std::string missing_function(const mgpu::NotImplemented& e) {
+  const std::string what = e.what();
+  const std::string prefix = "not implemented: ";
+  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+}
+
+Row<double> Plan::traffic_total() const {
   double sum = 0;
-  for (const auto& t : traffic) sum += t.bytes;
+  for (const auto& t : traffic) {
+    if (t.bytes.is_pending()) return Row<double>::pending(t.bytes.missing());
+    sum += *t.bytes;
+  }
   return sum;
 }
 
+std::vector<std::string> Plan::pending_functions(bool with_factors) const {
+  std::vector<std::string> out;
+  const auto note = [&](const std::string& f) {
+    if (!f.empty() && std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
+  };
+  note(memory.missing());
+  if (memory.has_value()) {  // the verdict's lines exist only once the memory does
+    note(min_gpus.missing());
+    if (!*fits && min_gpus.has_value() && min_gpus->gpus) note(min_gpus_any.missing());
+    for (const auto& a : advice) {
+      note(a.memory.missing());
+      note(a.fits_from.missing());
+    }
+  }
+  for (const auto& t : traffic) note(t.bytes.missing());
+  if (options.zero_stage > 0) note(dp_traffic_vs_plain.missing());
+  note(bubble.missing());
+  note(flops.missing());
+  note(seconds_ideal.missing());
+  note(seconds.missing());
+  if (with_factors)
+    for (const auto& f : factors) note(f.value.missing());
+  return out;
+}
+
 MemoryBytes memory_per_gpu(const Options& o) {
+  const memory::PrecisionRecipe recipe = memory::precision_preset(o.precision);
+  const double share = o.params / static_cast<double>(o.tp * o.pp);
+  switch (memory_route(o)) {
+    case MemoryRoute::whole_state:
+      return whole_state_by_kind(share, recipe);
+    case MemoryRoute::zero_shards:
+      return from_state(
+          zero::zero_state_per_gpu(share, recipe, o.zero_stage, data_parallel_degree(o)));
+    case MemoryRoute::layout:
+      break;
+  }
   return to_memory(layout::per_gpu_memory(layout_model(o)));
+}
+
+std::string memory_source(const Options& o) {
+  switch (memory_route(o)) {
+    case MemoryRoute::whole_state:
+      return "nothing sharded: mgpu::memory::training_state_bytes(Psi', recipe) by kind (11.1)";
+    case MemoryRoute::zero_shards:
+      return fmt::format("mgpu::zero::zero_state_per_gpu(Psi', recipe, {}, N_d) (11.3)",
+                         o.zero_stage);
+    case MemoryRoute::layout:
+      break;
+  }
+  return fmt::format(
+      "mgpu::layout::per_gpu_memory (11.7), as mgpu::zero::zero_state_per_gpu(Psi', recipe, {}, "
+      "N_d) (11.3) plus activations",
+      o.zero_stage);
 }
 
 std::optional<std::int64_t> min_gpus_that_fit(const Options& o, bool whole_nodes) {
   const std::int64_t step = o.tp * o.pp;
   const auto fits = [&](std::int64_t gpus) {
-    return memory_per_gpu(with_gpus(o, gpus)).total() <= o.gpu_memory_bytes;
+    const Options at = with_gpus(o, gpus);
+    return fits_capacity(memory_per_gpu(at), at);
   };
   // Within one node any multiple of tp*pp is a valid count; beyond it, with whole_nodes, only
   // multiples of both tp*pp and the node size are.
@@ -315,22 +588,34 @@ Plan make_plan(const Options& o) {
   p.dp = data_parallel_degree(o);
   p.params_per_gpu = o.params / static_cast<double>(o.tp * o.pp);
   const memory::PrecisionRecipe recipe = memory::precision_preset(o.precision);
-  const layout::LayoutModel model = layout_model(o);
-  p.memory = to_memory(layout::per_gpu_memory(model));
-  p.fits = p.memory.total() <= o.gpu_memory_bytes;
-  p.min_gpus = min_gpus_that_fit(o, true);
-  if (p.min_gpus) p.memory_at_min = memory_per_gpu(with_gpus(o, *p.min_gpus));
-  p.min_gpus_any = min_gpus_that_fit(o, false);
-  if (p.min_gpus_any) p.memory_at_min_any = memory_per_gpu(with_gpus(o, *p.min_gpus_any));
+  p.memory = compute_row([&] { return memory_per_gpu(o); });
+  p.memory_source = memory_source(o);
+  if (p.memory.has_value())
+    p.fits = fits_capacity(*p.memory, o);
+  else
+    p.fits = Row<bool>::pending(p.memory.missing());
+  const auto fewest = [&](bool whole_nodes) {
+    return compute_row([&] {
+      FewestGpus f;
+      f.gpus = min_gpus_that_fit(o, whole_nodes);
+      if (f.gpus) f.memory = memory_per_gpu(with_gpus(o, *f.gpus));
+      return f;
+    });
+  };
+  p.min_gpus = fewest(true);
+  p.min_gpus_any = fewest(false);
+  if (p.fits.has_value() && !*p.fits) p.advice = evaluate_advice(p);
   add_data_parallel_traffic(p, recipe);
-  if (p.dp > 1) {
-    const double plain = zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, 0, p.dp);
-    if (plain > 0)
-      p.dp_traffic_vs_plain =
-          zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp) / plain;
-  }
-  add_model_parallel_traffic(p, model);
-  p.bubble = pipeline::gpipe_bubble_fraction(o.pp, o.micro_batches);
+  if (p.dp > 1)
+    p.dp_traffic_vs_plain = compute_row([&] {
+      const double plain = zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, 0, p.dp);
+      return zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp) / plain;
+    });
+  add_model_parallel_traffic(p);
+  // One stage is no pipeline: nothing waits, so there is no bubble to ask 11.5 about.
+  p.bubble = o.pp == 1 ? Row<double>(0.0) : compute_row([&] {
+    return pipeline::gpipe_bubble_fraction(o.pp, o.micro_batches);
+  });
   add_factors(p, recipe);
   add_time(p);
   return p;

@@ -1,16 +1,78 @@
 // The planner's model: every number `mgpu plan` shows, computed from Options through the
 // chapters' formula functions (11.1 to 11.7). The renderers (text, JSON, SVG) only format a Plan,
 // so what the terminal, the JSON file and the figure say can never disagree.
+// Each number is a Row: computed, or waiting for the chapter function that teaches it, so a
+// student who has finished the first chapters sees every row those chapters can answer.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include <mgpu/not_implemented.hpp>
 
 #include "plan/options.hpp"
 
 namespace mgpu::planner {
+
+/// One number of the report in one of three states: computed; pending, because the chapter
+/// function that computes it still throws mgpu::NotImplemented (a student build on a chapter not
+/// done yet); or not asked for (the training time without --tokens, say), which shows nothing.
+template <class T>
+class Row {
+ public:
+  /// Not asked for.
+  Row() = default;
+  /// Computed.
+  Row(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  /// Waiting for `function`, as a NotImplemented message names it ("11.7 per_gpu_memory").
+  static Row pending(std::string function) {
+    Row r;
+    r.missing_ = std::move(function);
+    return r;
+  }
+  /// True when computed.
+  bool has_value() const { return value_.has_value(); }
+  /// True when a chapter function is still to be written for it.
+  bool is_pending() const { return !missing_.empty(); }
+  /// True when the report shows it, computed or pending.
+  bool shown() const { return has_value() || is_pending(); }
+  /// The function it waits for, e.g. "11.7 per_gpu_memory"; empty unless pending.
+  const std::string& missing() const { return missing_; }
+  /// The value. Without one it throws: mgpu::NotImplemented naming the function again when
+  /// pending (what a test on the student build reports), std::logic_error when not asked for;
+  /// so a view can never print a made-up number for a row it forgot to check.
+  const T& operator*() const {
+    if (is_pending()) throw mgpu::NotImplemented(missing_);
+    if (!value_) throw std::logic_error("planner: a row that was not asked for was read");
+    return *value_;
+  }
+  /// Member access to the value; throws as operator*.
+  const T* operator->() const { return &**this; }
+
+ private:
+  std::optional<T> value_;
+  std::string missing_;
+};
+
+/// The section and function a NotImplemented message names: "not implemented: 11.3 x" -> "11.3 x".
+std::string missing_function(const mgpu::NotImplemented& e);
+
+/// Runs `compute`; its result as a Row, or a pending Row naming the chapter function that threw
+/// NotImplemented. Every other exception passes through.
+template <class F>
+auto compute_row(F&& compute) -> Row<std::decay_t<std::invoke_result_t<F>>> {
+  using T = std::decay_t<std::invoke_result_t<F>>;
+  try {
+    return Row<T>(compute());
+  } catch (const mgpu::NotImplemented& e) {
+    return Row<T>::pending(missing_function(e));
+  }
+}
 
 /// One GPU's memory by category, bytes (the categories of the runtime's memory ledger).
 struct MemoryBytes {
@@ -23,46 +85,71 @@ struct MemoryBytes {
   double total() const { return weights + grads + master + optimizer + activations; }
 };
 
+/// The one test of "fits" that the verdict, the fewest-GPUs search and every suggestion use:
+/// the busiest GPU needs at most the capacity (--gpu-memory). No headroom is kept back; a count
+/// that fills a GPU to exactly 100% fits, and the report prints the percentage beside it.
+inline bool fits_capacity(const MemoryBytes& m, const Options& o) {
+  return m.total() <= o.gpu_memory_bytes;
+}
+
 /// One kind of communication, bytes sent by one GPU in one training step.
 struct Traffic {
   std::string kind;   ///< stable key, e.g. "dp_all_reduce", "zero_all_gather", "tp_all_reduce"
   std::string label;  ///< human wording, e.g. "data-parallel gradient all-reduce"
   std::string group;  ///< which ranks talk: "dp", "tp", "pp"
-  double bytes = 0;   ///< bytes sent per GPU per step
+  Row<double> bytes;  ///< bytes sent per GPU per step
 };
 
 /// One multiplier behind the numbers, with the formula and the chapter function it came from.
 struct Factor {
   std::string name;     ///< what it multiplies, e.g. "master bytes per parameter"
-  double value = 0;     ///< its value for this plan
+  Row<double> value;    ///< its value for this plan
   std::string formula;  ///< e.g. "12 Psi / N_d" or "(p-1)/(m+p-1)"
   std::string source;   ///< e.g. "mgpu::zero::state_bytes_per_gpu (11.3)"
 };
 
+/// The fewest GPUs that fit, with the same tp and pp.
+struct FewestGpus {
+  std::optional<std::int64_t> gpus;  ///< empty: no count up to kMaxSearchGpus fits
+  MemoryBytes memory;                ///< one GPU's memory at that count (when there is one)
+};
+
+/// A change of one option that the report suggests for a layout that does not fit, evaluated
+/// before it is printed: same GPU count, everything else unchanged.
+struct Advice {
+  std::string change;       ///< the flag and value to use, e.g. "--zero 3" or "--pp 8"
+  Row<MemoryBytes> memory;  ///< one GPU's memory with the change
+  bool fits = false;        ///< fits_capacity(memory) (false while pending)
+  /// When it does not fit on this count: the fewest GPUs (whole nodes) that fit with the change;
+  /// empty when none does. Not asked for when it fits.
+  Row<std::optional<std::int64_t>> fits_from;
+};
+
 /// Everything the planner reports for one layout.
 struct Plan {
-  Options options;            ///< the validated inputs
-  std::int64_t dp = 1;        ///< data-parallel degree, gpus / (tp * pp)
-  double params_per_gpu = 0;  ///< parameters one GPU computes with, Psi / (tp * pp)
-  MemoryBytes memory;         ///< one GPU's memory at options.gpus
-  bool fits = false;          ///< memory.total() <= capacity
-  std::optional<std::int64_t>
-      min_gpus;               ///< fewest GPUs (same tp, pp, whole nodes) that fit; empty: none
-  MemoryBytes memory_at_min;  ///< one GPU's memory at min_gpus (when it exists)
-  std::optional<std::int64_t>
-      min_gpus_any;               ///< the same allowing a partial node (any multiple of tp*pp)
-  MemoryBytes memory_at_min_any;  ///< one GPU's memory at min_gpus_any (when it exists)
-  std::vector<Traffic> traffic;   ///< per-GPU bytes per step, by kind
-  std::optional<double> dp_traffic_vs_plain;  ///< data-parallel bytes / stage-0 bytes (dp > 1)
-  double bubble = 0;                          ///< idle fraction of a pipeline step, GPipe/1F1B
-  std::optional<double> flops;                ///< training FLOPs, with --tokens
-  std::optional<double> seconds;        ///< wall-clock training time with recompute and bubble
-  std::optional<double> seconds_ideal;  ///< 6 Psi D / (G x rate x mfu): perfect scaling, no bubble
+  Options options;                  ///< the validated inputs
+  std::int64_t dp = 1;              ///< data-parallel degree, gpus / (tp * pp)
+  double params_per_gpu = 0;        ///< parameters one GPU computes with, Psi / (tp * pp)
+  Row<MemoryBytes> memory;          ///< one GPU's memory at options.gpus
+  std::string memory_source;        ///< the chapter function the memory rows come from
+  Row<bool> fits;                   ///< fits_capacity(memory)
+  Row<FewestGpus> min_gpus;         ///< fewest GPUs (same tp, pp, whole nodes) that fit
+  Row<FewestGpus> min_gpus_any;     ///< the same allowing a partial node (any multiple of tp*pp)
+  std::vector<Advice> advice;       ///< evaluated changes, when the layout does not fit
+  std::vector<Traffic> traffic;     ///< per-GPU bytes per step, by kind
+  Row<double> dp_traffic_vs_plain;  ///< data-parallel bytes / stage-0 bytes (dp > 1)
+  Row<double> bubble;               ///< idle fraction of a pipeline step, GPipe/1F1B
+  Row<double> flops;                ///< training FLOPs, with --tokens
+  Row<double> seconds;              ///< wall-clock training time with recompute and bubble
+  Row<double> seconds_ideal;        ///< 6 Psi D / (G x rate x mfu): perfect scaling, no bubble
   double recompute_extra_fraction = 0;  ///< extra compute of full recompute (0 otherwise)
   std::vector<Factor> factors;          ///< every multiplier, for --explain and the JSON
 
-  /// Sum of traffic bytes over all kinds.
-  double traffic_total() const;
+  /// Sum of traffic bytes over all kinds; pending while any kind is.
+  Row<double> traffic_total() const;
+  /// Every chapter function a row of the text report waits for, in order of first appearance,
+  /// without repeats; the --explain factors too when `with_factors`.
+  std::vector<std::string> pending_functions(bool with_factors) const;
 };
 
 /// A parameter or token count the way the text writes it: 70e9 -> "70B", 1.5e12 -> "1.5T".
@@ -72,20 +159,28 @@ std::string format_count(double n);
 /// The same bound as the options accept, so a count that fits is always found.
 inline constexpr std::int64_t kMaxSearchGpus = kMaxGpus;
 
-/// Validates the options and computes the plan through the chapter functions.
-/// Throws UsageError for bad options; lets mgpu::NotImplemented from a student skeleton through.
+/// Validates the options and computes the plan through the chapter functions. A row whose
+/// chapter function throws mgpu::NotImplemented is left pending; the rest are computed.
+/// Throws UsageError for bad options.
 Plan make_plan(const Options& o);
 
 /// One GPU's memory for these options (no validation, no search): the quantity the search and
-/// the bar chart are built on.
+/// the bar chart are built on. Without a model shape it is the training state alone, from 11.1
+/// (nothing sharded: ZeRO stage 0, or one data-parallel GPU) or 11.3 (ZeRO stage 1 to 3) on
+/// the GPU's share Psi / (tp pp); with a shape, from 11.7's per_gpu_memory, activations included.
+/// Throws mgpu::NotImplemented when that chapter function is not written yet.
 MemoryBytes memory_per_gpu(const Options& o);
+
+/// Which chapter function memory_per_gpu uses for these options, e.g.
+/// "mgpu::zero::zero_state_per_gpu (11.3)".
+std::string memory_source(const Options& o);
 
 /// Fewest GPUs with the same tp and pp at which memory_per_gpu fits the capacity, up to
 /// kMaxSearchGpus; empty when even the largest count does not fit (e.g. ZeRO stage 0: nothing is
 /// sharded, so adding GPUs never helps). Counts step by tp*pp; with `whole_nodes`, counts above
 /// one node must also fill whole nodes of gpus_per_node (how clusters are allocated: 70e9 at
 /// stage 3 in 80 GB needs 14 GPUs, or 16 in whole 8-GPU nodes). Relies on memory per GPU never
-/// growing with dp, which holds for every ZeRO stage.
+/// growing with dp, which holds for every ZeRO stage. Throws as memory_per_gpu.
 std::optional<std::int64_t> min_gpus_that_fit(const Options& o, bool whole_nodes);
 
 }  // namespace mgpu::planner

@@ -1,5 +1,10 @@
 // `mgpu plan --json FILE`: the report's numbers in SI units (bytes, seconds, fractions) for
-// scripts and notebooks. Keys are stable; absent quantities are null rather than missing.
+// scripts and notebooks. Keys are stable; absent quantities are null rather than missing, and
+// `pending` says which of the nulls wait for a chapter function not written yet.
+#include <fmt/format.h>
+#include <tuple>
+#include <utility>
+
 #include "plan/categories.hpp"
 #include "plan/render.hpp"
 
@@ -17,6 +22,17 @@ nlohmann::ordered_json memory_json(const MemoryBytes& m) {
 template <class T>
 nlohmann::ordered_json or_null(const std::optional<T>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+template <class T>
+nlohmann::ordered_json or_null(const Row<T>& v) {
+  return v.has_value() ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+}
+
+// The count and the memory at it of a fewest-GPUs search, as two nullable fields.
+std::pair<nlohmann::ordered_json, nlohmann::ordered_json> fewest_json(const Row<FewestGpus>& f) {
+  if (!f.has_value() || !f->gpus) return {nullptr, nullptr};
+  return {*f->gpus, memory_json(f->memory)};
 }
 
 nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
@@ -52,37 +68,67 @@ nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
 
 nlohmann::ordered_json to_json(const Plan& p) {
   nlohmann::ordered_json j;
+  nlohmann::ordered_json pending = nlohmann::ordered_json::object();
+  const auto note = [&](const char* key, const std::string& function) {
+    if (!function.empty()) pending[key] = function;
+  };
   j["inputs"] = inputs_json(p.options, p.dp);
   j["params_per_gpu"] = p.params_per_gpu;
   j["capacity_bytes"] = p.options.gpu_memory_bytes;
-  j["memory_bytes"] = memory_json(p.memory);
-  j["fits"] = p.fits;
-  j["min_gpus"] = or_null(p.min_gpus);
-  j["memory_bytes_at_min_gpus"] =
-      p.min_gpus ? memory_json(p.memory_at_min) : nlohmann::ordered_json(nullptr);
-  j["min_gpus_partial_node"] = or_null(p.min_gpus_any);
-  j["memory_bytes_at_min_gpus_partial_node"] =
-      p.min_gpus_any ? memory_json(p.memory_at_min_any) : nlohmann::ordered_json(nullptr);
+  j["fit_rule"] = fmt::format(
+      "memory of the busiest GPU <= capacity_bytes, no headroom kept back; GPU counts above one "
+      "node in whole {}-GPU nodes",
+      p.options.gpus_per_node);
+  j["memory_bytes"] = p.memory.has_value() ? memory_json(*p.memory) : nullptr;
+  note("memory_bytes", p.memory.missing());
+  j["fits"] = or_null(p.fits);
+  note("fits", p.fits.missing());
+  std::tie(j["min_gpus"], j["memory_bytes_at_min_gpus"]) = fewest_json(p.min_gpus);
+  note("min_gpus", p.min_gpus.missing());
+  std::tie(j["min_gpus_partial_node"], j["memory_bytes_at_min_gpus_partial_node"]) =
+      fewest_json(p.min_gpus_any);
+  note("min_gpus_partial_node", p.min_gpus_any.missing());
+  nlohmann::ordered_json advice = nlohmann::ordered_json::array();
+  for (const auto& a : p.advice)
+    advice.push_back({{"change", a.change},
+                      {"memory_bytes", a.memory.has_value() ? memory_json(*a.memory) : nullptr},
+                      {"fits", a.memory.has_value() ? nlohmann::ordered_json(a.fits) : nullptr},
+                      {"fits_from_gpus", a.fits_from.has_value() && *a.fits_from
+                                             ? nlohmann::ordered_json(**a.fits_from)
+                                             : nullptr},
+                      {"pending", a.memory.is_pending() ? nlohmann::ordered_json(a.memory.missing())
+                                                        : nullptr}});
+  j["advice"] = advice;
   nlohmann::ordered_json traffic = nlohmann::ordered_json::object();
   nlohmann::ordered_json traffic_list = nlohmann::ordered_json::array();
   for (const auto& t : p.traffic) {
-    traffic[t.kind] = t.bytes;
+    traffic[t.kind] = or_null(t.bytes);
     traffic_list.push_back(
-        {{"kind", t.kind}, {"label", t.label}, {"group", t.group}, {"bytes", t.bytes}});
+        {{"kind", t.kind}, {"label", t.label}, {"group", t.group}, {"bytes", or_null(t.bytes)}});
+    if (t.bytes.is_pending()) pending["traffic_bytes_per_step." + t.kind] = t.bytes.missing();
   }
-  traffic["total"] = p.traffic_total();
+  traffic["total"] = or_null(p.traffic_total());
   j["traffic_bytes_per_step"] = traffic;
   j["traffic"] = traffic_list;
-  j["bubble_fraction"] = p.bubble;
+  j["bubble_fraction"] = or_null(p.bubble);
+  note("bubble_fraction", p.bubble.missing());
   j["flops"] = or_null(p.flops);
+  note("flops", p.flops.missing());
   j["seconds"] = or_null(p.seconds);
+  note("seconds", p.seconds.missing());
   j["seconds_ideal"] = or_null(p.seconds_ideal);
+  note("seconds_ideal", p.seconds_ideal.missing());
   j["recompute_extra_fraction"] = p.recompute_extra_fraction;
   nlohmann::ordered_json factors = nlohmann::ordered_json::array();
-  for (const auto& f : p.factors)
-    factors.push_back(
-        {{"name", f.name}, {"value", f.value}, {"formula", f.formula}, {"source", f.source}});
+  for (const auto& f : p.factors) {
+    factors.push_back({{"name", f.name},
+                       {"value", or_null(f.value)},
+                       {"formula", f.formula},
+                       {"source", f.source}});
+    if (f.value.is_pending()) factors.back()["pending"] = f.value.missing();
+  }
   j["factors"] = factors;
+  j["pending"] = pending;
   return j;
 }
 

@@ -57,21 +57,49 @@ void draw_bar(std::string& out, const Bar& bar, double y, double scale, double c
         c.key, bytes, x, y, w, kBarHeight, c.color, escape_xml(c.label), format_gb(bytes));
     x += w;
   }
-  const bool fits = bar.memory->total() <= capacity;
+  const bool fits = bar.memory->total() <= capacity;  // fits_capacity, on the bar's own numbers
   out += fmt::format(R"(  <text x="{:.2f}" y="{:.2f}" dominant-baseline="middle">{} {}</text>)"
                      "\n",
                      std::max(x, kLeft + capacity / scale * kPlot) + 8, y + kBarHeight / 2,
                      format_gb(bar.memory->total()), fits ? "fits" : "does not fit");
 }
 
+// The figure for a student build whose memory function is still a skeleton: the title and the
+// function to write, so the file exists and says why it has no bars.
+std::string pending_svg(const Plan& p) {
+  const Options& o = p.options;
+  std::string out = fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="90" viewBox="0 0 {:.0f} 90" )"
+      R"(font-family="sans-serif" font-size="13">)"
+      "\n",
+      kWidth, kWidth);
+  out += fmt::format(R"(  <rect x="0" y="0" width="{:.0f}" height="90" fill="white"/>)"
+                     "\n",
+                     kWidth);
+  out += fmt::format(
+      R"(  <text x="{:.2f}" y="22" font-size="15" font-weight="bold">{}</text>)"
+      "\n",
+      kLeft,
+      escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
+                             format_count(o.params), o.zero_stage, o.tp, o.pp)));
+  out += fmt::format(R"(  <text x="{:.2f}" y="56" font-style="italic">{}</text>)"
+                     "\n",
+                     kLeft,
+                     escape_xml(fmt::format("finish {} to see this figure", p.memory.missing())));
+  out += "</svg>\n";
+  return out;
+}
+
 }  // namespace
 
 std::string render_svg(const Plan& p) {
+  if (!p.memory.has_value()) return pending_svg(p);
   const Options& o = p.options;
   const double cap = o.gpu_memory_bytes;
-  std::vector<Bar> bars{{o.gpus, &p.memory}};
-  if (!p.fits && p.min_gpus && *p.min_gpus != o.gpus)
-    bars.push_back({*p.min_gpus, &p.memory_at_min});
+  std::vector<Bar> bars{{o.gpus, &*p.memory}};
+  const bool second =
+      !*p.fits && p.min_gpus.has_value() && p.min_gpus->gpus && *p.min_gpus->gpus != o.gpus;
+  if (second) bars.push_back({*p.min_gpus->gpus, &p.min_gpus->memory});
   double scale = cap;
   for (const auto& b : bars) scale = std::max(scale, b.memory->total());
   scale *= 1.02;  // a little room so a bar that exactly fills the plot does not touch the edge
@@ -120,11 +148,14 @@ std::string render_svg(const Plan& p) {
   }
   // The verdict in words, under the legend.
   std::string verdict;
-  if (p.fits)
+  if (*p.fits)
     verdict = fmt::format("Fits on {} GPU{}.", o.gpus, o.gpus == 1 ? "" : "s");
-  else if (p.min_gpus)
+  else if (p.min_gpus.is_pending())
+    verdict = fmt::format("Does not fit on {} GPU(s); finish {} to see the fewest that fit.",
+                          o.gpus, p.min_gpus.missing());
+  else if (p.min_gpus->gpus)
     verdict = fmt::format("Does not fit on {} GPU(s); fewest that fit in whole {}-GPU nodes: {}.",
-                          o.gpus, o.gpus_per_node, *p.min_gpus);
+                          o.gpus, o.gpus_per_node, *p.min_gpus->gpus);
   else
     verdict = fmt::format("Does not fit on {} GPU(s), nor on any count with tp {} and pp {}.",
                           o.gpus, o.tp, o.pp);

@@ -1,10 +1,13 @@
 // The terminal report of `mgpu plan`: memory per GPU by category with a text bar against the
-// capacity, whether it fits and the fewest GPUs that would, traffic per step, bubble, FLOPs, time.
+// capacity, whether it fits, the fewest GPUs that would and other changes that would (each
+// evaluated first), traffic per step, bubble, FLOPs, time. A row whose chapter function is not
+// written yet names it, and the report ends with the list of those functions.
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 
 #include "plan/categories.hpp"
+#include "plan/cli.hpp"
 #include "plan/render.hpp"
 
 namespace mgpu::planner {
@@ -42,84 +45,158 @@ std::string layout(const Options& o, std::int64_t gpus) {
                      gpus / (o.tp * o.pp));
 }
 
-// Why it can never fit, and the way out, for the "no GPU count fits" case.
-std::string never_fits_hint(const Plan& p) {
-  if (p.options.zero_stage == 0)
-    return "ZeRO stage 0 keeps the whole training state on every data-parallel GPU, so adding GPUs "
-           "never shrinks it; shard it with --zero 1, 2 or 3, or split the model with --tp/--pp";
-  if (p.options.zero_stage < 3)
-    return fmt::format(
-        "ZeRO stage {} still keeps full bf16 weights{} on every GPU; try --zero 3, "
-        "or split the model with --tp/--pp",
-        p.options.zero_stage, p.options.zero_stage == 1 ? " and gradients" : "");
-  return "activations do not shrink with more data-parallel GPUs; split the model with --tp/--pp, "
-         "use --recompute, or a smaller --micro-batch";
+std::string percent_of(double bytes, double capacity) {
+  return fmt::format("{:.0f}% of capacity", 100 * bytes / capacity);
+}
+
+// What a row says while its chapter function is still a skeleton.
+std::string finish(const std::string& function, bool several = false) {
+  return fmt::format("finish {} to see {}", function, several ? "these rows" : "this row");
+}
+
+// Why no GPU count fits with this tp and pp: what every data-parallel GPU keeps whole, whatever
+// their number. What to change instead is evaluated separately.
+std::string never_fits_reason(const Plan& p) {
+  static const char* const kept[] = {"all of its training state", "full bf16 weights and gradients",
+                                     "full bf16 weights", ""};
+  std::string what = kept[p.options.zero_stage];
+  if (p.options.shape) what += what.empty() ? "its activations" : " and its activations";
+  return fmt::format(
+      "at ZeRO stage {} every data-parallel GPU keeps {} whatever their number, so adding GPUs "
+      "never brings it under the capacity",
+      p.options.zero_stage, what);
+}
+
+void append_fewest(std::string& out, const Plan& p) {
+  const Options& o = p.options;
+  const double cap = o.gpu_memory_bytes;
+  if (p.min_gpus.is_pending()) {
+    out += fmt::format("  Fewest GPUs that fit with tp {} and pp {}: {}.\n", o.tp, o.pp,
+                       finish(p.min_gpus.missing()));
+    return;
+  }
+  const FewestGpus& whole = *p.min_gpus;
+  if (!whole.gpus) {
+    out += fmt::format("  Never fits with tp {} and pp {} (searched up to {} GPUs): {}.\n", o.tp,
+                       o.pp, kMaxSearchGpus, never_fits_reason(p));
+    return;
+  }
+  if (*p.fits) {
+    if (*whole.gpus < o.gpus)
+      out += fmt::format(
+          "  It would also fit on as few as {} with tp {} and pp {}, in whole {}-GPU nodes ({} per "
+          "GPU, {}).\n",
+          gpus_text(*whole.gpus), o.tp, o.pp, o.gpus_per_node, format_gb(whole.memory.total()),
+          percent_of(whole.memory.total(), cap));
+    return;
+  }
+  out += fmt::format(
+      "  Fewest GPUs that fit with tp {} and pp {}, in whole {}-GPU nodes: {} -> {} per GPU "
+      "({}).\n",
+      o.tp, o.pp, o.gpus_per_node, layout(o, *whole.gpus), format_gb(whole.memory.total()),
+      percent_of(whole.memory.total(), cap));
+  if (p.min_gpus_any.is_pending())
+    out += fmt::format("  Allowing a partial node: {}.\n", finish(p.min_gpus_any.missing()));
+  else if (p.min_gpus_any->gpus && *p.min_gpus_any->gpus < *whole.gpus)
+    out += fmt::format("  Allowing a partial node: {} -> {} per GPU ({}).\n",
+                       gpus_text(*p.min_gpus_any->gpus), format_gb(p.min_gpus_any->memory.total()),
+                       percent_of(p.min_gpus_any->memory.total(), cap));
+}
+
+void append_advice(std::string& out, const Plan& p) {
+  if (p.advice.empty()) return;
+  const Options& o = p.options;
+  out += fmt::format("  On these {} instead, each change evaluated:\n", gpus_text(o.gpus));
+  for (const auto& a : p.advice) {
+    // Single flags line up in a column; a combination of several gets a line of its own.
+    const std::string change = a.change.size() < 22 ? fmt::format("{:<22}", a.change)
+                                                    : a.change + "\n" + std::string(26, ' ');
+    if (a.memory.is_pending())
+      out += fmt::format("    {}finish {} to evaluate it\n", change, a.memory.missing());
+    else if (a.fits)
+      out += fmt::format("    {}would need {} per GPU: fits ({})\n", change,
+                         format_gb(a.memory->total()),
+                         percent_of(a.memory->total(), o.gpu_memory_bytes));
+    else
+      out += fmt::format(
+          "    {}would need {} per GPU: still over {}{}\n", change, format_gb(a.memory->total()),
+          format_gb(o.gpu_memory_bytes),
+          a.fits_from.is_pending()
+              ? fmt::format("; finish {} to see from how many GPUs it fits", a.fits_from.missing())
+          : !a.fits_from.has_value() ? ""
+          : *a.fits_from ? fmt::format("; fits from {} in whole nodes", gpus_text(**a.fits_from))
+                         : std::string("; no GPU count fits with it alone"));
+  }
 }
 
 void append_memory(std::string& out, const Plan& p) {
   const Options& o = p.options;
   const double cap = o.gpu_memory_bytes;
   out += "\nMemory per GPU\n";
+  if (p.memory.is_pending()) {
+    out += fmt::format("  {}\n", finish(p.memory.missing(), true));
+    return;
+  }
   for (const auto& c : kMemoryCategories) {
-    out += fmt::format("  {:<24}{:>14}", c.label, format_gb(p.memory.*c.bytes));
+    out += fmt::format("  {:<24}{:>14}", c.label, format_gb((*p.memory).*c.bytes));
     if (c.bytes == &MemoryBytes::activations && !o.shape)
       out += "   (no model shape: add --layers --hidden --heads --seq)";
     out += '\n';
   }
-  out += fmt::format("  {:<24}{:>14}   of {} capacity\n\n", "total", format_gb(p.memory.total()),
+  out += fmt::format("  {:<24}{:>14}   of {} capacity\n\n", "total", format_gb(p.memory->total()),
                      format_gb(cap));
 
-  const bool second = !p.fits && p.min_gpus && *p.min_gpus != o.gpus;
-  double scale = std::max(cap, p.memory.total());
-  if (second) scale = std::max(scale, p.memory_at_min.total());
+  const bool second =
+      !*p.fits && p.min_gpus.has_value() && p.min_gpus->gpus && *p.min_gpus->gpus != o.gpus;
+  double scale = std::max(cap, p.memory->total());
+  if (second) scale = std::max(scale, p.min_gpus->memory.total());
   const std::string first_label = gpus_text(o.gpus);
-  const std::string second_label = second ? gpus_text(*p.min_gpus) : "";
+  const std::string second_label = second ? gpus_text(*p.min_gpus->gpus) : "";
   const std::size_t w = std::max(first_label.size(), second_label.size());
   out += fmt::format("  {:<{}} [{}] {}\n", first_label, w,
-                     memory_bar(p.memory, cap, scale, kBarWidth), format_gb(p.memory.total()));
+                     memory_bar(*p.memory, cap, scale, kBarWidth), format_gb(p.memory->total()));
   if (second)
     out += fmt::format("  {:<{}} [{}] {}\n", second_label, w,
-                       memory_bar(p.memory_at_min, cap, scale, kBarWidth),
-                       format_gb(p.memory_at_min.total()));
+                       memory_bar(p.min_gpus->memory, cap, scale, kBarWidth),
+                       format_gb(p.min_gpus->memory.total()));
   out += fmt::format(
       "  {:<{}}  W weights  G grads  M master  O optimizer  A activations  . free  | {}\n\n", "", w,
       format_gb(cap));
 
-  if (p.fits)
-    out += fmt::format("  Fits: {} <= {} ({:.0f}% of capacity).\n", format_gb(p.memory.total()),
-                       format_gb(cap), 100 * p.memory.total() / cap);
+  if (*p.fits)
+    out += fmt::format("  Fits: {} <= {} ({}).\n", format_gb(p.memory->total()), format_gb(cap),
+                       percent_of(p.memory->total(), cap));
   else
-    out += fmt::format("  Does not fit: {} > {} ({:.2f}x capacity).\n", format_gb(p.memory.total()),
-                       format_gb(cap), p.memory.total() / cap);
-  if (!p.fits && p.min_gpus) {
-    out += fmt::format(
-        "  Fewest GPUs that fit with tp {} and pp {}, in whole {}-GPU nodes: {} -> {} per GPU.\n",
-        o.tp, o.pp, o.gpus_per_node, layout(o, *p.min_gpus), format_gb(p.memory_at_min.total()));
-    if (p.min_gpus_any && *p.min_gpus_any < *p.min_gpus)
-      out += fmt::format("  Allowing a partial node: {} -> {} per GPU.\n",
-                         gpus_text(*p.min_gpus_any), format_gb(p.memory_at_min_any.total()));
-  }
-  if (p.fits && p.min_gpus_any && *p.min_gpus_any < o.gpus)
-    out +=
-        fmt::format("  It would fit on as few as {} with tp {} and pp {} ({} per GPU).\n",
-                    gpus_text(*p.min_gpus_any), o.tp, o.pp, format_gb(p.memory_at_min_any.total()));
-  if (!p.min_gpus_any)
-    out += fmt::format("  Never fits with tp {} and pp {} (searched up to {} GPUs): {}.\n", o.tp,
-                       o.pp, kMaxSearchGpus, never_fits_hint(p));
+    out += fmt::format("  Does not fit: {} > {} ({:.2f}x capacity).\n",
+                       format_gb(p.memory->total()), format_gb(cap), p.memory->total() / cap);
+  append_fewest(out, p);
+  append_advice(out, p);
 }
 
 void append_traffic(std::string& out, const Plan& p) {
   out += "\nTraffic per GPU per step (bytes sent)\n";
   if (p.traffic.empty())
     out += p.options.gpus == 1 ? "  none: one GPU does not communicate\n" : "  none computed\n";
-  for (const auto& t : p.traffic)
-    out += fmt::format("  {:<44}{:>14}   {} group\n", t.label, format_bytes(t.bytes), t.group);
+  for (const auto& t : p.traffic) {
+    if (t.bytes.is_pending())
+      out += fmt::format("  {:<44}{}   {} group\n", t.label, finish(t.bytes.missing()), t.group);
+    else
+      out += fmt::format("  {:<44}{:>14}   {} group\n", t.label, format_bytes(*t.bytes), t.group);
+  }
+  const Row<double> total = p.traffic_total();
   if (!p.traffic.empty())
-    out += fmt::format("  {:<44}{:>14}\n", "total", format_bytes(p.traffic_total()));
-  if (p.dp_traffic_vs_plain && p.options.zero_stage > 0)
-    out += fmt::format(
-        "  data-parallel part: {:.2f}x the traffic of plain data parallelism (ZeRO stage {})\n",
-        *p.dp_traffic_vs_plain, p.options.zero_stage);
+    out += total.has_value()
+               ? fmt::format("  {:<44}{:>14}\n", "total", format_bytes(*total))
+               : fmt::format("  {:<44}{}\n", "total", "(once every row above is computed)");
+  if (p.options.zero_stage > 0 && p.dp_traffic_vs_plain.shown()) {
+    if (p.dp_traffic_vs_plain.has_value())
+      out += fmt::format(
+          "  data-parallel part: {:.2f}x the traffic of plain data parallelism (ZeRO stage {})\n",
+          *p.dp_traffic_vs_plain, p.options.zero_stage);
+    else
+      out += fmt::format("  data-parallel part against plain data parallelism: {}\n",
+                         finish(p.dp_traffic_vs_plain.missing()));
+  }
   if (!p.options.shape && (p.options.tp > 1 || p.options.pp > 1))
     out +=
         "  (tensor and pipeline traffic need the model shape: --layers --hidden --heads --seq)\n";
@@ -127,30 +204,54 @@ void append_traffic(std::string& out, const Plan& p) {
 
 void append_time(std::string& out, const Plan& p) {
   const Options& o = p.options;
-  out +=
-      fmt::format("\nPipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1) with p {} and m {}\n",
-                  p.bubble, o.pp, o.micro_batches);
-  if (p.flops)
+  if (p.bubble.has_value())
+    out += fmt::format(
+        "\nPipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1) with p {} and m {}\n",
+        *p.bubble, o.pp, o.micro_batches);
+  else
+    out += fmt::format("\nPipeline bubble: {}\n", finish(p.bubble.missing()));
+  if (p.flops.has_value())
     out += fmt::format("Training compute: {:.3e} FLOPs for {} tokens (6 x params x tokens)\n",
                        *p.flops, format_count(*o.tokens));
-  if (p.seconds) {
+  else if (p.flops.is_pending())
+    out += fmt::format("Training compute: {}\n", finish(p.flops.missing()));
+  if (p.seconds.shown()) {
     out += fmt::format("Training time at {:.3e} FLOP/s x MFU {:.2f} per GPU on {}:\n", *o.gpu_flops,
                        o.mfu, gpus_text(o.gpus));
-    out += fmt::format("  {:<40}{} ({:.3e} s)\n",
-                       "perfect scaling (6ND / rate):", format_duration(*p.seconds_ideal),
-                       *p.seconds_ideal);
-    out += fmt::format(
-        "  {:<40}{} ({:.3e} s)\n",
-        fmt::format("with recompute (+{:.1f}%) and bubble:", 100 * p.recompute_extra_fraction),
-        format_duration(*p.seconds), *p.seconds);
+    const auto line = [&](const std::string& label, const Row<double>& s) {
+      out += s.has_value() ? fmt::format("  {:<40}{} ({:.3e} s)\n", label, format_duration(*s), *s)
+                           : fmt::format("  {:<40}{}\n", label, finish(s.missing()));
+    };
+    line("perfect scaling (6ND / rate):", p.seconds_ideal);
+    line(fmt::format("with recompute (+{:.1f}%) and bubble:", 100 * p.recompute_extra_fraction),
+         p.seconds);
   }
 }
 
 void append_explain(std::string& out, const Plan& p) {
   out += "\nWhere every number comes from\n";
-  for (const auto& f : p.factors)
-    out += fmt::format("  {:<42} {:>12.6g}   = {}\n  {:<42} {:>12}     {}\n", f.name, f.value,
-                       f.formula, "", "", f.source);
+  for (const auto& f : p.factors) {
+    if (f.value.has_value())
+      out += fmt::format("  {:<42} {:>12.6g}   = {}\n", f.name, *f.value, f.formula);
+    else
+      out += fmt::format("  {:<42} {:>12}   = {}: {}\n", f.name, "-", f.formula,
+                         finish(f.value.missing()));
+    out += fmt::format("  {:<42} {:>12}     {}\n", "", "", f.source);
+  }
+}
+
+// The chapter functions the pending rows wait for, and where each one is written and tested.
+void append_pending(std::string& out, const Plan& p, bool explain) {
+  const std::vector<std::string> functions = p.pending_functions(explain);
+  if (functions.empty()) return;
+  out +=
+      "\nRows marked \"finish\" wait for chapter functions that are not written yet; each one "
+      "appears\nas soon as its function is:\n";
+  for (const auto& f : functions) {
+    const std::string folder = chapter_folder_for("not implemented: " + f);
+    out += fmt::format("  {:<36}{:<32}./mgpu test --student {}\n", f, folder,
+                       folder.substr(std::string("chapters/").size()));
+  }
 }
 
 }  // namespace
@@ -185,6 +286,7 @@ std::string render_text(const Plan& p, bool explain) {
   append_traffic(out, p);
   append_time(out, p);
   if (explain) append_explain(out, p);
+  append_pending(out, p, explain);
   return out;
 }
 

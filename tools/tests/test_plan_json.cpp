@@ -46,21 +46,21 @@ TEST_CASE("JSON round trip: the Try at stage 3 reads back bytes, fits and min_gp
   o.gpus = 8;
   o.zero_stage = 3;
   const Plan p = make_plan(o);
-  check_memory(j.at("memory_bytes"), p.memory);
+  check_memory(j.at("memory_bytes"), *p.memory);
   CHECK(j.at("capacity_bytes").get<double>() == doctest::Approx(80e9));
-  CHECK(j.at("fits").get<bool>() == p.fits);
-  CHECK(j.at("min_gpus").get<std::int64_t>() == *p.min_gpus);
-  check_memory(j.at("memory_bytes_at_min_gpus"), p.memory_at_min);
-  CHECK(j.at("min_gpus_partial_node").get<std::int64_t>() == *p.min_gpus_any);
-  CHECK(j.at("bubble_fraction").get<double>() == doctest::Approx(p.bubble));
+  CHECK(j.at("fits").get<bool>() == *p.fits);
+  CHECK(j.at("min_gpus").get<std::int64_t>() == *p.min_gpus->gpus);
+  check_memory(j.at("memory_bytes_at_min_gpus"), p.min_gpus->memory);
+  CHECK(j.at("min_gpus_partial_node").get<std::int64_t>() == *p.min_gpus_any->gpus);
+  CHECK(j.at("bubble_fraction").get<double>() == doctest::Approx(*p.bubble));
   CHECK(j.at("inputs").at("dp").get<std::int64_t>() == 8);
   CHECK(j.at("inputs").at("shape").is_null());
   CHECK(j.at("flops").is_null());
   CHECK(j.at("seconds").is_null());
   double sum = 0;
   for (const auto& t : p.traffic) {
-    CHECK(j.at("traffic_bytes_per_step").at(t.kind).get<double>() == doctest::Approx(t.bytes));
-    sum += t.bytes;
+    CHECK(j.at("traffic_bytes_per_step").at(t.kind).get<double>() == doctest::Approx(*t.bytes));
+    sum += *t.bytes;
   }
   CHECK(j.at("traffic_bytes_per_step").at("total").get<double>() == doctest::Approx(sum));
   CHECK(j.at("traffic").size() == p.traffic.size());

@@ -107,5 +107,5 @@ TEST_CASE("activations that alone exceed the capacity never fit, whatever the st
   o.shape = ModelShape{32, 4096, 32, 32768, 8, Recompute::none, false};
   REQUIRE(memory_per_gpu(o).activations > o.gpu_memory_bytes);
   CHECK_FALSE(min_gpus_that_fit(o, true).has_value());
-  CHECK_FALSE(make_plan(o).fits);
+  CHECK_FALSE(*make_plan(o).fits);
 }

@@ -72,8 +72,8 @@ Plan stage3_at_8() {
 TEST_CASE(
     "the SVG is well-formed, rooted at <svg>, with a rect per category per bar on one scale") {
   const Plan p = stage3_at_8();
-  REQUIRE_FALSE(p.fits);
-  REQUIRE(p.min_gpus.has_value());
+  REQUIRE_FALSE(*p.fits);
+  REQUIRE(p.min_gpus->gpus.has_value());
   const std::string svg = render_svg(p);
   std::string root;
   const std::vector<Element> elements = parse_xml(svg, root);
@@ -103,7 +103,7 @@ TEST_CASE(
   double first_bar_bytes = 0;
   for (std::size_t i = 0; i < kMemoryCategories.size(); ++i)
     first_bar_bytes += number(segments[i], "data-bytes");
-  CHECK(first_bar_bytes == doctest::Approx(p.memory.total()));
+  CHECK(first_bar_bytes == doctest::Approx(p.memory->total()));
 }
 
 TEST_CASE("the text bar stacks categories in proportion and marks the capacity") {
