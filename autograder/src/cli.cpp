@@ -265,6 +265,7 @@ int main(int argc, char** argv) {
         return 0;
       }
       prepare_sandbox(project, opts);
+      enable_progress(!quiet);
       Reference reference(project, rubric, opts);
       std::string name = submission.empty() ? "checkout" : fs::absolute(sub_path).lexically_normal().filename().string();
       if (!metadata.empty()) student_id = student_id_from_metadata(user_path(metadata));

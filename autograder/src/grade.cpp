@@ -248,8 +248,10 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
     const CaseSpec* spec;
   };
   std::map<std::string, std::string> stamps;  // chapter -> content hash of its case program
-  for (const auto* c : chapters) {
+  for (std::size_t i = 0; i < chapters.size(); ++i) {
+    const auto* c = chapters[i];
     if (build_errors.count(c->name)) continue;
+    Progress p(fmt::format("building the reference's case program for {} ({} of {})", c->name, i + 1, chapters.size()));
     TargetBuild b = build_target(tree_, case_target(c->name), opts_.jobs, project_);
     if (!b.ok) build_errors[c->name] = b.first_error;
   }
@@ -261,6 +263,8 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
     if (!jobs.empty() && jobs.back().chapter == c) stamps[c->name] = file_hash(tree_ / "bin" / case_target(c->name));
   }
   std::vector<CaseRun> results(jobs.size());
+  std::optional<Progress> running;
+  if (!jobs.empty()) running.emplace(fmt::format("running the reference on {} cases (cached results are reused)", jobs.size()));
   parallel_for(jobs.size(), opts_.jobs, [&](std::size_t i) {
     const auto& j = jobs[i];
     const std::uint64_t seed = seeds.seed_for(*j.spec);
@@ -286,6 +290,7 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
     if (results[i].status == Status::passed)
       write_text(cache, nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}.dump());
   });
+  running.reset();
   std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < jobs.size(); ++i) runs_[{seeds.seed_for(*jobs[i].spec), jobs[i].spec->name}] = std::move(results[i]);
   for (const auto* c : all_chapters)
@@ -338,9 +343,11 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     g.notes.insert(g.notes.end(), st.notes.begin(), st.notes.end());
     scratch_chapters = st.chapters_dir;
     tree = base / "build";
+    Progress p("configuring the build of the submission");
     tree_error = configure_tree({tree, "student", st.chapters_dir, opts.cases_dirs}, project);
   }
-  for (const auto* c : chapters) {
+  for (std::size_t i = 0; i < chapters.size(); ++i) {
+    const auto* c = chapters[i];
     if (!tree_error.empty()) {
       builds[c->name] = TargetBuild{false, "the build could not be configured", tree_error, 0};
       continue;
@@ -349,6 +356,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
       builds[c->name].ok = !reference.build_errors.count(c->name);
       continue;
     }
+    Progress p(fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
     builds[c->name] = build_target(tree, case_target(c->name), opts.jobs, project, scratch_chapters);
   }
   g.timings.emplace_back("build", since(t_build));
@@ -386,6 +394,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     g.chapters.push_back(std::move(cg));
   }
   std::vector<CaseGrade> graded(jobs.size());
+  std::optional<Progress> running;
+  if (!jobs.empty()) running.emplace(fmt::format("running the submission's {} cases", jobs.size()));
   parallel_for(jobs.size(), opts.jobs, [&](std::size_t k) {
     const auto& j = jobs[k];
     const CaseRun& ref = reference.get(j.spec->name, opts.seed_for(*j.spec));
@@ -394,6 +404,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     if (ref.status == Status::passed) st = run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges);
     graded[k] = judge_case(*j.spec, st, ref, rubric);
   });
+  running.reset();
   std::size_t k = 0;
   for (auto& cg : g.chapters)
     for (auto& c : cg.cases)

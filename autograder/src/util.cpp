@@ -7,6 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -152,6 +158,45 @@ int available_cpus() {
   double q = -1, p = 0;
   if (!limit && q1 >> q && p1 >> p) limit = quota_cpus(q, p);
   return std::max(1, limit ? std::min(cpus, limit) : cpus);
+}
+
+namespace {
+std::atomic<bool> progress_on{false};
+}  // namespace
+
+void enable_progress(bool on) { progress_on = on; }
+
+struct Progress::State {
+  std::string what;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread heartbeat;
+};
+
+Progress::Progress(std::string what) {
+  if (!progress_on) return;
+  state_ = std::make_unique<State>();
+  state_->what = std::move(what);
+  std::fprintf(stderr, "mgpu-grade: %s\n", state_->what.c_str());
+  state_->heartbeat = std::thread([s = state_.get()] {
+    std::unique_lock lock(s->mu);
+    while (!s->done_cv.wait_for(lock, std::chrono::seconds(5), [s] { return s->done; })) {
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - s->start);
+      std::fprintf(stderr, "mgpu-grade:   still %s (%lld s)\n", s->what.c_str(), static_cast<long long>(secs.count()));
+    }
+  });
+}
+
+Progress::~Progress() {
+  if (!state_) return;
+  {
+    std::lock_guard lock(state_->mu);
+    state_->done = true;
+  }
+  state_->done_cv.notify_all();
+  state_->heartbeat.join();
 }
 
 }  // namespace mgpu::grade

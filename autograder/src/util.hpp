@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,6 +35,22 @@ std::string file_hash(const std::filesystem::path& p);
 /// (v2 cpu.max, v1 cfs quota), at least 1. A container limited to half a CPU on a 64-core host
 /// gets 1, not 64 (std::thread::hardware_concurrency counts the host).
 int available_cpus();
+/// A phase of a long command, told on stderr: "mgpu-grade: <what>" when it starts, and a line
+/// every 5 s while it lasts, so no minute passes in silence. Silent unless enable_progress(true)
+/// (grade turns it on; a batch has its own progress line, and --quiet means quiet).
+class Progress {
+ public:
+  explicit Progress(std::string what);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+void enable_progress(bool on);
+
 /// True when stdout (fd 1) or stderr (fd 2) is a terminal and colour is wanted (NO_COLOR unset).
 bool use_colour(int fd);
 
