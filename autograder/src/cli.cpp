@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
       fs::path sub_path = submission.empty() ? project.root / "chapters" : user_path(submission);
       if (!reference_available(project)) {
         if (solution) throw std::runtime_error("--solution: this copy has no reference solutions (solutions/ is absent)");
+        enable_progress(!quiet);
         auto vis = run_visible_tests(sub_path, project, rubric, opts);
         std::cout << visible_report(vis, use_colour(1));
         return 0;

@@ -19,8 +19,15 @@ std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const 
   fs::path base = opts.work_dir / "student" / "visible";
   Staged st = stage_submission(submission, base / "src", rubric, project, pristine_root(project, opts.work_dir));
   fs::path tree = base / "build";
-  std::string err = configure_tree({tree, "student", st.chapters_dir, {}}, project);
-  for (const auto* ch : select_chapters(rubric, opts.chapters)) {
+  std::string err;
+  {
+    Progress p("configuring the build of your chapters");
+    err = configure_tree({tree, "student", st.chapters_dir, {}}, project);
+  }
+  const auto chapters = select_chapters(rubric, opts.chapters);
+  for (std::size_t i = 0; i < chapters.size(); ++i) {
+    const auto* ch = chapters[i];
+    Progress p(fmt::format("building and running the visible tests of {} ({} of {})", ch->name, i + 1, chapters.size()));
     VisibleChapter v;
     v.name = ch->name;
     if (!fs::is_directory(project.root / "chapters" / ch->name / "tests")) {
