@@ -64,24 +64,30 @@ void draw_bar(std::string& out, const Bar& bar, double y, double scale, double c
                      format_gb(bar.memory->total()), fits ? "fits" : "does not fit");
 }
 
-// The figure for a student build whose memory function is still a skeleton: the title and the
-// function to write, so the file exists and says why it has no bars.
-std::string pending_svg(const Plan& p) {
-  const Options& o = p.options;
+// The opening of every figure: the svg element, a white background and the title line.
+std::string svg_head(const Options& o, double height) {
   std::string out = fmt::format(
-      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="90" viewBox="0 0 {:.0f} 90" )"
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" )"
       R"(font-family="sans-serif" font-size="13">)"
       "\n",
-      kWidth, kWidth);
-  out += fmt::format(R"(  <rect x="0" y="0" width="{:.0f}" height="90" fill="white"/>)"
+      kWidth, height, kWidth, height);
+  out += fmt::format(R"(  <rect x="0" y="0" width="{:.0f}" height="{:.0f}" fill="white"/>)"
                      "\n",
-                     kWidth);
+                     kWidth, height);
   out += fmt::format(
       R"(  <text x="{:.2f}" y="22" font-size="15" font-weight="bold">{}</text>)"
       "\n",
       kLeft,
       escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
                              format_count(o.params), o.zero_stage, o.tp, o.pp)));
+  return out;
+}
+
+// The figure for a student build whose memory function is still a skeleton: the title and the
+// function to write, so the file exists and says why it has no bars.
+std::string pending_svg(const Plan& p) {
+  const Options& o = p.options;
+  std::string out = svg_head(o, 90);
   out += fmt::format(R"(  <text x="{:.2f}" y="56" font-style="italic">{}</text>)"
                      "\n",
                      kLeft,
@@ -107,20 +113,7 @@ std::string render_svg(const Plan& p) {
   const double bars_bottom =
       kTop + static_cast<double>(bars.size()) * (kBarHeight + kBarGap) - kBarGap;
   const double height = bars_bottom + 104;
-  std::string out = fmt::format(
-      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" )"
-      R"(font-family="sans-serif" font-size="13">)"
-      "\n",
-      kWidth, height, kWidth, height);
-  out += fmt::format(R"(  <rect x="0" y="0" width="{:.0f}" height="{:.0f}" fill="white"/>)"
-                     "\n",
-                     kWidth, height);
-  out += fmt::format(
-      R"(  <text x="{:.2f}" y="22" font-size="15" font-weight="bold">{}</text>)"
-      "\n",
-      kLeft,
-      escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
-                             format_count(o.params), o.zero_stage, o.tp, o.pp)));
+  std::string out = svg_head(o, height);
   for (std::size_t i = 0; i < bars.size(); ++i)
     draw_bar(out, bars[i], kTop + static_cast<double>(i) * (kBarHeight + kBarGap), scale, cap);
 
