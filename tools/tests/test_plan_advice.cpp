@@ -37,7 +37,11 @@ nlohmann::json plan_json(const Flags& flags) {
   const int status = run_plan_cli(args, out, err);
   CAPTURE(err.str());
   REQUIRE(status == kExitOk);
-  return nlohmann::json::parse(out.str());
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  // These tests check computed numbers: on a build where a chapter function is still a skeleton,
+  // they fail as the chapter tests do, naming it, instead of on a null.
+  if (!j.at("pending").empty()) FAIL("not implemented: " << j.at("pending").begin().value().get<std::string>());
+  return j;
 }
 
 std::string plan_text(const Flags& flags) {

@@ -28,6 +28,9 @@ nlohmann::json run_to_json(const std::vector<std::string>& flags) {
   REQUIRE(in.good());
   const nlohmann::json j = nlohmann::json::parse(in);
   fs::remove(path);
+  // These tests check computed numbers: on a build where a chapter function is still a skeleton,
+  // they fail as the chapter tests do, naming it, instead of on a null.
+  if (!j.at("pending").empty()) FAIL("not implemented: " << j.at("pending").begin().value().get<std::string>());
   return j;
 }
 
