@@ -9,6 +9,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "compare.hpp"
@@ -38,12 +40,27 @@ std::string excerpt(const std::string& label, const std::string& text, bool trun
 
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t, int)>& f) {
   std::atomic<std::size_t> next{0};
+  // A throw on a worker thread would end the grader without a report: the first one stops the
+  // loop and is rethrown here, after every thread has finished.
+  std::exception_ptr first;
+  std::mutex first_mu;
   auto worker = [&](int w) {
-    for (std::size_t i; (i = next++) < n;) f(i, w);
+    for (std::size_t i; (i = next++) < n;) {
+      try {
+        f(i, w);
+      } catch (...) {
+        std::lock_guard lock(first_mu);
+        if (!first) first = std::current_exception();
+        next = n;
+      }
+    }
   };
-  std::vector<std::jthread> pool;
-  for (int w = 1; w < std::min<int>(jobs, static_cast<int>(n)); ++w) pool.emplace_back(worker, w);
-  worker(0);
+  {
+    std::vector<std::jthread> pool;
+    for (int w = 1; w < std::min<int>(jobs, static_cast<int>(n)); ++w) pool.emplace_back(worker, w);
+    worker(0);
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f) {

@@ -99,7 +99,8 @@ Grade grade_submission(const std::filesystem::path& submission, const std::strin
 /// Runs f(i) for i in [0, n) on `jobs` threads.
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f);
 /// Runs f(i, worker) for i in [0, n) on `jobs` threads; worker in [0, jobs) names the thread, so
-/// each can own a resource (a build slot) without a pool of its own.
+/// each can own a resource (a build slot) without a pool of its own. The first exception stops
+/// the loop and is rethrown once every thread has finished.
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t, int)>& f);
 
 }  // namespace mgpu::grade

@@ -5,14 +5,31 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <fstream>
 
 #include "batch.hpp"
+#include "grade.hpp"
 #include "helpers.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;
 namespace fs = std::filesystem;
+
+TEST_CASE("an exception on a worker thread reaches the caller instead of ending the grader") {
+  // Thread 1 throws on its first item; the caller's thread works slowly, so thread 1 gets one.
+  std::atomic<int> done{0};
+  CHECK_THROWS_WITH(parallel_for(100, 2,
+                                 [&](std::size_t, int worker) {
+                                   if (worker == 1) throw std::runtime_error("a case failed on thread 1");
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                   ++done;
+                                 }),
+                    "a case failed on thread 1");
+  CHECK(done.load() < 99);  // the first exception stops the loop
+}
 
 TEST_CASE("grading the toy reference gives full marks" * doctest::skip(!can_grade())) {
   fs::path out = fresh_dir("toy_solution") / "grade.json";
