@@ -51,6 +51,11 @@ void attack_batch(const std::string& mode) {
   // A correct submission graded beside them must keep its full marks.
   fs::path good = toy_submission(dir / "subs" / "zz_correct", "");
   fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", good / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+  // The exec attack finds the reference's case program from the work folder's name; it must be
+  // really there, or the attack would lose for the wrong reason.
+  const Project p = this_project();
+  REQUIRE(work().filename() == "grade-tests-" + p.own_tree.filename().string());
+  REQUIRE(fs::exists(work().parent_path() / p.own_tree.filename() / "bin" / "cases_toy_a"));
   // The reference results must be in the cache for the thief to find them (outside a sandbox).
   REQUIRE(grader(toy_args({"grade", "--solution", "--quiet", "--seed", kSeed})).exit_code == 0);
 
