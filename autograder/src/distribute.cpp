@@ -35,7 +35,7 @@ bool ships(const fs::path& rel, Audience a) {
   return !(under("solutions/") || under("autograder/cases/") || under("autograder/gradescope/"));
 }
 
-RunOutcome run_tool(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd) {
+void run_or_throw(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd, const std::string& what) {
   RunSpec spec;
   spec.exe = exe;
   spec.args = args;
@@ -43,18 +43,14 @@ RunOutcome run_tool(const std::string& exe, const std::vector<std::string>& args
   spec.cwd = cwd;
   spec.wall_s = 600;
   spec.output_cap = 16 << 20;
-  return run_process(spec);
-}
-
-void run_or_throw(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd, const std::string& what) {
-  RunOutcome o = run_tool(exe, args, cwd);
+  RunOutcome o = run_process(spec);
   if (!o.started) throw std::runtime_error(fmt::format("{}: {} (is {} installed?)", what, o.start_error, exe));
   if (!o.exited || o.exit_code != 0) throw std::runtime_error(fmt::format("{} failed:\n{}{}", what, o.out, o.err));
 }
 
 // Tracked files whose working copy or index differs from HEAD, among those that would ship.
 std::vector<std::string> uncommitted(const Project& project, Audience a) {
-  RunOutcome o = run_tool("git", {"-C", project.root.string(), "status", "--porcelain=v1", "-z", "--untracked-files=no"}, project.root);
+  RunOutcome o = run_git(project, {"status", "--porcelain=v1", "-z", "--untracked-files=no"}, 16 << 20);
   if (!o.exited || o.exit_code != 0) throw std::runtime_error("git status failed: " + o.err);
   std::vector<std::string> files;
   std::size_t pos = 0;

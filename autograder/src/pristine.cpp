@@ -13,9 +13,7 @@
 namespace fs = std::filesystem;
 
 namespace mgpu::grade {
-namespace {
-
-RunOutcome git(const Project& project, std::vector<std::string> args, std::size_t cap = 1 << 20) {
+RunOutcome run_git(const Project& project, const std::vector<std::string>& args, std::size_t cap) {
   RunSpec spec;
   spec.exe = "git";
   spec.args = {"-C", project.root.string()};
@@ -26,14 +24,12 @@ RunOutcome git(const Project& project, std::vector<std::string> args, std::size_
   return run_process(spec);
 }
 
-}  // namespace
-
 std::string head_commit(const Project& project) {
   // Its own repository only: git would otherwise find one in a folder above (a release unpacked
   // inside another checkout).
   std::error_code ec;
   if (!fs::exists(project.root / ".git", ec)) return "";
-  RunOutcome head = git(project, {"rev-parse", "--verify", "-q", "HEAD"});
+  RunOutcome head = run_git(project, {"rev-parse", "--verify", "-q", "HEAD"});
   std::string commit = head.out.substr(0, head.out.find('\n'));
   return head.started && head.exited && head.exit_code == 0 && commit.size() >= 7 ? commit : "";
 }
@@ -46,7 +42,7 @@ void export_commit(const Project& project, const std::string& commit, const fs::
     args.push_back("--");
     args.insert(args.end(), paths.begin(), paths.end());
   }
-  RunOutcome archive = git(project, args);
+  RunOutcome archive = run_git(project, args);
   if (!archive.exited || archive.exit_code != 0)
     throw std::runtime_error(fmt::format("git archive {} failed: {}{}", commit, archive.out, archive.err));
   RunSpec untar;

@@ -8,8 +8,12 @@
 #include <vector>
 
 #include "build.hpp"
+#include "runner.hpp"
 
 namespace mgpu::grade {
+
+/// Runs git -C <project root> args (not isolated, 120 s at most, output capped at cap bytes).
+RunOutcome run_git(const Project& project, const std::vector<std::string>& args, std::size_t cap = 1 << 20);
 
 /// The commit HEAD names, or "" when the project is not a git checkout with a commit.
 std::string head_commit(const Project& project);

@@ -36,11 +36,6 @@ void git(const fs::path& repo, std::vector<std::string> args) {
   REQUIRE(o.exit_code == 0);
 }
 
-void put(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream(file) << text;
-}
-
 // A course in miniature, committed: one chapter, its solution, a graded case, a chaff, the
 // Gradescope scripts, a README with both audiences' lines and the presets.
 Project mini_course(const std::string& name) {

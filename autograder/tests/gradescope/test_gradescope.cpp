@@ -32,11 +32,6 @@ RunOutcome script(const std::string& name, double wall_s) {
   return run_process(spec);
 }
 
-void put(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream(file, std::ios::binary) << text;
-}
-
 std::string solution(const std::string& chapter, const std::string& file) {
   return read_text(this_project().root / "solutions" / chapter / file);
 }
