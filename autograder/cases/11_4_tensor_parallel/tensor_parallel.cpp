@@ -28,9 +28,14 @@ struct Shape {
 // the length is always there; then one point drawn from the seed.
 std::vector<Shape> grid(Ctx& ctx) {
   std::vector<Shape> g = {{3, 5, 4, 1}, {4, 3, 6, 2}, {5, 7, 9, 3}, {2, 6, 8, 4}};
-  const int t = ctx.pick({1, 2, 3, 4});
-  const Eigen::Index n = ctx.uniform_int(1, 9), h = ctx.uniform_int(2, 11);
-  g.push_back({n, h, t * ctx.uniform_int(1, 6), t});
+  // Drawn again when it repeats a fixed point: values are named by their point (label).
+  Shape d;
+  do {
+    const int t = ctx.pick({1, 2, 3, 4});
+    const Eigen::Index n = ctx.uniform_int(1, 9), h = ctx.uniform_int(2, 11);
+    d = {n, h, t * ctx.uniform_int(1, 6), t};
+  } while (std::any_of(g.begin(), g.end(), [&](const Shape& s) { return s.n == d.n && s.h == d.h && s.f == d.f && s.t == d.t; }));
+  g.push_back(d);
   return g;
 }
 
@@ -189,12 +194,19 @@ MGPU_CASE("11_4.tp_attention") {
   };
   std::vector<Point> points = {{1, 2, 4, 3, 6, true}, {2, 2, 6, 2, 4, false}, {4, 4, 8, 3, 3, true},
                                {2, 4, 8, 5, 5, true}};
-  {
+  // The name of a point's values; the drawn point is drawn again while its name is taken.
+  auto label = [](const Point& d) {
+    return "t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" + std::to_string(d.h) + "_n" +
+           std::to_string(d.n) + (d.causal ? "_causal." : ".");
+  };
+  Point drawn;
+  do {
     const int t = ctx.pick({1, 2, 4});
     const std::int64_t heads = t * ctx.uniform_int(1, 3), h = heads * ctx.uniform_int(1, 3);
     const std::int64_t seq = ctx.uniform_int(1, 5);
-    points.push_back({t, heads, h, seq, seq * ctx.uniform_int(1, 3), ctx.uniform_int(0, 1) == 1});
-  }
+    drawn = {t, heads, h, seq, seq * ctx.uniform_int(1, 3), ctx.uniform_int(0, 1) == 1};
+  } while (std::any_of(points.begin(), points.end(), [&](const Point& q) { return label(q) == label(drawn); }));
+  points.push_back(drawn);
   GridTraffic traffic;
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
@@ -218,8 +230,7 @@ MGPU_CASE("11_4.tp_attention") {
       dwv.put(g.rank(), mgpu::as_matrix(attn.dwv, hs, cs));
       dwo.put(g.rank(), mgpu::as_matrix(attn.dwo, cs, hs));
     });
-    const std::string at = "t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" +
-                           std::to_string(d.h) + "_n" + std::to_string(d.n) + (d.causal ? "_causal." : ".");
+    const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);
     emit_per_rank_matrices(ctx, at + "dx", dx);
     ctx.emit(at + "dwq", dwq.m, Dtype::fp32);

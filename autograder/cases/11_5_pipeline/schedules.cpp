@@ -26,9 +26,15 @@ struct Point {
 };
 
 // The fixed grid of (stages, micro-batches): one stage, one micro-batch, fewer micro-batches than
-// stages, as many, more; then `draws` points from the seed.
+// stages, as many, more; then `draws` points from the seed. A drawn point that repeats one already
+// in the grid is drawn again: values are named by their point, and a repeat would name one twice.
 std::vector<Point> grid(Ctx& ctx, std::vector<Point> fixed, int max_p, int draws) {
-  for (int i = 0; i < draws; ++i) fixed.push_back({ctx.uniform_int(1, max_p), ctx.pick({1, 2, 3, 4, 6, 8, 12})});
+  for (int i = 0; i < draws; ++i) {
+    Point d;
+    do d = {ctx.uniform_int(1, max_p), ctx.pick({1, 2, 3, 4, 6, 8, 12})};
+    while (std::any_of(fixed.begin(), fixed.end(), [&](const Point& q) { return q.p == d.p && q.m == d.m; }));
+    fixed.push_back(d);
+  }
   return fixed;
 }
 
