@@ -2,7 +2,8 @@
 # One run on a GPU machine that learns everything the GPU labs need to know from it, in well
 # under 9 minutes on one H200 with 16 cores: the environment, the build (exactly check.sh's),
 # the tests with device tests required, every lab at 1 rank (NCCL) and at 4 and 3 ranks emulated
-# on one GPU, NCCL's own view, and compute-sanitizer's memcheck on the small device tests. Every
+# on one GPU, the grader on the GPU labs (isolated, with a forged RESULT line to reject), NCCL's
+# own view, and compute-sanitizer's memcheck on the small device tests. Every
 # step prints its elapsed time; a step that fails says why and the next one runs anyway.
 #
 #   gpu_labs/device_probe.sh
@@ -210,6 +211,47 @@ for cfg in "1 nccl" "4 emulated" "3 emulated"; do
     fi
   done
 done
+
+# --- 4b. the grader on the GPU labs -------------------------------------------------------------
+# mgpu-grade grades the GPU labs of a fixture whose tp_ffn prints a passing RESULT line and writes
+# nothing else: the reference labs run isolated with the device nodes (so this shows whether CUDA
+# works in the grader's sandbox), the fixture's tp_ffn must be `no-result`, and the two labs it
+# leaves as skeletons `not-implemented`. Nothing may be `reference-error`.
+s=$SECONDS
+say "== 4b. grader: GPU labs of autograder/tests/fixtures/attacks/forged_gpu_result"
+grade_log=$logs/grade.log
+tmo=$(step_timeout 240)
+gpu_tree=$repo/build/gpu-solution
+if [[ ! -f $gpu_tree/CMakeCache.txt ]]; then
+  record grader skipped 0 "not configured"
+elif (( tmo == 0 )); then
+  record grader skipped 0 "out of time budget"
+else
+  # A copy of the repository without .git has no HEAD to take the skeletons from: ship them as a
+  # release does (autograder/skeleton), for this run only.
+  made_skeleton=0
+  if [[ ! -d $repo/.git && ! -d $repo/autograder/skeleton ]]; then
+    mkdir -p "$repo/autograder/skeleton" && cp -r "$repo/chapters" "$repo/gpu_labs" "$repo/autograder/skeleton/" && made_skeleton=1
+  fi
+  prefix=$(sed -n 's/^CMAKE_PREFIX_PATH:[A-Z]*=//p' "$gpu_tree/CMakeCache.txt")
+  libs=${prefix:+$prefix/lib/x86_64-linux-gnu}
+  # shellcheck disable=SC2016
+  run_logged "$tmo" "$grade_log" env LD_LIBRARY_PATH="${libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" bash -c \
+    'cmake --build "$1" -j "$2" --target mgpu-grade && "$1/bin/mgpu-grade" grade "$3" --chapter gpu_labs \
+       --work-dir "$4" --jobs "$2" --json "$5"' \
+    _ "$gpu_tree" "$jobs" "$repo/autograder/tests/fixtures/attacks/forged_gpu_result" "$probe/grade" "$logs/grade.json"
+  rc=$?
+  (( made_skeleton )) && rm -rf "$repo/autograder/skeleton"
+  tail -30 "$grade_log"
+  row() { grep -E "^ *$1 +$2( |$)" "$grade_log" >/dev/null; }
+  if grep -q 'reference-error' "$grade_log"; then
+    record grader FAIL $((SECONDS - s)) "a reference lab failed under the grader: $(grep -m1 -A2 'reference-error' "$grade_log" | tr '\n' ' ' | head -c 200)"
+  elif row no-result gpu.tp_ffn && row not-implemented gpu.zero3 && row not-implemented gpu.allreduce_bw; then
+    record grader pass $((SECONDS - s)) "forged RESULT line: no-result; skeleton labs: not-implemented"
+  else
+    record grader FAIL $((SECONDS - s)) "exit $rc; expected gpu.tp_ffn no-result and the others not-implemented: see logs/grade.log"
+  fi
+fi
 
 # --- 5. NCCL's own view -----------------------------------------------------------------------
 s=$SECONDS

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -218,6 +219,18 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   return st;
 }
 
+std::string cache_value(const fs::path& tree, const std::string& name) {
+  std::ifstream in(tree / "CMakeCache.txt");
+  for (std::string line; std::getline(in, line);) {
+    // NAME:TYPE=value
+    const auto colon = line.find(':'), eq = line.find('=');
+    if (colon != std::string::npos && eq != std::string::npos && colon < eq && line.compare(0, colon, name) == 0 &&
+        colon == name.size())
+      return line.substr(eq + 1);
+  }
+  return "";
+}
+
 std::string configure_tree(const TreeConfig& cfg, const Project& project, const fs::path& gpu_student_dir) {
   std::vector<std::string> args{"-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja",
                                 "-DMGPU_IMPL=" + cfg.impl, gpu_student_dir.empty() ? "-DMGPU_CUDA=OFF" : "-DMGPU_CUDA=ON",
@@ -225,6 +238,10 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
                                 "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG",
                                 // A warning in course code must never fail a student's grade
                                 "-DMGPU_WERROR=OFF"};
+  // Packages where the grader's own tree found them (a GPU machine's carried header libraries,
+  // NCCL from a wheel): a tree configured here must not look elsewhere, or fail to find them.
+  for (const char* var : {"CMAKE_PREFIX_PATH", "MGPU_NCCL_INCLUDE", "MGPU_NCCL_LIBRARY"})
+    if (std::string v = cache_value(project.own_tree, var); !v.empty()) args.push_back(fmt::format("-D{}={}", var, v));
   if (!cfg.student_dir.empty()) args.push_back("-DMGPU_STUDENT_DIR=" + cfg.student_dir.string());
   if (!gpu_student_dir.empty()) args.push_back("-DMGPU_GPU_STUDENT_DIR=" + fs::absolute(gpu_student_dir).string());
   std::string dirs;

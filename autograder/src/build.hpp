@@ -44,9 +44,13 @@ struct TreeConfig {
   std::vector<std::filesystem::path> cases_dirs;  ///< MGPU_GRADE_CASES_DIRS (private cases)
 };
 
+/// The value of cache variable `name` in build tree `tree` (its CMakeCache.txt), "" if unset.
+std::string cache_value(const std::filesystem::path& tree, const std::string& name);
+
 /// Configures dir unless it already is with the same settings. Returns "" or the error text.
 /// With gpu_student_dir, the tree builds the GPU labs (MGPU_CUDA=ON) with the lab files from that
-/// folder (MGPU_GPU_STUDENT_DIR); otherwise MGPU_CUDA=OFF.
+/// folder (MGPU_GPU_STUDENT_DIR); otherwise MGPU_CUDA=OFF. Package locations the grader's own tree
+/// was given (CMAKE_PREFIX_PATH, MGPU_NCCL_*) are passed on.
 std::string configure_tree(const TreeConfig& cfg, const Project& project,
                            const std::filesystem::path& gpu_student_dir = {});
 

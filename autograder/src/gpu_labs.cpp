@@ -1,15 +1,18 @@
 // GPU labs in the grade: rubric section, device detection, and running the lab binaries of the
-// reference and of the submission. A lab judges itself (it compares with a CPU reference and
-// prints check=pass|fail|not_implemented); the grader turns that verdict into points.
+// reference and of the submission like case programs: isolated, each writing its outputs to a
+// descriptor the grader opened. The grader compares the submission's outputs with the
+// reference's; what a lab prints (its own check included) is only feedback.
 #include "gpu_labs.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <regex>
 #include <set>
-#include <sstream>
 
+#include "compare.hpp"
 #include "pristine.hpp"
 #include "runner.hpp"
 #include "util.hpp"
@@ -37,78 +40,33 @@ bool plain_name(const std::string& s) {
   return !s.empty() && s.find('/') == std::string::npos && s.find("..") == std::string::npos && s[0] != '.';
 }
 
-// A skipped case: not run, worth nothing either way.
-CaseGrade skipped(const GpuLabCase& c, const std::string& reason) {
+// A case's grade before anything ran: its name, place and points.
+CaseGrade lab_case(const GpuLabCase& c) {
   CaseGrade g;
   g.name = c.name;
   g.chapter = "gpu_labs";
   g.visibility = c.visibility;
+  g.max_score = c.points;
+  return g;
+}
+
+// A skipped case: not run, worth nothing either way.
+CaseGrade skipped(const GpuLabCase& c, const std::string& reason) {
+  CaseGrade g = lab_case(c);
+  g.max_score = 0;
   g.status = Status::skipped;
   g.reason = reason;
   g.feedback = "not run here; it counts neither toward the score nor toward the maximum";
   return g;
 }
 
-// One run of a lab binary: the process outcome, classified like a case run.
-struct LabRun {
-  Status status = Status::no_result;
-  std::string reason;
-  std::string output;
-  double seconds = 0;
-};
-
-LabRun run_lab(const fs::path& exe, const GpuLabCase& c) {
-  LabRun r;
-  RunSpec spec;
-  spec.exe = exe;
-  spec.args = c.args;
-  spec.wall_s = c.time_limit_s;
-  // Not isolated: the CUDA driver needs a large address space and its environment
-  // (CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH); the wall-clock limit still kills the process group.
-  spec.isolate = false;
-  spec.merge_output = true;
-  spec.output_cap = 256 * 1024;
-  RunOutcome o = run_process(spec);
-  r.seconds = o.wall_s;
-  r.output = o.out;
-  if (!o.started) {
-    r.status = Status::crashed;
-    r.reason = o.start_error;
-    return r;
-  }
-  if (o.timed_out) {
-    r.status = Status::timeout;
-    r.reason = fmt::format("exceeded the {:g} s time limit and was stopped", c.time_limit_s);
-    return r;
-  }
-  auto res = parse_lab_result(o.out);
-  if (!res) {
-    r.status = o.signal ? Status::crashed : Status::no_result;
-    r.reason = o.signal ? "killed by " + signal_description(o.signal)
-                        : fmt::format("exited with code {} without a RESULT line", o.exit_code);
-    return r;
-  }
-  if (res->check == "pass") {
-    r.status = Status::passed;
-  } else if (res->check == "not_implemented") {
-    r.status = Status::not_implemented;
-    r.reason = "the lab reports check=not_implemented";
-  } else if (res->check == "fail") {
-    r.status = Status::wrong;
-    r.reason = "the lab's own check failed";
-    if (auto e = res->fields.find("err"); e != res->fields.end()) r.reason += " (max rel error " + e->second + ")";
-  } else {
-    // check=error: the lab stopped on an exception and printed its message as "error: ...".
-    r.status = Status::crashed;
-    r.reason = "the lab reports check=" + res->check;
-    std::istringstream lines(o.out);
-    for (std::string line; std::getline(lines, line);)
-      if (line.rfind("error: ", 0) == 0 || line.rfind("Error: ", 0) == 0) {
-        r.reason += ": " + line.substr(7);
-        break;
-      }
-  }
-  return r;
+// A case decided by a build: the reference's (not counted) or the submission's.
+CaseGrade build_failure(const GpuLabCase& c, Status status, const std::string& reason, const std::string& log) {
+  CaseGrade g = lab_case(c);
+  g.status = status;
+  g.reason = reason;
+  g.feedback = log;
+  return g;
 }
 
 // Copies the pristine IMPL files of every lab, then the submission's, into dest/<lab>/.
@@ -180,7 +138,8 @@ void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, Gp
       errors.push_back(err(file, cf, "expected an object", R"(write {"lab": "tp_ffn", "points": 2})"));
       continue;
     }
-    known(c, file, cf, {"lab", "points", "visibility", "args", "time_limit_s", "description"}, errors);
+    known(c, file, cf, {"lab", "points", "visibility", "args", "time_limit_s", "memory_mb", "error", "tolerance", "description"},
+          errors);
     GpuLabCase g;
     g.name = name;
     if (c.contains("lab") && c["lab"].is_string() && out.files.count(c["lab"].get<std::string>())) g.lab = c["lab"].get<std::string>();
@@ -204,6 +163,20 @@ void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, Gp
     if (c.contains("time_limit_s")) {
       if (c["time_limit_s"].is_number() && c["time_limit_s"].get<double>() > 0) g.time_limit_s = c["time_limit_s"].get<double>();
       else errors.push_back(err(file, cf + ".time_limit_s", "expected a number > 0", "write e.g. 300"));
+    }
+    if (c.contains("memory_mb")) {
+      if (c["memory_mb"].is_number() && c["memory_mb"].get<double>() > 0) g.memory_mb = c["memory_mb"].get<double>();
+      else errors.push_back(err(file, cf + ".memory_mb", "expected a number > 0", "write e.g. 16384"));
+    }
+    if (c.contains("error")) {
+      const std::string e = c["error"].is_string() ? c["error"].get<std::string>() : "";
+      if (e == "max_rel") g.error = LabError::max_rel;
+      else if (e == "norm_rel") g.error = LabError::norm_rel;
+      else errors.push_back(err(file, cf + ".error", "unknown error measure " + c["error"].dump(), R"(use "max_rel" or "norm_rel")"));
+    }
+    if (c.contains("tolerance")) {
+      if (c["tolerance"].is_number() && c["tolerance"].get<double>() >= 0) g.tolerance = c["tolerance"].get<double>();
+      else errors.push_back(err(file, cf + ".tolerance", "expected a number >= 0", "write e.g. 0.02"));
     }
     out.cases.push_back(std::move(g));
   }
@@ -234,18 +207,131 @@ std::string gpu_labs_unavailable(const fs::path& reference_tree) {
   return "";
 }
 
-std::optional<LabResult> parse_lab_result(const std::string& output) {
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("RESULT ", 0) != 0) continue;
-    LabResult r;
-    std::istringstream words(line.substr(7));
-    for (std::string w; words >> w;)
-      if (auto eq = w.find('='); eq != std::string::npos) r.fields[w.substr(0, eq)] = w.substr(eq + 1);
-    if (auto c = r.fields.find("check"); c != r.fields.end()) r.check = c->second;
-    return r;
+std::vector<fs::path> gpu_device_nodes() {
+  std::vector<fs::path> nodes;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev", ec))
+    if (e.path().filename().string().rfind("nvidia", 0) == 0) nodes.push_back(e.path());
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+CaseRun run_lab(const fs::path& exe, const GpuLabCase& c) {
+  RunSpec spec;
+  spec.exe = exe;
+  spec.args = c.args;
+  spec.args.insert(spec.args.end(), {"--result-fd", "3"});
+  spec.result_fd = 3;
+  spec.wall_s = c.time_limit_s;
+  spec.memory_bytes = static_cast<std::uint64_t>(c.memory_mb * 1024 * 1024);
+  spec.devices = gpu_device_nodes();
+  spec.open_files = 1024;  // the driver, cuBLAS and NCCL open many
+  spec.output_cap = 256 * 1024;
+  spec.merge_output = true;
+  // The devices the grader was given, and nothing else of its environment.
+  for (const char* var : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+    if (const char* v = std::getenv(var)) spec.env.emplace_back(var, v);
+  return classify_run(run_process(spec), c.time_limit_s, c.memory_mb);
+}
+
+namespace {
+
+// The error of one output by the case's measure; NaN when either side has a NaN.
+double lab_error(const std::vector<double>& a, const std::vector<double>& b, LabError measure) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::nan("");
+    const double d = std::fabs(a[i] - b[i]);
+    if (measure == LabError::max_rel) {
+      diff = std::max(diff, d);
+      scale = std::max(scale, std::fabs(b[i]));
+    } else {
+      diff += d * d;
+      scale += b[i] * b[i];
+    }
   }
-  return std::nullopt;
+  if (std::isnan(diff)) return diff;  // inf - inf
+  if (scale == 0) return diff == 0 ? 0 : INFINITY;
+  return measure == LabError::max_rel ? diff / scale : std::sqrt(diff / scale);
+}
+
+// A JSON array of numbers ("nan", "inf" as text); false if anything else is in it.
+bool decode_array(const nlohmann::json& j, std::vector<double>& out) {
+  if (!j.is_array()) return false;
+  out.resize(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i)
+    if (!decode_number(j[i], out[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference, const GpuLabCase& c) {
+  Comparison cmp;
+  const char* measure = c.error == LabError::max_rel ? "max_rel" : "norm_rel";
+  cmp.tolerances = fmt::format("every output: {} error <= {:g}", measure, c.tolerance);
+  auto fail = [&](const std::string& line) {
+    cmp.ok = false;
+    cmp.mismatches.push_back(line);
+    if (cmp.reason.empty()) cmp.reason = line;
+  };
+  if (!reference.is_object() || reference.empty()) {
+    fail("the reference lab wrote no outputs");
+    return cmp;
+  }
+  for (const auto& [name, ref] : reference.items()) {
+    std::vector<double> want, got;
+    if (!decode_array(ref, want)) {
+      fail(fmt::format("{}: the reference's output is not an array of numbers", name));
+      continue;
+    }
+    if (!student.is_object() || !student.contains(name)) {
+      fail(fmt::format("{}: missing (the reference lab writes it)", name));
+      continue;
+    }
+    if (!decode_array(student[name], got)) {
+      fail(fmt::format("{}: not an array of numbers", name));
+      continue;
+    }
+    if (got.size() != want.size()) {
+      fail(fmt::format("{}: {} elements, the reference has {}", name, got.size(), want.size()));
+      continue;
+    }
+    const double e = lab_error(got, want, c.error);
+    cmp.max_rel_error = std::isnan(e) || std::isnan(cmp.max_rel_error) ? std::nan("") : std::max(cmp.max_rel_error, e);
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(got[i]) && !std::isnan(want[i])) ++cmp.nan_count;
+      if (!std::isnan(got[i]) && !std::isnan(want[i])) cmp.max_abs_error = std::max(cmp.max_abs_error, std::fabs(got[i] - want[i]));
+    }
+    if (!(e <= c.tolerance))
+      fail(fmt::format("{}: {} error {:.3g} over the tolerance {:g}", name, measure, e, c.tolerance));
+  }
+  return cmp;
+}
+
+CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& reference) {
+  CaseGrade g = lab_case(c);
+  g.seconds = student.seconds;
+  if (reference.status != Status::passed) {
+    g.status = Status::reference_error;
+    g.reason = "the reference lab failed (" + std::string(status_name(reference.status)) + ": " + reference.reason +
+               "); not counted";
+    g.feedback = reference.output;
+    return g;
+  }
+  if (student.status != Status::passed) {
+    g.status = student.status;
+    g.reason = student.reason;
+    g.feedback = student.reason + "\n" + student.output;
+    return g;
+  }
+  const Comparison cmp = compare_lab_values(student.result.value("values", nlohmann::json::object()),
+                                            reference.result.value("values", nlohmann::json::object()), c);
+  g.status = cmp.ok ? Status::passed : Status::wrong;
+  g.reason = cmp.reason;
+  g.score = cmp.ok ? c.points : 0;
+  g.feedback = cmp.detail() + "\n" + student.output;
+  return g;
 }
 
 ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission, const std::string& build_name,
@@ -270,47 +356,29 @@ ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission,
   }
   std::map<std::string, TargetBuild> ref_builds, student_builds;
   for (const auto& c : spec.cases) {
-    CaseGrade g;
-    g.name = c.name;
-    g.chapter = cg.name;
-    g.visibility = c.visibility;
-    g.max_score = c.points;
     const std::string target = "gpu_" + c.lab;
     if (!ref_builds.count(c.lab)) ref_builds[c.lab] = build_target(reference_tree, target, opts.jobs, project);
     const TargetBuild& rb = ref_builds[c.lab];
-    LabRun ref;
-    if (rb.ok) ref = run_lab(reference_tree / "bin" / target, c);
-    if (!rb.ok || ref.status != Status::passed) {
-      g.status = Status::reference_error;
-      g.reason = rb.ok ? "the reference lab did not pass (" + std::string(status_name(ref.status)) + ": " + ref.reason + "); not counted"
-                       : "the reference lab does not build: " + rb.first_error;
-      g.feedback = rb.ok ? ref.output : rb.log;
-      cg.cases.push_back(std::move(g));
+    if (!rb.ok) {
+      cg.cases.push_back(build_failure(c, Status::reference_error, "the reference lab does not build: " + rb.first_error, rb.log));
       continue;
     }
-    LabRun st = ref;
-    if (!solution) {
-      if (!tree_error.empty()) {
-        student_builds[c.lab] = TargetBuild{false, "the CUDA build could not be configured", tree_error, 0};
-      } else if (!student_builds.count(c.lab)) {
-        student_builds[c.lab] = build_target(student_tree, target, opts.jobs, project);
-      }
-      const TargetBuild& sb = student_builds[c.lab];
-      if (!sb.ok) {
-        g.status = Status::build_failed;
-        g.reason = sb.first_error;
-        g.feedback = sb.log;
-        cg.cases.push_back(std::move(g));
-        continue;
-      }
-      st = run_lab(student_tree / "bin" / target, c);
+    const CaseRun ref = run_lab(reference_tree / "bin" / target, c);
+    if (solution || ref.status != Status::passed) {
+      cg.cases.push_back(judge_lab(c, ref, ref));
+      continue;
     }
-    g.status = st.status;
-    g.reason = st.reason;
-    g.seconds = st.seconds;
-    g.score = st.status == Status::passed ? c.points : 0;
-    g.feedback = (st.reason.empty() ? "" : st.reason + "\n") + "--- lab output ---\n" + st.output;
-    cg.cases.push_back(std::move(g));
+    if (!tree_error.empty()) {
+      student_builds[c.lab] = TargetBuild{false, "the CUDA build could not be configured", tree_error, 0};
+    } else if (!student_builds.count(c.lab)) {
+      student_builds[c.lab] = build_target(student_tree, target, opts.jobs, project);
+    }
+    const TargetBuild& sb = student_builds[c.lab];
+    if (!sb.ok) {
+      cg.cases.push_back(build_failure(c, Status::build_failed, sb.first_error, sb.log));
+      continue;
+    }
+    cg.cases.push_back(judge_lab(c, run_lab(student_tree / "bin" / target, c), ref));
   }
   return cg;
 }

@@ -1,17 +1,18 @@
 // GPU labs in the grade: the rubric's "gpu_labs" section, detection of a usable CUDA device, and
-// grading of the lab binaries (gpu_labs/, bin/gpu_<lab>) by their RESULT line. Without a device,
-// or without a CUDA build, every GPU case is reported as skipped and counts for nothing.
+// grading of the lab binaries (gpu_labs/, bin/gpu_<lab>) like case programs: each runs isolated
+// with the GPU's device nodes and writes its outputs to the grader's descriptor (--result-fd),
+// and the grader compares them with the reference lab's. Without a device, or without a CUDA
+// build, every GPU case is reported as skipped and counts for nothing.
 #pragma once
 
 #include <filesystem>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "build.hpp"
+#include "compare.hpp"
 #include "grade.hpp"
 #include "model.hpp"
 #include "rubric.hpp"
@@ -36,20 +37,27 @@ int visible_cuda_devices();
 /// skips the device check (for containers that hide /dev but still reach a GPU).
 std::string gpu_labs_unavailable(const std::filesystem::path& reference_tree);
 
-/// One lab's machine-readable line, `RESULT lab=... check=pass|fail|not_implemented key=value...`.
-struct LabResult {
-  std::string check;                          ///< "pass", "fail" or "not_implemented"
-  std::map<std::string, std::string> fields;  ///< every key=value of the line
-};
-/// The first RESULT line of a lab's output, if any.
-std::optional<LabResult> parse_lab_result(const std::string& output);
+/// The device nodes a lab needs: every /dev/nvidia* entry (the GPUs, nvidiactl, nvidia-uvm, ...).
+std::vector<std::filesystem::path> gpu_device_nodes();
+
+/// Runs a lab binary as a case: isolated with the device nodes, `c.args` plus --result-fd 3, the
+/// case's time and memory limits. A lab that writes nothing there has no result, whatever it prints.
+CaseRun run_lab(const std::filesystem::path& exe, const GpuLabCase& c);
+
+/// Every output the reference lab wrote against the submission's output of the same name, by
+/// the case's error measure and tolerance. A missing output, a length that differs or a NaN fails.
+Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference, const GpuLabCase& c);
+
+/// The grade of one lab case from the submission's run and the reference's (reference_error when
+/// the reference gave no result).
+CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& reference);
 
 /// The grade of the GPU lab cases, as one more chapter named "gpu_labs". When
 /// gpu_labs_unavailable() gives a reason, every case is `skipped` with it (no build, no run).
 /// Otherwise the reference's lab binaries (reference_tree) and the submission's (a CUDA student
 /// tree under work_dir/student/<build_name>/build-gpu, with the manifest files staged from
-/// `submission`) run one after the other; a case earns its points when the submission's lab
-/// passes its own check and the reference's does too. `solution` grades the reference itself.
+/// `submission`) run one after the other; a case earns its points when every output is within
+/// tolerance of the reference's. `solution` grades the reference itself.
 ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const std::filesystem::path& submission,
                             const std::string& build_name, const Project& project,
                             const std::filesystem::path& reference_tree, const GradeOptions& opts, bool solution);

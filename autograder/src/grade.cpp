@@ -81,7 +81,6 @@ GradeOptions GradeOptions::for_student(const std::string& student_id) const {
 }
 
 CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges) {
-  CaseRun r;
   RunSpec rs;
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--seed", std::to_string(seed), "--result-fd", "3"};
@@ -89,7 +88,11 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, 
   rs.wall_s = spec.time_limit_s;
   rs.memory_bytes = static_cast<std::uint64_t>(spec.memory_mb * 1024 * 1024);
   rs.drop_privileges = drop_privileges;
-  RunOutcome o = run_process(rs);
+  return classify_run(run_process(rs), spec.time_limit_s, spec.memory_mb);
+}
+
+CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb) {
+  CaseRun r;
   r.seconds = o.wall_s;
   r.output = excerpt("stdout", o.out, o.out_truncated) + excerpt("stderr", o.err, o.err_truncated);
   if (!o.started) {
@@ -99,13 +102,13 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, 
   }
   if (o.timed_out) {
     r.status = Status::timeout;
-    r.reason = fmt::format("exceeded the {:g} s time limit and was stopped", spec.time_limit_s);
+    r.reason = fmt::format("exceeded the {:g} s time limit and was stopped", time_limit_s);
     return r;
   }
   if (o.memory_exceeded) {
     r.status = Status::out_of_memory;
     r.reason = fmt::format("its processes together held {:.0f} MiB, over the case's {:g} MiB limit, and were stopped",
-                           static_cast<double>(o.tree_memory_bytes) / (1 << 20), spec.memory_mb);
+                           static_cast<double>(o.tree_memory_bytes) / (1 << 20), memory_mb);
     return r;
   }
   if (o.signal == SIGXCPU) {
@@ -117,7 +120,7 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, 
     bool alloc = o.err.find("bad_alloc") != std::string::npos || o.err.find("Cannot allocate memory") != std::string::npos;
     if (alloc || o.signal == SIGKILL) {
       r.status = Status::out_of_memory;
-      r.reason = fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}", spec.memory_mb, signal_description(o.signal));
+      r.reason = fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}", memory_mb, signal_description(o.signal));
     } else {
       r.status = Status::crashed;
       r.reason = "killed by " + signal_description(o.signal);
@@ -130,7 +133,8 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, 
   }
   if (o.result.empty()) {
     r.reason = fmt::format("exited with code {} before writing a result", o.exit_code);
-    if (o.out.find("\"values\"") != std::string::npos || o.out.find("\"status\"") != std::string::npos)
+    if (o.out.find("\"values\"") != std::string::npos || o.out.find("\"status\"") != std::string::npos ||
+        o.out.find("RESULT ") != std::string::npos)
       r.reason += " (results printed on stdout are not read)";
     return r;
   }
@@ -159,7 +163,7 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, 
     r.reason = msg;
   } else if (st == "out-of-memory") {
     r.status = Status::out_of_memory;
-    r.reason = fmt::format("ran out of memory (std::bad_alloc; limit {:g} MiB)", spec.memory_mb);
+    r.reason = fmt::format("ran out of memory (std::bad_alloc; limit {:g} MiB)", memory_mb);
   } else if (st == "exception") {
     r.status = Status::crashed;
     r.reason = fmt::format("threw {}: {}", doc.value("type", "an exception"), msg);

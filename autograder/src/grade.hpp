@@ -55,6 +55,11 @@ struct CaseRun {
   double seconds = 0;                  ///< wall time of the run
 };
 
+/// What a finished run of a program that reports through the grader's descriptor amounts to:
+/// crashed, timed out, out of memory, no (complete) result, or the document's own status. The
+/// limits are only named in the reasons. Used for case programs and GPU labs alike.
+CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb);
+
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
 CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges);
 

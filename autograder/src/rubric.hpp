@@ -63,13 +63,23 @@ struct ChapterSpec {
 };
 
 /// One GPU lab case: run bin/gpu_<lab> with args on a CUDA device and read its RESULT line.
+/// How a GPU lab's output is measured against the reference lab's: relative to the output's
+/// scale, since bf16 results have plenty of near-zero elements where |a-b|/|b| means nothing.
+enum class LabError {
+  max_rel,   ///< max_i |a_i - b_i| / max_i |b_i|
+  norm_rel,  ///< ||a - b||_2 / ||b||_2
+};
+
 struct GpuLabCase {
   std::string name;                             ///< e.g. "gpu.allreduce_bw"
   std::string lab;                              ///< folder under gpu_labs/, e.g. "allreduce_bw"
-  double points = 1;                            ///< earned when the lab's own check passes
+  double points = 1;                            ///< earned when every output is within tolerance
   Visibility visibility = Visibility::visible;  ///< who sees it on Gradescope
   std::vector<std::string> args;                ///< command-line arguments of the lab binary
   double time_limit_s = 300;                    ///< wall clock of one run
+  double memory_mb = 16384;                     ///< host memory of the lab's whole process tree
+  LabError error = LabError::max_rel;           ///< how each output's error is measured
+  double tolerance = 2e-2;                      ///< the largest error accepted for any output
 };
 
 /// The rubric's "gpu_labs" section: graded only where a CUDA device is visible.

@@ -172,7 +172,7 @@ RunOutcome run_process(const RunSpec& spec) {
 
   // argv and envp, built before the fork.
   std::vector<std::string> argv_s{program.string()};
-  if (kind == SandboxKind::namespaces) argv_s = bwrap_command(program, workdir);
+  if (kind == SandboxKind::namespaces) argv_s = bwrap_command(program, workdir, spec.devices);
   argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -215,6 +215,7 @@ RunOutcome run_process(const RunSpec& spec) {
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const int err_target = spec.result_fd == 3 ? 4 : 3;
   const bool merge = spec.merge_output;
+  const bool no_devices = spec.devices.empty();
   const char* cwd = workdir.empty() ? nullptr : workdir.c_str();
   auto start = Clock::now();
 
@@ -242,7 +243,7 @@ RunOutcome run_process(const RunSpec& spec) {
     ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
     if (cwd && ::chdir(cwd) != 0) child_fail(ew, 2);
     if (spec.isolate) {
-      if (::setrlimit(RLIMIT_AS, &lim_as) != 0 || ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 ||
+      if ((no_devices && ::setrlimit(RLIMIT_AS, &lim_as) != 0) || ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 ||
           ::setrlimit(RLIMIT_FSIZE, &lim_fsize) != 0 || ::setrlimit(RLIMIT_NOFILE, &lim_nofile) != 0 ||
           ::setrlimit(RLIMIT_NPROC, &lim_nproc) != 0 || ::setrlimit(RLIMIT_CORE, &lim_core) != 0)
         child_fail(ew, 3);

@@ -22,7 +22,7 @@ struct RunSpec {
   double wall_s = 10;                      ///< wall-clock limit; the process group is killed at it
   bool isolate = true;                     ///< sandbox, limits, fresh temp dir, scrubbed env
   bool drop_privileges = true;             ///< when isolated and running as root: a throwaway uid
-  std::uint64_t memory_bytes = 2ull << 30; ///< RLIMIT_AS per process, and resident bytes of the whole tree (isolated only)
+  std::uint64_t memory_bytes = 2ull << 30; ///< RLIMIT_AS per process (not with devices), and resident bytes of the whole tree (isolated only)
   std::uint64_t file_bytes = 16ull << 20;  ///< RLIMIT_FSIZE (isolated only)
   std::uint64_t open_files = 64;           ///< RLIMIT_NOFILE (isolated only)
   std::uint64_t extra_processes = 1024;    ///< RLIMIT_NPROC headroom over the user's tasks (threads count)
@@ -32,6 +32,11 @@ struct RunSpec {
   std::size_t output_cap = 64 * 1024;      ///< bytes kept of stdout and of stderr each
   std::size_t result_cap = 64ull << 20;    ///< a larger result counts as no result
   bool merge_output = false;               ///< stderr into the stdout capture (builds)
+  /// Device nodes the isolated program may open (a GPU lab's /dev/nvidia*): bound into the
+  /// namespace sandbox, with /sys read-only for the driver. With any, there is no RLIMIT_AS (the
+  /// CUDA driver reserves far more address space than it touches); the whole tree's resident
+  /// memory is still held to memory_bytes.
+  std::vector<std::filesystem::path> devices;
   /// Not isolated, grader running as root: run as this uid (and gid), dying with the grader. A
   /// student build in the uid sandbox runs so, unable to read the sealed reference.
   std::optional<uid_t> run_as;

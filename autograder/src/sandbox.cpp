@@ -204,14 +204,20 @@ std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
   return pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::vector<std::string> bwrap_command(const fs::path& program, const fs::path& workdir) {
+std::vector<std::string> bwrap_command(const fs::path& program, const fs::path& workdir,
+                                       const std::vector<fs::path>& devices) {
   const std::string inside = "/program/" + program.filename().string();
-  return {kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
-          // the system's programs and libraries, read-only; nothing of the course, the reference or /home
-          "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
-          "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-          "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-          "--bind", workdir.string(), "/case", "--ro-bind", program.string(), inside, "--chdir", "/case", inside};
+  std::vector<std::string> cmd{
+      kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
+      // the system's programs and libraries, read-only; nothing of the course, the reference or /home
+      "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
+      "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
+      "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
+  // After --dev, which would hide them: a fresh /dev holds only the standard nodes.
+  for (const auto& d : devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
+  if (!devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
+  cmd.insert(cmd.end(), {"--bind", workdir.string(), "/case", "--ro-bind", program.string(), inside, "--chdir", "/case", inside});
+  return cmd;
 }
 
 std::string case_dir_template() {

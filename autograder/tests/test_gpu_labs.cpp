@@ -1,6 +1,7 @@
-// GPU lab cases in the grade: the rubric section is validated, RESULT lines are read, and
-// without a CUDA device (or with GPU grading turned off) every GPU case is reported as skipped
-// in every report format and counts neither toward the score nor toward the maximum.
+// GPU lab cases in the grade: the rubric section is validated; a lab is judged by the outputs it
+// writes to the grader's descriptor, compared with the reference lab's (a RESULT line on stdout,
+// forged or not, earns nothing); and without a CUDA device (or with GPU grading turned off) every
+// GPU case is reported as skipped in every report format and counts for nothing.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -8,6 +9,8 @@
 #include <map>
 #include <regex>
 #include <sstream>
+
+#include <sys/stat.h>
 
 #include "distribute.hpp"
 #include "gpu_labs.hpp"
@@ -58,13 +61,120 @@ TEST_CASE("the rubric's gpu_labs section is read, and its mistakes are named wit
   }
 }
 
-TEST_CASE("a lab's RESULT line is found among its output and split into fields") {
-  auto r = parse_lab_result("table...\nRESULT lab=tp_ffn impl=student ranks=4 check=fail err=3.1e-02 ms=1.5\ntrailer\n");
-  REQUIRE(r.has_value());
-  CHECK(r->check == "fail");
-  CHECK(r->fields.at("lab") == "tp_ffn");
-  CHECK(r->fields.at("err") == "3.1e-02");
-  CHECK_FALSE(parse_lab_result("no result here\n  RESULT check=pass (indented: not a RESULT line)\n").has_value());
+TEST_CASE("a GPU case's error measure, tolerance and memory are read, and wrong ones named") {
+  Rubric r = parse_rubric(rubric_with(R"("gpu_labs": {"files": {"zero3": ["zero3.cpp"]}, "cases": {
+      "gpu.zero3": {"lab": "zero3", "error": "norm_rel", "tolerance": 0.05, "memory_mb": 4096}}})"), "r.json");
+  REQUIRE(r.gpu_labs.has_value());
+  const GpuLabCase& c = r.gpu_labs->cases.at(0);
+  CHECK(c.error == LabError::norm_rel);
+  CHECK(c.tolerance == 0.05);
+  CHECK(c.memory_mb == 4096);
+  try {
+    parse_rubric(rubric_with(R"("gpu_labs": {"files": {"zero3": ["zero3.cpp"]}, "cases": {
+        "gpu.zero3": {"lab": "zero3", "error": "l2", "tolerance": -1, "memory_mb": 0}}})"), "r.json");
+    FAIL("a wrong error measure was accepted");
+  } catch (const RubricError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("gpu.zero3.error: unknown error measure \"l2\"; fix: use \"max_rel\" or \"norm_rel\"") != std::string::npos);
+    CHECK(m.find("gpu.zero3.tolerance: expected a number >= 0") != std::string::npos);
+    CHECK(m.find("gpu.zero3.memory_mb: expected a number > 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("a lab's outputs are compared with the reference's by scale, and every kind of wrong output fails") {
+  GpuLabCase c;
+  c.tolerance = 0.02;
+  const auto ref = nlohmann::json::parse(R"({"y": [0.0, 10.0, -5.0], "dx": [1.0, 2.0]})");
+  // Within 2% of the output's largest element, though 0.1 against 0.0 is no relative error at all.
+  CHECK(compare_lab_values(nlohmann::json::parse(R"({"y": [0.1, 10.1, -5.0], "dx": [1.0, 2.0]})"), ref, c).ok);
+
+  auto fails = [&](const char* student, const std::string& why) {
+    Comparison cmp = compare_lab_values(nlohmann::json::parse(student), ref, c);
+    CHECK_FALSE(cmp.ok);
+    CHECK_MESSAGE(cmp.reason.find(why) != std::string::npos, cmp.reason);
+  };
+  fails(R"({"y": [0.0, 10.0, -5.0], "dx": [1.0, 2.5]})", "dx: max_rel error 0.25 over the tolerance 0.02");
+  fails(R"({"y": [0.0, 10.0, -5.0]})", "dx: missing (the reference lab writes it)");
+  fails(R"({"y": [0.0, 10.0], "dx": [1.0, 2.0]})", "y: 2 elements, the reference has 3");
+  fails(R"({"y": [0.0, "nan", -5.0], "dx": [1.0, 2.0]})", "y: max_rel error nan");
+  fails(R"({"y": "pass", "dx": [1.0, 2.0]})", "y: not an array of numbers");
+  CHECK_FALSE(compare_lab_values(ref, nlohmann::json::object(), c).ok);  // a reference that wrote nothing judges nothing
+
+  // norm_rel: a few far-off elements among many right ones count less than under max_rel.
+  std::vector<double> want(100, 1.0), got(100, 1.0);
+  got[0] = 1.3;
+  c.error = LabError::norm_rel;
+  c.tolerance = 0.05;
+  CHECK(compare_lab_values({{"w", got}}, {{"w", want}}, c).ok);  // 0.3 / 10 = 0.03
+  c.error = LabError::max_rel;
+  CHECK_FALSE(compare_lab_values({{"w", got}}, {{"w", want}}, c).ok);  // 0.3 / 1
+}
+
+namespace {
+
+// A stand-in for a lab binary: a shell script, run the way run_lab runs a lab.
+fs::path fake_lab(const fs::path& dir, const std::string& name, const std::string& body) {
+  fs::path p = dir / name;
+  put(p, "#!/bin/sh\n" + body);
+  ::chmod(p.c_str(), 0755);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a lab that prints a passing RESULT line but writes no outputs gets nothing; one with the reference's outputs passes") {
+  fs::path dir = fresh_dir("gpu_forged");
+  ::chmod(dir.c_str(), 0755);
+  GpuLabCase c;
+  c.name = "gpu.tp_ffn";
+  c.lab = "tp_ffn";
+  c.points = 3;
+  c.time_limit_s = 30;
+  c.memory_mb = 1024;
+  const std::string outputs = R"(printf '{"status": "ok", "values": {"y": [1.0, 2.0]}}' >&3
+)";
+  const CaseRun ref = run_lab(fake_lab(dir, "reference", "echo 'RESULT lab=tp_ffn impl=solution check=pass'\n" + outputs), c);
+  REQUIRE_MESSAGE(ref.status == Status::passed, ref.reason << "\n" << ref.output);
+
+  // The attack: the verdict a lab prints, with no outputs for the grader.
+  const CaseRun forged = run_lab(fake_lab(dir, "forged", "echo 'RESULT lab=tp_ffn impl=student ranks=4 check=pass err=0'\n"), c);
+  CaseGrade g = judge_lab(c, forged, ref);
+  CHECK(g.status == Status::no_result);
+  CHECK(g.score == 0);
+  CHECK(g.max_score == 3);
+  CHECK_MESSAGE(g.reason.find("results printed on stdout are not read") != std::string::npos, g.reason);
+
+  // Outputs that are not the reference's, with a passing line beside them.
+  const CaseRun wrong = run_lab(fake_lab(dir, "wrong", R"(echo 'RESULT lab=tp_ffn check=pass'
+printf '{"status": "ok", "values": {"y": [1.0, 3.0]}}' >&3
+)"), c);
+  g = judge_lab(c, wrong, ref);
+  CHECK(g.status == Status::wrong);
+  CHECK(g.score == 0);
+
+  // The same outputs as the reference, and a lab that failed its own check: the grader's verdict counts.
+  const CaseRun right = run_lab(fake_lab(dir, "right", "echo 'RESULT lab=tp_ffn check=fail'\n" + outputs), c);
+  g = judge_lab(c, right, ref);
+  CHECK_MESSAGE(g.status == Status::passed, g.reason << "\n" << g.feedback);
+  CHECK(g.score == 3);
+
+  // A reference without a result makes the case not count, whatever the submission did.
+  g = judge_lab(c, right, forged);
+  CHECK(g.status == Status::reference_error);
+}
+
+TEST_CASE("a run with device nodes has them and no address-space limit; other cases keep the limit") {
+  RunSpec spec;
+  spec.exe = "/bin/sh";
+  spec.args = {"-c", "ulimit -v; test -c /dev/null && echo device-ok"};
+  spec.wall_s = 30;
+  spec.memory_bytes = 1ull << 30;
+  RunOutcome o = run_process(spec);
+  REQUIRE_MESSAGE(o.started, o.start_error);
+  CHECK(o.out == std::to_string((1ull << 30) / 1024) + "\ndevice-ok\n");
+  spec.devices = {"/dev/null"};
+  o = run_process(spec);
+  CHECK(o.out == "unlimited\ndevice-ok\n");
 }
 
 TEST_CASE("MGPU_GRADE_GPU=0 turns GPU grading off; without a device the reason says so") {
@@ -180,4 +290,14 @@ TEST_CASE("submit also zips the GPU lab files that sit beside chapters/, as gpu_
                           {fixtures() / "toy" / "rubric.json", dir / "gpu.json"});
   auto files = write_submission(r, dir / "chapters", dir / "upload.zip");
   CHECK(files == std::vector<std::string>{"chapters/toy_a/toy_a.cpp", "gpu_labs/allreduce_bw/ring.cpp"});
+}
+
+TEST_CASE("a student tree finds packages where the grader's own tree did: cache values are read exactly by name") {
+  fs::path dir = fresh_dir("cache_value");
+  put(dir / "CMakeCache.txt", "// comment\nCMAKE_PREFIX_PATH_EXTRA:STRING=wrong\nCMAKE_PREFIX_PATH:PATH=/opt/deps/root\n"
+                              "MGPU_NCCL_LIBRARY:FILEPATH=\n");
+  CHECK(cache_value(dir, "CMAKE_PREFIX_PATH") == "/opt/deps/root");
+  CHECK(cache_value(dir, "MGPU_NCCL_LIBRARY").empty());
+  CHECK(cache_value(dir, "MGPU_NCCL_INCLUDE").empty());
+  CHECK(cache_value(dir / "nowhere", "CMAKE_PREFIX_PATH").empty());
 }

@@ -19,7 +19,7 @@ namespace mgpu::gpu {
 
 BwRow make_row(const std::string& op, std::size_t bytes, std::size_t count, DType type, double us,
                unsigned long long wrong, int ranks) {
-  BwRow r{op, bytes, count, type, us, 0.0, 0.0, wrong, true};
+  BwRow r{op, bytes, count, type, us, 0.0, 0.0, wrong, true, {}};
   if (us > 0.0) {
     r.algbw = static_cast<double>(bytes) / (us * 1e-6) / 1e9;
     r.busbw = r.algbw * busbw_factor(op.c_str(), ranks);
@@ -107,6 +107,18 @@ Case make_case(DeviceComm& comm, const std::string& op, std::size_t bytes, float
   throw std::invalid_argument("unknown collective " + op);
 }
 
+// kSamplePoints evenly spaced elements of a device result, the last one included.
+std::vector<double> sample_result(const float* result, std::size_t count, cudaStream_t s) {
+  const std::size_t n = std::min(count, kSamplePoints);
+  std::vector<float> host(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = n == 1 ? 0 : k * (count - 1) / (n - 1);
+    MGPU_CUDA_CHECK(cudaMemcpyAsync(&host[k], result + i, sizeof(float), cudaMemcpyDeviceToHost, s));
+  }
+  MGPU_CUDA_CHECK(cudaStreamSynchronize(s));
+  return {host.begin(), host.end()};
+}
+
 }  // namespace
 
 std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
@@ -132,6 +144,8 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
         const float* result = op == "ring_all_reduce" ? in.data() : out.data();
         wrong.zero(s);
         c.check(result, wrong.data());
+        std::vector<double> sample;
+        if (op == "ring_all_reduce") sample = sample_result(result, c.count, s);
         const int iters = bytes > (16u << 20) ? std::max(2, o.iters / 4) : o.iters;
         const double ms = time_per_call(s, o.warmup, iters, [&] { c.call(in.data(), out.data()); },
                                         [&] { comm.barrier(); }, [&] { comm.synchronize(); });
@@ -146,6 +160,7 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
         comm.synchronize();
         rows.push_back(make_row(op, c.bytes, c.count, DType::f32, summed[0] / static_cast<float>(comm.size()),
                                 static_cast<unsigned long long>(summed[1]), comm.size()));
+        rows.back().sample = std::move(sample);
       } catch (const mgpu::NotImplemented&) {
         // Every rank throws at the same call before any communication, so all skip together.
         BwRow row = make_row(op, c.bytes, c.count, DType::f32, 0.0, 0, comm.size());

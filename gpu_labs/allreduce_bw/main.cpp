@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 using namespace mgpu::gpu;
 
@@ -21,7 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", sweep.iters, "timed calls per size");
   CLI11_PARSE(app, argc, argv);
 
-  return guarded_main("allreduce_bw", [&] {
+  return guarded_main("allreduce_bw", common.result_fd, [&](GradedValues& graded) {
     DeviceCluster cluster(common.cluster());
     const std::vector<std::vector<BwRow>> per_rank =
         run_ranks(cluster, [&](DeviceComm& comm) { return run_sweep(comm, sweep); });
@@ -41,8 +43,17 @@ int main(int argc, char** argv) {
       if (r.op == "all_reduce") nccl_big = &r;
       if (r.op == "ring_all_reduce" && r.implemented) ring_big = &r;
     }
+    // For the grader: each ring result's samples, every rank's one after the other.
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].op != "ring_all_reduce" || !rows[i].implemented) continue;
+      std::vector<double> samples;
+      for (const std::vector<BwRow>& mine : per_rank)
+        if (i < mine.size()) samples.insert(samples.end(), mine[i].sample.begin(), mine[i].sample.end());
+      graded.add("ring_" + std::to_string(rows[i].bytes), samples);
+    }
     print_timing_note(cluster);
     const char* check = wrong > 0 ? "fail" : (ring_done ? "pass" : "not_implemented");
+    if (!ring_done) graded.set_not_implemented("gpu allreduce_bw ring_all_reduce");
     ResultLine line = lab_result("allreduce_bw", cluster);
     line.add("check", check).add("err", static_cast<double>(wrong) / static_cast<double>(elements ? elements : 1));
     if (nccl_big != nullptr) {

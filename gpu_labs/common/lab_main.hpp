@@ -1,6 +1,7 @@
 // What every lab program does around its body: the options all labs take, running one body per
-// rank and collecting the results, the header and RESULT line every lab prints, and turning
-// "not implemented" and errors into a RESULT line that gpu_labs/check.sh can read.
+// rank and collecting the results, the header and RESULT line every lab prints, turning
+// "not implemented" and errors into a RESULT line that gpu_labs/check.sh can read, and the values
+// a graded run writes to the descriptor the grader opened (--result-fd).
 #pragma once
 
 #include "common/comm.hpp"
@@ -8,7 +9,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -22,22 +25,45 @@ namespace mgpu::gpu {
 /// Exit status of a lab program: 0 pass, 1 failed check or error, 2 exercise not implemented.
 enum LabExit { lab_pass = 0, lab_fail = 1, lab_not_implemented = 2 };
 
-/// Runs `body` (which prints its own RESULT line and returns a LabExit), with stdout
-/// line-buffered so a log keeps every finished line even if the program dies. If it throws
+/// The lab's outputs on its check problem, by name, for the grader. Not a verdict: the grader
+/// compares them with what the reference lab wrote for the same arguments, so printing
+/// "check=pass" (or writing one) earns nothing.
+class GradedValues {
+ public:
+  /// Records one output; a name given twice keeps the last values.
+  void add(const std::string& name, std::span<const double> values);
+  /// Every output recorded so far.
+  const std::map<std::string, std::vector<double>>& all() const { return values_; }
+  /// For a lab that caught NotImplemented itself and carried on: the grader is told the exercise
+  /// `what` is not implemented, whatever was recorded.
+  void set_not_implemented(const std::string& what) { not_implemented_ = what; }
+  /// What set_not_implemented() named, "" if nothing.
+  const std::string& not_implemented() const { return not_implemented_; }
+
+ private:
+  std::map<std::string, std::vector<double>> values_;
+  std::string not_implemented_;
+};
+
+/// Runs `body` (which prints its own RESULT line, fills `values` and returns a LabExit), with
+/// stdout line-buffered so a log keeps every finished line even if the program dies. If it throws
 /// mgpu::NotImplemented, prints `RESULT lab=<lab> impl=... check=not_implemented ...` and returns
-/// 2; any other exception: the message on stderr, `check=error`, and 1.
-int guarded_main(const std::string& lab, const std::function<int()>& body);
+/// 2; any other exception: the message on stderr, `check=error`, and 1. When result_fd >= 0 it
+/// then writes one JSON document there, closes it and returns 0 (the verdict is the grader's):
+/// {"status": "ok", "values": {...}}, or status "not-implemented" / "exception" with a "message".
+int guarded_main(const std::string& lab, int result_fd, const std::function<int(GradedValues& values)>& body);
 
 /// "solution" or "student": the MGPU_IMPL this program was built with.
 const char* built_impl();
 
-/// The two options every lab takes.
+/// The options every lab takes.
 struct CommonOptions {
   int ranks = 0;                 ///< --ranks: 0 means one per visible GPU
   std::string backend = "auto";  ///< --backend auto|nccl|emulated
+  int result_fd = -1;            ///< --result-fd: where the grader reads the graded values
   /// The ClusterOptions these options describe.
   ClusterOptions cluster() const { return {ranks, parse_backend(backend)}; }
-  /// Registers --ranks and --backend on `app`, bound to these fields.
+  /// Registers --ranks, --backend and --result-fd on `app`, bound to these fields.
   void add_to(CLI::App& app);
 };
 

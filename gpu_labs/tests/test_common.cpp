@@ -1,5 +1,6 @@
 // Host tests of the common harness: byte formatting and the ledger's peak table, error metrics
-// (NaN included), RESULT lines, the options every lab main shares, how a failed device query is
+// (NaN included), RESULT lines, the options every lab main shares, the graded values a lab writes
+// to the grader's descriptor, how a failed device query is
 // reported, and the abort path the rank threads take when one of them fails. (The ledger itself
 // is the runtime's mgpu::MemoryLedger and is tested with the runtime.)
 #include "common/device_buffer.hpp"
@@ -10,6 +11,10 @@
 
 #include <CLI/CLI.hpp>
 #include <doctest/doctest.h>
+#include <mgpu/not_implemented.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -150,7 +155,8 @@ TEST_CASE("the shared lab options bind --ranks, --backend, --warmup, --iters and
   common.add_to(app);
   steps.add_to(app);
   add_shape_option(app, "d", timing_d, check_d, "width");
-  app.parse("--ranks 3 --backend emulated --check-d 64 --iters 1", false);
+  app.parse("--ranks 3 --backend emulated --check-d 64 --iters 1 --result-fd 7", false);
+  CHECK(common.result_fd == 7);
   CHECK(common.ranks == 3);
   CHECK(common.cluster().backend == Backend::emulated);
   CHECK(steps.warmup == 2);  // untouched default
@@ -159,6 +165,53 @@ TEST_CASE("the shared lab options bind --ranks, --backend, --warmup, --iters and
   CHECK(timing_d == 4096);
   common.backend = "gloo";
   CHECK_THROWS_AS(common.cluster(), std::invalid_argument);
+}
+
+namespace {
+
+// What guarded_main writes to a pipe standing in for the grader's descriptor, and its exit status.
+std::pair<nlohmann::json, int> graded_run(const std::function<int(GradedValues&)>& body) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const int code = guarded_main("lab", fds[1], body);  // closes fds[1]
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  return {nlohmann::json::parse(text), code};
+}
+
+}  // namespace
+
+TEST_CASE("a graded run writes its outputs, not its verdict, to the grader's descriptor and exits 0") {
+  auto [doc, code] = graded_run([](GradedValues& v) {
+    const double y[] = {1.5, std::numeric_limits<double>::quiet_NaN(), -INFINITY};
+    v.add("y", y);
+    return static_cast<int>(lab_fail);  // its own check failed: the grader decides anyway
+  });
+  CHECK(code == 0);
+  CHECK(doc["status"] == "ok");
+  CHECK(doc["values"]["y"] == nlohmann::json::parse(R"([1.5, "nan", "-inf"])"));
+  CHECK_FALSE(doc.contains("check"));
+
+  std::tie(doc, code) = graded_run([](GradedValues&) -> int { throw mgpu::NotImplemented("gpu lab part"); });
+  CHECK(code == 0);
+  CHECK(doc["status"] == "not-implemented");
+  CHECK(doc["message"].get<std::string>().find("gpu lab part") != std::string::npos);
+
+  std::tie(doc, code) = graded_run([](GradedValues& v) {
+    v.add("ring_1024", std::vector<double>{1.0});
+    v.set_not_implemented("gpu allreduce_bw ring_all_reduce");
+    return static_cast<int>(lab_not_implemented);
+  });
+  CHECK(doc["status"] == "not-implemented");
+  CHECK_FALSE(doc.contains("values"));
+
+  std::tie(doc, code) = graded_run([](GradedValues&) -> int { throw std::runtime_error("no device"); });
+  CHECK(doc["status"] == "exception");
+  CHECK(doc["message"] == "no device");
+  // Without a descriptor the exit status is the lab's own verdict, as check.sh reads it.
+  CHECK(guarded_main("lab", -1, [](GradedValues&) { return static_cast<int>(lab_fail); }) == lab_fail);
 }
 
 TEST_CASE("abortable barrier releases every round together and stops waiters on abort") {

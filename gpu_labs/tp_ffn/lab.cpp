@@ -111,11 +111,13 @@ FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const Ffn
     tp_ffn_forward(comm, cublas.get(), cs, b.p, b.x.data(), b.y.data());
     tp_ffn_backward(comm, cublas.get(), cs, b.p, b.x.data(), b.dy.data(), b.dx.data());
     comm.synchronize();
-    const MatD y = download(b.y, cs.tokens, cs.d, s), dx = download(b.dx, cs.tokens, cs.d, s);
-    const MatD dw1 = download(b.p.dw1, cs.d, fl, s), dw2 = download(b.p.dw2, fl, cs.d, s);
+    out.y = download(b.y, cs.tokens, cs.d, s);
+    out.dx = download(b.dx, cs.tokens, cs.d, s);
+    out.dw1 = download(b.p.dw1, cs.d, fl, s);
+    out.dw2 = download(b.p.dw2, fl, cs.d, s);
     const MatD want_dw1 = column_block(problem.dw1, r * fl, fl), want_dw2 = row_block(problem.dw2, r * fl, fl);
     const std::pair<const MatD*, const MatD*> pairs[] = {
-        {&y, &problem.y}, {&dx, &problem.dx}, {&dw1, &want_dw1}, {&dw2, &want_dw2}};
+        {&out.y, &problem.y}, {&out.dx, &problem.dx}, {&out.dw1, &want_dw1}, {&out.dw2, &want_dw2}};
     for (const auto& [got, want] : pairs) {
       out.err = worse_error(out.err, max_rel_error(flat(*got), flat(*want)));
       out.err_norm = worse_error(out.err_norm, norm_rel_error(flat(*got), flat(*want)));

@@ -9,8 +9,32 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 using namespace mgpu::gpu;
+
+namespace {
+
+// For the grader: y and dx of every rank one after the other, and dW1 and dW2 whole, each rank's
+// block where its shard of W1 (columns) and W2 (rows) sits.
+void add_graded_outputs(GradedValues& graded, const FfnShape& check, const std::vector<FfnRankResult>& results) {
+  const int t = static_cast<int>(results.size()), fl = check.f / t;
+  std::vector<double> y, dx;
+  MatD dw1 = MatD::Zero(check.d, check.f), dw2 = MatD::Zero(check.f, check.d);
+  for (int r = 0; r < t; ++r) {
+    const FfnRankResult& res = results[static_cast<std::size_t>(r)];
+    y.insert(y.end(), res.y.data(), res.y.data() + res.y.size());
+    dx.insert(dx.end(), res.dx.data(), res.dx.data() + res.dx.size());
+    if (res.dw1.rows() == check.d && res.dw1.cols() == fl) dw1.middleCols(r * fl, fl) = res.dw1;
+    if (res.dw2.rows() == fl && res.dw2.cols() == check.d) dw2.middleRows(r * fl, fl) = res.dw2;
+  }
+  graded.add("y", y);
+  graded.add("dx", dx);
+  graded.add("dw1", {dw1.data(), static_cast<std::size_t>(dw1.size())});
+  graded.add("dw2", {dw2.data(), static_cast<std::size_t>(dw2.size())});
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tp_ffn: y = GELU(x W1) W2 split over t GPUs (W1 by columns, W2 by rows)"};
@@ -29,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-baselines", baselines, "skip the single-GPU FFN and GEMM baselines");
   CLI11_PARSE(app, argc, argv);
 
-  return guarded_main("tp_ffn", [&] {
+  return guarded_main("tp_ffn", common.result_fd, [&](GradedValues& graded) {
     DeviceCluster cluster(common.cluster());
     const int t = cluster.ranks();
     // A default f that the rank count does not divide (3 ranks, say) is moved down to one it
@@ -57,6 +81,7 @@ int main(int argc, char** argv) {
       ms = std::max(ms, r.ms);  // a step is done when its slowest rank is
     }
     const bool pass = within_tolerance(err, tol);
+    add_graded_outputs(graded, check, results);
     const double tflops = ffn_step_flops(perf, t) / (ms * 1e-3) / 1e12;
     std::printf("%s\n", lab_header("tp_ffn", cluster).c_str());
     std::printf("check  tokens=%d d=%d f=%d vs float64 reference: max rel err %.3e, norm rel err %.3e (tol %.1e): %s\n",

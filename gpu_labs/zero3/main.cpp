@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_option("--tol", tol, "largest accepted relative error of the weight updates");
   CLI11_PARSE(app, argc, argv);
 
-  return guarded_main("zero3", [&] {
+  return guarded_main("zero3", common.result_fd, [&](GradedValues& graded) {
     DeviceCluster cluster(common.cluster());
     const int n = cluster.ranks();
     const HostModel model = make_host_model(check, n, 42);
@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
     }
     const double err = norm_rel_error(got, want), err_max = max_rel_error(got, want);
     const bool pass = within_tolerance(err, tol);
+    graded.add("update", got);  // for the grader: what the check steps changed, every weight
     double ms_plain = 0, ms_pre = 0, ms_dp = 0;
     for (const RankOut& o : outs) {
       ms_plain = std::max(ms_plain, o.ms_plain);
