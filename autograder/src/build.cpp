@@ -31,20 +31,40 @@ namespace mgpu::grade {
 namespace {
 
 std::vector<std::pair<std::string, std::string>> build_env(const Project& p) {
-  // ccache: share objects between build trees of different submissions (paths relative to the
-  // root, working folder not hashed), so a batch compiles the runtime once.
+  // ccache, for the grader's own trees (student builds run without it): paths relative to the
+  // root and the working folder not hashed, so trees in different folders share objects.
   return {{"CCACHE_BASEDIR", p.root.string()}, {"CCACHE_NOHASHDIR", "1"}};
 }
 
 // A student tree is compiled where the reference cannot be read: the compiler would otherwise
 // pull it in with `#include "/.../solutions/..."` or `.incbin`. With namespaces the build sees
-// the whole machine except the reference's sources, trees, results, the chaffs and wheats, and
-// every other submission; only its own folder (staged sources and tree) stays in view.
+// only what building needs, read-only: the system (/usr, /lib*, /bin, /etc, /opt), the course's
+// sources less the reference, the chaffs and wheats, the private files, the grader's tree and
+// the work folder, and the package folders the grader's tree was configured with. Its own folder
+// (staged sources and tree) is the one writable place, /tmp is empty, and there is no home, so
+// neither the compiler cache (it holds the reference's objects), nor running cases' folders, nor
+// any other file of the grader's user is in view.
 void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) {
   if (sandbox().kind != SandboxKind::namespaces) return;
   const fs::path own = tree.parent_path();            // <work>/student/<name>: src/ and build/
   const fs::path work = own.parent_path().parent_path();
-  std::vector<std::string> cmd{"/usr/bin/bwrap", "--dev-bind", "/", "/", "--die-with-parent"};
+  std::error_code ec;
+  std::vector<fs::path> shown{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", p.root};
+  // Package folders elsewhere (a library file stands for its folder).
+  for (const char* var : {"CMAKE_PREFIX_PATH", "MGPU_NCCL_INCLUDE", "MGPU_NCCL_LIBRARY"}) {
+    std::istringstream items(cache_value(p.own_tree, var));
+    for (std::string item; std::getline(items, item, ';');) {
+      fs::path dir = fs::is_regular_file(item, ec) ? fs::path(item).parent_path() : fs::path(item);
+      const bool inside = std::any_of(shown.begin(), shown.end(), [&](const fs::path& s) {
+        const auto rel = dir.lexically_relative(s);
+        return !rel.empty() && *rel.begin() != "..";
+      });
+      if (dir.is_absolute() && !inside) shown.push_back(dir);
+    }
+  }
+  std::vector<std::string> cmd{"/usr/bin/bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-pid",
+                               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
+  for (const fs::path& dir : shown) cmd.insert(cmd.end(), {"--ro-bind-try", dir.string(), dir.string()});
   fs::path program = spec.exe;  // bwrap does not search PATH
   if (program.is_relative())
     for (std::string_view path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin"; !path.empty();) {
@@ -56,13 +76,14 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
       }
       path = colon == std::string_view::npos ? "" : path.substr(colon + 1);
     }
-  std::error_code ec;
   for (const fs::path& hidden : {p.root / "solutions", p.root / "autograder" / "chaff", p.root / "autograder" / "wheat",
                                  p.root / "autograder" / "private", p.own_tree, work})
     if (fs::is_directory(hidden, ec)) cmd.insert(cmd.end(), {"--tmpfs", hidden.string()});
   cmd.insert(cmd.end(), {"--bind", own.string(), own.string(), program.string()});
   spec.args.insert(spec.args.begin(), cmd.begin() + 1, cmd.end());
   spec.exe = cmd.front();
+  spec.env.emplace_back("CCACHE_DISABLE", "1");  // the cache is out of view, and not a student's to fill
+  spec.env.emplace_back("HOME", own.string());
 }
 
 // Runs a configure or build of a student tree where it cannot read the reference: with
@@ -217,6 +238,34 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
     for (const auto& [f, text] : files) write_if_changed(dest / f, text);
   }
   return st;
+}
+
+void claim_student_folder(const fs::path& base, const std::string& occupant) {
+  const fs::path stamp = base / "occupant";
+  std::error_code ec;
+  if (fs::exists(stamp, ec) && read_text(stamp) == occupant) return;
+  fs::remove_all(base / "src" / "unzipped", ec);
+  const std::string staged = (base / "src").string() + "/";
+  for (const char* tree : {"build", "build-gpu"}) {
+    std::vector<fs::path> doomed;
+    for (auto it = fs::recursive_directory_iterator(base / tree, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+      const fs::path& f = it->path();
+      const std::string name = f.filename().string();
+      const bool program = f.parent_path().filename() == "bin";
+      if (program || name.ends_with(".a") || name.ends_with(".so")) {
+        doomed.push_back(f);
+      } else if (name.ends_with(".o.d") && (read_text(f).find(staged) != std::string::npos ||
+                                            read_text(f).find("../src/") != std::string::npos)) {
+        doomed.push_back(f);
+        doomed.push_back(f.parent_path() / f.stem());  // the object itself: x.cpp.o.d -> x.cpp.o
+      }
+    }
+    for (const auto& f : doomed) fs::remove(f, ec);
+  }
+  fs::create_directories(base, ec);
+  write_if_changed(stamp, occupant);
 }
 
 std::string cache_value(const fs::path& tree, const std::string& name) {

@@ -44,6 +44,14 @@ struct TreeConfig {
   std::vector<std::filesystem::path> cases_dirs;  ///< MGPU_GRADE_CASES_DIRS (private cases)
 };
 
+/// Makes `base` (a submission's folder, <work>/student/<name>: src/ and its build trees) ready
+/// for `occupant` (the submission's path). When another submission had it last (a batch slot),
+/// everything of that one goes first: its unzipped sources, every object compiled from its files
+/// (an object whose dependency file names base/src), and every archive and program, so no build
+/// can read another student's code, source or machine code. The trusted objects (runtime,
+/// harness, cases) stay, so the build is still incremental.
+void claim_student_folder(const std::filesystem::path& base, const std::string& occupant);
+
 /// The value of cache variable `name` in build tree `tree` (its CMakeCache.txt), "" if unset.
 std::string cache_value(const std::filesystem::path& tree, const std::string& name);
 

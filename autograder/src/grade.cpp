@@ -351,6 +351,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   fs::path scratch_chapters;
   if (!solution) {
     fs::path base = opts.work_dir / "student" / safe_name(build_name);
+    claim_student_folder(base, fs::absolute(submission).lexically_normal().string());
     Staged st;
     try {
       st = stage_submission(submission, base / "src", rubric, project, pristine_root(project, opts.work_dir));

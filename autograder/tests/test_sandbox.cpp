@@ -1,11 +1,20 @@
 // A hostile submission costs its own cases only, under both sandboxes: it cannot read the cached
-// reference results or run the reference's case program, nothing it starts outlives its case,
-// and its memory limit holds for all its processes together (autograder/SECURITY.md).
+// reference results, run the reference's case program, or compile against anything outside the
+// course's public files and its own (the reference, the compiler cache, cases' folders, the
+// previous submission in its batch slot); nothing it starts outlives its case, and its memory
+// limit holds for all its processes together (autograder/SECURITY.md).
 #include <doctest/doctest.h>
 
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "helpers.hpp"
+#include "runner.hpp"
 #include "sandbox.hpp"
 
 using namespace mgpu::grade;
@@ -35,17 +44,34 @@ void attack_batch(const std::string& mode) {
     fs::path sub = toy_submission(dir / "subs" / a, "");
     fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
   }
-  // Compile time: a submission that answers right only when the compiler can see the reference.
-  // Written here, since the reference's absolute path differs from machine to machine.
-  {
-    fs::path sub = toy_submission(dir / "subs" / "include_reference", "");
+  // Compile time: submissions that answer right only when the compiler can see a file it must not:
+  // the reference; the compiler cache (in the grader's home; it holds the reference's objects);
+  // a running case's folder in /tmp; the previous submission's library in a reused batch slot
+  // (graded last, so its slot has had another submission). Written here, since the paths differ
+  // from machine to machine.
+  const fs::path home_marker = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache" / "mgpu-grade-test-marker.h";
+  const fs::path tmp_folder = fs::temp_directory_path() / ("mgpu-grade-test-" + std::to_string(::getpid()));
+  put(home_marker, "// a file of the grader's user\n");
+  fs::create_directories(tmp_folder);
+  fs::permissions(tmp_folder, fs::perms::owner_all, fs::perm_options::replace);
+  put(tmp_folder / "marker.h", "// a file in a case's folder\n");
+  const fs::path slots = work() / "grade" / "student";
+  const std::map<std::string, std::vector<fs::path>> peeks{
+      {"include_reference", {this_project().root / "solutions/11_1_memory/formulas.cpp"}},
+      {"include_compiler_cache", {home_marker}},
+      {"include_case_folder", {tmp_folder / "marker.h"}},
+      {"zzz_previous_submission", {slots / "batch-slot-0/build/autograder/tests/libmgpu_toy_a.a",
+                                   slots / "batch-slot-1/build/autograder/tests/libmgpu_toy_a.a"}}};
+  for (const auto& [name, paths] : peeks) {
+    fs::path sub = toy_submission(dir / "subs" / name, "");
     std::string text = read_text(fixtures() / "toy/solution/toy_a/toy_a.cpp");
     const std::string body = "double toy_scale(double x, int k) { return x * k; }";
     REQUIRE(text.find(body) != std::string::npos);
+    std::string seen;
+    for (const auto& path : paths) seen += (seen.empty() ? "" : " || ") + ("__has_include(\"" + path.string() + "\")");
     text.replace(text.find(body), body.size(),
-                 "#if __has_include(\"" + (this_project().root / "solutions/11_1_memory/formulas.cpp").string() +
-                     "\")\ndouble toy_scale(double x, int k) { return x * k; }\n#else\n"
-                     "double toy_scale(double, int) { return -1; }\n#endif");
+                 "#if " + seen + "\ndouble toy_scale(double x, int k) { return x * k; }\n#else\n"
+                 "double toy_scale(double, int) { return -1; }\n#endif");
     std::ofstream(sub / "toy_a/toy_a.cpp") << text;
   }
   // A correct submission graded beside them must keep its full marks.
@@ -73,10 +99,15 @@ void attack_batch(const std::string& mode) {
   auto report = [&](const std::string& name) { return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json"))); };
   CHECK(case_status(report("steal_reference"), "toy_a.scale") == "wrong");
   CHECK(case_status(report("exec_reference"), "toy_a.scale") == "wrong");
-  // The build could not read solutions/: hidden (namespaces: the answer is wrong) or unreadable
-  // (uid: GCC's __has_include sees the file, reading it fails the build). Either way no points.
-  const std::string included = case_status(report("include_reference"), "toy_a.scale");
-  CHECK((included == "wrong" || included == "build-failed"));
+  // The build could not read what it peeked at: hidden (namespaces: the answer is wrong) or
+  // unreadable (uid: GCC's __has_include sees the file, reading it fails the build), or, for the
+  // previous submission's library, gone. Either way no points.
+  for (const auto& [name, paths] : peeks) {
+    const std::string peeked = case_status(report(name), "toy_a.scale");
+    CHECK_MESSAGE((peeked == "wrong" || peeked == "build-failed"), name << ": " << peeked);
+  }
+  fs::remove(home_marker);
+  fs::remove_all(tmp_folder);
   CHECK(case_status(report("setsid_escape"), "toy_a.scale") == "passed");
   auto mem = report("memory_children");
   CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
@@ -96,4 +127,66 @@ TEST_CASE("hostile submissions cost their own cases only, in namespaces" *
 TEST_CASE("hostile submissions cost their own cases only, with a uid per case (the fallback)" *
           doctest::skip(!can_grade() || ::geteuid() != 0)) {
   attack_batch("uid");
+}
+
+namespace {
+
+// Processes whose command line holds `needle`.
+int processes_with(const std::string& needle) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmd.find(needle) != std::string::npos) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a grader that is not root still seals its cases: namespaces, or a refusal naming the fix" *
+          doctest::skip(::geteuid() != 0)) {
+  // The grader's user here is nobody; its private folder stands for the reference results.
+  const uid_t nobody = 65534;
+  const fs::path secret_dir = fs::temp_directory_path() / ("mgpu-nonroot-" + std::to_string(::getpid()));
+  put(secret_dir / "reference.json", "{\"answer\": 42}\n");
+  REQUIRE(::chown(secret_dir.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chown((secret_dir / "reference.json").c_str(), nobody, nobody) == 0);
+  fs::permissions(secret_dir, fs::perms::owner_all, fs::perm_options::replace);
+  const std::string needle = "37.25";  // the leftover's sleep, found by its argument
+  const fs::path report = fs::temp_directory_path() / ("mgpu-nonroot-" + std::to_string(::getpid()) + ".txt");
+  fs::remove(report);
+
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The grader, as nobody: a case that reads the grader's files and leaves a process behind.
+    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(90);
+    RunSpec spec;
+    spec.exe = "/bin/sh";
+    spec.args = {"-c", "cat " + (secret_dir / "reference.json").string() + " 2>/dev/null || echo unreadable; "
+                       "setsid sleep " + needle + " >/dev/null 2>&1 & echo started"};
+    spec.wall_s = 20;
+    RunOutcome o = run_process(spec);
+    std::ofstream(report) << to_string(sandbox().kind) << "\n" << (o.started ? o.out : "refused: " + o.start_error);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::string got = read_text(report);
+  MESSAGE(got);
+  if (got.rfind("namespaces", 0) == 0) {
+    CHECK(got.find("unreadable") != std::string::npos);  // the grader's own file is not in the case's view
+    CHECK(got.find("42") == std::string::npos);
+    CHECK(got.find("started") != std::string::npos);
+    CHECK(processes_with(needle) == 0);  // the PID namespace took the leftover with it
+  } else {
+    // No namespaces for a normal user here: nothing may run, and the message names the fix.
+    CHECK(got.find("refused: ") != std::string::npos);
+    CHECK(got.find("bubblewrap") != std::string::npos);
+  }
+  fs::remove_all(secret_dir);
+  fs::remove(report);
 }
