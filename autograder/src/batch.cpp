@@ -30,7 +30,7 @@ namespace mgpu::grade {
 std::vector<std::string> csv_header(const std::vector<std::string>& blocks) {
   std::vector<std::string> h{"submission", "score", "max_score"};
   h.insert(h.end(), blocks.begin(), blocks.end());
-  h.insert(h.end(), {"failed_cases", "status", "seconds", "seed", "hidden_seed"});
+  h.insert(h.end(), {"failed_cases", "hints", "status", "seconds", "seed", "hidden_seed"});
   return h;
 }
 
@@ -49,6 +49,10 @@ std::vector<std::string> csv_row(const std::string& submission, const Grade& g, 
         failed += (failed.empty() ? "" : " ") + c.name + ":" + status_name(c.status);
     }
   row.push_back(failed);
+  std::string hints;  // "chapter:TODO=level ..."
+  for (const auto& ch : g.chapters)
+    for (const auto& [todo, level] : ch.hints) hints += fmt::format("{}{}:{}={}", hints.empty() ? "" : " ", ch.name, todo, level);
+  row.push_back(hints);
   row.push_back(rejected.empty() ? "graded" : std::string(status_name(Status::rejected_submission)) + ": " + rejected);
   row.push_back(fmt::format("{:.1f}", g.execution_seconds));
   row.push_back(std::to_string(g.seed));

@@ -176,6 +176,7 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   }
   // The submitted files per chapter: from chapter folders, or else loose files named as exactly
   // one chapter's manifest names them (Gradescope uploads of single files arrive flat).
+  st.top = top;
   std::map<std::string, std::map<std::string, fs::path>> found;
   const fs::path src_root = find_chapters_root(top, rubric);
   if (!src_root.empty()) {

@@ -25,6 +25,7 @@ Project this_project();
 /// The result of copying a submission.
 struct Staged {
   std::filesystem::path chapters_dir;  ///< pass as MGPU_STUDENT_DIR
+  std::filesystem::path top;           ///< the folder the submission's files were read from (a zip: where it was unpacked)
   std::vector<std::string> notes;      ///< what was not found, for the report
   std::vector<std::string> chapters_found;  ///< chapters with at least one submitted file
 };

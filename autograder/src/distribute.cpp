@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "hints.hpp"
 #include "pristine.hpp"
 #include "runner.hpp"
 #include "util.hpp"
@@ -213,6 +214,8 @@ std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& 
           files.push_back((fs::path("gpu_labs") / lab / f).generic_string());
   if (files.empty())
     throw std::runtime_error(fmt::format("submit: no editable chapter files under {}; run it in your checkout", from.string()));
+  // The hints opened with `./mgpu hint`, for the instructor's report (hints.hpp).
+  if (fs::is_regular_file(from.parent_path() / kHintsRecord)) files.push_back(kHintsRecord.generic_string());
   fs::path abs_out = fs::absolute(out);
   std::error_code ec;
   fs::remove(abs_out, ec);

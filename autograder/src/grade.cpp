@@ -15,6 +15,7 @@
 
 #include "compare.hpp"
 #include "gpu_labs.hpp"
+#include "hints.hpp"
 #include "pristine.hpp"
 #include "unpack.hpp"
 #include "util.hpp"
@@ -349,6 +350,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   std::map<std::string, TargetBuild> builds;
   std::string tree_error;
   fs::path scratch_chapters;
+  HintsSeen hints;
   if (!solution) {
     fs::path base = opts.work_dir / "student" / safe_name(build_name);
     claim_student_folder(base, fs::absolute(submission).lexically_normal().string());
@@ -363,6 +365,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
       return g;
     }
     g.notes.insert(g.notes.end(), st.notes.begin(), st.notes.end());
+    hints = read_hints(st.top / kHintsRecord, rubric, g.notes);
     scratch_chapters = st.chapters_dir;
     tree = base / "build";
     Progress p("configuring the build of the submission");
@@ -441,6 +444,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
       g.notes.push_back("GPU labs skipped: " + g.chapters.back().cases.front().reason);
     g.timings.emplace_back("gpu labs", since(t_gpu));
   }
+  apply_hints(g.chapters, hints, rubric);
   for (const auto& cg : g.chapters)
     for (const auto& c : cg.cases)
       if (c.status == Status::reference_error)

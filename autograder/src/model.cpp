@@ -1,6 +1,8 @@
 // Status and visibility names, the score sums of the grade model, and its UTF-8-safe copy.
 #include "model.hpp"
 
+#include <algorithm>
+
 #include "util.hpp"
 
 namespace mgpu::grade {
@@ -41,7 +43,7 @@ std::optional<Visibility> parse_visibility(const std::string& name) {
 double ChapterGrade::score() const {
   double s = 0;
   for (const auto& c : cases) s += c.score;
-  return s;
+  return std::max(0.0, s - hint_cost);
 }
 
 double ChapterGrade::max_score() const {

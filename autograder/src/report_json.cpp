@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "hints.hpp"
 #include "report.hpp"
 #include "util.hpp"
 
@@ -23,7 +24,8 @@ nlohmann::json json_report(const Grade& graded) {
   j["chapters"] = nlohmann::json::array();
   for (const auto& ch : g.chapters) {
     nlohmann::json c{{"name", ch.name}, {"title", ch.title}, {"score", ch.score()}, {"max_score", ch.max_score()},
-                     {"build_failed", ch.build_failed}, {"build_error", ch.build_error}, {"cases", nlohmann::json::array()}};
+                     {"build_failed", ch.build_failed}, {"build_error", ch.build_error}, {"hints", ch.hints},
+                     {"hint_cost", ch.hint_cost}, {"cases", nlohmann::json::array()}};
     for (const auto& cs : ch.cases)
       c["cases"].push_back({{"name", cs.name}, {"status", status_name(cs.status)}, {"score", cs.score},
                             {"max_score", cs.max_score}, {"visibility", visibility_name(cs.visibility)},
@@ -85,6 +87,8 @@ nlohmann::json gradescope_report(const Grade& graded) {
   output += fmt::format("\nVisible tests ran with seed {}: `./mgpu grade --seed {}` runs them the same way.", g.seed, g.seed);
   for (const auto& ch : g.chapters)
     if (ch.build_failed) output += fmt::format("\n{} does not compile: {}", ch.name, ch.build_error);
+  for (const auto& ch : g.chapters)
+    if (!ch.hints.empty()) output += fmt::format("\n{}: hints opened: {}", ch.title, hints_summary(ch));
   for (const auto& n : g.notes) output += "\nnote: " + n;
   if (skips) output += fmt::format("\n{} test{} skipped (not run here, not counted).", skips, skips == 1 ? "" : "s");
   nlohmann::json j = gradescope_top(g.score(), g.execution_seconds, output);

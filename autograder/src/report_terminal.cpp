@@ -1,6 +1,7 @@
 // The terminal table: one block per chapter, a line per case, the reason on the same line.
 #include <fmt/format.h>
 
+#include "hints.hpp"
 #include "report.hpp"
 #include "util.hpp"
 
@@ -50,6 +51,7 @@ std::string terminal_report(const Grade& graded, bool colour, bool timings) {
         s += std::string(points.size() < 10 ? 10 - points.size() : 1, ' ') + one_line(c.reason);
       s += "\n";
     }
+    if (!ch.hints.empty()) s += "  hints opened: " + one_line(hints_summary(ch)) + "\n";
   }
   s += fmt::format("\n{}total {}/{}{}\n", bold, pts(g.score()), pts(g.max_score()), reset);
   if (g.score() < g.max_score())

@@ -179,7 +179,17 @@ Rubric parse_rubric(const std::string& text, const std::string& file, bool parti
   r.dtype_tolerance = {{"bf16", {1e-2, 1e-2}}, {"fp32", {1e-5, 1e-6}}, {"fp64", {1e-9, 1e-12}}};
   r.sources.push_back(file);
   if (!doc.is_object()) throw RubricError(file + ": top level: expected an object; fix: start the file with {\"chapters\": {...}}");
-  ck.known_keys(doc, "(top)", {"version", "seed", "defaults", "chapters", "gpu_labs", "description"});
+  ck.known_keys(doc, "(top)", {"version", "seed", "defaults", "chapters", "gpu_labs", "hint_cost", "description"});
+  if (doc.contains("hint_cost")) {
+    const auto& h = doc["hint_cost"];
+    bool ok = h.is_array() && h.size() == 3;
+    for (std::size_t i = 0; ok && i < 3; ++i) ok = h[i].is_number() && h[i].get<double>() >= 0;
+    if (ok)
+      for (std::size_t i = 0; i < 3; ++i) r.hint_cost[i] = h[i].get<double>();
+    else
+      ck.fail("hint_cost", "expected three numbers >= 0, got " + h.dump(),
+              "write the points a TODO costs when its highest opened hint is level 1, 2 or 3, e.g. [0, 0.25, 0.5]");
+  }
   if (doc.contains("gpu_labs")) {
     r.gpu_labs.emplace();
     parse_gpu_labs(doc["gpu_labs"], file, *r.gpu_labs, ck.errors);

@@ -3,6 +3,7 @@
 // budgets. Loading validates everything and reports each problem with file, field and fix.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -98,6 +99,9 @@ struct Rubric {
   std::vector<ChapterSpec> chapters;                  ///< in file order
   std::vector<std::string> sources;                   ///< files it was read from
   std::optional<GpuLabsSpec> gpu_labs;                ///< GPU lab cases, if the rubric has any
+  /// Points a chapter loses per TODO whose highest opened hint (`./mgpu hint`) is level 1, 2 or 3;
+  /// none by default. A chapter never drops below 0.
+  std::array<double, 3> hint_cost{0, 0, 0};
 
   /// Tolerance for one value: value override, then case override, then the dtype default.
   Tolerance tolerance_for(const CaseSpec& c, const std::string& value, const std::string& emitted_dtype) const;

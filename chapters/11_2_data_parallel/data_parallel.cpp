@@ -1,5 +1,6 @@
 // 11.2 Data-parallel training steps: your implementation. Slice the batch, average gradients,
 // apply the same Adam update everywhere; then the same with buckets sent during backward.
+// A TODO's id is the last word in its parentheses: `./mgpu hint 11_2 <id>` gives hints for it.
 #include "11_2_data_parallel/data_parallel.hpp"
 
 #include "11_2_data_parallel/ring_all_reduce.hpp"
@@ -11,35 +12,37 @@
 namespace mgpu::data_parallel {
 
 model::Batch local_batch(const model::Batch& global, int rank, int ranks) {
-  // TODO(11.2 local_batch): check the arguments (see the header for the message), then return
-  //   global.slice(first_sequence, sequences_per_rank).
+  // TODO(11.2 local_batch): the N slices are equal, disjoint, contiguous and in rank order, so
+  //   together they are the batch; an uneven batch or a bad rank throws std::invalid_argument
+  //   with the header's message. Batch::slice (mgpu/model/model.hpp) makes the view.
   throw NotImplemented("11.2 local_batch");
 }
 
 double data_parallel_step(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
                           model::Adam& adam, const model::Batch& global, GradAverager averager) {
-  // TODO(11.2 data_parallel_step):
-  //   1. model::zero(replica.grads.span()); then model.forward_backward(rank, params, grads, your slice)
-  //   2. runtime: dp.all_reduce(grads, ReduceOp::avg);
-  //      ring:    ring_all_reduce(dp, grads, rank.memory()), then divide every gradient by dp.size()
-  //   3. adam.step(params, grads); return the loss forward_backward gave you.
+  // TODO(11.2 data_parallel_step): after the step every replica holds the same weights, those
+  //   one rank would reach training on the whole batch, and replica.grads holds the gradient of
+  //   the whole batch's loss (the same on every rank) that Adam applied. `averager` picks how the
+  //   ranks agree: the runtime's collective (dp.all_reduce and a ReduceOp) or your
+  //   ring_all_reduce. Calls: model::zero, model.forward_backward, adam.step.
   throw NotImplemented("11.2 data_parallel_step");
 }
 
 std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_bytes) {
-  // TODO(11.2 plan_buckets): walk model.tensors() backwards (rbegin/rend). Each TensorInfo has
-  //   offset, size() and unit. Grow the open bucket downwards (offset = the tensor's offset,
-  //   count += its size, ready_unit = its unit) and close it once count * sizeof(float) >= bucket_bytes.
+  // TODO(11.2 plan_buckets): buckets in the order backward finishes them, together covering
+  //   every parameter once, each a contiguous range of whole tensors (model.tensors(): offset,
+  //   size(), unit) of at least bucket_bytes unless it is the last, with ready_unit the unit
+  //   whose backward completes it.
   throw NotImplemented("11.2 plan_buckets");
 }
 
 double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
                                      model::Adam& adam, const model::Batch& global,
                                      std::span<const Bucket> buckets) {
-  // TODO(11.2 data_parallel_step_overlapped): as data_parallel_step, but give forward_backward
-  //   a hook, a lambda [&](int unit) { ... }, that posts dp.iall_reduce(grads.subspan(b.offset, b.count),
-  //   ReduceOp::avg) for each bucket b with b.ready_unit == unit and keeps the Request in a
-  //   std::vector<Request>. After backward: wait_all(requests), then adam.step.
+  // TODO(11.2 data_parallel_step_overlapped): bitwise the result of data_parallel_step with the
+  //   runtime averager, but each bucket's reduction is in flight while backward still computes
+  //   the units below it. Calls: model.forward_backward's optional hook (called with a unit's
+  //   index once its gradients are final), dp.iall_reduce (returns a Request at once), wait_all.
   throw NotImplemented("11.2 data_parallel_step_overlapped");
 }
 

@@ -1,6 +1,7 @@
 // 11.2 Ring all-reduce over point-to-point messages: your implementation.
 // Reduce-scatter leaves each rank with one fully summed chunk; all-gather passes the summed
 // chunks around the ring so every rank ends with all of them.
+// A TODO's id is the last word in its parentheses: `./mgpu hint 11_2 <id>` gives hints for it.
 #include "11_2_data_parallel/ring_all_reduce.hpp"
 
 #include <stdexcept>
@@ -16,17 +17,20 @@ void ring(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
   const int n = comm.size(), r = comm.rank();
   if (n == 1) return;
   const int right = (r + 1) % n, left = (r + n - 1) % n;
-  // Chunk c of the buffer, for any integer c (taken modulo n, so r - s - 1 works too).
+  // Chunk c of the buffer for any integer c, taken modulo n: index arithmetic may go negative.
   auto chunk = [&](int index) { return ring_chunk(data.size(), n, ((index % n) + n) % n); };
   auto part = [&](Chunk c) { return data.subspan(c.offset, c.count); };
   Buffer<T> staging(ledger, Category::comm, chunk(0).count, "ring_all_reduce staging");
 
-  // TODO(11.2 ring_all_reduce): reduce-scatter, N-1 steps. In step s, send part(chunk(r - s))
-  //   to `right` (comm.isend returns a Request; wait() it at the end of the step), receive the
-  //   chunk r - s - 1 from `left` into staging.span().first(count), and add it into your copy.
-  //   Add as static_cast<T>(static_cast<float>(a) + static_cast<float>(b)) so bf16 sums in float.
-  // TODO(11.2 ring_all_reduce): all-gather, N-1 steps. Which chunk is complete on rank r now?
-  //   Send it on, and receive the next finished chunk straight into place (no addition).
+  // TODO(11.2 ring_reduce_scatter): N-1 steps, each sending one chunk to `right` and receiving
+  //   one from `left` into `staging`, then adding it into this rank's copy of that chunk. Done
+  //   when every rank holds the complete sum of exactly one chunk and no two ranks hold the same
+  //   one. Which chunk moves in which step is the puzzle. Calls: comm.isend (wait its Request
+  //   before the step ends), comm.recv. Add through float (static_cast<float> each side) so that
+  //   bf16 sums in float and rounds once per step.
+  // TODO(11.2 ring_all_gather): N-1 more steps on the same ring, after which every rank holds
+  //   every complete chunk, bitwise equal on all ranks: finished chunks are copied, never added
+  //   again. Every rank sends 2(N-1) messages in all, even when some chunks are empty.
   (void)right;
   (void)left;
   (void)part;

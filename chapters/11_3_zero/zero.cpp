@@ -1,5 +1,6 @@
 // 11.3 ZeRO stages 1-3: your implementation. Shard the optimizer state, then the gradients, then
 // the weights of the course model over a data-parallel group, gathering each unit when needed.
+// A TODO's id is the last word in its parentheses: `./mgpu hint 11_3 <id>` gives hints for it.
 #include "11_3_zero/zero.hpp"
 
 #include "11_3_zero/checks.hpp"
@@ -11,67 +12,81 @@
 namespace mgpu::zero {
 
 ShardLayout plan_shards(const model::Model& model, int ranks) {
-  // TODO(11.3 plan_shards): reject ranks < 1; for each UnitInfo in model.units():
-  //   s = (info.count + N - 1) / N; unit_offset = shard_size so far; unit_shard = s; shard_size += s.
+  // TODO(11.3 plan_shards): a ShardLayout in which N equal padded shards of every unit cover it
+  //   (ShardLayout's comment), a rank's unit shards sit back to back in one shard buffer, and
+  //   ranks < 1 throws naming the value. model.units() lists each unit's count.
   throw NotImplemented("11.3 plan_shards");
 }
 
 ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
                           const model::AdamConfig& adam) {
-  // TODO(11.3 make_zero_state): check_stage("make_zero_state", stage); layout = plan_shards(model, dp.size()).
-  //   Buffer<float>(rank.memory(), Category::weights, count, "label") allocates and zeroes.
-  //   Stages 0-2: weights of num_params(), model.init_params(weights.span(), seed).
-  //   Stage 3: init a Category::comm buffer of num_params(), copy owned_range(layout, u, dp.rank(),
-  //   count) of each unit (it starts at model.unit(u).offset) to layout.unit_offset[u] of the shard.
-  //   grads: full below stage 2, shard from 2; moments: full at stage 0, shard from 1.
+  // TODO(11.3 make_zero_state): the ZeroState table of zero.hpp, every buffer in the ledger
+  //   under its category, so that the ledger's peaks equal zero_state_per_gpu(P, kZeroRecipe)
+  //   up to padding. All ranks start from the same parameters without communicating; a stage-3
+  //   rank keeps only what it owns (owned_range) of each unit. Calls: check_stage, plan_shards,
+  //   Buffer<float>(rank.memory(), category, count, label) (zeroed), model.init_params,
+  //   model.unit(u).
   throw NotImplemented("11.3 make_zero_state");
 }
 
 Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
                      std::span<const float> owned) {
-  // TODO(11.3 gather_unit): check owned.size() == owned_range(...).size(); full = N * s_u elements
-  //   (Category::comm); slot = full.span().subspan(rank * s_u, s_u); copy owned into slot;
-  //   done = dp.iall_gather(slot, full.span()); return without waiting.
+  // TODO(11.3 gather_unit): once the returned `done` is waited, `full` holds unit u's weights in
+  //   the model's layout followed by zero padding, on every rank. The gather is only posted
+  //   here, never waited (prefetch depends on that). A wrong-length `owned` throws. Calls:
+  //   owned_range, Buffer<float> under Category::comm, dp.iall_gather (in place).
   throw NotImplemented("11.3 gather_unit");
 }
 
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
                          std::span<const float> unit_grads, std::span<float> shard_grads) {
-  // TODO(11.3 reduce_scatter_unit): check the two lengths; copy unit_grads into the start of a
-  //   Category::comm buffer of N * s_u; dp.reduce_scatter(padded, shard_grads, ReduceOp::avg).
+  // TODO(11.3 reduce_scatter_unit): shard_grads ends with the group's average of the gradient
+  //   elements this rank owns, zero in the padding, and the unit's gradient is never summed in
+  //   full anywhere. Wrong lengths throw. Calls: a Category::comm Buffer<float>,
+  //   dp.reduce_scatter (input and output must not overlap).
   throw NotImplemented("11.3 reduce_scatter_unit");
+}
+
+model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
+  // TODO(11.3 zero_local_batch): the N slices are equal, disjoint, contiguous and in rank order,
+  //   so together they are the batch; an uneven batch or a bad rank throws std::invalid_argument
+  //   with the header's message. Batch::slice (mgpu/model/model.hpp) makes the view.
+  throw NotImplemented("11.3 zero_local_batch");
 }
 
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch) {
-  // TODO(11.3 zero_step): local = zero_local_batch(global, dp.rank(), dp.size()).
-  //   Adam on a range: model::adam_step(params, grads, m, v, ++state.steps, state.adam) (once per
-  //   step: increment the counter once, then call it per unit with the same step number).
-  //   Stage 0: model.forward_backward, dp.all_reduce(grads, ReduceOp::avg), adam_step on everything.
-  //   Stage 1: forward_backward; reduce_scatter_unit each model.unit_view(grads, u) into a comm
-  //   staging shard at unit_offset[u]; Adam on weights[offset + own.first, own.size()) with the
-  //   shard's gradient and moments at unit_offset[u]; gather_unit the updated owned range, wait,
-  //   copy the first count elements back into the unit's weights.
-  //   Stage 2: like stage 1, but drive the units yourself (see Model::forward_backward in the
-  //   runtime for the loop) and reduce-scatter each unit's comm gradient buffer into state.grads.
-  //   Stage 3: return fsdp_step(rank, dp, model, state, global, prefetch).
+  // TODO(11.3 zero_step): stages 0 and 1 (stage 3 hands over to fsdp_step). Done when, after
+  //   every step, each rank's full weights equal plain data parallelism's up to fp32 rounding,
+  //   each rank's optimizer state touches only the parameters it owns, and the traffic meter
+  //   shows the collectives zero_traffic_per_gpu counts. The Adam step counter (state.steps)
+  //   advances once per training step, whatever the number of units. Calls: zero_local_batch,
+  //   model.forward_backward, model.unit_view, model::adam_step, and your gather_unit and
+  //   reduce_scatter_unit.
+  // TODO(11.3 zero_step_stage2): stage 2, same weights and traffic, but a full-size gradient
+  //   never exists: at any moment at most one unit's gradient is held (Category::comm), and
+  //   state.grads holds only the shard. Model::forward_backward cannot do that; drive the units
+  //   yourself with model.input, unit_forward, loss_backward and unit_backward.
   throw NotImplemented("11.3 zero_step");
 }
 
 double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch) {
-  // TODO(11.3 fsdp_step): a lambda fetch(u) that calls gather_unit with this rank's part of the
-  //   shard (state.weights at unit_offset[u], owned_range(...).size() elements) keeps this short.
-  //   Forward: current = fetch(0); per unit: (prefetch: next = fetch(u + 1)); current.done.wait();
-  //   unit_forward with current.full.span().first(count); current.full.reset(); move on.
-  //   Backward from the last unit: the same pattern with fetch(u - 1), unit_backward into a comm
-  //   gradient buffer, then reduce_scatter_unit into state.grads. Finally adam_step on the shard.
+  // TODO(11.3 fsdp_step): the same weights as stage 0 while a rank keeps only shards: a unit's
+  //   full weights exist only around its forward and again around its backward, and each unit's
+  //   gradient is reduced into the shard before the next unit's backward needs memory. The comm
+  //   peak stays at one or two gathered units, never the model. Calls: gather_unit,
+  //   Request::wait, Buffer::reset, model.unit_forward / unit_backward, reduce_scatter_unit,
+  //   model::adam_step.
+  // TODO(11.3 fsdp_prefetch): with `prefetch`, the same bytes and the same weights, but each
+  //   gather is already travelling on the comm stream while the unit before it computes, so the
+  //   virtual step time falls and at most two gathered units are alive at once.
   throw NotImplemented("11.3 fsdp_step");
 }
 
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
-  // TODO(11.3 full_weights): stages 0-2: copy state.weights. Stage 3: per unit gather_unit,
-  //   wait, copy the first count elements to model.unit(u).offset of the result.
+  // TODO(11.3 full_weights): the model's full parameters in its layout, identical on every rank
+  //   and at every stage. At stage 3 this is a collective: every rank of dp calls it.
   throw NotImplemented("11.3 full_weights");
 }
 

@@ -55,19 +55,6 @@ inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size
   return {first, last};
 }
 
-/// Given: the sequences of `global` that group rank `rank` of `ranks` trains on: the same
-/// contiguous, equal slices as 11.2's local_batch.
-/// @throws std::invalid_argument when the batch does not split evenly over the ranks.
-inline model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
-  if (ranks < 1 || rank < 0 || rank >= ranks || global.sequences % ranks != 0)
-    throw std::invalid_argument("zero_local_batch: a batch of " + std::to_string(global.sequences) +
-                                " sequences does not split into " + std::to_string(ranks) +
-                                " equal slices (rank " + std::to_string(rank) +
-                                "); pick a batch size divisible by the rank count");
-  const std::int64_t per_rank = global.sequences / ranks;
-  return global.slice(rank * per_rank, per_rank);
-}
-
 /// One rank's training state for a ZeRO stage, every buffer in the rank's ledger.
 ///
 /// | stage | weights (Category::weights) | grads (Category::grads) | adam_m, adam_v (optimizer) |
@@ -137,11 +124,23 @@ Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, 
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
                          int u, std::span<const float> unit_grads, std::span<float> shard_grads);
 
+/// The sequences of `global` that group rank `rank` of `ranks` trains on: contiguous, equal
+/// slices in rank order that together are the whole batch, the split plain data parallelism
+/// uses. Equal slices make the mean of the slice losses the batch's loss, which is what lets
+/// every stage end with plain data parallelism's weights.
+///
+/// TODO 11 of 11.3 (the same idea as 11.2's local_batch, written again so that this chapter
+/// stands on its own).
+/// @throws std::invalid_argument when ranks < 1, rank is outside [0, ranks), or the batch does
+///         not split evenly; the message names the batch size and the rank count and says to
+///         pick a batch size divisible by the rank count.
+model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
+
 /// One training step at state.stage on this rank's slice of `global`; returns the slice's loss.
 /// Every stage ends with the same weights as plain data parallelism (stage 0), up to fp32
 /// rounding.
 ///
-/// TODO 11 of 11.3.
+/// TODO 12 of 11.3.
 /// - stage 0: zero the grads, model.forward_backward on the slice, dp.all_reduce(avg), Adam
 ///   (model::adam_step) over everything.
 /// - stage 1: as stage 0 up to backward; then per unit reduce_scatter_unit the unit's gradient
@@ -158,7 +157,7 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 
 /// One ZeRO-3 (FSDP) step: weights live only as shards; each unit is gathered, used, released.
 ///
-/// TODO 12 of 11.3. Forward: for each unit, gather_unit, wait, unit_forward with its first
+/// TODO 13 of 11.3. Forward: for each unit, gather_unit, wait, unit_forward with its first
 /// count_u elements, release the gathered buffer. Backward (last unit first): gather the unit
 /// again, unit_backward into a Category::comm gradient buffer, release both, reduce_scatter_unit
 /// into state.grads at the unit's offset. Then Adam over the whole shard (padding has zero
@@ -172,7 +171,7 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 /// state.weights for stages 0..2, the per-unit all-gather of the shards for stage 3 (a
 /// collective: every rank of `dp` must call it).
 ///
-/// TODO 13 of 11.3.
+/// TODO 14 of 11.3.
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state);
 
 }  // namespace mgpu::zero

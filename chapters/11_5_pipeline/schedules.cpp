@@ -1,5 +1,6 @@
 // 11.5 Pipeline schedules: your implementation. Write GPipe and 1F1B as per-stage action lists,
 // then the executor that runs any valid schedule over the stage ranks of a pipeline group.
+// A TODO's id is the last word in its parentheses: `./mgpu hint 11_5 <id>` gives hints for it.
 #include "11_5_pipeline/schedules.hpp"
 
 #include <algorithm>
@@ -9,35 +10,37 @@
 namespace mgpu::pipeline {
 
 PipelineSchedule gpipe_schedule(int p, int m) {
-  // TODO(11.5 gpipe_schedule): reject p < 1 or m < 1 with std::invalid_argument naming both.
-  //   PipelineSchedule{p, m, per_stage} with per_stage.size() == p; every stage's program is
-  //   {forward, 0}, ..., {forward, m-1}, then {backward, 0}, ..., {backward, m-1}.
+  // TODO(11.5 gpipe_schedule): a PipelineSchedule that check_schedule accepts, with the order
+  //   of the header's comment on every stage, so that each stage holds all m micro-batches at
+  //   its peak. p or m below 1 throws std::invalid_argument naming both.
   throw NotImplemented("11.5 gpipe_schedule");
 }
 
 PipelineSchedule one_f_one_b_schedule(int p, int m) {
-  // TODO(11.5 one_f_one_b_schedule): reject p < 1 or m < 1. For each stage s:
-  //   warmup = min(m, p - 1 - s); push that many forwards (0, 1, ...); then while forwards
-  //   remain push the next forward and the oldest backward; then the remaining backwards.
-  //   check_schedule and schedule_in_flight (given, in the header) let you test the result.
+  // TODO(11.5 one_f_one_b_schedule): a valid schedule with GPipe's bubble in which stage s never
+  //   holds more than min(m, p - s) micro-batches; for p = 2, m = 3 it is the header's example.
+  //   check_schedule and schedule_in_flight (given) test a result without running it.
   throw NotImplemented("11.5 one_f_one_b_schedule");
 }
 
 double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, StageUnits units,
                     const PipelineSchedule& schedule, std::span<const float> params, std::span<float> grads,
                     std::span<const model::Batch> micro_batches) {
-  // TODO(11.5 run_pipeline): check_schedule(schedule); check p == pp.size(), m == micro_batches.size().
-  //   Keep, per micro-batch, a std::vector<model::UnitCache> (one per stage unit) and, on the last
-  //   stage, a Buffer<float> with the head output's gradient. Then walk
-  //   schedule.per_stage[pp.rank()]:
-  //   forward k:  x = model.input(rank, mb) on stage 0, else a Buffer<float>(rank.memory(),
-  //               Category::activations, tokens * in_width, "label") filled by pp.recv(x.span(),
-  //               stage - 1, tag); x = model.unit_forward(rank, u, model.unit_view(params, u),
-  //               std::move(x), tokens, &cache) for each unit; last stage: loss_backward(x, mb,
-  //               dloss, 1/m) into the kept buffer (add loss/m to the result); else pp.send to stage + 1.
-  //   backward k: d = the kept gradient (last stage) or pp.recv from stage + 1; d =
-  //               model.unit_backward(...) from the last unit down; pp.send(d) to stage - 1 unless stage 0.
-  //   Tags: e.g. 2k for activations and 2k + 1 for gradients.
+  // TODO(11.5 run_pipeline): the executor: this stage runs its program of any valid schedule in
+  //   order and returns the mean loss over the micro-batches on the last stage (0 elsewhere).
+  //   Done when the accumulated grads equal model.forward_backward on the whole batch, the
+  //   stage's stored activations follow the schedule (each micro-batch's from its forward to its
+  //   backward, no longer), and every receive gets the message meant for it whatever order a
+  //   neighbour sends in. A schedule for another p or m throws. Stage and peers come from pp,
+  //   never from rank.id(). Calls: check_schedule, pp.send / pp.recv with tags.
+  // TODO(11.5 run_pipeline_forward): a forward action: this stage's units run on micro-batch k's
+  //   input, keeping a model::UnitCache per unit until k's backward; the output moves on, and
+  //   on the last stage it becomes the loss and its gradient, scaled so that the m micro-batches
+  //   give the mean loss. Calls: model.input, model.unit_forward, model.unit_view,
+  //   model.loss_backward, Buffer<float> under Category::activations.
+  // TODO(11.5 run_pipeline_backward): a backward action: the gradient of k's output flows back
+  //   through this stage's units, adding into their gradients and freeing k's caches, and the
+  //   input gradient goes to the stage before. Calls: model.unit_backward, model.unit_view.
   throw NotImplemented("11.5 run_pipeline");
 }
 

@@ -13,21 +13,20 @@ namespace mgpu::exercises {
 /// Decimal gigabyte, the unit the text's answers use: 1 GB = 1e9 bytes.
 inline constexpr double kBytesPerGB = 1e9;
 
-/// Apply 1: GB of training state per GPU with ZeRO stage 3 at 16 bytes per parameter:
-/// 16 * params / gpus / 1e9. With the text's numbers (70e9 parameters, 64 GPUs): 17.5.
+/// Apply 1: GB of training state per GPU with ZeRO stage 3 at 16 bytes per parameter. The text
+/// asks for 70e9 parameters on 64 GPUs (its answer is in README.md, behind a click).
 /// Build it on zero::zero_state_bytes_per_gpu with memory::kBf16MixedAdam.
 /// @throws std::invalid_argument when params is negative or gpus is below 1.
 double zero3_state_gb_per_gpu(double params, std::int64_t gpus);
 
 /// Apply 2: pipeline bubble fraction of GPipe with `stages` stages and `micro_batches`
-/// micro-batches. With the text's numbers (4 stages, 8 micro-batches): 3/11 = 0.2727.
+/// micro-batches. The text asks for 4 stages and 8 micro-batches.
 /// Build it on pipeline::gpipe_bubble_fraction.
 /// @throws std::invalid_argument when stages or micro_batches is below 1.
 double bubble_fraction(std::int64_t stages, std::int64_t micro_batches);
 
-/// Apply 3: GB per GPU with ZeRO stage 1 (16-byte recipe): full bf16 weights and gradients
-/// (4 bytes) plus a 1/N share of the 12 bytes of master weights and Adam state:
-/// params * (4 + 12/N) / 1e9. With the text's numbers (7e9 parameters, 8 GPUs): 38.5.
+/// Apply 3: GB per GPU with ZeRO stage 1 (16-byte recipe). The text asks you to write the
+/// formula first, then evaluate it for 7e9 parameters on 8 GPUs.
 /// Build it on zero::zero_state_bytes_per_gpu.
 /// @throws std::invalid_argument when params is negative or gpus is below 1.
 double zero1_state_gb_per_gpu(double params, std::int64_t gpus);
@@ -46,18 +45,16 @@ enum class Effect {
   only_raises_throughput,  ///< each GPU still holds all of it; only the work is divided
 };
 
-/// Check: does `technique` shrink the training state each GPU holds, or only add throughput?
-/// Answer per the text: plain data parallelism only raises throughput; ZeRO, tensor and pipeline
-/// parallelism all reduce per-GPU memory. (Why each one does is the prose part of the exercise.)
+/// Check: does `technique` shrink the training state each GPU holds as GPUs are added, or only
+/// add throughput? Answer as the text's sections argue; why is the prose part of the exercise.
+/// @throws std::invalid_argument when technique is not a Technique value.
 Effect training_state_effect(Technique technique);
 
 /// Whether the communication of `technique` sits on the critical path of a step: the next
-/// computation waits for it and it cannot be overlapped with independent work.
-/// Tensor parallelism: yes (each block's all-reduce feeds the next operation). Data parallelism
-/// and ZeRO: no (gradient buckets are reduced while backward continues; ZeRO-3's all-gathers
-/// are prefetched one layer ahead). Pipeline parallelism: no (a stage-boundary transfer of one
-/// micro-batch overlaps with the computation of others; what the pipeline loses is the
-/// bubble, counted separately).
+/// computation waits for it and it cannot be overlapped with independent work, as each
+/// technique is implemented in this course's chapters (buckets, prefetch, micro-batches). A
+/// pipeline's bubble is idle time of its own and is not counted here.
+/// @throws std::invalid_argument when technique is not a Technique value.
 bool communication_on_critical_path(Technique technique);
 
 /// Extend, the numbers behind the answer: one tensor-parallel all-reduce of a block's activation

@@ -43,8 +43,10 @@ FfnProblem make_problem(const FfnShape& shape, std::uint32_t seed);
 struct FfnRankResult {
   double err = 0.0;        ///< largest max_rel_error over y, dx, dw1, dw2 (this rank's blocks)
   double err_norm = 0.0;   ///< largest norm_rel_error over the same
-  MatD y, dx;              ///< this rank's outputs on the check problem (replicated)
-  MatD dw1, dw2;           ///< this rank's weight-gradient blocks on the check problem
+  MatD y;                  ///< this rank's y on the check problem (replicated)
+  MatD dx;                 ///< this rank's dx on the check problem (replicated)
+  MatD dw1;                ///< this rank's block of dW1 on the check problem
+  MatD dw2;                ///< this rank's block of dW2 on the check problem
   double ms = 0.0;         ///< mean forward + backward time on the timing shape
   MemoryLedger memory;     ///< a copy of this rank's ledger after the timing shape ran
 };

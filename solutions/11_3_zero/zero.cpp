@@ -118,6 +118,17 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
   dp.reduce_scatter(padded, shard_grads, ReduceOp::avg);
 }
 
+model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks || global.sequences % ranks != 0)
+    throw std::invalid_argument("zero_local_batch: a batch of " + std::to_string(global.sequences) +
+                                " sequences does not split into " + std::to_string(ranks) +
+                                " equal slices (rank " + std::to_string(rank) +
+                                "); pick a batch size divisible by the rank count");
+  // Equal slices: the mean of the slice losses is then the batch's mean loss.
+  const std::int64_t per_rank = global.sequences / ranks;
+  return global.slice(rank * per_rank, per_rank);
+}
+
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch) {
   check_stage("zero_step", state.stage);

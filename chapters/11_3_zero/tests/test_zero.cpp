@@ -76,8 +76,8 @@ Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage
   return run;
 }
 
-// Plain data parallelism with the runtime all-reduce and model::Adam only (no chapter code but
-// the given batch slice): the weights every stage must reproduce.
+// Plain data parallelism with the runtime all-reduce and model::Adam only (no chapter code: the
+// batch is sliced here, not by zero_local_batch): the weights every stage must reproduce.
 std::vector<float> reference_dp(const model::ModelConfig& cfg, int ranks, std::int64_t sequences_per_rank = 2) {
   const model::Model net(cfg);
   std::vector<float> out;
@@ -88,7 +88,8 @@ std::vector<float> reference_dp(const model::ModelConfig& cfg, int ranks, std::i
     for (int s = 0; s < kSteps; ++s) {
       const model::Batch batch = net.make_batch(sequences_per_rank * ranks, 500 + static_cast<std::uint64_t>(s));
       model::zero(replica.grads.span());
-      net.forward_backward(r, replica.params.span(), replica.grads.span(), zero_local_batch(batch, r.id(), ranks));
+      const model::Batch slice = batch.slice(r.id() * sequences_per_rank, sequences_per_rank);
+      net.forward_backward(r, replica.params.span(), replica.grads.span(), slice);
       r.world().all_reduce(replica.grads.span(), ReduceOp::avg);
       adam.step(replica.params.span(), replica.grads.span());
     }

@@ -1,0 +1,77 @@
+// Reading the hint record and pricing it (hints.hpp).
+#include "hints.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+// The rubric chapter a record's chapter field names, and the prefix its TODO id gets ("" if none).
+std::pair<std::string, std::string> owner(const std::string& name, const Rubric& rubric) {
+  std::vector<std::string> matches;
+  for (const auto& ch : rubric.chapters) {
+    if (ch.name == name) return {ch.name, ""};
+    if (ch.name.rfind(name + "_", 0) == 0) matches.push_back(ch.name);
+  }
+  if (matches.size() == 1) return {matches.front(), ""};
+  if (rubric.gpu_labs) {
+    const std::string lab = name.rfind("gpu_labs/", 0) == 0 ? name.substr(9) : name;
+    if (rubric.gpu_labs->files.count(lab)) return {"gpu_labs", lab + ": "};
+  }
+  return {"", ""};
+}
+
+}  // namespace
+
+HintsSeen read_hints(const fs::path& record, const Rubric& rubric, std::vector<std::string>& notes) {
+  HintsSeen seen;
+  std::ifstream in(record);
+  int skipped = 0;
+  std::string first_skipped;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    std::istringstream fields(line);
+    std::string chapter, todo, level_text;
+    std::getline(fields, chapter, '\t');
+    std::getline(fields, todo, '\t');
+    std::getline(fields, level_text, '\t');
+    const auto [name, prefix] = owner(chapter, rubric);
+    const bool level_ok = level_text == "1" || level_text == "2" || level_text == "3";
+    if (name.empty() || todo.empty() || !level_ok) {
+      if (skipped++ == 0) first_skipped = line;
+      continue;
+    }
+    int& highest = seen[name][prefix + todo];
+    highest = std::max(highest, level_text[0] - '0');
+  }
+  if (skipped > 0)
+    notes.push_back(fmt::format("{} line(s) of the hint record {} name no chapter, TODO and level 1-3 and were not "
+                                "counted (the first: \"{}\")",
+                                skipped, kHintsRecord.string(), first_skipped.substr(0, 120)));
+  return seen;
+}
+
+std::string hints_summary(const ChapterGrade& chapter) {
+  std::string s;
+  for (const auto& [todo, level] : chapter.hints) s += fmt::format("{}{} (level {})", s.empty() ? "" : ", ", todo, level);
+  if (chapter.hint_cost > 0) s += fmt::format("; -{:g} points", chapter.hint_cost);
+  return s;
+}
+
+void apply_hints(std::vector<ChapterGrade>& chapters, const HintsSeen& seen, const Rubric& rubric) {
+  for (auto& ch : chapters) {
+    const auto it = seen.find(ch.name);
+    if (it == seen.end()) continue;
+    ch.hints = it->second;
+    ch.hint_cost = 0;
+    for (const auto& [todo, level] : ch.hints) ch.hint_cost += rubric.hint_cost[static_cast<std::size_t>(level - 1)];
+  }
+}
+
+}  // namespace mgpu::grade

@@ -1,0 +1,34 @@
+// The hints a student opened with `./mgpu hint`, as the grader reports them. The command appends
+// one line per opened hint to .mgpu/hints.tsv in the student's checkout (chapter, TODO id, level,
+// time, separated by tabs) and `./mgpu submit` packs that file. The record is the student's own
+// word: it is shown to instructors, and costs points only where the rubric's hint_cost says so.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+#include "rubric.hpp"
+
+namespace mgpu::grade {
+
+/// Where the record lies, relative to the checkout's root and to a submission's top folder.
+inline const std::filesystem::path kHintsRecord = ".mgpu/hints.tsv";
+
+/// Rubric chapter -> TODO id -> the highest level opened.
+using HintsSeen = std::map<std::string, std::map<std::string, int>>;
+
+/// Reads a record (a missing file is no hints). A line's chapter is a rubric chapter's name, a
+/// unique prefix of one ("11_2"), or a GPU lab's name (counted under "gpu_labs" as "lab: TODO").
+/// Lines that fit none of these are skipped, each with a note saying why.
+HintsSeen read_hints(const std::filesystem::path& record, const Rubric& rubric, std::vector<std::string>& notes);
+
+/// "ring reduce-scatter (level 2), ...", and what they cost when the rubric prices them.
+std::string hints_summary(const ChapterGrade& chapter);
+
+/// Sets each chapter's hints, and its hint_cost from the rubric's price per highest level.
+void apply_hints(std::vector<ChapterGrade>& chapters, const HintsSeen& seen, const Rubric& rubric);
+
+}  // namespace mgpu::grade
