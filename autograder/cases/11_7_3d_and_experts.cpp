@@ -1,6 +1,6 @@
 // Graded cases of 11.7's formulas: the rank layout of tp x pp x dp, per-GPU memory and traffic
 // of a layout (over a fixed grid of edge layouts plus a drawn one), and expert parallelism's
-// placement and all-to-all volume.
+// placement and all-to-all volume. The process grid's cases are in 11_7_3d_and_experts/grid.cpp.
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "case.hpp"
 
@@ -52,7 +52,8 @@ ly::LayoutModel fixed_model(ly::Layout layout, int zero_stage, std::int64_t micr
 // text's 8 x 4 x 32 at every ZeRO stage (stage 2 must shard gradients, stage 3 weights too) with
 // more micro-batches than stages; fewer micro-batches than stages and a single one (1F1B holds
 // min(m, p)); two stages (one direction of pipeline traffic each); full and selective recompute
-// (full reruns the forward's tensor-parallel all-reduces, selective does not).
+// (full reruns the forward's tensor-parallel all-reduces, selective does not). Every pipelined
+// point but one has tp > 1, where one GPU sends only 1/tp of its stage's boundary bytes.
 std::vector<std::pair<std::string, ly::LayoutModel>> edge_models() {
   using mgpu::memory::Recompute;
   std::vector<std::pair<std::string, ly::LayoutModel>> points{{"one_gpu", fixed_model({1, 1, 1}, 0, 1)}};

@@ -18,6 +18,20 @@ inline void check_degrees(const char* where, const Layout& layout) {
   args::check_count(where, "dp", layout.dp);
 }
 
+/// Given: the check ProcessGrid's constructor starts with. Throws std::invalid_argument, naming
+/// `where`, unless tp, pp and dp are at least 1 and their product is `world_size`, the number of
+/// ranks the grid is laid over.
+inline void check_grid(const char* where, const Layout& layout, int world_size) {
+  check_degrees(where, layout);
+  const std::int64_t gpus = layout.tp * layout.pp * layout.dp;
+  if (gpus != world_size)
+    args::fail(where, "layout", std::to_string(layout.tp) + "x" + std::to_string(layout.pp) + "x" +
+                                    std::to_string(layout.dp),
+               "needs " + std::to_string(gpus) + " ranks but the communicator has " +
+                   std::to_string(world_size) + ": choose degrees whose product is " +
+                   std::to_string(world_size));
+}
+
 /// Given: throws std::invalid_argument, naming `where` and the index `name`, unless `value`
 /// lies in [0, size).
 inline void check_index(const char* where, const char* name, std::int64_t value,

@@ -58,7 +58,7 @@ GpuTraffic per_gpu_traffic(const LayoutModel& model) {
   // TODO(11.7): check_model plus the shape and bytes_per_activation. Three independent terms:
   // ZeRO's collectives on the GPU's parameter share over dp; the tp all-reduces of every layer
   // on this stage for every micro-batch (mind full recompute); the stage-boundary sends of a
-  // middle stage.
+  // middle stage, of which one GPU sends only its tp share.
   throw NotImplemented("11.7 per_gpu_traffic");
 }
 

@@ -122,7 +122,12 @@ struct GpuTraffic {
 ///   twice backward per micro-batch, each costing 2 (tp - 1)/tp * A; full recompute reruns the
 ///   forward, adding its 2 all-reduces (6 per layer instead of 4); selective recompute adds none.
 /// - pipeline: a middle stage sends A forward and A backward per micro-batch (2 m A); with
-///   pp = 2 each stage sends m A; with pp = 1 nothing.
+///   pp = 2 each stage sends m A; with pp = 1 nothing. A stage is tp GPUs, and each sends only
+///   its 1/tp slice of every boundary tensor (Megatron's scatter/gather across stages; under
+///   sequence parallelism the tensor is already split that way), so one GPU sends 1/tp of the
+///   stage's bytes: 2 m A / tp in a middle stage.
+///   Without sequence parallelism the receiving stage rebuilds the whole tensor with an
+///   all-gather over its tp links; that small intra-node term is not counted.
 /// @throws std::invalid_argument as per_gpu_memory, and when bytes_per_activation is not
 ///         positive or a shape field is below 1.
 GpuTraffic per_gpu_traffic(const LayoutModel& model);

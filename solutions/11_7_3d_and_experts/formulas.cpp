@@ -124,9 +124,11 @@ GpuTraffic per_gpu_traffic(const LayoutModel& model) {
   t.tensor_parallel_bytes =
       layers_here * m * all_reduces * 2.0 * (tp - 1.0) / tp * activation;
 
-  // Pipeline: a middle stage sends activations forward and gradients backward.
+  // Pipeline: a middle stage sends activations forward and gradients backward. The tp ranks of
+  // a stage hold the same boundary tensor (or, under sequence parallelism, one slice each), so
+  // each sends only its 1/tp slice across the boundary and the stage sends every tensor once.
   const double directions = l.pp >= 3 ? 2.0 : (l.pp == 2 ? 1.0 : 0.0);
-  t.pipeline_bytes = directions * m * activation;
+  t.pipeline_bytes = directions * m * activation / tp;
   return t;
 }
 

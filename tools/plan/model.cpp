@@ -427,6 +427,11 @@ void add_factors(Plan& p, const memory::PrecisionRecipe& recipe) {
         }),
         o.pp > 2 ? "2 m A (a middle stage)" : "m A (two stages)",
         "mgpu::pipeline::boundary_bytes_sent_per_stage (11.5)");
+    // The stage's tp GPUs split each boundary tensor, so one GPU sends 1/tp of the stage's bytes.
+    add("pipeline bytes sent per GPU", compute_row([&] {
+          return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes;
+        }),
+        "stage bytes / tp (each tp GPU sends its slice)", "mgpu::layout::per_gpu_traffic (11.7)");
   }
   add("pipeline bubble", p.bubble, "(p - 1) / (m + p - 1)",
       o.pp == 1 ? "one stage: no pipeline, no bubble"

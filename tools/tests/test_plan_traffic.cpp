@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "11_4_tensor_parallel/formulas.hpp"
+#include "11_5_pipeline/formulas.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "plan/model.hpp"
 
@@ -55,6 +56,19 @@ TEST_CASE("per-kind traffic adds up to the 11.7 layout model's data, tensor and 
     CHECK(bytes_of(p, "tp") == doctest::Approx(t.tensor_parallel_bytes));
     CHECK(bytes_of(p, "pp") == doctest::Approx(t.pipeline_bytes));
     CHECK(*p.traffic_total() == doctest::Approx(t.total_bytes()));
+  }
+}
+
+TEST_CASE("pipeline bytes per GPU are the 11.5 bytes of a middle stage split over its tp GPUs") {
+  for (std::int64_t tp : {1, 2, 8}) {
+    Options o = layout_3d(1, Recompute::none);
+    o.tp = tp;
+    const Plan p = make_plan(o);
+    const mgpu::memory::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
+                                               o.shape->heads, o.shape->layers};
+    const double stage = mgpu::pipeline::boundary_bytes_sent_per_stage(shape, o.pp, o.micro_batches, 1, 2);
+    CAPTURE(tp);
+    CHECK(bytes_of(p, "pp") == doctest::Approx(stage / static_cast<double>(tp)));
   }
 }
 

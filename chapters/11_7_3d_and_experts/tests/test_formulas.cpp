@@ -135,6 +135,16 @@ TEST_CASE("pipeline traffic: two stages send one way, deeper pipelines' middles 
   CHECK(per_gpu_traffic(small_model(Layout{1, 4, 1}, 0)).pipeline_bytes == doctest::Approx(32 * a).epsilon(1e-12));
 }
 
+TEST_CASE("pipeline traffic: each of a stage's tp GPUs sends only its 1/tp slice of the boundary") {
+  const double a = 2048.0 * 4096 * 2;
+  // The stage as a whole still sends 2 m A; split over 4 GPUs, each sends a quarter of it.
+  CHECK(per_gpu_traffic(small_model(Layout{4, 4, 1}, 0)).pipeline_bytes == doctest::Approx(32 * a / 4).epsilon(1e-12));
+  CHECK(per_gpu_traffic(small_model(Layout{8, 2, 2}, 0)).pipeline_bytes == doctest::Approx(16 * a / 8).epsilon(1e-12));
+  // Data parallelism copies the pipeline; it does not change what one GPU sends across a boundary.
+  CHECK(per_gpu_traffic(small_model(Layout{4, 4, 8}, 0)).pipeline_bytes ==
+        doctest::Approx(per_gpu_traffic(small_model(Layout{4, 4, 1}, 0)).pipeline_bytes).epsilon(1e-12));
+}
+
 TEST_CASE("experts spread evenly over ranks") {
   CHECK(experts_per_rank(64, 8) == 8);
   CHECK(experts_per_rank(8, 8) == 1);
