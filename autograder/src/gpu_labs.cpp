@@ -312,19 +312,7 @@ Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::jso
 CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& reference) {
   CaseGrade g = lab_case(c);
   g.seconds = student.seconds;
-  if (reference.status != Status::passed) {
-    g.status = Status::reference_error;
-    g.reason = "the reference lab failed (" + std::string(status_name(reference.status)) + ": " + reference.reason +
-               "); not counted";
-    g.feedback = reference.output;
-    return g;
-  }
-  if (student.status != Status::passed) {
-    g.status = student.status;
-    g.reason = student.reason;
-    g.feedback = student.reason + "\n" + student.output;
-    return g;
-  }
+  if (decided_by_runs(g, student, reference)) return g;
   const Comparison cmp = compare_lab_values(student.result.value("values", nlohmann::json::object()),
                                             reference.result.value("values", nlohmann::json::object()), c);
   g.status = cmp.ok ? Status::passed : Status::wrong;

@@ -174,6 +174,23 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
   return r;
 }
 
+bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& reference) {
+  if (reference.status != Status::passed) {
+    g.status = Status::reference_error;
+    g.reason = "the reference run failed (" + std::string(status_name(reference.status)) + ": " + reference.reason +
+               "); not counted";
+    g.feedback = reference.output;
+    return true;
+  }
+  if (student.status != Status::passed) {
+    g.status = student.status;
+    g.reason = student.reason;
+    g.feedback = student.reason + "\n" + student.output;
+    return true;
+  }
+  return false;
+}
+
 CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference, const Rubric& rubric) {
   CaseGrade g;
   g.name = spec.name;
@@ -181,19 +198,7 @@ CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun
   g.visibility = spec.visibility;
   g.max_score = spec.max_score();
   g.seconds = student.seconds;
-  if (reference.status != Status::passed) {
-    g.status = Status::reference_error;
-    g.reason = "the reference run failed (" + std::string(status_name(reference.status)) + ": " + reference.reason +
-               "); not counted";
-    g.feedback = reference.output;
-    return g;
-  }
-  if (student.status != Status::passed) {
-    g.status = student.status;
-    g.reason = student.reason;
-    g.feedback = student.reason + "\n" + student.output;
-    return g;
-  }
+  if (decided_by_runs(g, student, reference)) return g;
   Comparison cmp = compare_values(student.result.value("values", nlohmann::json::object()),
                                   reference.result.value("values", nlohmann::json::object()), rubric, spec);
   if (!cmp.ok) {

@@ -63,6 +63,11 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
 CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges);
 
+/// When either run gave no result, fills g's status, reason and feedback from it and returns
+/// true: a failed reference makes the case reference_error (not counted), a failed student run
+/// keeps its own status. False when both have values to compare.
+bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& reference);
+
 /// Judges a student's run against the reference run into a CaseGrade.
 CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference, const Rubric& rubric);
 
