@@ -1,0 +1,282 @@
+// 11.7 visible tests of the expert-parallel MoE layer: output and every gradient against a dense,
+// single-rank MoE written here from the header's rules (on n = 2 and 4 ranks, k = 1 and 2, with
+// and without dropped copies), the dropped count against the capacity, and the all_to_all_v
+// bytes of an evenly routed batch against expert_all_to_all_bytes_per_rank.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "11_7_3d_and_experts/formulas.hpp"
+#include "11_7_3d_and_experts/moe.hpp"
+
+using namespace mgpu;
+using namespace mgpu::experts;
+
+namespace {
+
+MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  MatrixRM m(rows, cols);
+  model::Rng rng(seed);
+  rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), 1.0);
+  return m;
+}
+
+double max_abs_diff(MatIn a, MatIn b) {
+  REQUIRE(a.rows() == b.rows());
+  REQUIRE(a.cols() == b.cols());
+  return a.size() == 0 ? 0.0 : static_cast<double>((a - b).cwiseAbs().maxCoeff());
+}
+
+constexpr double kTol = 2e-5;  // fp32 sums of a few dozen O(1) products, in another order
+
+// The unsplit layer on one rank, dense: every token's row of a (T, E) mask says which experts
+// it uses (with weight = probability), decided chunk by chunk (one chunk per source rank, since
+// capacity is per source rank). Written independently of the student's code, with loops.
+struct Dense {
+  MatrixRM y, dx, drouter;
+  std::vector<MatrixRM> dw;
+  std::int64_t dropped = 0;
+};
+
+Dense dense_moe(const FullMoe& f, MatIn x, MatIn dy, std::int64_t chunk, std::int64_t k,
+                double factor) {
+  const Eigen::Index T = x.rows(), h = x.cols(), E = f.router.cols();
+  const auto capacity =
+      static_cast<std::int64_t>(std::ceil(factor * double(chunk * k) / double(E)));
+  MatrixRM logits = x * f.router, p(T, E), mask = MatrixRM::Zero(T, E);
+  Dense d;
+  for (Eigen::Index t = 0; t < T; ++t) {
+    double z = 0;
+    for (Eigen::Index e = 0; e < E; ++e) z += std::exp(double(logits(t, e)));
+    for (Eigen::Index e = 0; e < E; ++e) p(t, e) = float(std::exp(double(logits(t, e))) / z);
+  }
+  for (Eigen::Index start = 0; start < T; start += chunk) {
+    std::vector<std::int64_t> used(static_cast<std::size_t>(E), 0);
+    for (Eigen::Index t = start; t < start + chunk; ++t) {
+      std::vector<int> rank(static_cast<std::size_t>(E));
+      std::iota(rank.begin(), rank.end(), 0);
+      std::stable_sort(rank.begin(), rank.end(), [&](int a, int b) { return p(t, a) > p(t, b); });
+      for (std::int64_t j = 0; j < k; ++j) {
+        const int e = rank[static_cast<std::size_t>(j)];
+        if (used[static_cast<std::size_t>(e)] < capacity) {
+          ++used[static_cast<std::size_t>(e)];
+          mask(t, e) = 1;
+        } else {
+          ++d.dropped;
+        }
+      }
+    }
+  }
+  d.y = MatrixRM::Zero(T, h);
+  d.dx = MatrixRM::Zero(T, h);
+  MatrixRM dp = MatrixRM::Zero(T, E);
+  for (Eigen::Index e = 0; e < E; ++e) {
+    MatrixRM out = x * f.experts[static_cast<std::size_t>(e)];
+    MatrixRM dout(T, h);
+    for (Eigen::Index t = 0; t < T; ++t) {
+      const float g = mask(t, e) * p(t, e);
+      d.y.row(t) += g * out.row(t);
+      dout.row(t) = g * dy.row(t);
+      if (mask(t, e) != 0) dp(t, e) = dy.row(t).dot(out.row(t));
+    }
+    d.dw.push_back(x.transpose() * dout);
+    d.dx += dout * f.experts[static_cast<std::size_t>(e)].transpose();
+  }
+  MatrixRM dl(T, E);
+  for (Eigen::Index t = 0; t < T; ++t)
+    for (Eigen::Index e = 0; e < E; ++e) dl(t, e) = p(t, e) * (dp(t, e) - p.row(t).dot(dp.row(t)));
+  d.drouter = x.transpose() * dl;
+  d.dx += dl * f.router.transpose();
+  return d;
+}
+
+struct Run {
+  MatrixRM y, dx, drouter;
+  std::vector<MatrixRM> dw;
+  std::int64_t dropped = 0;
+  std::vector<std::uint64_t> a2av_bytes;  // per rank, forward only
+};
+
+// The layer on n ranks, rank r taking rows [r*T, (r+1)*T) of x and dy; a non-empty `router`
+// replaces the drawn one on every rank (to force a routing).
+Run run_moe(int n, const MoeConfig& cfg, std::uint64_t seed, MatIn x, MatIn dy,
+            const MatrixRM& router = MatrixRM()) {
+  const Eigen::Index T = x.rows() / n, h = cfg.hidden;
+  Run out{MatrixRM(x.rows(), h),
+          MatrixRM(x.rows(), h),
+          MatrixRM::Zero(h, cfg.experts),
+          std::vector<MatrixRM>(static_cast<std::size_t>(cfg.experts)),
+          0,
+          std::vector<std::uint64_t>(static_cast<std::size_t>(n))};
+  std::vector<MatrixRM> drouters(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> dropped(static_cast<std::size_t>(n));
+  Cluster cluster(n);
+  cluster.run([&](Rank& r) {
+    Comm& ep = r.world();
+    MoeLayer layer = make_moe_layer(r, ep, cfg, seed);
+    if (router.size() != 0)
+      as_matrix(layer.router, static_cast<std::size_t>(h), static_cast<std::size_t>(cfg.experts)) =
+          router;
+    const MatrixRM xs = x.middleRows(r.id() * T, T), dys = dy.middleRows(r.id() * T, T);
+    MatrixRM y(T, h), dx(T, h);
+    MoeCache cache = moe_forward(r, ep, layer, xs, y);
+    out.a2av_bytes[static_cast<std::size_t>(r.id())] =
+        r.traffic().op(OpKind::all_to_all_v).bytes_sent;
+    moe_backward(r, ep, layer, xs, cache, dys, dx);
+    out.y.middleRows(r.id() * T, T) = y;
+    out.dx.middleRows(r.id() * T, T) = dx;
+    drouters[static_cast<std::size_t>(r.id())] = as_matrix(
+        layer.drouter, static_cast<std::size_t>(h), static_cast<std::size_t>(cfg.experts));
+    dropped[static_cast<std::size_t>(r.id())] = cache.routing.dropped;
+    for (std::int64_t i = 0; i < layer.local_experts; ++i)
+      out.dw[static_cast<std::size_t>(r.id() * layer.local_experts + i)] =
+          as_matrix(layer.dw, static_cast<std::size_t>(h), static_cast<std::size_t>(h),
+                    static_cast<std::size_t>(i * h * h));
+  });
+  for (int i = 0; i < n; ++i) {
+    out.drouter += drouters[static_cast<std::size_t>(i)];
+    out.dropped += dropped[static_cast<std::size_t>(i)];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("expert_capacity is the even share of the copies times the factor, rounded up") {
+  CHECK(expert_capacity(8, 2, 4, 1.0) == 4);
+  CHECK(expert_capacity(8, 2, 4, 1.25) == 5);
+  CHECK(expert_capacity(7, 1, 4, 1.0) == 2);
+  CHECK(expert_capacity(0, 1, 4, 1.0) == 0);
+  CHECK_THROWS_AS(expert_capacity(8, 3, 2, 1.0), std::invalid_argument);
+  CHECK_THROWS_AS(expert_capacity(8, 1, 4, 0.0), std::invalid_argument);
+}
+
+TEST_CASE(
+    "the router picks the k most probable experts, best first, and drops copies past capacity") {
+  // Token rows that point at expert 2, then 0: logits = x (identity router).
+  MatrixRM x = MatrixRM::Zero(3, 3), router = MatrixRM::Identity(3, 3);
+  for (int t = 0; t < 3; ++t) x.row(t) << 2.0f, 0.0f, 3.0f;
+  const Routing r = moe_route(x, router, 2, 1.0);  // capacity ceil(3*2/3) = 2
+  REQUIRE(r.expert.size() == 6);
+  CHECK(r.expert[0] == 2);
+  CHECK(r.expert[1] == 0);
+  CHECK(r.gate[0] == doctest::Approx(r.probs(0, 2)));
+  CHECK(std::vector<char>(r.kept.begin(), r.kept.end()) == std::vector<char>{1, 1, 1, 1, 0, 0});
+  CHECK(r.dropped == 2);
+  CHECK(r.probs.row(0).sum() == doctest::Approx(1.0));
+}
+
+TEST_CASE(
+    "the expert-parallel layer equals the dense single-rank MoE: output, dx, router and expert "
+    "gradients") {
+  struct Point {
+    int n;
+    std::int64_t k;
+    double factor;
+  };
+  // factor 1.0 with random routing drops copies; 8.0 gives every expert T*k slots, so none.
+  for (const Point pt : {Point{2, 1, 1.0}, Point{2, 2, 1.0}, Point{4, 1, 1.0}, Point{4, 2, 1.25},
+                         Point{4, 2, 8.0}, Point{2, 1, 8.0}}) {
+    CAPTURE(pt.n);
+    CAPTURE(pt.k);
+    CAPTURE(pt.factor);
+    const MoeConfig cfg{6, 8, pt.k, pt.factor};
+    const Eigen::Index T = 7;
+    const MatrixRM x = random_matrix(pt.n * T, cfg.hidden, 11),
+                   dy = random_matrix(pt.n * T, cfg.hidden, 12);
+    const Run run = run_moe(pt.n, cfg, 5, x, dy);
+    const Dense ref =
+        dense_moe(full_moe_weights(cfg.hidden, cfg.experts, 5), x, dy, T, pt.k, pt.factor);
+    CHECK(max_abs_diff(run.y, ref.y) < kTol);
+    CHECK(max_abs_diff(run.dx, ref.dx) < kTol);
+    CHECK(max_abs_diff(run.drouter, ref.drouter) < kTol);
+    for (std::size_t e = 0; e < ref.dw.size(); ++e)
+      CHECK(max_abs_diff(run.dw[e], ref.dw[e]) < kTol);
+    CHECK(run.dropped == ref.dropped);
+    if (pt.factor >= 8.0) CHECK(run.dropped == 0);
+  }
+}
+
+TEST_CASE("dropped copies equal the count over capacity when every token wants experts 0 and 1") {
+  const MoeConfig cfg{4, 4, 2, 1.0};
+  const int n = 2;
+  const Eigen::Index T = 6;
+  // An identity router makes a token's logits its own row: every token ranks expert 0 first
+  // and expert 1 second.
+  FullMoe f = full_moe_weights(cfg.hidden, cfg.experts, 3);
+  f.router = MatrixRM::Identity(4, 4);
+  MatrixRM x = random_matrix(n * T, cfg.hidden, 7) * 0.1f;
+  x.col(0).array() += 3.0f;
+  x.col(1).array() += 2.0f;
+  const MatrixRM dy = random_matrix(n * T, cfg.hidden, 4);
+  const Dense ref = dense_moe(f, x, dy, T, cfg.top_k, cfg.capacity_factor);
+  const Run run = run_moe(n, cfg, 3, x, dy, f.router);
+  // capacity ceil(6*2/4) = 3 per rank: 3 of the 6 copies to each favourite fit, on each rank.
+  const std::int64_t capacity = expert_capacity(T, cfg.top_k, cfg.experts, cfg.capacity_factor);
+  CHECK(ref.dropped == n * 2 * (T - capacity));
+  CHECK(run.dropped == ref.dropped);
+  CHECK(max_abs_diff(run.y, ref.y) < kTol);
+  CHECK(max_abs_diff(run.dx, ref.dx) < kTol);
+  CHECK(max_abs_diff(run.drouter, ref.drouter) < kTol);
+}
+
+TEST_CASE(
+    "all_to_all_v bytes per rank of an evenly routed batch equal "
+    "expert_all_to_all_bytes_per_rank") {
+  for (int n : {2, 4})
+    for (std::int64_t k : {1, 2}) {
+      CAPTURE(n);
+      CAPTURE(k);
+      const MoeConfig cfg{8, 8, k, 1.0};
+      const Eigen::Index T = 16;  // a multiple of E: each expert gets T*k/E copies from each rank
+      // With an identity router, token t's logits are its own row: make expert t mod E the best
+      // and (t+1) mod E the second, so the copies spread exactly evenly and none is dropped.
+      MatrixRM x = MatrixRM::Zero(n * T, cfg.hidden);
+      for (Eigen::Index t = 0; t < n * T; ++t) {
+        x(t, t % cfg.experts) = 4.0f;
+        x(t, (t + 1) % cfg.experts) = 2.0f;
+      }
+      const MatrixRM dy = random_matrix(n * T, cfg.hidden, 6);
+      // seed-independent routing needs an identity router: build the layer, then overwrite it.
+      std::vector<std::uint64_t> bytes(static_cast<std::size_t>(n));
+      std::vector<std::int64_t> dropped(static_cast<std::size_t>(n));
+      Cluster cluster(n);
+      cluster.run([&](Rank& r) {
+        MoeLayer layer = make_moe_layer(r, r.world(), cfg, 1);
+        as_matrix(layer.router, 8, 8) = MatrixRM::Identity(8, 8);
+        MatrixRM y(T, cfg.hidden);
+        MoeCache cache = moe_forward(r, r.world(), layer, x.middleRows(r.id() * T, T), y);
+        bytes[static_cast<std::size_t>(r.id())] = r.traffic().op(OpKind::all_to_all_v).bytes_sent;
+        dropped[static_cast<std::size_t>(r.id())] = cache.routing.dropped;
+      });
+      const double expected =
+          layout::expert_all_to_all_bytes_per_rank(T, cfg.hidden, k, cfg.experts, n, 4.0);
+      for (int i = 0; i < n; ++i) {
+        CHECK(dropped[static_cast<std::size_t>(i)] == 0);
+        CHECK(double(bytes[static_cast<std::size_t>(i)]) == expected);
+      }
+    }
+}
+
+TEST_CASE("each rank holds E/n experts and the whole router, and a pass keeps it that way") {
+  const MoeConfig cfg{6, 8, 2, 1.0};
+  Cluster cluster(4);
+  cluster.run([&](Rank& r) {
+    MoeLayer layer = make_moe_layer(r, r.world(), cfg, 2);
+    CHECK(layer.local_experts == 2);
+    const std::size_t weights = sizeof(float) * (6 * 8 + 2 * 6 * 6);
+    CHECK(r.memory().current(Category::weights) == weights);
+    // Expert parallelism never gathers another rank's experts: the weights stay E/n per rank.
+    const MatrixRM x = random_matrix(5, 6, 20 + static_cast<std::uint64_t>(r.id()));
+    MatrixRM y(5, 6), dx(5, 6);
+    {
+      MoeCache cache = moe_forward(r, r.world(), layer, x, y);
+      moe_backward(r, r.world(), layer, x, cache, x, dx);
+    }
+    CHECK(r.memory().peak(Category::weights) == weights);
+    CHECK(r.memory().current(Category::activations) == 0);  // the cache released what it held
+  });
+}
