@@ -1,6 +1,8 @@
 // mgpu-bench: wall-clock speed of the simulated cluster's collectives, in the style of nccl-tests
-// (size, count, type, time, algbw, busbw), next to this machine's memcpy bandwidth. It measures
-// the host running the simulation, not a GPU: virtual time is the cost model's business.
+// (size, count, type, time, algbw, busbw), next to this machine's memcpy bandwidth, and the time
+// per call divided by the ranks, which shows whether the runtime's cost per rank grows with the
+// ranks. It measures the host running the simulation, not a GPU: virtual time is the cost
+// model's business.
 #include "mgpu/mgpu.hpp"
 
 #include <CLI/CLI.hpp>
@@ -39,22 +41,39 @@ struct Row {
   std::size_t bytes;  // S as nccl-tests reports it
   std::size_t count;  // elements of S
   double seconds;     // wall time per call
+  double per_rank;    // seconds / ranks: what a call costs each member
   double algbw;       // bytes / s
   double busbw;       // bytes / s
 };
 
+/// Bytes one rank holds for a call of `op` with a full buffer of `s` bytes: the buffer (and a
+/// shard), or for sendrecv the outgoing and incoming buffers and the runtime's copy of the message.
+std::size_t bytes_per_rank(mgpu::OpKind op, std::size_t s) { return op == mgpu::OpKind::send ? 3 * s : s; }
+
 /// Wall seconds per call of `op` on `n` ranks with a full buffer of `count` floats: the mean
-/// over `iters` back-to-back calls, best of `trials` such runs.
+/// over `iters` back-to-back calls, best of `trials` such runs. OpKind::send stands for
+/// sendrecv, the point-to-point ring step of nccl-tests' sendrecv_perf.
 double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials) {
   double seconds = 1e300;
+  // A trial starts when the first rank leaves the opening barrier, not when rank 0 does: a woken
+  // rank 0 may run late, and in a sendrecv ring the others can do most of their calls by then.
+  std::vector<Clock::time_point> starts(static_cast<std::size_t>(n));
   mgpu::Cluster cluster(n);
   cluster.run([&](mgpu::Rank& r) {
     const auto nn = static_cast<std::size_t>(n);
     const std::size_t part = count / nn;
     std::vector<float> full(count, 1.0f), shard(part, 1.0f);
+    std::vector<float> incoming(op == mgpu::OpKind::send ? count : 0);
     mgpu::Comm& w = r.world();
+    const int next = (r.id() + 1) % n, prev = (r.id() + n - 1) % n;
     auto once = [&] {
       switch (op) {
+        case mgpu::OpKind::send: {  // sendrecv: S to the next rank, S from the previous one
+          mgpu::Request out = w.isend(full, next);
+          w.recv(incoming, prev);
+          out.wait();
+          break;
+        }
         case mgpu::OpKind::all_reduce: w.all_reduce(full); break;
         case mgpu::OpKind::all_gather: w.all_gather(shard, std::span<float>(full.data(), part * nn)); break;
         case mgpu::OpKind::reduce_scatter: w.reduce_scatter(std::span<const float>(full.data(), part * nn), shard); break;
@@ -64,11 +83,13 @@ double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials)
     once();  // warm-up: first touch of pages and thread wake-ups
     for (int t = 0; t < trials; ++t) {
       w.barrier();
-      const auto t0 = Clock::now();
+      starts[static_cast<std::size_t>(r.id())] = Clock::now();
       for (int i = 0; i < iters; ++i) once();
-      w.barrier();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
-      if (r.id() == 0) seconds = std::min(seconds, s);
+      w.barrier();  // after it every rank has written its start, and none writes the next one yet
+      if (r.id() == 0) {
+        const auto t0 = *std::min_element(starts.begin(), starts.end());
+        seconds = std::min(seconds, std::chrono::duration<double>(Clock::now() - t0).count() / iters);
+      }
     }
   });
   return seconds;
@@ -78,19 +99,23 @@ double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials)
 
 int main(int argc, char** argv) {
   CLI::App app{"mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
-  std::vector<int> ranks{2, 4, 8};
-  std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter"};
+  // 256 and 1024 show how the runtime scales: a call's cost per rank should not grow with ranks.
+  std::vector<int> ranks{2, 4, 8, 256, 1024};
+  std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
   std::size_t min_bytes = 1 << 10, max_bytes = std::size_t(64) << 20;
+  std::size_t max_memory = std::size_t(1) << 30;
   int factor = 4;
   int iters = 0;
   int trials = 5;
   std::string json_path;
   app.add_option("--ranks", ranks, "world sizes to run, e.g. 2,4,8")->delimiter(',')->capture_default_str();
-  app.add_option("--ops", ops, "collectives, e.g. all_reduce,all_gather,reduce_scatter")->delimiter(',')->capture_default_str();
+  app.add_option("--ops", ops, "operations, e.g. all_reduce,all_gather,reduce_scatter,sendrecv")->delimiter(',')->capture_default_str();
   app.add_option("--min-bytes", min_bytes, "smallest buffer size S in bytes")->capture_default_str();
   app.add_option("--max-bytes", max_bytes, "largest buffer size S in bytes")->capture_default_str();
   app.add_option("--step-factor", factor, "multiply S by this between rows")->check(CLI::Range(2, 64))->capture_default_str();
-  app.add_option("--iters", iters, "timed calls per row (0: about 256 MiB of traffic, 3..50)");
+  app.add_option("--max-memory", max_memory, "skip rows whose buffers on all ranks together exceed this (bytes)")
+      ->capture_default_str();
+  app.add_option("--iters", iters, "timed calls per row (0: about 1 GiB moved over all ranks, 3..50)");
   app.add_option("--trials", trials, "repeat each row this many times and keep the fastest")->check(CLI::Range(1, 100))->capture_default_str();
   app.add_option("--json", json_path, "also write the results to this JSON file");
   CLI11_PARSE(app, argc, argv);
@@ -99,12 +124,12 @@ int main(int argc, char** argv) {
   const double mem_bw = memcpy_bandwidth(memcpy_bytes, 10);
   // Per-row time: mean over back-to-back calls, best of --trials; memcpy: best of 10 copies.
   // Taking the best on both sides compares the two at their least disturbed on a shared host.
-  fmt::print("# mgpu-bench: wall-clock time of the simulated cluster's collectives on this host (float)\n");
+  fmt::print("# mgpu-bench: wall-clock time of the simulated cluster's collectives and sendrecv on this host (float)\n");
   fmt::print("# memcpy bandwidth: {:.2f} GB/s (one std::memcpy of 64 MiB, bytes copied / time, best of 10)\n",
              mem_bw / 1e9);
   fmt::print("# S is the full buffer (nccl-tests convention); busbw = algbw x factor "
-             "(all_reduce 2(n-1)/n, others (n-1)/n)\n");
-  fmt::print("# time: mean of back-to-back calls, best of {} trials\n", trials);
+             "(all_reduce 2(n-1)/n, sendrecv 1, others (n-1)/n)\n");
+  fmt::print("# time: mean of back-to-back calls, best of {} trials; per rank: time / n\n", trials);
 
   std::vector<Row> rows;
   for (const auto& name : ops) {
@@ -112,8 +137,10 @@ int main(int argc, char** argv) {
     if (name == "all_reduce") op = mgpu::OpKind::all_reduce;
     else if (name == "all_gather") op = mgpu::OpKind::all_gather;
     else if (name == "reduce_scatter") op = mgpu::OpKind::reduce_scatter;
+    else if (name == "sendrecv") op = mgpu::OpKind::send;
     else {
-      fmt::print(stderr, "mgpu-bench: unknown op '{}'; use all_reduce, all_gather or reduce_scatter\n", name);
+      fmt::print(stderr, "mgpu-bench: unknown op '{}'; use all_reduce, all_gather, reduce_scatter or sendrecv\n",
+                 name);
       return 2;
     }
     for (int n : ranks) {
@@ -121,20 +148,27 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "mgpu-bench: --ranks {} must be >= 1\n", n);
         return 2;
       }
-      fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>10} {:>10} {:>14}\n", name, n, "size(B)", "count",
-                 "type", "time(us)", "algbw", "busbw", "busbw/memcpy");
+      fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>14} {:>10} {:>10} {:>14}\n", name, n, "size(B)",
+                 "count", "type", "time(us)", "per rank(us)", "algbw", "busbw", "busbw/memcpy");
+      const auto nn = static_cast<std::size_t>(n);
       for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= static_cast<std::size_t>(factor)) {
         std::size_t count = bytes / sizeof(float);
-        count -= count % static_cast<std::size_t>(n);  // gather/scatter need n equal parts
+        count -= count % nn;  // gather/scatter need n equal parts
         if (count == 0) continue;
         const std::size_t s = count * sizeof(float);
-        const int it = iters > 0 ? iters : static_cast<int>(std::clamp<std::size_t>((256u << 20) / s, 3, 50));
+        if (nn * bytes_per_rank(op, s) > max_memory) {
+          fmt::print("{:>12} sizes from here skipped: {} ranks would hold {} B, over --max-memory {}\n", s, n,
+                     nn * bytes_per_rank(op, s), max_memory);
+          break;
+        }
+        // Each rank reads or writes about S per call, n x S in all: aim for about 1 GiB per row.
+        const int it = iters > 0 ? iters : static_cast<int>(std::clamp<std::size_t>((1u << 30) / (nn * s), 3, 50));
         const double secs = time_op(op, n, count, it, trials);
         const double alg = double(s) / secs;
         const double bus = alg * mgpu::bus_bandwidth_factor(op, n);
-        rows.push_back({name, n, s, count, secs, alg, bus});
-        fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s, count, "float", secs * 1e6,
-                   alg / 1e9, bus / 1e9, bus / mem_bw);
+        rows.push_back({name, n, s, count, secs, secs / n, alg, bus});
+        fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>14.2f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s, count, "float",
+                   secs * 1e6, secs / n * 1e6, alg / 1e9, bus / 1e9, bus / mem_bw);
       }
     }
   }
@@ -156,7 +190,8 @@ int main(int argc, char** argv) {
     j["memcpy_definition"] = "bytes / time of one std::memcpy of 64 MiB, best of 10";
     for (const auto& r : rows) {
       j["results"].push_back({{"op", r.op}, {"ranks", r.ranks}, {"bytes", r.bytes}, {"count", r.count},
-                              {"type", "float"}, {"time_s", r.seconds}, {"algbw_bytes_per_s", r.algbw},
+                              {"type", "float"}, {"time_s", r.seconds}, {"time_per_rank_s", r.per_rank},
+                              {"algbw_bytes_per_s", r.algbw},
                               {"busbw_bytes_per_s", r.busbw}, {"busbw_over_memcpy", r.busbw / mem_bw}});
     }
     std::ofstream f(json_path);

@@ -1,9 +1,9 @@
 // The cluster: rank threads, the run's error handling (first error wins, others stop),
 // blocking with deadlock detection, and the per-rank reports.
+#include "rank_thread.hpp"
 #include "state.hpp"
 
 #include <sstream>
-#include <thread>
 
 namespace mgpu {
 namespace detail {
@@ -30,11 +30,21 @@ bool is_rank_stopped(const std::exception_ptr& e) {
 }  // namespace
 
 std::string Group::describe() const {
+  const std::size_t n = members.size();
+  const bool abbreviate = n > kListedRanks;
+  const std::size_t listed = abbreviate ? kListedRanks - 1 : n;  // the last one is added below
   std::string s = name + "{";
-  for (std::size_t i = 0; i < members.size(); ++i) {
+  for (std::size_t i = 0; i < listed; ++i) {
     // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on "literal" + std::string.
     if (i > 0) s += ',';
     s += std::to_string(members[i]);
+  }
+  if (abbreviate) {
+    s += ",...,";
+    s += std::to_string(members.back());
+    s += " (";
+    s += std::to_string(n);
+    s += " ranks)";
   }
   return s + "}";
 }
@@ -81,6 +91,8 @@ void ClusterState::reset() {
   error_is_primary = false;
   abort_reason.clear();
   aborting = false;
+  live_ranks = config.world_size;
+  asleep_ranks = 0;
   std::vector<int> all(static_cast<std::size_t>(config.world_size));
   for (int r = 0; r < config.world_size; ++r) all[static_cast<std::size_t>(r)] = r;
   auto world = make_group("world", all);
@@ -108,12 +120,27 @@ void ClusterState::abort_locked(const std::string& reason) {
     abort_reason = reason;
     aborting = true;
   }
-  cv.notify_all();
+  for (auto& r : ranks) wake_locked(*r);
+}
+
+void ClusterState::mark_awake_locked(RankState& rank) {
+  if (rank.asleep) {
+    rank.asleep = false;
+    --asleep_ranks;
+  }
+}
+
+void ClusterState::wake_locked(RankState& rank) {
+  mark_awake_locked(rank);
+  // Also reaches a rank waiting in a collective's cancel() for helpers to leave its buffers.
+  rank.wake.notify_one();
 }
 
 void ClusterState::check_abort(const RankState& self) const {
   if (aborting.load()) {
-    throw RankStopped("rank " + std::to_string(self.id) + " stopped because the run failed: " + abort_reason);
+    // The first line only: a deadlock report has a line per rank, and every rank throws this.
+    const std::string reason = abort_reason.substr(0, abort_reason.find('\n'));
+    throw RankStopped("rank " + std::to_string(self.id) + " stopped because the run failed: " + reason);
   }
 }
 
@@ -144,25 +171,43 @@ std::string ClusterState::deadlock_report_locked() const {
   return s.str();
 }
 
+bool ClusterState::stop_if_deadlocked_locked() {
+  // Every event that lets a rank move on wakes it, so a deadlock needs every live rank asleep;
+  // counting them keeps this check O(1) per blocking call. The full check runs only then.
+  if (aborting.load() || live_ranks == 0 || asleep_ranks < live_ranks) return false;
+  if (!deadlocked_locked()) {
+    // Some sleeper could move on but was not woken: wake it rather than risk a hang.
+    for (auto& r : ranks)
+      if (r->asleep && r->wait_progress()) wake_locked(*r);
+    return false;
+  }
+  std::string report = deadlock_report_locked();
+  record_error_locked(std::make_exception_ptr(DeadlockError(report)));
+  abort_locked(report);
+  return true;
+}
+
 void ClusterState::block(Lock& lk, RankState& self, std::function<bool()> progress,
                          std::function<std::string()> what) {
   check_abort(self);
   self.wait_progress = std::move(progress);
   self.wait_what = std::move(what);
+  self.asleep = true;
+  ++asleep_ranks;
   struct Clear {
+    ClusterState& c;
     RankState& s;
     ~Clear() {
+      if (s.asleep) {
+        s.asleep = false;
+        --c.asleep_ranks;
+      }
       s.wait_progress = nullptr;
       s.wait_what = nullptr;
     }
-  } clear{self};
-  if (deadlocked_locked()) {
-    std::string report = deadlock_report_locked();
-    record_error_locked(std::make_exception_ptr(DeadlockError(report)));
-    abort_locked(report);
-    throw DeadlockError(report);
-  }
-  cv.wait(lk);
+  } clear{*this, self};
+  if (stop_if_deadlocked_locked()) throw DeadlockError(abort_reason);  // the report
+  self.wake.wait(lk, [&] { return !self.asleep || aborting.load(); });
   check_abort(self);
 }
 
@@ -204,35 +249,44 @@ bool ClusterState::test_locked(Lock& lk, Operation& op) {
 void ClusterState::rank_finished(int id) {
   Lock lk(mu);
   ranks[static_cast<std::size_t>(id)]->live = false;
-  if (!aborting.load() && deadlocked_locked()) {
-    std::string report = deadlock_report_locked();
-    record_error_locked(std::make_exception_ptr(DeadlockError(report)));
-    abort_locked(report);
+  --live_ranks;
+  stop_if_deadlocked_locked();
+}
+
+void ClusterState::run_rank(int r, const std::function<void(Rank&)>& body) {
+  try {
+    body(handles[static_cast<std::size_t>(r)]);
+    settle_stream_if_known(*ranks[static_cast<std::size_t>(r)]);
+  } catch (...) {
+    auto e = std::current_exception();
+    Lock lk(mu);
+    record_error_locked(e);
+    abort_locked("rank " + std::to_string(r) + " threw: " + what_of(e));
   }
-  cv.notify_all();
+  rank_finished(r);
 }
 
 void ClusterState::run(const std::function<void(Rank&)>& body) {
   reset();
-  std::vector<std::thread> threads;
+  std::vector<RankThread> threads;
   threads.reserve(ranks.size());
-  for (int r = 0; r < config.world_size; ++r) {
-    threads.emplace_back([this, r, &body] {
-      try {
-        body(handles[static_cast<std::size_t>(r)]);
-        settle_stream_if_known(*ranks[static_cast<std::size_t>(r)]);
-      } catch (...) {
-        auto e = std::current_exception();
-        Lock lk(mu);
-        record_error_locked(e);
-        abort_locked("rank " + std::to_string(r) + " threw: " + what_of(e));
-      }
-      rank_finished(r);
-    });
+  std::exception_ptr start_error;
+  for (int r = 0; r < config.world_size && !start_error; ++r) {
+    try {
+      threads.emplace_back([this, r, &body] { run_rank(r, body); });
+    } catch (...) {
+      // Ranks already started may wait for this one forever: stop them before joining.
+      start_error = std::current_exception();
+      Lock lk(mu);
+      abort_locked("could not start the thread of rank " + std::to_string(r) + ": " + what_of(start_error));
+    }
   }
   for (auto& t : threads) t.join();
+  if (start_error) std::rethrow_exception(start_error);
   ran = true;
-  for (const auto& s : ranks) reports.push_back(RankReport{s->id, s->memory, s->traffic, s->clock});
+  // Timelines are moved, not copied: a ring over 1,024 ranks records tens of millions of spans,
+  // and a copy would double the run's peak memory at its very end.
+  for (const auto& s : ranks) reports.push_back(RankReport{s->id, s->memory, s->traffic, std::move(s->clock)});
   if (error) std::rethrow_exception(error);
 }
 

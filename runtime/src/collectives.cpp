@@ -119,12 +119,15 @@ void CollectiveOp::run_slice(const Slice& s) {
 namespace {
 
 std::string list_ranks(const Group& g, const std::vector<int>& group_ranks) {
+  // At most kListedRanks, as in Group::describe: a deadlock report has a line per rank.
   std::ostringstream s;
   s << "{";
-  for (std::size_t i = 0; i < group_ranks.size(); ++i) {
+  const std::size_t n = group_ranks.size();
+  for (std::size_t i = 0; i < std::min(n, kListedRanks); ++i) {
     s << (i ? "," : "") << group_ranks[i] << " (global "
       << g.members[static_cast<std::size_t>(group_ranks[i])] << ")";
   }
+  if (n > kListedRanks) s << ", and " << n - kListedRanks << " more";
   s << "}";
   return s.str();
 }
@@ -197,6 +200,17 @@ std::string waiting_for(const CollectiveOp& op) {
   return s.str();
 }
 
+/// Wakes every member of `op` (only they can wait for it to start or complete): marks them
+/// awake under the lock, then notifies them after releasing it. Returns with the lock held.
+void wake_members(Lock& lk, ClusterState& cluster, const CollectiveOp& op) {
+  for (const Part& p : op.parts)
+    if (p.rank) cluster.mark_awake_locked(*p.rank);
+  lk.unlock();
+  for (const Part& p : op.parts)
+    if (p.rank) p.rank->wake.notify_one();
+  lk.lock();
+}
+
 /// One member's handle on a shared collective.
 struct MemberOp final : Operation {
   std::shared_ptr<CollectiveOp> op;
@@ -222,7 +236,8 @@ struct MemberOp final : Operation {
     lk.lock();
     --op->active;
     if (last) op->complete = true;
-    if (last || op->active == 0) cluster.cv.notify_all();
+    // Members wait for completion, and a cancelling member for the last helper to leave.
+    if (last || (op->active == 0 && op->cancelled)) wake_members(lk, cluster, *op);
   }
   std::string describe_locked() const override { return waiting_for(*op); }
   void finish() override {
@@ -237,7 +252,7 @@ struct MemberOp final : Operation {
   void cancel(Lock& lk) override {
     op->cancelled = true;
     // Slices already claimed touch this rank's buffers: let them finish before unwinding.
-    owner->cluster->cv.wait(lk, [&] { return op->active == 0; });
+    owner->wake.wait(lk, [&] { return op->active == 0; });
   }
   bool abandon_stops_run() const override { return !op->complete; }
 };
@@ -504,7 +519,7 @@ std::shared_ptr<MemberOp> arrive(const std::shared_ptr<Group>& group, RankState&
       if (!m.empty()) mismatch(cluster, m);
     }
     start_collective(cluster, *op);
-    cluster.cv.notify_all();
+    wake_members(lk, cluster, *op);
   }
   auto m = std::make_shared<MemberOp>();
   m->owner = &self;
@@ -526,9 +541,11 @@ Request Comm::icollective(OpKind kind, const void* in, void* out, std::size_t in
   check_valid();
   const int n = size();
   const std::size_t es = dtype_bytes(dtype);
-  const std::string where = std::string(to_string(kind)) + " in group " + describe() + " (rank " +
-                            std::to_string(rank_) + "): ";
-  auto bad = [&](const std::string& what) { throw std::invalid_argument(where + what); };
+  // The message (with the group's members) is built only on error, not on every call.
+  auto bad = [&](const std::string& what) {
+    throw std::invalid_argument(std::string(to_string(kind)) + " in group " + describe() + " (rank " +
+                                std::to_string(rank_) + "): " + what);
+  };
   const auto nn = static_cast<std::size_t>(n);
   switch (kind) {
     case OpKind::reduce_scatter:
@@ -577,8 +594,10 @@ Request Comm::icollective_v(const void* in, std::size_t in_count, std::span<cons
   check_valid();
   const int n = size();
   const std::size_t es = dtype_bytes(dtype);
-  const std::string where = "all_to_all_v in group " + describe() + " (rank " + std::to_string(rank_) + "): ";
-  auto bad = [&](const std::string& what) { throw std::invalid_argument(where + what); };
+  auto bad = [&](const std::string& what) {  // built only on error, as in icollective
+    throw std::invalid_argument("all_to_all_v in group " + describe() + " (rank " + std::to_string(rank_) +
+                                "): " + what);
+  };
   if (send_counts.size() != static_cast<std::size_t>(n) || recv_counts.size() != static_cast<std::size_t>(n))
     bad("send_counts has " + std::to_string(send_counts.size()) + " entries and recv_counts " +
         std::to_string(recv_counts.size()) + "; both need one per group rank (" + std::to_string(n) + ")");

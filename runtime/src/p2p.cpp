@@ -134,6 +134,7 @@ Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int pe
   self.clock.record_comm(Stream::comm, SpanKind::send, op->label, start, end);
   self.traffic.record(OpKind::send, group_->name, {bytes, 0, 1});
 
+  detail::RankState* receiver = nullptr;  // woken once the lock is released
   {
     detail::Lock lk(cluster.mu);
     auto& posted = group_->posted[static_cast<std::size_t>(peer)];
@@ -141,12 +142,14 @@ Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int pe
                            [&](const auto& r) { return r->peer == rank_ && r->tag == tag; });
     if (it != posted.end()) {
       (*it)->msg = std::move(msg);
+      receiver = (*it)->owner;
+      cluster.mark_awake_locked(*receiver);
       posted.erase(it);
-      cluster.cv.notify_all();
     } else {
       group_->unmatched[static_cast<std::size_t>(peer)].push_back(std::move(msg));
     }
   }
+  if (receiver) receiver->wake.notify_one();
   return Request(std::move(op));
 }
 

@@ -1,6 +1,7 @@
 // Internal state of the simulated cluster, shared by the runtime's .cpp files only.
 // One global mutex guards all bookkeeping (mailboxes, rendezvous, waiting ranks); bulk data
-// copies and reductions run outside it.
+// copies and reductions run outside it. Each rank sleeps on its own condition variable, and an
+// event wakes only the ranks it concerns, so the cost of an event does not grow with the cluster.
 #pragma once
 
 #include "mgpu/cluster.hpp"
@@ -62,6 +63,10 @@ struct Message {
 
 struct RecvOp;
 
+/// How many ranks an error message lists before it abbreviates: a deadlock report has a line
+/// per rank, and full lists would make it grow with the square of the cluster.
+inline constexpr std::size_t kListedRanks = 16;
+
 /// An ordered set of ranks with its mailboxes and collective rendezvous.
 struct Group {
   std::string name;
@@ -72,6 +77,8 @@ struct Group {
   std::map<std::uint64_t, std::shared_ptr<CollectiveOp>> pending;  // by sequence number
   std::vector<std::deque<std::shared_ptr<Message>>> unmatched;  // by destination group rank
   std::vector<std::deque<std::shared_ptr<RecvOp>>> posted;      // by destination group rank
+  /// Name and members, e.g. "tp{0,1,2,3}". A larger group than kListedRanks shows its first
+  /// kListedRanks - 1 members, "...", the last one and the count: "world{0,...,14,...,1023 (1024 ranks)}".
   std::string describe() const;
   int size() const { return static_cast<int>(members.size()); }
 };
@@ -84,8 +91,10 @@ struct RankState {
   TrafficMeter traffic;
   VirtualClock clock;
   Comm world;
-  // lock: deadlock bookkeeping
+  // lock: blocking and deadlock bookkeeping
   bool live = true;
+  bool asleep = false;                  // in block() and not woken yet
+  std::condition_variable wake;         // only this rank's thread waits on it
   std::function<bool()> wait_progress;  // set while blocked
   std::function<std::string()> wait_what;
   // owner: the last collective posted on the comm stream whose span is not yet recorded
@@ -97,7 +106,8 @@ struct RankState {
 struct ClusterState {
   ClusterConfig config;
   std::mutex mu;
-  std::condition_variable cv;
+  int live_ranks = 0;   // lock: ranks whose body has not returned
+  int asleep_ranks = 0;  // lock: ranks asleep in block(); all live ones asleep may be a deadlock
   std::atomic<bool> aborting{false};
   std::exception_ptr error;       // first primary error, else first RankStopped
   bool error_is_primary = false;
@@ -119,10 +129,18 @@ struct ClusterState {
   void record_error_locked(std::exception_ptr e);
   /// Stops the run: every blocked rank wakes and throws RankStopped. Lock held.
   void abort_locked(const std::string& reason);
+  /// Wakes `rank` because something it may wait for happened (a message for it arrived, a
+  /// collective it is in started or completed). A rank woken for nothing blocks again. Lock held.
+  void wake_locked(RankState& rank);
+  /// The first half of wake_locked: marks `rank` awake. The caller then calls
+  /// `rank.wake.notify_one()` after unlocking, so that the rank does not wake only to wait for
+  /// the lock its waker still holds. Lock held.
+  void mark_awake_locked(RankState& rank);
   /// Throws RankStopped if the run is stopping. Lock held or not.
   void check_abort(const RankState& self) const;
-  /// Blocks `self` until `progress()` may have changed; throws RankStopped on abort and
-  /// DeadlockError if every live rank is blocked with no progress possible. Lock held.
+  /// Blocks `self` until an event wakes it (wake_locked); throws RankStopped on abort and
+  /// DeadlockError if every live rank is blocked with no progress possible. `progress()` says
+  /// whether the rank could still move on, for the deadlock check. Lock held.
   void block(Lock& lk, RankState& self, std::function<bool()> progress,
              std::function<std::string()> what);
   /// Waits for `op` to be ready (helping collectives), then finishes it. Lock not held.
@@ -131,7 +149,12 @@ struct ClusterState {
   bool test_locked(Lock& lk, Operation& op);
   bool deadlocked_locked() const;
   std::string deadlock_report_locked() const;
+  /// Called when a rank falls asleep or finishes: if every live rank is asleep with nothing to
+  /// wake it, records a DeadlockError, stops the run and returns true. Lock held.
+  bool stop_if_deadlocked_locked();
   void rank_finished(int id);
+  /// The thread of rank `r`: runs `body`, records its error if it throws, then finishes.
+  void run_rank(int r, const std::function<void(Rank&)>& body);
 };
 
 /// Waits until the rank's last collective on the comm stream has a known time, then records its
