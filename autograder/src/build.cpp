@@ -241,27 +241,56 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   return st;
 }
 
+namespace {
+
+// The outputs of `tree` that ninja's dependency log says were compiled from a file under `staged`
+// (or "../src/", the same folder as the compiler saw it from the tree). Ninja keeps the compiler's
+// dependency files in that log and deletes them, so the log is where they are.
+std::vector<fs::path> compiled_from(const fs::path& tree, const std::string& staged) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  if (!fs::exists(tree / ".ninja_deps", ec)) return found;
+  RunSpec spec;
+  spec.exe = "ninja";
+  spec.args = {"-C", tree.string(), "-t", "deps"};
+  spec.isolate = false;
+  spec.wall_s = 120;
+  spec.output_cap = 256ull << 20;
+  const RunOutcome o = run_process(spec);
+  std::istringstream in(o.out);
+  std::string target;  // the output whose dependencies the indented lines below it list
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (line[0] != ' ') {
+      target = line.substr(0, line.find(": #deps"));
+      continue;
+    }
+    const std::string dep = line.substr(line.find_first_not_of(' '));
+    if (!target.empty() && (dep.rfind(staged, 0) == 0 || dep.rfind("../src/", 0) == 0)) {
+      found.push_back(tree / target);
+      target.clear();  // listed once
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 void claim_student_folder(const fs::path& base, const std::string& occupant) {
   const fs::path stamp = base / "occupant";
   std::error_code ec;
   if (fs::exists(stamp, ec) && read_text(stamp) == occupant) return;
   fs::remove_all(base / "src" / "unzipped", ec);
   const std::string staged = (base / "src").string() + "/";
-  for (const char* tree : {"build", "build-gpu"}) {
-    std::vector<fs::path> doomed;
-    for (auto it = fs::recursive_directory_iterator(base / tree, ec); !ec && it != fs::recursive_directory_iterator();
+  for (const char* name : {"build", "build-gpu"}) {
+    const fs::path tree = base / name;
+    std::vector<fs::path> doomed = compiled_from(tree, staged);
+    for (auto it = fs::recursive_directory_iterator(tree, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec)) {
       if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
       const fs::path& f = it->path();
-      const std::string name = f.filename().string();
-      const bool program = f.parent_path().filename() == "bin";
-      if (program || name.ends_with(".a") || name.ends_with(".so")) {
-        doomed.push_back(f);
-      } else if (name.ends_with(".o.d") && (read_text(f).find(staged) != std::string::npos ||
-                                            read_text(f).find("../src/") != std::string::npos)) {
-        doomed.push_back(f);
-        doomed.push_back(f.parent_path() / f.stem());  // the object itself: x.cpp.o.d -> x.cpp.o
-      }
+      const std::string file = f.filename().string();
+      if (f.parent_path().filename() == "bin" || file.ends_with(".a") || file.ends_with(".so")) doomed.push_back(f);
     }
     for (const auto& f : doomed) fs::remove(f, ec);
   }

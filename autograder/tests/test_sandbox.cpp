@@ -48,7 +48,7 @@ void attack_batch(const std::string& mode) {
   }
   // Compile time: submissions that answer right only when the compiler can see a file it must not:
   // the reference; the compiler cache (in the grader's home; it holds the reference's objects);
-  // a running case's folder in /tmp; the previous submission's library in a reused batch slot
+  // a running case's folder in /tmp; the previous submission's object and library in a reused batch slot
   // (graded last, so its slot has had another submission). Written here, since the paths differ
   // from machine to machine.
   const fs::path home_marker = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache" / "mgpu-grade-test-marker.h";
@@ -58,12 +58,22 @@ void attack_batch(const std::string& mode) {
   fs::permissions(tmp_folder, fs::perms::owner_all, fs::perm_options::replace);
   put(tmp_folder / "marker.h", "// a file in a case's folder\n");
   const fs::path slots = work() / "grade" / "student";
+  // The previous occupant's object of toy_a.cpp and its library, where CMake puts them for a
+  // source outside the source tree (".." becomes "__").
+  auto toy_object = [&](const std::string& slot) {
+    const fs::path tests = this_project().root / "autograder" / "tests";
+    std::string rel = fs::relative(slots / slot / "src/chapters/toy_a/toy_a.cpp", tests).generic_string();
+    for (std::size_t at; (at = rel.find("..")) != std::string::npos;) rel.replace(at, 2, "__");
+    return slots / slot / "build/autograder/tests/CMakeFiles/mgpu_toy_a.dir" / (rel + ".o");
+  };
+  std::vector<fs::path> previous;
+  for (const std::string slot : {"batch-slot-0", "batch-slot-1"})
+    previous.insert(previous.end(), {toy_object(slot), slots / slot / "build/autograder/tests/libmgpu_toy_a.a"});
   const std::map<std::string, std::vector<fs::path>> peeks{
       {"include_reference", {this_project().root / "solutions/11_1_memory/formulas.cpp"}},
       {"include_compiler_cache", {home_marker}},
       {"include_case_folder", {tmp_folder / "marker.h"}},
-      {"zzz_previous_submission", {slots / "batch-slot-0/build/autograder/tests/libmgpu_toy_a.a",
-                                   slots / "batch-slot-1/build/autograder/tests/libmgpu_toy_a.a"}}};
+      {"zzz_previous_submission", previous}};
   for (const auto& [name, paths] : peeks) {
     fs::path sub = toy_submission(dir / "subs" / name, "");
     std::string text = read_text(fixtures() / "toy/solution/toy_a/toy_a.cpp");
@@ -108,6 +118,9 @@ void attack_batch(const std::string& mode) {
     const std::string peeked = case_status(report(name), "toy_a.scale");
     CHECK_MESSAGE((peeked == "wrong" || peeked == "build-failed"), name << ": " << peeked);
   }
+  // The peek must have aimed at the right place: the slots hold such an object now (the last
+  // occupant's own), so without the clean-up the previous one's would have been found.
+  CHECK((fs::exists(toy_object("batch-slot-0")) || fs::exists(toy_object("batch-slot-1"))));
   fs::remove(home_marker);
   fs::remove_all(tmp_folder);
   CHECK(case_status(report("setsid_escape"), "toy_a.scale") == "passed");
