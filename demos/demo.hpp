@@ -7,5 +7,11 @@ namespace mgpu::demo {
 
 /// Adds `11_2` (data parallelism: ring all-reduce, data-parallel steps, buckets) to `app`.
 void add_11_2(CLI::App& app);
+/// Adds `11_7` (a 3D-parallel step at any layout, up to the text's 8 x 4 x 32, and tp inside
+/// versus across nodes) to `app`.
+void add_11_7(CLI::App& app);
+/// Adds `11_7_moe` (the expert-parallel layer under even and skewed routing, with and without
+/// the load-balancing loss) to `app`.
+void add_11_7_moe(CLI::App& app);
 
 }  // namespace mgpu::demo
