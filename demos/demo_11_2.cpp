@@ -1,6 +1,7 @@
 // `mgpu demo 11_2`: the chapter's ring all-reduce and data-parallel steps on N simulated ranks,
 // with bytes, messages and virtual time printed beside the 11.2 formulas, and a Chrome trace
 // in which the bucketed all-reduces visibly run under the backward pass.
+#include "common.hpp"
 #include "demo.hpp"
 
 #include "11_2_data_parallel/data_parallel.hpp"
@@ -67,27 +68,8 @@ Phase summarise(const std::string& name, const std::vector<Slot>& slots, const s
   return p;
 }
 
-std::string human_bytes(double bytes) {
-  if (bytes >= 1 << 20) return fmt::format("{:.2f} MiB", bytes / (1 << 20));
-  if (bytes >= 1 << 10) return fmt::format("{:.1f} KiB", bytes / (1 << 10));
-  return fmt::format("{:.0f} B", bytes);
-}
-
-std::string us(double seconds) { return fmt::format("{:.1f} us", seconds * 1e6); }
-
-// A prediction from the chapter's formulas.cpp, which may itself still be a TODO on the student build.
-std::string predict(const std::function<double()>& formula, const std::function<std::string(double)>& show) {
-  try {
-    return show(formula());
-  } catch (const NotImplemented&) {
-    return "TODO";
-  }
-}
 std::string plain(double value) { return fmt::format("{:.1f}", value); }
 
-// Whose chapter code this program was built with, so that no output calls the reference "yours".
-bool reference_build() { return std::string_view(MGPU_DEMO_IMPL) == "solution"; }
-std::string whose() { return reference_build() ? "the reference" : "your"; }
 
 void run(const Options& o) {
   if (o.ranks < 1 || o.steps < 1) throw std::invalid_argument("--ranks and --steps must be at least 1");

@@ -157,7 +157,13 @@ Tolerance Rubric::tolerance_for(const CaseSpec& c, const std::string& value, con
     if (p.atol) t.atol = *p.atol;
   };
   apply(c.tolerance);
-  if (auto v = c.values.find(value); v != c.values.end()) apply(v->second);
+  // A value's own name wins; otherwise its last dotted part, so that the values a case emits
+  // per point ("tp2_pp2.activation_peak_bytes") can share one entry ("activation_peak_bytes").
+  if (auto v = c.values.find(value); v != c.values.end()) {
+    apply(v->second);
+  } else if (const auto dot = value.rfind('.'); dot != std::string::npos) {
+    if (auto w = c.values.find(value.substr(dot + 1)); w != c.values.end()) apply(w->second);
+  }
   return t;
 }
 

@@ -116,6 +116,10 @@ TEST_CASE("tolerances come from the emitted dtype, then the case, then the value
   json ref = {{"loose", value(1.0, "bf16")}, {"tight", value(1.0, "bf16")}};
   CHECK(compare_values(json{{"loose", value(1.05)}, {"tight", value(1.0)}}, ref, r, spec).ok);
   CHECK_FALSE(compare_values(json{{"loose", value(1.0)}, {"tight", value(1.0 + 1e-12)}}, ref, r, spec).ok);
+  // A value emitted per point matches its entry by the last dotted part; its own name wins.
+  CHECK(r.tolerance_for(spec, "tp2_pp2.tight", "fp64").rtol == 0);
+  CHECK(r.tolerance_for(spec, "tight.other", "fp64").rtol == 0.1);
+  CHECK(r.tolerance_for(spec, "tp2.loose", "fp64").rtol == 0.1);
 }
 
 TEST_CASE("a budget passes at or under reference * factor and fails above") {
