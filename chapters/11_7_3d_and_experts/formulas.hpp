@@ -1,6 +1,6 @@
 // 11.7 3D parallelism and expert parallelism: how tp x pp x dp GPUs are numbered and checked,
 // what each GPU holds and sends per step under a layout, and the all-to-all of an expert layer.
-// The planner (`mgpu plan`) and the running 3D chapter use these.
+// The planner (`mgpu plan`) and the 3D training step (step3d.hpp) use these.
 #pragma once
 
 #include <cstdint>
@@ -127,7 +127,9 @@ struct GpuTraffic {
 ///   sequence parallelism the tensor is already split that way), so one GPU sends 1/tp of the
 ///   stage's bytes: 2 m A / tp in a middle stage.
 ///   Without sequence parallelism the receiving stage rebuilds the whole tensor with an
-///   all-gather over its tp links; that small intra-node term is not counted.
+///   all-gather over its tp links, (tp - 1)/tp A per tensor received. That term is not
+///   counted: it stays inside a server, on links about ten times faster than those the pipeline
+///   term crosses, though in bytes it is tp - 1 times the pipeline term.
 /// @throws std::invalid_argument as per_gpu_memory, and when bytes_per_activation is not
 ///         positive or a shape field is below 1.
 GpuTraffic per_gpu_traffic(const LayoutModel& model);

@@ -36,7 +36,7 @@ struct BlockCache3d {
 /// the cache and returns y (n, d), both Category::activations. Charges the rank's share of the
 /// block's FLOPs (Model::unit_forward_flops / tp) as "fwd <unit name>".
 ///
-/// TODO(11.7 tp_block_forward) in step3d.cpp.
+/// TODO 15 of 11.7 (step3d.cpp).
 Buffer<float> tp_block_forward(Rank& rank, Comm& tp, const model::Model& model, int unit,
                                std::span<const float> unit_params, Buffer<float> x,
                                std::int64_t tokens, BlockCache3d& cache);
@@ -46,7 +46,7 @@ Buffer<float> tp_block_forward(Rank& rank, Comm& tp, const model::Model& model, 
 /// (n, d), the same on every tp rank after two all-reduces over `tp` (one per half). Empties the
 /// cache. Charges twice the forward's FLOPs as "bwd <unit name>".
 ///
-/// TODO(11.7 tp_block_backward) in step3d.cpp.
+/// TODO 16 of 11.7 (step3d.cpp).
 Buffer<float> tp_block_backward(Rank& rank, Comm& tp, const model::Model& model, int unit,
                                 std::span<const float> unit_params, std::span<float> unit_grads,
                                 BlockCache3d& cache, std::span<const float> dy);
@@ -62,7 +62,7 @@ enum class Direction {
 /// 1/tp slice (rows [i n/t, (i+1) n/t) for tp rank i) to its partner with the same tp index, so
 /// the stage sends each tensor once. Requires tokens divisible by tp.
 ///
-/// TODO(11.7 send_boundary) in step3d.cpp.
+/// TODO 17 of 11.7 (step3d.cpp).
 void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor,
                    int tag);
 
@@ -71,7 +71,7 @@ void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float
 /// rebuilds the whole (n, d) tensor with an all-gather over grid.tp(). Returns it as a
 /// Category::activations buffer of `elements` elements.
 ///
-/// TODO(11.7 receive_boundary) in step3d.cpp.
+/// TODO 18 of 11.7 (step3d.cpp).
 Buffer<float> receive_boundary(Rank& rank, ProcessGrid& grid, Direction direction,
                                std::size_t elements, int tag);
 
@@ -80,7 +80,7 @@ Buffer<float> receive_boundary(Rank& rank, ProcessGrid& grid, Direction directio
 /// on that shard of state.params only, and all-gathers the updated shards so that every replica
 /// holds the same new parameters.
 ///
-/// TODO(11.7 zero1_update) in step3d.cpp.
+/// TODO 19 of 11.7 (step3d.cpp).
 void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state);
 
 /// One training step of the layout in `grid`: clears the gradients; dp replica r takes
@@ -95,7 +95,7 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state);
 /// @throws std::invalid_argument when B is not a multiple of dp * micro_batches, or a
 ///         micro-batch's tokens are not a multiple of tp.
 ///
-/// TODO(11.7 train_step_3d) in step3d.cpp.
+/// TODO 20 of 11.7 (step3d.cpp).
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,
                                     State3d& state, const model::Batch& global,
                                     int micro_batches);
