@@ -492,18 +492,21 @@ std::shared_ptr<MemberOp> arrive(const std::shared_ptr<Group>& group, RankState&
 
   Lock lk(cluster.mu);
   const std::uint64_t seq = group->next_seq[static_cast<std::size_t>(rank)]++;
+  // The entry expires only if every member that joined has given up, which happens only while
+  // the run is stopping; a fresh op then lets this rank wait and see the stop like the others.
   auto& slot = group->pending[seq];
-  if (!slot) {
-    slot = std::make_shared<CollectiveOp>();
-    slot->group = group;
-    slot->seq = seq;
-    slot->kind = a.kind;
-    slot->dtype = a.dtype;
-    slot->rop = a.rop;
-    slot->root = a.root;
-    slot->parts.resize(static_cast<std::size_t>(group->size()));
+  std::shared_ptr<CollectiveOp> op = slot.lock();
+  if (!op) {
+    op = std::make_shared<CollectiveOp>();
+    op->group = group;
+    op->seq = seq;
+    op->kind = a.kind;
+    op->dtype = a.dtype;
+    op->rop = a.rop;
+    op->root = a.root;
+    op->parts.resize(static_cast<std::size_t>(group->size()));
+    slot = op;
   }
-  auto op = slot;
   a.part.kind = a.kind;
   a.part.dtype = a.dtype;
   a.part.rop = a.rop;

@@ -74,6 +74,19 @@ struct RecvOp final : Operation {
     owner->clock.wait_until(done, "wait " + label);
     owner->traffic.record(OpKind::recv, group->name, {0, m.nbytes, 0});
   }
+  /// Withdraws the receive if no message has matched it yet, so that a rank which gives up on it
+  /// (a failed wait, or a Request dropped while an exception unwinds) and carries on does not
+  /// have a later message from the same peer and tag vanish into it. A message that has already
+  /// matched stays consumed, as with MPI_Cancel on a completed receive.
+  void cancel(Lock&) override {
+    if (msg) return;
+    auto& box = group->posted[static_cast<std::size_t>(self_rank)];
+    // Expired entries go too: a receive whose Request died without cancelling can match nothing.
+    std::erase_if(box, [this](const std::weak_ptr<RecvOp>& w) {
+      const auto r = w.lock();
+      return !r || r.get() == this;
+    });
+  }
 };
 
 }  // namespace detail
@@ -138,16 +151,24 @@ Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int pe
   {
     detail::Lock lk(cluster.mu);
     auto& posted = group_->posted[static_cast<std::size_t>(peer)];
-    auto it = std::find_if(posted.begin(), posted.end(),
-                           [&](const auto& r) { return r->peer == rank_ && r->tag == tag; });
-    if (it != posted.end()) {
-      (*it)->msg = std::move(msg);
-      receiver = (*it)->owner;
-      cluster.mark_awake_locked(*receiver);
-      posted.erase(it);
-    } else {
-      group_->unmatched[static_cast<std::size_t>(peer)].push_back(std::move(msg));
+    // The first live receive for this sender and tag takes the message. The receiver's Request
+    // still owns the op, so dropping `r` here (under the lock) never destroys it.
+    for (auto it = posted.begin(); it != posted.end();) {
+      const auto r = it->lock();
+      if (!r) {  // its Request is gone; RecvOp::cancel normally erases it first
+        it = posted.erase(it);
+        continue;
+      }
+      if (r->peer == rank_ && r->tag == tag) {
+        r->msg = std::move(msg);
+        receiver = r->owner;
+        cluster.mark_awake_locked(*receiver);
+        posted.erase(it);
+        break;
+      }
+      ++it;
     }
+    if (msg) group_->unmatched[static_cast<std::size_t>(peer)].push_back(std::move(msg));
   }
   if (receiver) receiver->wake.notify_one();
   return Request(std::move(op));

@@ -68,15 +68,25 @@ struct RecvOp;
 inline constexpr std::size_t kListedRanks = 16;
 
 /// An ordered set of ranks with its mailboxes and collective rendezvous.
+///
+/// Ownership runs one way, from operations to groups: a RecvOp or CollectiveOp holds its group
+/// (a Request may outlive every Comm of the group and still needs its name and members), so the
+/// group only indexes its posted receives and pending collectives through weak pointers. Owning
+/// them too would make a cycle that a failed run (deadlock, mismatch, a rank that throws) leaves
+/// behind, since its operations are never matched or completed.
 struct Group {
   std::string name;
   std::vector<int> members;  // global ranks, by group rank
   double alpha = 0.0;        // latency of the slowest link between members
   double beta = 1.0;         // bandwidth of the slowest link between members
   std::vector<std::uint64_t> next_seq;                          // per group rank
-  std::map<std::uint64_t, std::shared_ptr<CollectiveOp>> pending;  // by sequence number
-  std::vector<std::deque<std::shared_ptr<Message>>> unmatched;  // by destination group rank
-  std::vector<std::deque<std::shared_ptr<RecvOp>>> posted;      // by destination group rank
+  // lock: collectives some members have joined, by sequence number. Their members' handles
+  // own them; an entry expires only when every member that joined gave up (the run is failing).
+  std::map<std::uint64_t, std::weak_ptr<CollectiveOp>> pending;
+  std::vector<std::deque<std::shared_ptr<Message>>> unmatched;  // lock: by destination group rank
+  // lock: unmatched receives by destination group rank, in posting order. Their Requests own
+  // them; a receive given up on withdraws itself (RecvOp::cancel) so it cannot take a message.
+  std::vector<std::deque<std::weak_ptr<RecvOp>>> posted;
   /// Name and members, e.g. "tp{0,1,2,3}". A larger group than kListedRanks shows its first
   /// kListedRanks - 1 members, "...", the last one and the count: "world{0,...,14,...,1023 (1024 ranks)}".
   std::string describe() const;

@@ -162,6 +162,30 @@ TEST_CASE("invalid arguments throw std::invalid_argument with the fix in the mes
   CHECK(has(msg, "not divisible by group size 3"));
 }
 
+TEST_CASE("a receive abandoned by an exception does not take a later message") {
+  Cluster cluster(2);
+  cluster.run([](Rank& r) {
+    Comm& w = r.world();
+    if (w.rank() == 1) {
+      std::vector<float> early(1, -1.0f);
+      try {
+        Request q = w.irecv(early, 0, 3);
+        w.send(early, 7, 0);  // no rank 7: throws while q is pending, and q is dropped
+        FAIL("the send to rank 7 should have thrown");
+      } catch (const std::invalid_argument&) {
+      }
+      w.barrier();  // rank 0 sends only now, after the first receive was given up
+      std::vector<float> late(1);
+      w.recv(late, 0, 3);
+      CHECK(late[0] == 42.0f);
+      CHECK(early[0] == -1.0f);  // the abandoned receive's buffer is never written
+    } else {
+      w.barrier();
+      w.send(std::vector<float>{42.0f}, 1, 3);
+    }
+  });
+}
+
 TEST_CASE("a rank that catches an invalid-argument error may carry on") {
   Cluster cluster(2);
   cluster.run([](Rank& r) {

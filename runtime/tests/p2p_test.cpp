@@ -77,6 +77,26 @@ TEST_CASE("irecv posted before the send, and test() polls to completion") {
   });
 }
 
+TEST_CASE("a receive's Request may outlive every Comm of its group") {
+  Cluster cluster(2);
+  cluster.run([](Rank& r) {
+    std::vector<float> x(1);
+    Request q;
+    {
+      Comm pair = r.world().split(0, r.id(), "pair");
+      if (pair.rank() == 0) {
+        pair.send(std::vector<float>{5.0f}, 1, 0);
+      } else {
+        q = pair.irecv(x, 0, 0);
+      }
+    }  // both ranks have dropped their only Comm of "pair" here
+    q.wait();
+    if (r.id() == 1) CHECK(x[0] == 5.0f);
+    r.world().barrier();
+  });
+  CHECK(cluster.report(1).traffic.group("pair").bytes_received == sizeof(float));  // named after the dead group
+}
+
 TEST_CASE("Buffers pass straight to send and recv") {
   Cluster cluster(2);
   cluster.run([](Rank& r) {

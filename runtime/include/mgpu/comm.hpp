@@ -40,7 +40,10 @@ concept MutableElementRange =
 /// returns. A Request destroyed without wait() is waited in its destructor, so data and clock
 /// stay consistent; an error raised there is not thrown from the destructor but is reported by
 /// Cluster::run (the run fails). A Request destroyed while an exception unwinds the rank does not
-/// wait: it stops the run instead, so no other rank touches buffers that are being freed.
+/// wait. For an unfinished collective it stops the run instead, so no other rank touches buffers
+/// that are being freed. A receive that no message has matched yet is withdrawn, here or when
+/// wait() or test() throws, so a rank that catches the error and carries on gets later messages
+/// from that peer and tag in its later receives.
 class Request {
  public:
   /// An empty request; wait() and test() return at once.
