@@ -21,11 +21,15 @@ namespace mgpu::layout {
 /// Activations one block saved for one micro-batch on one rank (Category::activations). n is
 /// the micro-batch's tokens, d the model width, f the FFN width, t the tp degree.
 struct BlockCache3d {
-  Buffer<float> x;           ///< (n, d) the block's input
-  Buffer<float> q, k, v, o;  ///< (n, d/t) this rank's heads: queries, keys, values, outputs
-  Buffer<float> p;           ///< (n/seq * heads/t * seq, seq) attention probabilities
-  Buffer<float> mid;         ///< (n, d) the FFN's input, x + attention(x)
-  Buffer<float> h, a;        ///< (n, f/t) this rank's FFN pre-activation and its GELU
+  Buffer<float> x;    ///< (n, d) the block's input
+  Buffer<float> q;    ///< (n, d/t) queries of this rank's heads
+  Buffer<float> k;    ///< (n, d/t) their keys
+  Buffer<float> v;    ///< (n, d/t) their values
+  Buffer<float> o;    ///< (n, d/t) their outputs, before W_O
+  Buffer<float> p;    ///< (n/seq * heads/t * seq, seq) attention probabilities
+  Buffer<float> mid;  ///< (n, d) the FFN's input, x + attention(x)
+  Buffer<float> h;    ///< (n, f/t) this rank's FFN pre-activation, x W_1 + b_1
+  Buffer<float> a;    ///< (n, f/t) its GELU
 };
 
 /// Forward of block unit `unit` on this rank's slices (`unit_params`: the unit's range of the

@@ -25,6 +25,12 @@ struct Point {
   std::int64_t sequences_per_micro;
 };
 
+std::string label(const Point& p) {
+  const ly::Layout& l = p.layout;
+  return "tp" + std::to_string(l.tp) + "_pp" + std::to_string(l.pp) + "_dp" +
+         std::to_string(l.dp) + "_m" + std::to_string(p.micro_batches) + ".";
+}
+
 // The fixed points, each catching a family of mistakes:
 // - 2x2x2 and 2x2x4 (m = 4): every axis above 1, the two layouts;
 // - 2x2x2 with m = 8 > pp: a stage that keeps every micro-batch (GPipe order, caches never
@@ -38,16 +44,15 @@ std::vector<Point> points(Ctx& ctx) {
   std::vector<Point> g = {{{2, 2, 2}, 4, 1}, {{2, 2, 4}, 4, 1}, {{2, 2, 2}, 8, 1},
                           {{1, 4, 1}, 6, 1}, {{2, 4, 1}, 2, 2}, {{4, 1, 2}, 2, 1},
                           {{1, 1, 1}, 2, 2}};
-  g.push_back({{ctx.pick<std::int64_t>({1, 2, 4}), ctx.pick<std::int64_t>({1, 2, 4}),
-                ctx.uniform_int(1, 3)},
-               static_cast<int>(ctx.uniform_int(1, 5)), ctx.uniform_int(1, 2)});
+  // Drawn again while its name repeats a fixed point's (a value name must be unique).
+  Point d;
+  do {
+    d = {{ctx.pick<std::int64_t>({1, 2, 4}), ctx.pick<std::int64_t>({1, 2, 4}),
+          ctx.uniform_int(1, 3)},
+         static_cast<int>(ctx.uniform_int(1, 5)), ctx.uniform_int(1, 2)};
+  } while (std::any_of(g.begin(), g.end(), [&](const Point& p) { return label(p) == label(d); }));
+  g.push_back(d);
   return g;
-}
-
-std::string label(const Point& p) {
-  const ly::Layout& l = p.layout;
-  return "tp" + std::to_string(l.tp) + "_pp" + std::to_string(l.pp) + "_dp" +
-         std::to_string(l.dp) + "_m" + std::to_string(p.micro_batches) + ".";
 }
 
 // The course model the step trains: attention blocks with four heads (tp 1, 2, 4 divide them),
