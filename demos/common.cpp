@@ -26,6 +26,15 @@ std::string predict(const std::function<double()>& formula,
   }
 }
 
+ClusterConfig slow_cluster(int ranks, double flops, double bandwidth) {
+  ClusterConfig cc;
+  cc.world_size = ranks;
+  cc.flops_per_second = flops;
+  cc.intra_node_bandwidth = bandwidth;
+  cc.inter_node_bandwidth = bandwidth / 9;
+  return cc;
+}
+
 // MGPU_DEMO_IMPL is set by CMake to the build's MGPU_IMPL.
 bool reference_build() { return std::string_view(MGPU_DEMO_IMPL) == "solution"; }
 std::string whose() { return reference_build() ? "the reference" : "your"; }

@@ -92,11 +92,7 @@ void run(const Options& o) {
     }
   }();
 
-  ClusterConfig cc;
-  cc.world_size = o.ranks;
-  cc.flops_per_second = o.flops;
-  cc.intra_node_bandwidth = o.bandwidth;
-  cc.inter_node_bandwidth = o.bandwidth / 9;  // keeps the default NVLink : InfiniBand ratio
+  const ClusterConfig cc = slow_cluster(o.ranks, o.flops, o.bandwidth);
   const bool one_node = o.ranks <= cc.gpus_per_node;
   const dp::LinkModel link{one_node ? cc.intra_node_latency : cc.inter_node_latency,
                            one_node ? cc.intra_node_bandwidth : cc.inter_node_bandwidth};

@@ -211,11 +211,7 @@ void run(const Options& o) {
   // A factor of E/k gives every expert T slots per source rank: nothing can be dropped.
   const ex::MoeConfig uncapped{h, E, k, static_cast<double>(E) / static_cast<double>(k)};
 
-  ClusterConfig cc;
-  cc.world_size = o.ranks;
-  cc.flops_per_second = o.flops;
-  cc.intra_node_bandwidth = o.bandwidth;
-  cc.inter_node_bandwidth = o.bandwidth / 9;  // keeps the default NVLink : InfiniBand ratio
+  const ClusterConfig cc = slow_cluster(o.ranks, o.flops, o.bandwidth);
   const bool one_node = o.ranks <= cc.gpus_per_node;
 
   const std::string slots = [&] {
