@@ -154,10 +154,16 @@ struct ActivationOptions {
 /// - tensor + sequence parallel:           s*b*h * (34/t + 5*a*s/(h*t))
 /// - selective recompute drops the attention-core term 5*a*s/(h*t):
 ///   s*b*h * (10 + 24/t) with tensor parallel only, s*b*h * 34/t with sequence parallel too
-/// - full recompute keeps only the layer input in 16 bits: 2*s*b*h, and 2*s*b*h/t when
-///   sequence parallel shards that input across the tensor-parallel group.
-/// The 10 in the tensor-parallel-only form is the part (layer-norm inputs, dropout masks) that
-/// stays replicated on every tensor-parallel rank. With t = 1 all forms agree.
+/// - full recompute keeps only the layer input in 16 bits: 2*s*b*h (the paper's form), and
+///   2*s*b*h/t when sequence parallel shards that input across the tensor-parallel group (an
+///   extension of the paper's table: the stored input is already cut along the sequence).
+/// The 34 are, per token and unit of width: the two layer-norm inputs (2 + 2), the Q/K/V
+/// projection input (2), Q and K (2 + 2), V (2), the output projection's input (2), the FFN's
+/// first-linear input (2), the GeLU input and output (8 + 8, 4h wide) and two dropout masks
+/// (1 + 1). The 10 in the tensor-parallel-only form stay replicated on every tensor-parallel
+/// rank: the layer-norm inputs, the two block-opening linear inputs and the dropout masks.
+/// The 5*a*s/h term is the attention core: softmax output (2), its dropout mask (1) and the
+/// dropout output (2), one s x s matrix each per head. With t = 1 all forms agree.
 /// The shape's `layers` field is ignored here. Embedding and output-layer activations are not
 /// included.
 /// @throws std::invalid_argument when seq, micro_batch, hidden, heads or tensor_parallel is
