@@ -1,7 +1,8 @@
-// Graded cases of 11.5's running pipeline: the GPipe and 1F1B action lists, the gradients and
-// losses of a pipelined step on every stage rank (GPipe, 1F1B and schedules whose stages take the
-// micro-batches in different orders), and the bubble and activation peaks the virtual clock and
-// the ledger measure, each over a fixed grid (p = 1, m = 1, m < p) plus a drawn point.
+// Graded cases of 11.5's running pipeline: the GPipe, 1F1B and interleaved action lists, the
+// gradients and losses of a pipelined step on every stage rank (those schedules, and schedules
+// whose stages take the micro-batches in different orders), and the bubble and activation peaks
+// the virtual clock and the ledger measure, each over a fixed grid (p = 1, m = 1, m < p, several
+// chunks per stage) plus drawn points.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -23,6 +24,7 @@ constexpr std::int64_t kSequences = 24;
 
 struct Point {
   int p, m;
+  int v = 1;  // chunks per stage
 };
 
 // The fixed grid of (stages, micro-batches): one stage, one micro-batch, fewer micro-batches than
@@ -38,25 +40,48 @@ std::vector<Point> grid(Ctx& ctx, std::vector<Point> fixed, int max_p, int draws
   return fixed;
 }
 
-std::string label(const Point& g) { return "p" + std::to_string(g.p) + "_m" + std::to_string(g.m) + "."; }
+std::string label(const Point& g) {
+  return "p" + std::to_string(g.p) + "_m" + std::to_string(g.m) + (g.v > 1 ? "_v" + std::to_string(g.v) : "") + ".";
+}
 
-// A schedule as numbers: stage by stage, +(k+1) for the forward of micro-batch k, -(k+1) for its
-// backward, and 0 closing each stage's program. Micro-batches are renumbered in the order stage
-// 0 runs their forwards (equal micro-batches make any shared order the same schedule).
+// The interleaved grid: m a multiple of p (m = p included), p = 1, several v; then `draws` points
+// from the seed with p <= max_p, m up to 3p and v up to 4, drawn again while one repeats.
+std::vector<Point> interleaved_grid(Ctx& ctx, std::vector<Point> fixed, int max_p, int draws) {
+  for (int i = 0; i < draws; ++i) {
+    Point d;
+    do {
+      d.p = static_cast<int>(ctx.uniform_int(1, max_p));
+      d.m = d.p * static_cast<int>(ctx.uniform_int(1, 3));
+      d.v = static_cast<int>(ctx.uniform_int(1, 4));
+    } while (kSequences % d.m != 0 || std::any_of(fixed.begin(), fixed.end(), [&](const Point& q) {
+               return q.p == d.p && q.m == d.m && q.v == d.v;
+             }));
+    fixed.push_back(d);
+  }
+  return fixed;
+}
+
+// A schedule as numbers: its chunks per stage, then stage by stage +(k v + c + 1) for the forward
+// of micro-batch k on chunk c, -(k v + c + 1) for its backward (with one chunk, +-(k + 1)), and 0
+// closing each stage's program. Micro-batches are renumbered in the order stage 0 first runs
+// their forwards (equal micro-batches make any shared order the same schedule).
 std::vector<double> encode(const pl::PipelineSchedule& s) {
-  std::vector<int> renumber(static_cast<std::size_t>(std::max(s.micro_batches, 0)));
-  std::iota(renumber.begin(), renumber.end(), 0);
+  std::vector<int> renumber(static_cast<std::size_t>(std::max(s.micro_batches, 0)), -1);
   int next = 0;
   if (!s.per_stage.empty())
     for (const pl::Action& a : s.per_stage.front())
-      if (a.pass == pl::Pass::forward && a.micro_batch >= 0 && a.micro_batch < s.micro_batches)
+      if (a.pass == pl::Pass::forward && a.micro_batch >= 0 && a.micro_batch < s.micro_batches &&
+          renumber[static_cast<std::size_t>(a.micro_batch)] < 0)
         renumber[static_cast<std::size_t>(a.micro_batch)] = next++;
-  std::vector<double> out;
+  for (int& k : renumber)  // micro-batches stage 0 never runs keep their place after the others
+    if (k < 0) k = next++;
+  std::vector<double> out{static_cast<double>(s.chunks)};
   for (const auto& program : s.per_stage) {
     for (const pl::Action& a : program) {
       const bool known = a.micro_batch >= 0 && a.micro_batch < s.micro_batches;
       const int k = known ? renumber[static_cast<std::size_t>(a.micro_batch)] : a.micro_batch;
-      out.push_back(a.pass == pl::Pass::forward ? k + 1 : -(k + 1));
+      const int id = k * std::max(s.chunks, 1) + a.chunk + 1;
+      out.push_back(a.pass == pl::Pass::forward ? id : -id);
     }
     out.push_back(0);
   }
@@ -107,8 +132,7 @@ Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule, con
     mgpu::Comm pp = r.world().split(0, p - 1 - r.id(), "pp");
     model::Replica replica = net.make_replica(r.memory(), seed);
     const auto i = static_cast<std::size_t>(r.id());
-    step.loss[i] = pl::run_pipeline(r, pp, net, pl::stage_units(net, p, pp.rank()), schedule,
-                                    replica.params.span(), replica.grads.span(), micro);
+    step.loss[i] = pl::run_pipeline(r, pp, net, schedule, replica.params.span(), replica.grads.span(), micro);
     step.grads[i].assign(replica.grads.begin(), replica.grads.end());
   });
   step.reports = cluster.reports();
@@ -116,14 +140,14 @@ Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule, con
   return step;
 }
 
-// A small course model with p * (1 or 2) blocks, drawn from the seed.
-model::ModelConfig small_model(Ctx& ctx, int p) {
+// A small course model with p * v * (1 or 2) blocks, drawn from the seed.
+model::ModelConfig small_model(Ctx& ctx, int p, int v = 1) {
   model::ModelConfig c;
   c.d_in = ctx.uniform_int(2, 6);
   c.n_heads = ctx.pick({1, 2});
   c.d_model = c.n_heads * ctx.uniform_int(2, 6);
   c.d_ff = 2 * c.d_model;
-  c.n_layers = p * ctx.uniform_int(1, 2);
+  c.n_layers = p * v * ctx.uniform_int(1, 2);
   c.seq_len = ctx.uniform_int(2, 4);
   c.d_out = ctx.uniform_int(1, 3);
   return c;
@@ -134,7 +158,7 @@ model::ModelConfig small_model(Ctx& ctx, int p) {
 template <class MakeSchedule>
 void gradients_case(Ctx& ctx, const std::vector<Point>& points, MakeSchedule make) {
   for (const Point& g : points) {
-    const model::Model net(small_model(ctx, g.p));
+    const model::Model net(small_model(ctx, g.p, g.v));
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const Step step = run_step(net, make(g), net.make_batch(kSequences, seed + 1), seed);
     const std::string at = label(g);
@@ -147,6 +171,31 @@ void gradients_case(Ctx& ctx, const std::vector<Point>& points, MakeSchedule mak
 
 // The grid of the gradient cases: p = 1 (with m = 1 and m > 1), m = 1, m < p, m = p, m > p.
 std::vector<Point> gradient_grid(Ctx& ctx) { return grid(ctx, {{1, 1}, {1, 3}, {2, 1}, {4, 2}, {3, 3}, {2, 6}}, 4, 1); }
+
+// A valid schedule with v chunks per stage in an order drawn from the seed: every action of
+// every stage is put into one random order in which each action's input already exists (the
+// forward of the model chunk before, the backward of the chunk after), and each stage runs its
+// actions in that order. Deadlock-free by construction, yet the stages run the micro-batches in
+// orders of their own, so only messages told apart by their tags pair up.
+pl::PipelineSchedule random_valid_schedule(Ctx& ctx, const Point& g) {
+  const int chunks = g.p * g.v;
+  pl::PipelineSchedule s{g.p, g.m, std::vector<std::vector<pl::Action>>(static_cast<std::size_t>(g.p)), g.v};
+  // Per micro-batch, how far its forward has gone (model chunks done) and its backward.
+  std::vector<int> fwd(static_cast<std::size_t>(g.m), 0), bwd(static_cast<std::size_t>(g.m), 0);
+  for (int left = 2 * chunks * g.m; left > 0; --left) {
+    std::vector<int> ready;  // micro-batches whose next action can run: forward while fwd < chunks
+    for (int k = 0; k < g.m; ++k)
+      if (bwd[static_cast<std::size_t>(k)] < chunks) ready.push_back(k);
+    const int k = ready[static_cast<std::size_t>(ctx.uniform_int(0, static_cast<std::int64_t>(ready.size()) - 1))];
+    int& f = fwd[static_cast<std::size_t>(k)];
+    int& b = bwd[static_cast<std::size_t>(k)];
+    const bool forward = f < chunks;
+    const int j = forward ? f++ : chunks - 1 - b++;  // the model chunk this action runs
+    s.per_stage[static_cast<std::size_t>(j % g.p)].push_back(
+        {forward ? pl::Pass::forward : pl::Pass::backward, k, j / g.p});
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -257,4 +306,71 @@ MGPU_CASE("11_5.pipeline_rejects") {
                        replica.grads.span(), micro);
     });
   });
+}
+
+MGPU_CASE("11_5.interleaved_schedule") {
+  const std::vector<Point> fixed = {{1, 1, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {4, 8, 2}, {3, 6, 4}, {4, 8, 1}};
+  for (const Point& g : interleaved_grid(ctx, fixed, 8, 2))
+    emit_schedule(ctx, label(g) + "interleaved", pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v));
+  ctx.emit_rejects("rejects_zero_stages", [&] { pl::interleaved_one_f_one_b_schedule(0, 2, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::interleaved_one_f_one_b_schedule(2, 0, 2); });
+  ctx.emit_rejects("rejects_zero_chunks", [&] { pl::interleaved_one_f_one_b_schedule(2, 2, 0); });
+  ctx.emit_rejects("rejects_m_not_multiple_of_p", [&] { pl::interleaved_one_f_one_b_schedule(4, 6, 2); });
+}
+
+MGPU_CASE("11_5.interleaved_gradients") {
+  gradients_case(ctx, interleaved_grid(ctx, {{1, 2, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {3, 6, 2}}, 4, 1),
+                 [](const Point& g) { return pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v); });
+}
+
+MGPU_CASE("11_5.any_interleaved_schedule_gradients") {
+  gradients_case(ctx, interleaved_grid(ctx, {{2, 3, 2}, {3, 4, 2}, {2, 6, 3}, {4, 4, 2}}, 4, 1),
+                 [&ctx](const Point& g) { return random_valid_schedule(ctx, g); });
+}
+
+MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
+  // One FFN block per chunk (d_ff = 16 d_model) and one-feature embedding and head: chunks cost
+  // the same to about 0.1%, so each stage's idle share is the interleaved bubble, and the
+  // activation peak over the mean chunk's saved bytes rounds to the chunk-micro-batches held.
+  for (const Point& g : interleaved_grid(ctx, {{2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {4, 8, 2}}, 4, 1)) {
+    model::ModelConfig c;
+    c.d_in = 1;
+    c.d_model = ctx.pick({8, 16});
+    c.d_ff = 16 * c.d_model;
+    c.n_layers = g.p * g.v;
+    c.attention = false;
+    c.seq_len = 2;
+    c.d_out = 1;
+    const model::Model net(c);
+    const model::Batch batch = net.make_batch(kSequences, 9);
+    const std::vector<model::Batch> micro = pl::split_micro_batches(batch, g.m);
+    // One micro-batch's saved activations per model chunk, from the runtime's own forward.
+    std::vector<double> per_chunk(static_cast<std::size_t>(g.p * g.v), 0.0);
+    mgpu::Cluster probe(1);
+    probe.run([&](mgpu::Rank& r) {
+      const model::Replica replica = net.make_replica(r.memory(), 1);
+      mgpu::Buffer<float> x = net.input(r, micro[0]);
+      for (int j = 0; j < g.p * g.v; ++j) {
+        const pl::StageUnits units = pl::stage_units(net, g.p * g.v, j);
+        for (int u = units.first; u < units.last; ++u) {
+          model::UnitCache cache;
+          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x), micro[0].tokens(), &cache);
+          per_chunk[static_cast<std::size_t>(j)] += static_cast<double>(cache.bytes());
+        }
+      }
+    });
+    const Step step = run_step(net, pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch, 1);
+    std::vector<double> held, idle;  // stage by stage (world rank p-1-s holds stage s)
+    for (int s = 0; s < g.p; ++s) {
+      const mgpu::RankReport& r = step.reports[static_cast<std::size_t>(g.p - 1 - s)];
+      double mean_chunk = 0;  // the stage's chunks: model chunks s, s + p, ...
+      for (int j = s; j < g.p * g.v; j += g.p) mean_chunk += per_chunk[static_cast<std::size_t>(j)] / g.v;
+      held.push_back(std::round(static_cast<double>(r.memory.peak(mgpu::Category::activations)) / mean_chunk));
+      idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
+    }
+    const std::string name = label(g) + "interleaved";
+    ctx.emit(name + "_bubble", idle, Dtype::fp32);
+    ctx.emit(name + "_in_flight", held);
+    emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
+  }
 }
