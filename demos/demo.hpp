@@ -7,6 +7,9 @@ namespace mgpu::demo {
 
 /// Adds `11_2` (data parallelism: ring all-reduce, data-parallel steps, buckets) to `app`.
 void add_11_2(CLI::App& app);
+/// Adds `11_4` (one tensor-parallel block at several t: weights, all-reduce bytes, activations
+/// and time per rank beside the formulas, across a node boundary at the largest t) to `app`.
+void add_11_4(CLI::App& app);
 /// Adds `11_7` (a 3D-parallel step at any layout, up to the text's 8 x 4 x 32, and tp inside
 /// versus across nodes) to `app`.
 void add_11_7(CLI::App& app);
