@@ -113,22 +113,25 @@ struct DeepSpeedSetup {
 };
 
 /// DeepSpeed's ZeRO-2 estimate (deepspeed.runtime.zero.stage_1_and_2,
-/// `estimate_zero2_model_states_mem_needs`), reimplemented from its documented behaviour.
+/// `estimate_zero2_model_states_mem_needs`), reimplemented from DeepSpeed v0.14.3 and later
+/// (the formula is unchanged since; PR 5099).
 ///
 /// With T = gpus_per_node * nodes:
-/// - without offload: gpu = 4 Psi + floor(16 Psi / T); cpu = 4 Psi * gpus_per_node * factor
+/// - without offload: gpu = 2 Psi + floor(18 Psi / T); cpu = 4 Psi * gpus_per_node * factor
 /// - with offload:    gpu = 2 Psi;                     cpu = Psi * max(4 T, 16) * factor
-/// Why it differs from zero_state_bytes_per_gpu(stage 2) = 2 Psi + 14 Psi/N: DeepSpeed keeps a
-/// full-size 16-bit gradient buffer besides the weights (4 Psi replicated, not 2 Psi), and its
-/// sharded part is 16 bytes: fp32 master (4) + Adam (8) + an fp32 copy of the gradient shard (4)
-/// that its optimizer step reads. The host figure is what loading the fp32 model costs per node,
-/// padded by additional_buffer_factor; the GPU figure has no buffer factor.
+/// Why it differs from zero_state_bytes_per_gpu(stage 2) = 2 Psi + 14 Psi/N: the replicated
+/// part is the same 16-bit weights, but DeepSpeed's shard counts 18 bytes, 16-bit gradient (2)
+/// + fp32 gradient (4) + fp32 master (4) + Adam (8): its optimizer step reads an fp32 copy of
+/// the gradient shard. (Releases up to v0.14.2 printed 4 Psi + floor(16 Psi / T).) The host
+/// figure is what loading the fp32 model costs per node, padded by additional_buffer_factor;
+/// the GPU figure has no buffer factor.
 /// @throws std::invalid_argument when params is negative, gpus_per_node or nodes is below 1,
 ///         or additional_buffer_factor is below 1.
 DeepSpeedEstimate deepspeed_zero2_estimate(double params, const DeepSpeedSetup& setup);
 
 /// DeepSpeed's ZeRO-3 estimate (deepspeed.runtime.zero.stage3,
-/// `estimate_zero3_model_states_mem_needs`), reimplemented from its documented behaviour.
+/// `estimate_zero3_model_states_mem_needs`), reimplemented from its source as of DeepSpeed
+/// v0.16 (no change in the v0.14.3 revision that fixed the ZeRO-2 figure).
 ///
 /// With T = gpus_per_node * nodes, Lmax = largest_layer_params, f = additional_buffer_factor:
 /// - no offload:              gpu = 4 Lmax + floor(18 Psi / T);
@@ -142,7 +145,8 @@ DeepSpeedEstimate deepspeed_zero2_estimate(double params, const DeepSpeedSetup& 
 ///                                  Psi * max(4 gpus_per_node, 18 / nodes) * f
 /// Why it differs from 16 Psi/N: the largest layer is gathered in full, 16-bit weights and
 /// 16-bit gradients (4 Lmax bytes), and the shard counts 18 bytes per parameter: 2 (bf16 weight
-/// shard) + 16 (fp32 master, Adam, fp32 gradient shard) as in the ZeRO-2 estimate.
+/// shard) + 16 (fp32 master, Adam, fp32 gradient shard); ZeRO-2's 18 has the same 16, with the
+/// 16-bit gradient shard in place of the weight shard (its weights stay whole).
 /// @throws std::invalid_argument when params or largest_layer_params is negative,
 ///         largest_layer_params exceeds params, or as deepspeed_zero2_estimate.
 DeepSpeedEstimate deepspeed_zero3_estimate(double params, double largest_layer_params,

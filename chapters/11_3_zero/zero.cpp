@@ -19,13 +19,17 @@ ShardLayout plan_shards(const model::Model& model, int ranks) {
 }
 
 ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                          const model::AdamConfig& adam) {
+                          const model::AdamConfig& adam, Precision precision) {
   // TODO(11.3 make_zero_state): the ZeroState table of zero.hpp, every buffer in the ledger
   //   under its category, so that the ledger's peaks equal zero_state_per_gpu(P, kZeroRecipe)
   //   up to padding. All ranks start from the same parameters without communicating; a stage-3
   //   rank keeps only what it owns (owned_range) of each unit. Calls: check_stage, plan_shards,
   //   Buffer<float>(rank.memory(), category, count, label) (zeroed), model.init_params,
   //   model.unit(u).
+  // TODO(11.3 make_zero_state_mixed): with Precision::bf16_mixed, the second table of zero.hpp
+  //   instead, so that the peaks equal zero_state_per_gpu(P, kZeroMixedRecipe) up to padding:
+  //   bf16 weights16 and grads16, an fp32 master holding the initial parameters themselves (not
+  //   their rounding), sharded from stage 1 like the moments. Calls: Buffer<bf16>, model::to_bf16.
   throw NotImplemented("11.3 make_zero_state");
 }
 
@@ -38,6 +42,13 @@ Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, 
   throw NotImplemented("11.3 gather_unit");
 }
 
+Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
+                       std::span<const bf16> owned) {
+  // TODO(11.3 gather_unit_bf16): gather_unit again with bf16 elements (Buffer<bf16>), so the
+  //   wire carries 2 bytes per weight. Writing the fp32 one as a template saves writing it twice.
+  throw NotImplemented("11.3 gather_unit (bf16)");
+}
+
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
                          std::span<const float> unit_grads, std::span<float> shard_grads) {
   // TODO(11.3 reduce_scatter_unit): shard_grads ends with the group's average of the gradient
@@ -45,6 +56,13 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
   //   full anywhere. Wrong lengths throw. Calls: a Category::comm Buffer<float>,
   //   dp.reduce_scatter (input and output must not overlap).
   throw NotImplemented("11.3 reduce_scatter_unit");
+}
+
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
+                         std::span<const bf16> unit_grads, std::span<bf16> shard_grads) {
+  // TODO(11.3 reduce_scatter_unit_bf16): reduce_scatter_unit with bf16 elements: the padded copy
+  //   is bf16 and the reduce-scatter runs on bf16, half the bytes of the fp32 one.
+  throw NotImplemented("11.3 reduce_scatter_unit (bf16)");
 }
 
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
@@ -56,8 +74,9 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
 
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch) {
-  // TODO(11.3 zero_step): stages 0 and 1 (stage 3 hands over to fsdp_step). Done when, after
-  //   every step, each rank's full weights equal plain data parallelism's up to fp32 rounding,
+  // TODO(11.3 zero_step): stages 0 and 1 (stage 3 hands over to fsdp_step, a bf16_mixed state
+  //   to mixed_step). Done when, after every step, each rank's full weights equal plain data
+  //   parallelism's up to fp32 rounding,
   //   each rank's optimizer state touches only the parameters it owns, and the traffic meter
   //   shows the collectives zero_traffic_per_gpu counts. The Adam step counter (state.steps)
   //   advances once per training step, whatever the number of units. Calls: zero_local_batch,
@@ -84,9 +103,24 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   throw NotImplemented("11.3 fsdp_step");
 }
 
+double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
+                  bool prefetch) {
+  // TODO(11.3 mixed_step): one bf16 mixed-precision step at any stage (zero_step hands over when
+  //   state.precision is bf16_mixed). Done when the ledger's state peaks stay those of
+  //   make_zero_state, every collective carries bf16 (half the fp32 bytes), the loss falls as
+  //   in fp32, all ranks hold the same weights, and all stages end with the same bits. The
+  //   model computes in fp32 only: widen a unit's bf16 weights into a short-lived Category::comm
+  //   buffer around its forward and again around its backward; round its gradient to bf16 as
+  //   its backward ends; Adam runs on the fp32 master, never on the bf16 weights. Calls:
+  //   model::to_float, model::to_bf16, your bf16 gather_unit and reduce_scatter_unit,
+  //   dp.all_reduce on bf16, model::adam_step_mixed.
+  throw NotImplemented("11.3 mixed_step");
+}
+
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
   // TODO(11.3 full_weights): the model's full parameters in its layout, identical on every rank
-  //   and at every stage. At stage 3 this is a collective: every rank of dp calls it.
+  //   and at every stage. At stage 3 this is a collective: every rank of dp calls it. With
+  //   bf16_mixed, the bf16 weights16 widened to fp32.
   throw NotImplemented("11.3 full_weights");
 }
 

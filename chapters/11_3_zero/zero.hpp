@@ -18,11 +18,22 @@
 
 namespace mgpu::zero {
 
-/// The precision recipe the running chapter trains with: fp32 weights and gradients and Adam's
-/// two fp32 moments, no separate master copy (the fp32 weights are the master), {4, 4, 0, 8}.
-/// fp32 throughout keeps every stage bitwise comparable with plain data parallelism; compare
-/// the ledger with zero_state_per_gpu(params, kZeroRecipe, stage, N).
+/// The precision recipe the running chapter trains with by default (Precision::fp32): fp32
+/// weights and gradients and Adam's two fp32 moments, no separate master copy (the fp32 weights
+/// are the master), {4, 4, 0, 8}. fp32 throughout keeps every stage bitwise comparable with
+/// plain data parallelism; compare the ledger with zero_state_per_gpu(params, kZeroRecipe, stage, N).
 inline constexpr PrecisionRecipe kZeroRecipe = memory::kFp32Adam;
+
+/// The recipe of Precision::bf16_mixed, the course text's: bf16 weights and gradients, an fp32
+/// master copy and Adam's two fp32 moments, {2, 2, 4, 8}. Its ledger shows the text's 16 Psi,
+/// 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N and 16 Psi/N.
+inline constexpr PrecisionRecipe kZeroMixedRecipe = memory::kBf16MixedAdam;
+
+/// What a ZeroState stores its weights and gradients in.
+enum class Precision {
+  fp32,        ///< kZeroRecipe: fp32 weights and gradients, no master copy
+  bf16_mixed,  ///< kZeroMixedRecipe: bf16 weights and gradients, fp32 master and moments
+};
 
 /// How the flat parameter buffer is split over N ranks: unit by unit, as FSDP shards each
 /// wrapped module's flat parameter. Unit u (count_u elements) is padded to N * s_u elements with
@@ -57,6 +68,8 @@ inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size
 
 /// One rank's training state for a ZeRO stage, every buffer in the rank's ledger.
 ///
+/// Precision::fp32 (the `weights` and `grads` buffers; nothing under Category::master):
+///
 /// | stage | weights (Category::weights) | grads (Category::grads) | adam_m, adam_v (optimizer) |
 /// |-------|-----------------------------|-------------------------|----------------------------|
 /// | 0     | full, P                     | full, P                 | full, P each               |
@@ -64,27 +77,47 @@ inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size
 /// | 2     | full, P                     | shard, S                | shard, S each              |
 /// | 3     | shard, S                    | shard, S                | shard, S each              |
 ///
+/// Precision::bf16_mixed (`weights16` and `grads16` in bf16 take the place of `weights` and
+/// `grads`, which stay empty; `master` is fp32 and sharded with the optimizer state):
+///
+/// | stage | weights16 | grads16  | master (Category::master) | adam_m, adam_v |
+/// |-------|-----------|----------|---------------------------|----------------|
+/// | 0     | full, P   | full, P  | full, P                   | full, P each   |
+/// | 1     | full, P   | full, P  | shard, S                  | shard, S each  |
+/// | 2     | full, P   | shard, S | shard, S                  | shard, S each  |
+/// | 3     | shard, S  | shard, S | shard, S                  | shard, S each  |
+///
 /// P = model.num_params(), S = layout.shard_size. Full buffers use the model's layout; shard
-/// buffers the ShardLayout's. Nothing is kept under Category::master (see kZeroRecipe).
-/// Transient buffers of a step (gathered units, padded staging copies, one unit's gradient)
-/// go under Category::comm, which zero_state_per_gpu does not count.
+/// buffers the ShardLayout's. Transient buffers of a step (gathered units, padded staging
+/// copies, one unit's gradient, a unit's weights widened to fp32 for the compute) go under
+/// Category::comm, which zero_state_per_gpu does not count.
 struct ZeroState {
   int stage = 0;                 ///< 0 (plain data parallelism), 1, 2 or 3
+  Precision precision = Precision::fp32;  ///< which set of buffers below is allocated
   ShardLayout layout;            ///< how shards are cut
   model::AdamConfig adam;        ///< optimizer hyper-parameters
   std::int64_t steps = 0;        ///< Adam steps taken (the bias correction counts from 1)
-  Buffer<float> weights;         ///< see the table
-  Buffer<float> grads;           ///< see the table
+  Buffer<float> weights;         ///< fp32 weights, see the table (empty in bf16_mixed)
+  Buffer<float> grads;           ///< fp32 gradients, see the table (empty in bf16_mixed)
+  Buffer<bf16> weights16;        ///< bf16 working weights, see the table (empty in fp32)
+  Buffer<bf16> grads16;          ///< bf16 gradients, see the table (empty in fp32)
+  Buffer<float> master;          ///< fp32 master weights, see the table (empty in fp32)
   Buffer<float> adam_m;          ///< Adam's first moment, see the table
   Buffer<float> adam_v;          ///< Adam's second moment, see the table
 };
 
 /// A unit's weights being all-gathered: `full` holds N * s_u elements (Category::comm) whose
 /// first count_u are the unit in the model's layout once `done` has been waited.
-struct Gathered {
-  Buffer<float> full;  ///< the padded, gathered unit
-  Request done;        ///< wait before reading `full`
+template <class T>
+struct BasicGathered {
+  Buffer<T> full;  ///< the padded, gathered unit
+  Request done;    ///< wait before reading `full`
 };
+
+/// An fp32 unit being gathered (Precision::fp32).
+using Gathered = BasicGathered<float>;
+/// A bf16 unit being gathered (Precision::bf16_mixed): half the bytes on the wire.
+using Gathered16 = BasicGathered<bf16>;
 
 /// The shard layout of `model` over `ranks` ranks.
 ///
@@ -101,8 +134,13 @@ ShardLayout plan_shards(const model::Model& model, int ranks);
 /// them in a temporary Category::comm buffer and keeps only its owned range of each unit
 /// (owned_range), at the unit's unit_offset in the shard. Gradients and moments start at zero.
 /// @throws std::invalid_argument when stage is not 0..3 (check_stage from checks.hpp).
+///
+/// TODO 15 of 11.3 (make_zero_state_mixed), with `precision` = Precision::bf16_mixed: the
+/// second table of ZeroState. The fp32 master (full at stage 0, the owned ranges at stages 1-3)
+/// holds the parameters as model.init_params makes them, weights16 their bf16 rounding
+/// (model::to_bf16) in its layout; `weights` and `grads` stay empty.
 ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                          const model::AdamConfig& adam = {});
+                          const model::AdamConfig& adam = {}, Precision precision = Precision::fp32);
 
 /// Starts the all-gather of unit `u`'s weights from each rank's owned part `owned` (the
 /// owned_range of this rank, owned.size() elements, possibly fewer than s_u or none).
@@ -114,6 +152,14 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
 Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
                      int u, std::span<const float> owned);
 
+/// gather_unit for bf16 weights (Precision::bf16_mixed): the same layout and the same posted,
+/// unwaited in-place all-gather, of bf16 elements, so it sends half the bytes of the fp32 one.
+///
+/// TODO 16 of 11.3 (gather_unit_bf16).
+/// @throws std::invalid_argument as gather_unit.
+Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
+                       int u, std::span<const bf16> owned);
+
 /// Reduce-scatters unit `u`'s gradient `unit_grads` (count_u elements, this rank's sum over its
 /// slice) into `shard_grads` (s_u elements): afterwards it holds the average over the group of
 /// the elements this rank owns, zero in the padding.
@@ -123,6 +169,15 @@ Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, 
 /// @throws std::invalid_argument when the lengths are not count_u and s_u.
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
                          int u, std::span<const float> unit_grads, std::span<float> shard_grads);
+
+/// reduce_scatter_unit for bf16 gradients (Precision::bf16_mixed): the padded copy is a bf16
+/// Category::comm buffer and the reduce-scatter runs on bf16 (the runtime sums in fp32 and
+/// rounds once, as NCCL does), so it sends half the bytes of the fp32 one.
+///
+/// TODO 17 of 11.3 (reduce_scatter_unit_bf16).
+/// @throws std::invalid_argument as reduce_scatter_unit.
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
+                         int u, std::span<const bf16> unit_grads, std::span<bf16> shard_grads);
 
 /// The sequences of `global` that group rank `rank` of `ranks` trains on: contiguous, equal
 /// slices in rank order that together are the whole batch, the split plain data parallelism
@@ -151,6 +206,7 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
 ///   Category::comm gradient buffer of count_u, reduce-scattered into state.grads right after;
 ///   then Adam and the gather as in stage 1.
 /// - stage 3: return fsdp_step(...).
+/// - state.precision == Precision::bf16_mixed, any stage: return mixed_step(...).
 /// @throws std::invalid_argument when the batch does not split over the group (zero_local_batch).
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch = false);
@@ -167,9 +223,36 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch);
 
+/// One bf16 mixed-precision step (state.precision == Precision::bf16_mixed) at any stage, on this
+/// rank's slice of `global`; returns the slice's loss. The model computes in fp32, so each unit's
+/// bf16 weights (stage 3: gathered in bf16 with gather_unit) are widened (model::to_float) into a
+/// Category::comm fp32 buffer of count_u right before its forward, and again before its
+/// backward, and released after it. A unit's fp32 gradient (Category::comm) is rounded to bf16
+/// (model::to_bf16) as soon as its backward ends:
+/// - stages 0 and 1 into state.grads16 at the unit's offset; after the backward, stage 0
+///   all-reduces grads16 (avg, in bf16) and stage 1 reduce-scatters each unit of it into a
+///   Category::comm bf16 staging shard;
+/// - stages 2 and 3 into a Category::comm bf16 buffer of count_u, reduce-scattered right away
+///   into grads16 at the unit's unit_offset.
+/// Then Adam: the reduced bf16 gradient of what this rank owns (everything at stage 0) is widened
+/// into a Category::comm fp32 buffer and model::adam_step_mixed steps the fp32 master and moments
+/// and writes the rounded weights into weights16 (full layout at stages 0-2, shard at stage 3).
+/// Stages 1 and 2 then all-gather each unit's updated bf16 owned range into weights16, as the
+/// fp32 stages do. With `prefetch` at stage 3, the next unit's gather is posted before the
+/// current unit computes, as in fsdp_prefetch.
+///
+/// Against an fp32 run from the same start, every weight differs by about its bf16 rounding
+/// plus what the rounded gradients changed in Adam's steps; the loss falls alike.
+///
+/// TODO 18 of 11.3 (mixed_step).
+/// @throws std::invalid_argument when state.precision is not bf16_mixed, or as zero_step.
+double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
+                  bool prefetch = false);
+
 /// The full parameters (model layout, num_params elements) as every rank sees them: a copy of
 /// state.weights for stages 0..2, the per-unit all-gather of the shards for stage 3 (a
-/// collective: every rank of `dp` must call it).
+/// collective: every rank of `dp` must call it). With Precision::bf16_mixed the same from
+/// weights16, widened to fp32 (exactly): the weights the next forward computes with.
 ///
 /// TODO 14 of 11.3.
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state);

@@ -103,7 +103,8 @@ DeepSpeedEstimate deepspeed_zero2_estimate(double params, const DeepSpeedSetup& 
     e.gpu_bytes = 2.0 * params;
     e.cpu_bytes = params * std::max(4.0 * gpus, 16.0) * factor;
   } else {
-    e.gpu_bytes = 4.0 * params + std::floor(16.0 * params / gpus);
+    // 2 replicated (16-bit weights) + 18 sharded (16-bit and fp32 gradients, fp32 master, Adam).
+    e.gpu_bytes = 2.0 * params + std::floor(18.0 * params / gpus);
     e.cpu_bytes = params * 4.0 * per_node * factor;
   }
   return e;

@@ -44,6 +44,89 @@ void gather_full(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   }
 }
 
+// The gather and reduce-scatter of one unit are the same for fp32 and bf16 elements; only the
+// bytes on the wire differ.
+template <class T>
+BasicGathered<T> gather_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
+                            int u, std::span<const T> owned) {
+  const model::UnitInfo& info = model.unit(u);
+  const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
+  require_length("gather_unit", "owned", owned.size(), own.size());
+  const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
+  BasicGathered<T> g;
+  g.full = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.gather " + info.name);
+  const std::span<T> slot = g.full.span().subspan(static_cast<std::size_t>(dp.rank()) * s, s);
+  std::copy(owned.begin(), owned.end(), slot.begin());
+  g.done = dp.iall_gather(slot, g.full.span());
+  return g;
+}
+
+template <class T>
+void reduce_scatter_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
+                        std::span<const T> unit_grads, std::span<T> shard_grads) {
+  const model::UnitInfo& info = model.unit(u);
+  const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
+  require_length("reduce_scatter_unit", "unit_grads", unit_grads.size(), info.count);
+  require_length("reduce_scatter_unit", "shard_grads", shard_grads.size(), s);
+  Buffer<T> padded(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.rs " + info.name);
+  std::copy(unit_grads.begin(), unit_grads.end(), padded.begin());
+  dp.reduce_scatter(padded, shard_grads, ReduceOp::avg);
+}
+
+// The second table of ZeroState: bf16 weights16 and grads16, fp32 master and moments. The master
+// starts from the fp32 initial parameters, not from their bf16 rounding.
+ZeroState make_mixed_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
+                           const model::AdamConfig& adam) {
+  MemoryLedger& ledger = rank.memory();
+  ZeroState state;
+  state.stage = stage;
+  state.precision = Precision::bf16_mixed;
+  state.layout = plan_shards(model, dp.size());
+  state.adam = adam;
+  const std::size_t p = model.num_params();
+  const std::size_t s = state.layout.shard_size;
+  Buffer<float> all(ledger, Category::comm, p, "zero.init");
+  model.init_params(all.span(), seed);
+  state.weights16 = Buffer<bf16>(ledger, Category::weights, stage < 3 ? p : s, "zero.weights16");
+  state.master = Buffer<float>(ledger, Category::master, stage == 0 ? p : s, "zero.master");
+  if (stage == 0) {
+    std::copy(all.begin(), all.end(), state.master.begin());
+  } else {
+    for (int u = 0; u < model.num_units(); ++u) {
+      const model::UnitInfo& info = model.unit(u);
+      const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+      const std::size_t at = state.layout.unit_offset[static_cast<std::size_t>(u)];
+      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.first), own.size(),
+                  state.master.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+  model::to_bf16(stage < 3 ? std::span<const float>(all.span()) : state.master.span(), state.weights16.span());
+  state.grads16 = Buffer<bf16>(ledger, Category::grads, stage < 2 ? p : s, "zero.grads16");
+  const std::size_t moments = stage == 0 ? p : s;
+  state.adam_m = Buffer<float>(ledger, Category::optimizer, moments, "zero.adam_m");
+  state.adam_v = Buffer<float>(ledger, Category::optimizer, moments, "zero.adam_v");
+  return state;
+}
+
+// full_weights of a mixed state: weights16 (gathered at stage 3), widened exactly to fp32.
+std::vector<float> full_weights_mixed(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
+  std::vector<float> out(model.num_params());
+  if (state.stage < 3) {
+    model::to_float(state.weights16.span(), out);
+    return out;
+  }
+  for (int u = 0; u < model.num_units(); ++u) {
+    const model::UnitInfo& info = model.unit(u);
+    const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+    Gathered16 g = gather_unit(dp, rank.memory(), model, state.layout, u,
+                               state.weights16.span().subspan(state.layout.unit_offset[static_cast<std::size_t>(u)],
+                                                              own.size()));
+    g.done.wait();
+    model::to_float(g.full.span().first(info.count), std::span<float>(out).subspan(info.offset, info.count));
+  }
+  return out;
+}
+
 }  // namespace
 
 ShardLayout plan_shards(const model::Model& model, int ranks) {
@@ -63,8 +146,9 @@ ShardLayout plan_shards(const model::Model& model, int ranks) {
 }
 
 ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                          const model::AdamConfig& adam) {
+                          const model::AdamConfig& adam, Precision precision) {
   check_stage("make_zero_state", stage);
+  if (precision == Precision::bf16_mixed) return make_mixed_state(rank, dp, model, stage, seed, adam);
   MemoryLedger& ledger = rank.memory();
   ZeroState state;
   state.stage = stage;
@@ -95,27 +179,22 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
 
 Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
                      std::span<const float> owned) {
-  const model::UnitInfo& info = model.unit(u);
-  const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
-  require_length("gather_unit", "owned", owned.size(), own.size());
-  const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
-  Gathered g;
-  g.full = Buffer<float>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.gather " + info.name);
-  const std::span<float> slot = g.full.span().subspan(static_cast<std::size_t>(dp.rank()) * s, s);
-  std::copy(owned.begin(), owned.end(), slot.begin());
-  g.done = dp.iall_gather(slot, g.full.span());
-  return g;
+  return gather_any(dp, ledger, model, layout, u, owned);
+}
+
+Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
+                       std::span<const bf16> owned) {
+  return gather_any(dp, ledger, model, layout, u, owned);
 }
 
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
                          std::span<const float> unit_grads, std::span<float> shard_grads) {
-  const model::UnitInfo& info = model.unit(u);
-  const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
-  require_length("reduce_scatter_unit", "unit_grads", unit_grads.size(), info.count);
-  require_length("reduce_scatter_unit", "shard_grads", shard_grads.size(), s);
-  Buffer<float> padded(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.rs " + info.name);
-  std::copy(unit_grads.begin(), unit_grads.end(), padded.begin());
-  dp.reduce_scatter(padded, shard_grads, ReduceOp::avg);
+  reduce_scatter_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
+}
+
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
+                         std::span<const bf16> unit_grads, std::span<bf16> shard_grads) {
+  reduce_scatter_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
 }
 
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
@@ -132,6 +211,7 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
                  bool prefetch) {
   check_stage("zero_step", state.stage);
+  if (state.precision == Precision::bf16_mixed) return mixed_step(rank, dp, model, state, global, prefetch);
   if (state.stage == 3) return fsdp_step(rank, dp, model, state, global, prefetch);
   const model::Batch local = zero_local_batch(global, dp.rank(), dp.size());
   const ShardLayout& layout = state.layout;
@@ -232,7 +312,129 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   return loss;
 }
 
+double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
+                  bool prefetch) {
+  check_stage("mixed_step", state.stage);
+  if (state.precision != Precision::bf16_mixed)
+    throw std::invalid_argument("mixed_step: the state holds fp32 weights; build it with Precision::bf16_mixed "
+                                "or call zero_step");
+  const model::Batch local = zero_local_batch(global, dp.rank(), dp.size());
+  const ShardLayout& layout = state.layout;
+  const int units = model.num_units();
+  const int stage = state.stage;
+  const std::int64_t tokens = local.tokens();
+  MemoryLedger& ledger = rank.memory();
+  auto shard_of = [&](int u) {
+    const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
+    return std::pair{at, owned_range(layout, u, dp.rank(), model.unit(u).count)};
+  };
+  // Stage 3 gathers a unit's bf16 weights; the others hold them in full already.
+  auto fetch = [&](int u) {
+    Gathered16 g;
+    if (stage == 3) {
+      const auto [at, own] = shard_of(u);
+      const std::span<const bf16> owned = state.weights16.span().subspan(at, own.size());
+      g = gather_unit(dp, ledger, model, layout, u, owned);
+    }
+    return g;
+  };
+  // The model computes in fp32: widen the unit's bf16 weights into a transient buffer.
+  auto widen = [&](Gathered16& g, int u) {
+    const std::size_t count = model.unit(u).count;
+    Buffer<float> w(ledger, Category::comm, count, "zero.widened");
+    if (stage == 3) {
+      g.done.wait();
+      model::to_float(g.full.span().first(count), w.span());
+      g.full.reset();
+    } else {
+      model::to_float(model.unit_view(state.weights16.span(), u), w.span());
+    }
+    return w;
+  };
+  // No zeroing of grads16: every element is overwritten by a rounding or a reduce-scatter.
+  std::vector<model::UnitCache> caches(static_cast<std::size_t>(units));
+
+  Buffer<float> x = model.input(rank, local);
+  Gathered16 current = fetch(0);
+  for (int u = 0; u < units; ++u) {
+    Gathered16 next;
+    if (prefetch && u + 1 < units) next = fetch(u + 1);
+    Buffer<float> w = widen(current, u);
+    x = model.unit_forward(rank, u, w.span(), std::move(x), tokens, &caches[static_cast<std::size_t>(u)]);
+    w.reset();
+    if (u + 1 < units) current = prefetch ? std::move(next) : fetch(u + 1);
+  }
+  Buffer<float> d(ledger, Category::activations, x.size(), "zero.dloss");
+  const double loss = model.loss_backward(x.span(), local, d.span());
+  x.reset();
+
+  current = fetch(units - 1);
+  for (int u = units - 1; u >= 0; --u) {
+    Gathered16 next;
+    if (prefetch && u > 0) next = fetch(u - 1);
+    Buffer<float> w = widen(current, u);
+    Buffer<float> unit_grads(ledger, Category::comm, model.unit(u).count, "zero.unit_grads");
+    d = model.unit_backward(rank, u, w.span(), unit_grads.span(), caches[static_cast<std::size_t>(u)], d.span());
+    w.reset();
+    if (stage < 2) {
+      model::to_bf16(unit_grads.span(), model.unit_view(state.grads16.span(), u));
+    } else {
+      Buffer<bf16> rounded(ledger, Category::comm, unit_grads.size(), "zero.unit_grads16");
+      model::to_bf16(unit_grads.span(), rounded.span());
+      unit_grads.reset();
+      const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
+      reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()),
+                          state.grads16.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+    }
+    if (u > 0) current = prefetch ? std::move(next) : fetch(u - 1);
+  }
+
+  // The reduced bf16 gradient of what this rank updates: grads16 itself, except at stage 1.
+  Buffer<bf16> staging;
+  std::span<const bf16> reduced = state.grads16.span();
+  if (stage == 0) {
+    dp.all_reduce(state.grads16.span(), ReduceOp::avg);
+  } else if (stage == 1) {
+    staging = Buffer<bf16>(ledger, Category::comm, layout.shard_size, "zero.grad_shard16");
+    for (int u = 0; u < units; ++u) {
+      const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
+      reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(model.unit_view(state.grads16.span(), u)),
+                          staging.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+    }
+    reduced = staging.span();
+  }
+  Buffer<float> grads(ledger, Category::comm, reduced.size(), "zero.grads_fp32");
+  model::to_float(reduced, grads.span());
+  staging.reset();
+  ++state.steps;
+  if (stage == 0 || stage == 3) {
+    // Master, moments, gradient and bf16 weights share one layout: one step over all of it.
+    model::adam_step_mixed(state.master.span(), grads.span(), state.adam_m.span(), state.adam_v.span(), state.steps,
+                           state.adam, state.weights16.span());
+    return loss;
+  }
+  // Stages 1 and 2: step the owned range of each unit, then share the updated bf16 weights.
+  for (int u = 0; u < units; ++u) {
+    const auto [at, own] = shard_of(u);
+    model::adam_step_mixed(state.master.span().subspan(at, own.size()), grads.span().subspan(at, own.size()),
+                           state.adam_m.span().subspan(at, own.size()), state.adam_v.span().subspan(at, own.size()),
+                           state.steps, state.adam,
+                           state.weights16.span().subspan(model.unit(u).offset + own.first, own.size()));
+  }
+  grads.reset();
+  for (int u = 0; u < units; ++u) {
+    const model::UnitInfo& info = model.unit(u);
+    const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
+    const std::span<const bf16> owned = state.weights16.span().subspan(info.offset + own.first, own.size());
+    Gathered16 g = gather_unit(dp, ledger, model, layout, u, owned);
+    g.done.wait();
+    std::copy_n(g.full.begin(), info.count, state.weights16.begin() + static_cast<std::ptrdiff_t>(info.offset));
+  }
+  return loss;
+}
+
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
+  if (state.precision == Precision::bf16_mixed) return full_weights_mixed(rank, dp, model, state);
   if (state.stage < 3) return {state.weights.begin(), state.weights.end()};
   std::vector<float> out(model.num_params());
   for (int u = 0; u < model.num_units(); ++u) {

@@ -1,6 +1,7 @@
 // Graded cases of 11.3's running ZeRO stages on the course model. Values: the shard plan, every
 // rank's reduced gradient (before Adam), Adam's first moment, losses and weights at each stage.
 // Costs, graded as their own cases: every rank's ledger peaks per category and traffic per op.
+// The bf16 mixed-precision mode is graded the same way over all four stages.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -60,6 +61,7 @@ std::vector<Point> stage_grid(Ctx& ctx, int ranks) {
 struct RankResult {
   std::vector<float> grads;    // state.grads after the last step: reduced (stages 0, 2, 3), local (1)
   std::vector<float> adam_m;   // Adam's first moment: linear in every step's reduced gradient
+  std::vector<float> master;   // fp32 master weights (bf16_mixed only; full at stage 0, a shard above)
   std::vector<float> weights;  // full weights after the run
   std::vector<double> losses;  // per step, this rank's slice
   std::array<double, mgpu::kCategoryCount> state_peaks{};  // after make_zero_state
@@ -69,14 +71,14 @@ struct RankResult {
 };
 
 std::vector<RankResult> train(const Point& p, const mgpu::ClusterConfig& cc, int stage, bool prefetch, int steps,
-                              std::uint64_t seed) {
+                              std::uint64_t seed, z::Precision precision = z::Precision::fp32) {
   const model::Model net(p.config);
   std::vector<RankResult> out(static_cast<std::size_t>(cc.world_size));
   const std::int64_t sequences = p.sequences_per_rank * cc.world_size;
   mgpu::Cluster cluster(cc);
   cluster.run([&](mgpu::Rank& r) {
     RankResult& mine = out[static_cast<std::size_t>(r.id())];
-    z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed, model::AdamConfig{.lr = 1e-3f});
+    z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed, model::AdamConfig{.lr = 1e-3f}, precision);
     for (Category c : kCategories) mine.state_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
     r.memory().reset_peaks();  // from here on the peaks are the state plus what a step adds
     r.traffic().reset();
@@ -87,7 +89,12 @@ std::vector<RankResult> train(const Point& p, const mgpu::ClusterConfig& cc, int
     mine.steps_end = r.clock().now();
     for (Category c : kCategories) mine.step_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
     for (std::size_t i = 0; i < kCollectives.size(); ++i) mine.traffic[i] = r.traffic().op(kCollectives[i]);
-    mine.grads.assign(state.grads.begin(), state.grads.end());
+    if (precision == z::Precision::bf16_mixed) {
+      for (mgpu::bf16 g : state.grads16.span()) mine.grads.push_back(static_cast<float>(g));
+      mine.master.assign(state.master.begin(), state.master.end());
+    } else {
+      mine.grads.assign(state.grads.begin(), state.grads.end());
+    }
     mine.adam_m.assign(state.adam_m.begin(), state.adam_m.end());
     mine.weights = z::full_weights(r, r.world(), net, state);
   });
@@ -116,8 +123,10 @@ void emit_values(Ctx& ctx, const std::string& at, const std::vector<RankResult>&
 // and during the steps (a stage holds what its table says, and a step's transient buffers are
 // what the algorithm allocates: gathered units released, one unit's gradient at a time), and
 // the bytes and messages each rank sent per collective. Without `with_step_comm` the step's comm
-// peak is left to the caller (a budget, where a correct variant may hold less).
-void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& ranks, bool with_step_comm = true) {
+// peak is left to the caller (a budget, where a correct variant may hold less); without
+// `with_state_comm` so is the transient comm peak of building the state.
+void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& ranks, bool with_step_comm = true,
+                bool with_state_comm = true) {
   auto per_rank = [&](auto field) {
     std::vector<double> v;
     for (const RankResult& r : ranks) v.push_back(field(r));
@@ -126,7 +135,8 @@ void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& 
   for (Category c : kCategories) {
     const auto i = static_cast<std::size_t>(c);
     const std::string name = "peak_" + std::string(mgpu::to_string(c));
-    ctx.emit_per_rank(at + ".state." + name, per_rank([&](const RankResult& r) { return r.state_peaks[i]; }));
+    if (c != Category::comm || with_state_comm)
+      ctx.emit_per_rank(at + ".state." + name, per_rank([&](const RankResult& r) { return r.state_peaks[i]; }));
     if (c != Category::comm || with_step_comm)
       ctx.emit_per_rank(at + ".step." + name, per_rank([&](const RankResult& r) { return r.step_peaks[i]; }));
   }
@@ -212,6 +222,51 @@ MGPU_CASE("11_3.fsdp_prefetch") {
   ctx.measure("step_seconds", end / 2);
   ctx.measure("peak_comm_bytes", comm_peak);
 }
+
+// The bf16 mixed-precision grid: every stage, then stage 3 with prefetch, on the edge points and
+// a drawn model. Value names end in what they are, so the rubric can give the bf16 ones (grads16,
+// weights16) a bf16 tolerance and leave the fp32 master and moments at fp32's. The costs are the
+// state per category and the traffic per collective, exact; the transient comm peaks (where
+// widening and rounding buffers may legitimately come and go in another order) are a budget.
+void mixed_case(Ctx& ctx, bool costs) {
+  const int ranks = ctx.pick({3, 4, 5, 6, 8});
+  const int steps = ctx.uniform_int(2, 3);
+  const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
+  ctx.emit("ranks", ranks);
+  double comm_peak = 0;
+  for (int variant = 0; variant <= 4; ++variant) {
+    const int stage = std::min(variant, 3);
+    const bool prefetch = variant == 4;
+    const std::string at = "s" + std::to_string(stage) + (prefetch ? "p" : "");
+    for (const Point& p : stage_grid(ctx, ranks)) {
+      const std::vector<RankResult> run = train(p, p.cluster(), stage, prefetch, steps, seed, z::Precision::bf16_mixed);
+      const std::string where = at + "." + p.name;
+      if (costs) {
+        emit_costs(ctx, where, run, false, false);
+        for (const RankResult& r : run)
+          comm_peak = std::max(comm_peak, r.step_peaks[static_cast<std::size_t>(Category::comm)]);
+        continue;
+      }
+      std::vector<double> losses;
+      std::vector<std::vector<float>> weights;
+      for (std::size_t r = 0; r < run.size(); ++r) {
+        const std::string rank = where + ".rank" + std::to_string(r);
+        ctx.emit(rank + ".grads16", every_kth(run[r].grads, 400), Dtype::bf16);
+        ctx.emit(rank + ".adam_m", every_kth(run[r].adam_m, 400), Dtype::fp32);
+        ctx.emit(rank + ".master", every_kth(run[r].master, 400), Dtype::fp32);
+        losses.insert(losses.end(), run[r].losses.begin(), run[r].losses.end());
+        weights.push_back(run[r].weights);
+      }
+      ctx.emit(where + ".losses", losses, Dtype::fp32);
+      ctx.emit(where + ".weights16", every_kth(run[0].weights, 400), Dtype::bf16);
+      ctx.emit(where + ".replicas_identical", bitwise_identical(weights));
+    }
+  }
+  if (costs) ctx.measure("peak_comm_bytes", comm_peak);
+}
+
+MGPU_CASE("11_3.mixed_step") { mixed_case(ctx, false); }
+MGPU_CASE("11_3.mixed_memory_traffic") { mixed_case(ctx, true); }
 
 MGPU_CASE("11_3.zero_rejects") {
   const model::Model net(drawn_model_config(ctx));

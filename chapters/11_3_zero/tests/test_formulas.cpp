@@ -2,6 +2,7 @@
 // that fit, and the DeepSpeed and Megatron-LM variants, by identities, limits and text numbers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -123,16 +124,25 @@ TEST_CASE("the GPU count found fits and one fewer does not") {
       }
 }
 
-TEST_CASE("DeepSpeed's ZeRO-2 estimate keeps 4 bytes replicated and shards 16") {
+TEST_CASE("DeepSpeed's ZeRO-2 estimate (v0.14.3 on) keeps 2 bytes replicated and shards 18") {
   DeepSpeedSetup setup;
   setup.gpus_per_node = 8;
   const DeepSpeedEstimate e = deepspeed_zero2_estimate(1e9, setup);
-  CHECK(e.gpu_bytes == doctest::Approx(4e9 + 2e9));
+  CHECK(e.gpu_bytes == doctest::Approx(2e9 + 18e9 / 8));
   CHECK(e.cpu_bytes == doctest::Approx(1e9 * 4 * 8 * 1.5));
-  // It is more than the textbook stage-2 figure: a full gradient buffer and an fp32 grad shard.
-  CHECK(e.gpu_bytes > zero_state_bytes_per_gpu(1e9, kBf16MixedAdam, 2, 8));
+  // The same replicated 2 Psi as the textbook stage 2; the shard is larger by an fp32 gradient
+  // copy (4 bytes): 18/N against 14/N.
+  const StateBytes text = zero_state_per_gpu(1e9, kBf16MixedAdam, 2, 8);
+  CHECK(e.gpu_bytes - text.total_bytes() == doctest::Approx(4e9 / 8));
+  // One GPU: 2 + 18 = 20 bytes per parameter, the table's 16 plus the fp32 gradient copy.
+  setup.gpus_per_node = 1;
+  CHECK(deepspeed_zero2_estimate(1e9, setup).gpu_bytes == doctest::Approx(20e9));
+  // Its floor is taken of the sharded part only.
+  setup.gpus_per_node = 7;
+  CHECK(deepspeed_zero2_estimate(1001, setup).gpu_bytes == 2.0 * 1001 + std::floor(18.0 * 1001 / 7));
   setup.cpu_offload = true;
   CHECK(deepspeed_zero2_estimate(1e9, setup).gpu_bytes == doctest::Approx(2e9));
+  CHECK(deepspeed_zero2_estimate(1e9, setup).cpu_bytes == doctest::Approx(1e9 * std::max(4.0 * 7, 16.0) * 1.5));
 }
 
 TEST_CASE("DeepSpeed's ZeRO-3 estimate adds the largest layer to an 18-byte shard") {

@@ -43,10 +43,15 @@ struct Run {
   double makespan = 0;                                      // virtual seconds of the whole run
   double overlap = 0;                                       // rank 0's comm hidden behind compute
   std::size_t comm_peak = 0;                                // rank 0's transient bytes during the steps
+  std::array<double, 3> op_bytes{};  // rank 0's bytes sent per step: all-reduce, reduce-scatter, all-gather
+  std::vector<double> losses;        // rank 0's loss per step
 };
 
+constexpr std::array kOps{OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather};
+
 Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage, bool prefetch = false,
-               std::int64_t sequences_per_rank = 2) {
+               std::int64_t sequences_per_rank = 2, Precision precision = Precision::fp32, int steps = kSteps,
+               bool same_batch = false) {
   const model::Model net(cfg);
   const auto n = static_cast<std::size_t>(cc.world_size);
   Run run;
@@ -54,16 +59,23 @@ Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage
   run.bytes_sent_per_step.resize(n);
   Cluster cluster(cc);
   cluster.run([&](Rank& r) {
-    ZeroState state = make_zero_state(r, r.world(), net, stage, kWeightSeed, kAdam);
+    ZeroState state = make_zero_state(r, r.world(), net, stage, kWeightSeed, kAdam, precision);
     r.memory().reset_peaks();  // the state stays allocated, so its peaks are unchanged
-    const auto before = static_cast<double>(r.traffic().total().bytes_sent);
-    for (int s = 0; s < kSteps; ++s) {
-      const model::Batch batch = net.make_batch(sequences_per_rank * cc.world_size, 500 + static_cast<std::uint64_t>(s));
-      zero_step(r, r.world(), net, state, batch, prefetch);
+    r.traffic().reset();
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      const auto batch_seed = 500 + static_cast<std::uint64_t>(same_batch ? 0 : s);
+      const model::Batch batch = net.make_batch(sequences_per_rank * cc.world_size, batch_seed);
+      losses.push_back(zero_step(r, r.world(), net, state, batch, prefetch));
     }
     const auto id = static_cast<std::size_t>(r.id());
-    run.bytes_sent_per_step[id] = (static_cast<double>(r.traffic().total().bytes_sent) - before) / kSteps;
-    if (id == 0) run.comm_peak = r.memory().peak(Category::comm);
+    run.bytes_sent_per_step[id] = static_cast<double>(r.traffic().total().bytes_sent) / steps;
+    if (id == 0) {
+      run.comm_peak = r.memory().peak(Category::comm);
+      run.losses = losses;
+      for (std::size_t i = 0; i < kOps.size(); ++i)
+        run.op_bytes[i] = static_cast<double>(r.traffic().op(kOps[i]).bytes_sent) / steps;
+    }
     run.weights[id] = full_weights(r, r.world(), net, state);
   });
   for (const RankReport& rep : cluster.reports()) {
@@ -260,6 +272,139 @@ TEST_CASE("stage 3 holds a few gathered units at a time, never the whole model")
   }
 }
 
+// A model whose every unit divides by 8 (and so by 1 and 4): no padding, so the ledger must
+// equal the formula byte for byte.
+model::ModelConfig even_config() {
+  model::ModelConfig c;
+  c.d_in = 8;
+  c.d_model = 16;
+  c.d_ff = 32;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.seq_len = 4;
+  c.d_out = 8;
+  return c;
+}
+
+TEST_CASE("bf16 mixed: ledger equals zero_state_per_gpu(kZeroMixedRecipe) byte for byte on 1, 4 and 8 ranks") {
+  const model::ModelConfig cfg = even_config();
+  const model::Model net(cfg);
+  const auto p = static_cast<double>(net.num_params());
+  for (int n : {1, 4, 8}) {
+    REQUIRE(plan_shards(net, n).shard_size * static_cast<std::size_t>(n) == net.num_params());
+    ClusterConfig cc;
+    cc.world_size = n;
+    for (int stage = 0; stage <= 3; ++stage) {
+      const Run run = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+      const StateBytes want = zero_state_per_gpu(p, kZeroMixedRecipe, stage, n);
+      for (int r = 0; r < n; ++r) {
+        const auto w = static_cast<double>(peak_of(run, r, Category::weights));
+        const auto g = static_cast<double>(peak_of(run, r, Category::grads));
+        const auto m = static_cast<double>(peak_of(run, r, Category::master));
+        const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
+        if (r == 0)
+          std::printf("bf16 N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
+                      "%.0f/%.0f (measured/formula bytes, P = %.0f)\n",
+                      n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
+                      want.optimizer_bytes, p);
+        CHECK(w == want.weights_bytes);
+        CHECK(g == want.grads_bytes);
+        CHECK(m == want.master_bytes);
+        CHECK(o == want.optimizer_bytes);
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 mixed with padding: every category is its recipe bytes times P or the padded shard S") {
+  const model::ModelConfig cfg = small_config();  // no unit divides by 4: every shard is padded
+  const model::Model net(cfg);
+  const int n = 4;
+  const std::size_t p = net.num_params(), s = plan_shards(net, n).shard_size;
+  ClusterConfig cc;
+  cc.world_size = n;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const Run run = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+    // zero_state_per_gpu with Psi/N replaced by the padded shard: the ZeroState table.
+    const std::size_t sharded_weights = stage >= 3 ? s : p, sharded_grads = stage >= 2 ? s : p;
+    const std::size_t sharded_rest = stage >= 1 ? s : p;
+    for (int r = 0; r < n; ++r) {
+      CHECK(peak_of(run, r, Category::weights) == 2 * sharded_weights);
+      CHECK(peak_of(run, r, Category::grads) == 2 * sharded_grads);
+      CHECK(peak_of(run, r, Category::master) == 4 * sharded_rest);
+      CHECK(peak_of(run, r, Category::optimizer) == 8 * sharded_rest);
+    }
+  }
+}
+
+TEST_CASE("bf16 mixed: every stage gives the same weights, all ranks agree, and the loss falls") {
+  const model::ModelConfig cfg = small_config();
+  ClusterConfig cc;
+  cc.world_size = 4;
+  const int steps = 30;
+  std::vector<float> stage0;
+  for (int stage = 0; stage <= 3; ++stage) {
+    // The same batch every step: its loss must fall as Adam fits it.
+    const Run run = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed, steps, true);
+    std::printf("bf16 N=4 stage %d: loss %.5f -> %.5f over %d steps\n", stage, run.losses.front(),
+                run.losses.back(), steps);
+    CHECK(run.losses.back() < 0.9 * run.losses.front());
+    for (int r = 1; r < cc.world_size; ++r)
+      CHECK(std::memcmp(run.weights[static_cast<std::size_t>(r)].data(), run.weights[0].data(),
+                        run.weights[0].size() * sizeof(float)) == 0);
+    // A bf16 all-reduce and a bf16 reduce-scatter both sum in fp32 in rank order and round once,
+    // so the stages agree bit for bit here too.
+    if (stage == 0) stage0 = run.weights[0];
+    else CHECK(max_abs_diff(run.weights[0], stage0) == 0);
+  }
+}
+
+TEST_CASE("bf16 mixed: the weights stay within bf16 reach of an fp32 run") {
+  // Tolerance: the bf16 weights are the fp32 master rounded, at most half an ulp, 2^-9 |w|.
+  // The master itself drifts from the fp32 run only through rounded gradients; Adam divides
+  // each update by sqrt(v), so a gradient off by a relative 2^-8 moves an update of size <= lr
+  // by about that fraction, while a gradient near zero may change its sign: the worst case
+  // is 2 lr per step. So |w16 - w32| <= 2^-9 |w| + 2 lr * steps.
+  const model::ModelConfig cfg = small_config();
+  ClusterConfig cc;
+  cc.world_size = 4;
+  for (int stage : {0, 3}) {
+    const Run fp32 = train_zero(cfg, cc, stage);
+    const Run mixed = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+    double worst = 0, typical = 0;  // worst excess over the bound; mean difference
+    for (std::size_t i = 0; i < fp32.weights[0].size(); ++i) {
+      const double a = mixed.weights[0][i], b = fp32.weights[0][i];
+      const double bound = std::ldexp(std::abs(b), -9) + 2.0 * kAdam.lr * kSteps;
+      worst = std::max(worst, std::abs(a - b) - bound);
+      typical += std::abs(a - b) / static_cast<double>(fp32.weights[0].size());
+    }
+    std::printf("bf16 vs fp32, N=4 stage %d: max |w16 - w32| = %.3g, mean %.3g, lr*steps = %.3g\n", stage,
+                max_abs_diff(mixed.weights[0], fp32.weights[0]), typical, kAdam.lr * kSteps);
+    CHECK(worst <= 0);
+    CHECK(typical <= 0.25 * kAdam.lr * kSteps);  // most updates agree: the drift is not systematic
+  }
+}
+
+TEST_CASE("bf16 mixed: the all-gathers and reduce-scatters move half the bytes of fp32") {
+  const model::ModelConfig cfg = small_config();
+  ClusterConfig cc;
+  cc.world_size = 4;
+  for (int stage = 0; stage <= 3; ++stage) {
+    const Run fp32 = train_zero(cfg, cc, stage);
+    const Run mixed = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+    std::printf("N=4 stage %d bytes sent per step, fp32 / bf16: all-reduce %.0f/%.0f reduce-scatter %.0f/%.0f "
+                "all-gather %.0f/%.0f\n",
+                stage, fp32.op_bytes[0], mixed.op_bytes[0], fp32.op_bytes[1], mixed.op_bytes[1], fp32.op_bytes[2],
+                mixed.op_bytes[2]);
+    // The same elements in each collective, at 2 bytes instead of 4: exactly half.
+    for (std::size_t i = 0; i < kOps.size(); ++i) CHECK(2 * mixed.op_bytes[i] == fp32.op_bytes[i]);
+    CHECK(mixed.op_bytes[stage == 0 ? 0 : 1] > 0);
+    CHECK(mixed.bytes_sent_per_step[0] == doctest::Approx(zero_traffic_bytes_per_gpu(
+                                              static_cast<double>(model::Model(cfg).num_params()), kZeroMixedRecipe,
+                                              stage, 4)).epsilon(0.02));
+  }
+}
+
 TEST_CASE("invalid arguments throw and name the problem") {
   const model::Model net(small_config());
   Cluster cluster(2);
@@ -269,6 +414,11 @@ TEST_CASE("invalid arguments throw and name the problem") {
                     const ShardLayout layout = plan_shards(net, 2);
                     std::vector<float> wrong(layout.unit_shard[0] + 1);
                     gather_unit(r.world(), r.memory(), net, layout, 0, wrong);
+                  }),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cluster.run([&](Rank& r) {
+                    ZeroState fp32 = make_zero_state(r, r.world(), net, 1, kWeightSeed);
+                    mixed_step(r, r.world(), net, fp32, net.make_batch(2, 1));
                   }),
                   std::invalid_argument);
   const model::Batch odd = net.make_batch(3, 1);
