@@ -23,7 +23,7 @@ MGPU_CASE("11_6.peak_units") {
 
 MGPU_CASE("11_6.best_interval") {
   // Fixed ties first: at L = 6 the peaks of k = 2 and k = 3 are equal (3 + 2 = 2 + 3), at L = 1000
-  // k = 28 to 32 all give 64, so a scan that keeps the last best instead of the first is caught;
+  // k = 28 to 36 all give 64, so a scan that keeps the last best instead of the first is caught;
   // the byte version ties the same way when a checkpoint and a layer cost the same.
   std::vector<double> best, best_bytes, peak_bytes;
   for (std::int64_t layers : {std::int64_t{1}, std::int64_t{2}, std::int64_t{6}, std::int64_t{16}, std::int64_t{1000}}) {

@@ -1,7 +1,10 @@
 // 11.6 activation checkpointing: your implementation. Keep only segment inputs in the forward,
-// recompute each segment from its checkpoint just before its backward.
+// recompute each segment from its checkpoint just before its backward; or keep everything but
+// the attention core and rebuild that alone (selective recomputation).
 // A TODO's id is the last word in its parentheses: `./mgpu hint 11_6 <id>` gives hints for it.
 #include "11_6_checkpointing/checkpointing.hpp"
+
+#include "mgpu/tensor.hpp"  // as_matrix
 
 #include <algorithm>
 #include <stdexcept>
@@ -38,6 +41,26 @@ std::int64_t best_interval(const model::Model& model, std::int64_t tokens) {
   // TODO(11.6 best_interval): the interval with the lowest predicted peak for this model and
   //   `tokens`, using your formulas and the given byte helpers of checkpointing.hpp.
   throw NotImplemented("11.6 best_interval");
+}
+
+void recompute_attention_core(Rank& rank, const model::Model& model, int u, model::UnitCache& cache) {
+  // TODO(11.6 recompute_attention_core): afterwards cache.p and cache.o hold, bit for bit, what
+  //   the block's forward computed and dropped, in ledger-tracked activations, and the clock has
+  //   been charged the core's FLOPs under "recompute attention core <unit name>". The core needs
+  //   only the saved q, k, v (its inputs) and the model's shape; a model without attention has
+  //   nothing to rebuild; a unit that is not a block, or an empty cache, throws.
+  //   Calls: model::attention_core_forward, mgpu::as_matrix, attention_core_recompute_flops (given).
+  throw NotImplemented("11.6 recompute_attention_core");
+}
+
+double selective_forward_backward(Rank& rank, const model::Model& model, std::span<const float> params,
+                                  std::span<float> grads, const model::Batch& batch) {
+  // TODO(11.6 selective_forward_backward): gradients and loss bitwise those of
+  //   Model::forward_backward, the blocks storing their activations without the attention core,
+  //   and at most one core held at any time in the backward. Wrong span sizes throw.
+  //   Calls: model.input, model.unit_forward (its last argument says what a block saves),
+  //   model.loss_backward, your recompute_attention_core, model.unit_backward.
+  throw NotImplemented("11.6 selective_forward_backward");
 }
 
 }  // namespace mgpu::checkpointing

@@ -1,11 +1,13 @@
 // 11.6 Activation checkpointing on one rank: the course model's forward and backward with a
-// checkpoint every k blocks. The forward keeps only segment inputs; the backward recomputes one
-// segment at a time from its checkpoint and back-propagates through it, as Chen et al. 2016.
+// checkpoint every k blocks (the forward keeps only segment inputs; the backward recomputes one
+// segment at a time from its checkpoint, as Chen et al. 2016), and selective recomputation of
+// the attention core alone (Korthikanti et al. 2022).
 #pragma once
 
 #include "11_6_checkpointing/checks.hpp"
 #include "11_6_checkpointing/formulas.hpp"
 #include "mgpu/cluster.hpp"
+#include "mgpu/model/layers.hpp"
 #include "mgpu/model/model.hpp"
 #include "mgpu/not_implemented.hpp"
 
@@ -100,5 +102,60 @@ double checkpointed_forward_backward(Rank& rank, const model::Model& model, std:
 ///
 /// TODO 9 of 11.6. One call to best_checkpoint_interval_bytes.
 std::int64_t best_interval(const model::Model& model, std::int64_t tokens);
+
+// ------------------------------------------------------------------------------------ selective
+// Selective recomputation (Korthikanti et al. 2022): every block keeps what its backward needs
+// except the attention core, the (seq x seq) probabilities p and the weighted sums o = p v,
+// which are rebuilt from the saved q, k, v just before the block's backward. The course model
+// has no dropout, so the core is the score matmul, the softmax and the weighted sum.
+
+/// Given: the bytes of one block's attention core, what selective recomputation stops storing:
+/// the probabilities p (tokens, heads * seq_len) and the weighted sums o (tokens, d_model), in
+/// fp32. 0 for a model without attention.
+inline std::size_t attention_core_bytes(const model::Model& model, std::int64_t tokens) {
+  const model::ModelConfig& c = model.config();
+  if (!c.attention) return 0;
+  return static_cast<std::size_t>(tokens * (c.n_heads * c.seq_len + c.d_model)) * sizeof(float);
+}
+
+/// Given: the FLOPs of rerunning one block's attention core on `tokens` tokens: its two matmuls,
+/// Q K^T and P V, model::attention_core_flops = 4 * tokens * seq_len * d_model. 0 without attention.
+inline double attention_core_recompute_flops(const model::Model& model, std::int64_t tokens) {
+  const model::ModelConfig& c = model.config();
+  return c.attention ? model::attention_core_flops(tokens, c.seq_len, c.d_model) : 0.0;
+}
+
+/// Rebuilds the attention core of block unit `u` (1 to L) from the q, k, v its forward saved
+/// with model::Save::without_attention_core, so that model.unit_backward can run on `cache`.
+///
+/// TODO 10 of 11.6. Allocate cache.p ((tokens * n_heads, seq_len) floats) and cache.o
+/// ((tokens, d_model) floats) under Category::activations, fill them with
+/// model::attention_core_forward (the model's seq_len, n_heads and causal flag), and charge
+/// attention_core_recompute_flops to the rank's clock as "recompute attention core <unit name>".
+/// The rebuilt p and o are bitwise the ones the forward computed and dropped. A model without
+/// attention has no core: return without allocating or charging anything.
+/// @throws std::invalid_argument when u is not a block (0 is the embedding, L + 1 the head), or
+///         when the cache holds no saved forward (cache.filled is false).
+void recompute_attention_core(Rank& rank, const model::Model& model, int u, model::UnitCache& cache);
+
+/// Forward and backward over the whole model on `batch` with selective recomputation; returns
+/// the mean loss. Gradients are ACCUMULATED into `grads`, bitwise what Model::forward_backward
+/// gives (the core is rerun on the same q, k, v bits by the same kernel).
+///
+/// TODO 11 of 11.6. Every unit runs with a cache as in Model::forward_backward, the blocks with
+/// model::Save::without_attention_core; the backward rebuilds a block's core
+/// (recompute_attention_core) right before that block's unit_backward, never earlier, so at
+/// most one core is held at a time. With A = attention_core_bytes, B = block_saved_bytes,
+/// C = block_checkpoint_bytes, E the embedding's saved input (tokens x d_in floats) and D the
+/// loss gradient (tokens x d_out floats), d_in and d_out at most d_model, the ledger's
+/// activation peak is exactly
+///   E + L * (B - A) + 2 C + max(A, D)
+/// against E + L * B + 2 C + D for Model::forward_backward: every cache without its core, plus
+/// the last block's rebuilt core and the gradients in and out of its backward (or, without
+/// attention, the head's backward with the loss gradient, as in plain training). The clock is
+/// charged L times attention_core_recompute_flops more than the plain step.
+/// @throws std::invalid_argument when params or grads do not have model.num_params() elements.
+double selective_forward_backward(Rank& rank, const model::Model& model, std::span<const float> params,
+                                  std::span<float> grads, const model::Batch& batch);
 
 }  // namespace mgpu::checkpointing

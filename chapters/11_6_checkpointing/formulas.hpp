@@ -38,7 +38,7 @@ double checkpointed_peak_bytes(std::int64_t layers, std::int64_t k, double check
 
 /// The k in [1, L] that minimises checkpointed_peak_units(L, k); the smallest such k on a tie.
 /// The minimum peak is ceil(2*sqrt(L)) units instead of L, reached near k = sqrt(L) (several k
-/// may tie: for L = 1000 every k from 28 to 32 gives 64). Cost O(sqrt(L)).
+/// may tie: for L = 1000 every k from 28 to 36 gives 64). Cost O(sqrt(L)).
 /// Example: L = 16 gives k = 4 (peak 8 units instead of 16).
 /// @throws std::invalid_argument when layers is below 1.
 std::int64_t best_checkpoint_interval(std::int64_t layers);

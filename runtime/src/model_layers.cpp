@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace mgpu::model {
 
@@ -40,7 +41,11 @@ double ffn_flops(std::int64_t n, std::int64_t d, std::int64_t f) {
 double attention_flops(std::int64_t n, std::int64_t seq, std::int64_t d, std::int64_t hd) {
   // Q, K, V and output projections, then scores Q K^T and the weighted sum P V: each of the last
   // two is 2*seq*seq*dh per sequence and head, i.e. 2*n*seq*hd in total.
-  return 4.0 * linear_flops(n, d, hd) + 2.0 * linear_flops(n, seq, hd);
+  return 4.0 * linear_flops(n, d, hd) + attention_core_flops(n, seq, hd);
+}
+
+double attention_core_flops(std::int64_t n, std::int64_t seq, std::int64_t hd) {
+  return 2.0 * linear_flops(n, seq, hd);
 }
 
 // ------------------------------------------------------------------------------------ linear
@@ -124,22 +129,36 @@ AttnShape attention_shape(MatIn x, std::int64_t seq, std::int64_t heads, MatIn w
   return s;
 }
 
+// Checks the core's shapes and returns (batch, dh).
+std::pair<std::int64_t, std::int64_t> core_shape(const char* who, MatIn q, MatIn k, MatIn v, std::int64_t seq,
+                                                 std::int64_t heads) {
+  const std::int64_t n = q.rows(), hd = q.cols();
+  require(seq > 0 && n % seq == 0,
+          std::string(who) + ": " + std::to_string(n) + " tokens is not a whole number of sequences of length " +
+              std::to_string(seq));
+  require(heads > 0 && hd % heads == 0,
+          std::string(who) + ": inner width " + std::to_string(hd) + " does not split into " +
+              std::to_string(heads) + " heads");
+  require(k.rows() == n && k.cols() == hd && v.rows() == n && v.cols() == hd,
+          std::string(who) + ": q " + shape(q) + ", k " + shape(k) + ", v " + shape(v) + " differ");
+  return {n / seq, hd / heads};
+}
+
 }  // namespace
 
-void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq, MatIn wk,
-                       MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p, MatOut o, MatOut y) {
-  const AttnShape s = attention_shape(x, seq, heads, wq, wk, wv, wo);
-  require(p.rows() == s.batch * heads * seq && p.cols() == seq,
-          "attention_forward: p is " + shape(p) + ", expected (batch*heads*seq, seq)");
-  q.noalias() = x * wq;  // (n, hd)
-  k.noalias() = x * wk;
-  v.noalias() = x * wv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.dh));
-  for (std::int64_t b = 0; b < s.batch; ++b) {
+void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::int64_t heads, bool causal,
+                            MatOut p, MatOut o) {
+  const auto [batch, dh] = core_shape("attention_core_forward", q, k, v, seq, heads);
+  require(p.rows() == batch * heads * seq && p.cols() == seq,
+          "attention_core_forward: p is " + shape(p) + ", expected (batch*heads*seq, seq)");
+  require(o.rows() == q.rows() && o.cols() == q.cols(),
+          "attention_core_forward: o is " + shape(o) + ", expected " + shape(q));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t j = 0; j < heads; ++j) {
-      auto qb = q.block(b * seq, j * s.dh, seq, s.dh);  // (seq, dh)
-      auto kb = k.block(b * seq, j * s.dh, seq, s.dh);
-      auto vb = v.block(b * seq, j * s.dh, seq, s.dh);
+      auto qb = q.block(b * seq, j * dh, seq, dh);  // (seq, dh)
+      auto kb = k.block(b * seq, j * dh, seq, dh);
+      auto vb = v.block(b * seq, j * dh, seq, dh);
       auto pb = p.block((b * heads + j) * seq, 0, seq, seq);  // (seq, seq)
       pb.noalias() = (qb * kb.transpose()) * scale;
       for (std::int64_t r = 0; r < seq; ++r) {
@@ -151,9 +170,45 @@ void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causa
         row.head(visible) /= row.head(visible).sum();
         if (visible < seq) row.tail(seq - visible).setZero();
       }
-      o.block(b * seq, j * s.dh, seq, s.dh).noalias() = pb * vb;
+      o.block(b * seq, j * dh, seq, dh).noalias() = pb * vb;
     }
   }
+}
+
+void attention_core_backward(MatIn q, MatIn k, MatIn v, MatIn p, MatIn d_o, std::int64_t seq,
+                             std::int64_t heads, MatOut dq, MatOut dk, MatOut dv) {
+  const auto [batch, dh] = core_shape("attention_core_backward", q, k, v, seq, heads);
+  require(p.rows() == batch * heads * seq && p.cols() == seq && d_o.rows() == q.rows() && d_o.cols() == q.cols(),
+          "attention_core_backward: p " + shape(p) + ", d_o " + shape(d_o) + " do not fit q " + shape(q));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  MatrixRM dp(seq, seq);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t j = 0; j < heads; ++j) {
+      const auto qb = q.block(b * seq, j * dh, seq, dh);
+      const auto kb = k.block(b * seq, j * dh, seq, dh);
+      const auto vb = v.block(b * seq, j * dh, seq, dh);
+      const auto pb = p.block((b * heads + j) * seq, 0, seq, seq);
+      const auto dob = d_o.block(b * seq, j * dh, seq, dh);
+      // O = P V  =>  dV = P^T dO, dP = dO V^T.
+      dv.block(b * seq, j * dh, seq, dh).noalias() = pb.transpose() * dob;
+      dp.noalias() = dob * vb.transpose();
+      // Softmax per row: dS = P * (dP - sum(P * dP)); masked entries have P = 0, so dS = 0 there.
+      const Eigen::VectorXf rowdot = (pb.array() * dp.array()).rowwise().sum();
+      dp = (pb.array() * (dp.array().colwise() - rowdot.array())).matrix();
+      // S = Q K^T * scale  =>  dQ = dS K * scale, dK = dS^T Q * scale.
+      dq.block(b * seq, j * dh, seq, dh).noalias() = (dp * kb) * scale;
+      dk.block(b * seq, j * dh, seq, dh).noalias() = (dp.transpose() * qb) * scale;
+    }
+  }
+}
+
+void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq, MatIn wk,
+                       MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p, MatOut o, MatOut y) {
+  attention_shape(x, seq, heads, wq, wk, wv, wo);
+  q.noalias() = x * wq;  // (n, hd)
+  k.noalias() = x * wk;
+  v.noalias() = x * wv;
+  attention_core_forward(q, k, v, seq, heads, causal, p, o);
   y.noalias() = o * wo;  // (n, d)
 }
 
@@ -161,29 +216,10 @@ void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq,
                         MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn o, MatIn dy, MatOut dx,
                         MatOut dwq, MatOut dwk, MatOut dwv, MatOut dwo) {
   const AttnShape s = attention_shape(x, seq, heads, wq, wk, wv, wo);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.dh));
   dwo.noalias() += o.transpose() * dy;  // (hd, d)
   MatrixRM d_o = dy * wo.transpose();   // (n, hd)
   MatrixRM dq(s.n, s.hd), dk(s.n, s.hd), dv(s.n, s.hd);
-  MatrixRM dp(seq, seq);
-  for (std::int64_t b = 0; b < s.batch; ++b) {
-    for (std::int64_t j = 0; j < heads; ++j) {
-      const auto qb = q.block(b * seq, j * s.dh, seq, s.dh);
-      const auto kb = k.block(b * seq, j * s.dh, seq, s.dh);
-      const auto vb = v.block(b * seq, j * s.dh, seq, s.dh);
-      const auto pb = p.block((b * heads + j) * seq, 0, seq, seq);
-      const auto dob = d_o.block(b * seq, j * s.dh, seq, s.dh);
-      // O = P V  =>  dV = P^T dO, dP = dO V^T.
-      dv.block(b * seq, j * s.dh, seq, s.dh).noalias() = pb.transpose() * dob;
-      dp.noalias() = dob * vb.transpose();
-      // Softmax per row: dS = P * (dP - sum(P * dP)); masked entries have P = 0, so dS = 0 there.
-      const Eigen::VectorXf rowdot = (pb.array() * dp.array()).rowwise().sum();
-      dp = (pb.array() * (dp.array().colwise() - rowdot.array())).matrix();
-      // S = Q K^T * scale  =>  dQ = dS K * scale, dK = dS^T Q * scale.
-      dq.block(b * seq, j * s.dh, seq, s.dh).noalias() = (dp * kb) * scale;
-      dk.block(b * seq, j * s.dh, seq, s.dh).noalias() = (dp.transpose() * qb) * scale;
-    }
-  }
+  attention_core_backward(q, k, v, p, d_o, seq, heads, dq, dk, dv);
   dwq.noalias() += x.transpose() * dq;
   dwk.noalias() += x.transpose() * dk;
   dwv.noalias() += x.transpose() * dv;

@@ -82,8 +82,13 @@ Batch Batch::slice(std::int64_t first, std::int64_t count) const {
 
 std::size_t UnitCache::bytes() const {
   std::size_t total = 0;
-  for (const auto& b : saved) total += b.bytes();
+  for (const Buffer<float>* b : {&x, &q, &k, &v, &p, &o, &mid, &h, &a}) total += b->bytes();
   return total;
+}
+
+void UnitCache::clear() {
+  for (Buffer<float>* b : {&x, &q, &k, &v, &p, &o, &mid, &h, &a}) b->reset();
+  filled = false;
 }
 
 void zero(std::span<float> data) { std::fill(data.begin(), data.end(), 0.0f); }
@@ -208,7 +213,7 @@ double Model::forward_flops(std::int64_t tokens) const {
 
 // ------------------------------------------------------------------------------------ forward
 Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
-                                  std::int64_t tokens, UnitCache* cache) const {
+                                  std::int64_t tokens, UnitCache* cache, Save save) const {
   const UnitInfo& info = unit(u);
   require_size(unit_params.size(), info.count, "Model::unit_forward: parameters of " + info.name);
   require_size(x.size(), static_cast<std::size_t>(tokens * info.in_width), "Model::unit_forward: input of " + info.name);
@@ -229,7 +234,8 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
   Buffer<float> y = activation(rank, n * width(info.out_width), info.name + ".out");
   auto Y = as_matrix(y.span(), n, width(info.out_width));
   const auto X = as_matrix(std::span<const float>(x.span()), n, width(info.in_width));
-  std::vector<Buffer<float>> saved;
+  UnitCache local;  // filled below; handed to the caller's cache, or freed on return
+  local.tokens = tokens;
 
   if (u == 0 || u == num_units() - 1) {
     linear_forward(X, weight(0), bias(1), Y);
@@ -237,37 +243,40 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
     const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
     int next = 0;
     std::span<const float> ffn_in = x.span();
-    Buffer<float> xm;
     if (config_.attention) {
       const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
-      Buffer<float> q = activation(rank, n * d, info.name + ".q"), k = activation(rank, n * d, info.name + ".k"),
-                    v = activation(rank, n * d, info.name + ".v"), o = activation(rank, n * d, info.name + ".o"),
-                    p = activation(rank, (n / seq) * heads * seq * seq, info.name + ".p");
-      xm = activation(rank, n * d, info.name + ".mid");
-      auto XM = as_matrix(xm.span(), n, d);
+      local.q = activation(rank, n * d, info.name + ".q");
+      local.k = activation(rank, n * d, info.name + ".k");
+      local.v = activation(rank, n * d, info.name + ".v");
+      local.o = activation(rank, n * d, info.name + ".o");
+      local.p = activation(rank, n * heads * seq, info.name + ".p");
+      local.mid = activation(rank, n * d, info.name + ".mid");
+      auto XM = as_matrix(local.mid.span(), n, d);
       attention_forward(X, config_.seq_len, config_.n_heads, config_.causal, weight(0), weight(1), weight(2),
-                        weight(3), as_matrix(q.span(), n, d), as_matrix(k.span(), n, d), as_matrix(v.span(), n, d),
-                        as_matrix(p.span(), (n / seq) * heads * seq, seq), as_matrix(o.span(), n, d), XM);
+                        weight(3), as_matrix(local.q.span(), n, d), as_matrix(local.k.span(), n, d),
+                        as_matrix(local.v.span(), n, d), as_matrix(local.p.span(), n * heads, seq),
+                        as_matrix(local.o.span(), n, d), XM);
       XM += X;  // residual
-      for (Buffer<float>* b : {&q, &k, &v, &p, &o}) saved.push_back(std::move(*b));
-      ffn_in = xm.span();
+      ffn_in = local.mid.span();
       next = 4;
     }
-    Buffer<float> h = activation(rank, n * f, info.name + ".h"), a = activation(rank, n * f, info.name + ".a");
+    local.h = activation(rank, n * f, info.name + ".h");
+    local.a = activation(rank, n * f, info.name + ".a");
     const auto FI = as_matrix(ffn_in, n, d);
-    ffn_forward(FI, weight(next), bias(next + 1), weight(next + 2), bias(next + 3), as_matrix(h.span(), n, f),
-                as_matrix(a.span(), n, f), Y);
+    ffn_forward(FI, weight(next), bias(next + 1), weight(next + 2), bias(next + 3), as_matrix(local.h.span(), n, f),
+                as_matrix(local.a.span(), n, f), Y);
     Y += FI;  // residual
-    if (config_.attention) saved.push_back(std::move(xm));
-    saved.push_back(std::move(h));
-    saved.push_back(std::move(a));
+    if (save == Save::without_attention_core) {
+      // The core is a function of q, k, v alone: drop it now, the caller rebuilds it for the backward.
+      local.p.reset();
+      local.o.reset();
+    }
   }
   rank.compute(unit_forward_flops(u, tokens), "fwd " + info.name);
   if (cache != nullptr) {
-    cache->tokens = tokens;
-    cache->saved.clear();
-    cache->saved.push_back(std::move(x));
-    for (auto& b : saved) cache->saved.push_back(std::move(b));
+    local.x = std::move(x);
+    local.filled = true;
+    *cache = std::move(local);
   }
   return y;
 }
@@ -278,9 +287,15 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
   const UnitInfo& info = unit(u);
   require_size(unit_params.size(), info.count, "Model::unit_backward: parameters of " + info.name);
   require_size(unit_grads.size(), info.count, "Model::unit_backward: gradients of " + info.name);
-  if (cache.saved.empty()) {
+  if (!cache.filled) {
     throw std::logic_error("Model::unit_backward: the cache of " + info.name +
                            " is empty; run unit_forward with a cache first (or recompute it)");
+  }
+  const bool is_block = u != 0 && u != num_units() - 1;
+  if (is_block && config_.attention && (cache.p.empty() || cache.o.empty())) {
+    throw std::logic_error("Model::unit_backward: " + info.name +
+                           " was saved without its attention core (Save::without_attention_core); rebuild "
+                           "cache.p and cache.o from cache.q, k, v with attention_core_forward first");
   }
   const auto n = static_cast<std::size_t>(cache.tokens);
   require_size(dy.size(), n * static_cast<std::size_t>(info.out_width), "Model::unit_backward: dy of " + info.name);
@@ -295,31 +310,31 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
                      t[i].offset - base);
   };
   auto dbias = [&](int i) { return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols); };
-  auto saved = [&](std::size_t i, std::size_t rows, std::size_t cols) {
-    return as_matrix(std::span<const float>(cache.saved.at(i).span()), rows, cols);
+  auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
+    return as_matrix(std::span<const float>(b.span()), rows, cols);
   };
   const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
 
   Buffer<float> dx = activation(rank, n * width(info.in_width), info.name + ".dx");
   auto DX = as_matrix(dx.span(), n, width(info.in_width));
   const auto DY = as_matrix(dy, n, width(info.out_width));
-  if (u == 0 || u == num_units() - 1) {
-    linear_backward(saved(0, n, width(info.in_width)), weight(0), DY, DX, dweight(0), dbias(1));
+  if (!is_block) {
+    linear_backward(saved(cache.x, n, width(info.in_width)), weight(0), DY, DX, dweight(0), dbias(1));
   } else {
     const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
     const int next = config_.attention ? 4 : 0;
-    const std::size_t hi = config_.attention ? 7 : 1;  // index of h in the cache
-    const auto FI = config_.attention ? saved(6, n, d) : saved(0, n, d);
+    const auto FI = saved(config_.attention ? cache.mid : cache.x, n, d);  // (tokens, d_model) the FFN's input
     // y = FI + ffn(FI): the residual passes dy straight through, the FFN adds its part.
     MatrixRM dmid(n, d);
-    ffn_backward(FI, weight(next), weight(next + 2), saved(hi, n, f), saved(hi + 1, n, f), DY, dmid,
+    ffn_backward(FI, weight(next), weight(next + 2), saved(cache.h, n, f), saved(cache.a, n, f), DY, dmid,
                  dweight(next), dbias(next + 1), dweight(next + 2), dbias(next + 3));
     dmid += DY;
     if (config_.attention) {
-      const std::size_t seq = width(config_.seq_len), heads = width(config_.n_heads);
-      attention_backward(saved(0, n, d), config_.seq_len, config_.n_heads, weight(0), weight(1), weight(2), weight(3),
-                         saved(1, n, d), saved(2, n, d), saved(3, n, d), saved(4, (n / seq) * heads * seq, seq),
-                         saved(5, n, d), dmid, DX, dweight(0), dweight(1), dweight(2), dweight(3));
+      const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
+      attention_backward(saved(cache.x, n, d), config_.seq_len, config_.n_heads, weight(0), weight(1), weight(2),
+                         weight(3), saved(cache.q, n, d), saved(cache.k, n, d), saved(cache.v, n, d),
+                         saved(cache.p, n * heads, seq), saved(cache.o, n, d), dmid, DX, dweight(0), dweight(1),
+                         dweight(2), dweight(3));
       DX += dmid;
     } else {
       DX = dmid;

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "mgpu/cluster.hpp"
+#include "mgpu/model/layers.hpp"
 #include "mgpu/model/model.hpp"
+#include "mgpu/tensor.hpp"
 
 using namespace mgpu;
 using namespace mgpu::model;
@@ -215,4 +217,54 @@ TEST_CASE("driving the units one by one (with a recomputed unit) gives forward_b
     by_unit.assign(rep.grads.begin(), rep.grads.end());
   });
   CHECK(whole == by_unit);
+}
+
+TEST_CASE("a block saved without its attention core keeps q, k, v and needs p, o rebuilt before its backward") {
+  const Model net(tiny(LossKind::mse, true));
+  const Batch batch = net.make_batch(2, 5);
+  const std::int64_t n = batch.tokens();
+  const auto d = static_cast<std::size_t>(net.config().d_model), seq = static_cast<std::size_t>(net.config().seq_len),
+             heads = static_cast<std::size_t>(net.config().n_heads);
+  std::vector<float> whole, selective;
+  Cluster(1).run([&](Rank& r) {
+    Replica rep = net.make_replica(r.memory(), 4);
+    net.forward_backward(r, rep.params.span(), rep.grads.span(), batch);
+    whole.assign(rep.grads.begin(), rep.grads.end());
+    zero(rep.grads.span());
+
+    const std::span<const float> params = rep.params.span();
+    std::vector<UnitCache> caches(static_cast<std::size_t>(net.num_units()));
+    Buffer<float> x = net.input(r, batch);
+    for (int u = 0; u < net.num_units(); ++u)
+      x = net.unit_forward(r, u, net.unit_view(params, u), std::move(x), n, &caches[static_cast<std::size_t>(u)],
+                           Save::without_attention_core);
+    const UnitCache& block = caches[1];
+    CHECK(block.p.empty());
+    CHECK(block.o.empty());
+    CHECK(block.bytes() == static_cast<std::size_t>(n) * (5 * d + 2 * static_cast<std::size_t>(net.config().d_ff)) * 4);
+    Buffer<float> dy(r.memory(), Category::activations, x.size(), "dloss");
+    net.loss_backward(x.span(), batch, dy.span());
+    x.reset();
+    for (int u = net.num_units() - 1; u >= 0; --u) {
+      UnitCache& c = caches[static_cast<std::size_t>(u)];
+      if (u >= 1 && u <= net.config().n_layers) {
+        CHECK_THROWS_AS(net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(rep.grads.span(), u), c,
+                                          dy.span()),
+                        std::logic_error);
+        c.p = Buffer<float>(r.memory(), Category::activations, static_cast<std::size_t>(n) * heads * seq, "p");
+        c.o = Buffer<float>(r.memory(), Category::activations, static_cast<std::size_t>(n) * d, "o");
+        const auto N = static_cast<std::size_t>(n);
+        attention_core_forward(as_matrix(std::span<const float>(c.q.span()), N, d),
+                               as_matrix(std::span<const float>(c.k.span()), N, d),
+                               as_matrix(std::span<const float>(c.v.span()), N, d), net.config().seq_len,
+                               net.config().n_heads, net.config().causal, as_matrix(c.p.span(), N * heads, seq),
+                               as_matrix(c.o.span(), N, d));
+      }
+      dy = net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(rep.grads.span(), u), c, dy.span());
+    }
+    selective.assign(rep.grads.begin(), rep.grads.end());
+    dy.reset();  // the embedding's dx, the last gradient
+    CHECK(r.memory().current(Category::activations) == 0);
+  });
+  CHECK(whole == selective);
 }

@@ -110,6 +110,24 @@ TEST_CASE("attention backward matches finite differences, causal and not") {
   }
 }
 
+TEST_CASE("the attention core rerun from q, k, v gives the saved p and o bit for bit") {
+  // What selective recomputation relies on: the core is a function of q, k, v alone.
+  Rng rng(6);
+  const int seq = 5, batch = 2, n = seq * batch, d = 8, heads = 2;
+  MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, d), wk = random_matrix(rng, d, d),
+           wv = random_matrix(rng, d, d), wo = random_matrix(rng, d, d);
+  MatrixRM q(n, d), k(n, d), v(n, d), p(batch * heads * seq, seq), o(n, d), y(n, d);
+  attention_forward(x, seq, heads, true, wq, wk, wv, wo, q, k, v, p, o, y);
+  MatrixRM p2(batch * heads * seq, seq), o2(n, d);
+  attention_core_forward(q, k, v, seq, heads, true, p2, o2);
+  CHECK(p2 == p);
+  CHECK(o2 == o);
+  CHECK(attention_core_flops(n, seq, d) == 4.0 * n * seq * d);
+  CHECK(attention_flops(n, seq, d, d) == 4.0 * linear_flops(n, d, d) + attention_core_flops(n, seq, d));
+  MatrixRM bad(n + 1, d);
+  CHECK_THROWS_AS(attention_core_forward(q, k, bad, seq, heads, true, p2, o2), std::invalid_argument);
+}
+
 TEST_CASE("causal attention: a token's output does not depend on later tokens") {
   Rng rng(5);
   const int seq = 5, n = seq, d = 4, heads = 2;

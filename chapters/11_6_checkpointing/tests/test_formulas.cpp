@@ -35,8 +35,11 @@ TEST_CASE("the best interval is no worse than any other and gives ceil(2 sqrt(L)
 }
 
 TEST_CASE("on a tie the smallest interval is returned") {
-  // L = 1000: k = 28..32 all give 64 units.
+  // L = 1000: k = 28..36 all give 64 units (ceil(1000/28) + 28 = 36 + 28, ..., ceil(1000/36) + 36 = 28 + 36).
   CHECK(best_checkpoint_interval(1000) == 28);
+  for (std::int64_t k = 28; k <= 36; ++k) CHECK(checkpointed_peak_units(1000, k) == 64);
+  CHECK(checkpointed_peak_units(1000, 27) == 65);
+  CHECK(checkpointed_peak_units(1000, 37) == 65);
   CHECK(best_checkpoint_interval(1) == 1);
 }
 

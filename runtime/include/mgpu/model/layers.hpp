@@ -31,6 +31,9 @@ double ffn_flops(std::int64_t n, std::int64_t d, std::int64_t f);
 /// FLOPs of the attention forward on n = batch*seq tokens of width d with inner width hd = heads*head_dim:
 /// four projections plus the (seq x seq) score and weighted-sum matmuls per sequence and head.
 double attention_flops(std::int64_t n, std::int64_t seq, std::int64_t d, std::int64_t hd);
+/// FLOPs of the attention core alone (attention_core_forward): the score matmul Q K^T and the
+/// weighted sum P V, 2*n*seq*hd each, so 4*n*seq*hd. What selective recomputation reruns.
+double attention_core_flops(std::int64_t n, std::int64_t seq, std::int64_t hd);
 
 // ------------------------------------------------------------------------------------ linear
 /// y = x W + b.  x (n, in), w (in, out), b (out) or size 0, y (n, out), overwritten.
@@ -61,6 +64,7 @@ void ffn_backward(MatIn x, MatIn w1, MatIn w2, MatIn h, MatIn a, MatIn dy, MatOu
 /// hd = wq.cols() into heads blocks of dh = hd/heads columns. wq, wk, wv (d, hd), wo (hd, d).
 /// A tensor-parallel shard passes its columns of wq/wk/wv, its rows of wo and its head count.
 /// Saves q, k, v, o (n, hd) and the probabilities p (batch*heads*seq, seq) for backward.
+/// It is the projections around attention_core_forward, which computes p and o.
 /// @throws std::invalid_argument when n is not a multiple of seq or hd not a multiple of heads.
 void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq, MatIn wk,
                        MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p, MatOut o, MatOut y);
@@ -68,6 +72,19 @@ void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causa
 void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
                         MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn o, MatIn dy, MatOut dx,
                         MatOut dwq, MatOut dwk, MatOut dwv, MatOut dwo);
+
+/// The attention core, the part with no weights: per sequence and head, the probabilities
+/// P = softmax(Q K^T / sqrt(dh) [+ causal mask]) and the weighted sum O = P V.
+/// q, k, v (n, hd) with n = batch*seq; p (batch*heads*seq, seq) and o (n, hd) are overwritten.
+/// A function of q, k and v alone, so it can be rerun in the backward instead of storing p
+/// (selective activation recomputation, Korthikanti et al. 2022); same inputs, same bits.
+/// @throws std::invalid_argument when the shapes do not fit.
+void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::int64_t heads, bool causal,
+                            MatOut p, MatOut o);
+/// Backward of attention_core_forward: from d_o (n, hd), the gradients dq, dk, dv (n, hd),
+/// overwritten. Needs the probabilities p the forward produced (saved or recomputed).
+void attention_core_backward(MatIn q, MatIn k, MatIn v, MatIn p, MatIn d_o, std::int64_t seq,
+                             std::int64_t heads, MatOut dq, MatOut dk, MatOut dv);
 
 // ------------------------------------------------------------------------------------ losses
 /// Mean squared error over every element: sum((y - t)^2) / (rows*cols). y, t (n, c).

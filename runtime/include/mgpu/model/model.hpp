@@ -80,15 +80,33 @@ struct Batch {
   Batch slice(std::int64_t first, std::int64_t count) const;
 };
 
+/// What a block's forward keeps for its backward (the embedding and the head always keep their input).
+enum class Save {
+  everything,              ///< every activation the backward needs
+  without_attention_core,  ///< all but the attention core's p and o, which the caller rebuilds from q, k, v
+                           ///< before the backward (selective recomputation, section 11.6)
+};
+
 /// Activations one unit saved in its forward pass for its backward pass, ledger-tracked under
 /// Category::activations. unit_backward empties it, which is when the ledger sees them freed.
+/// The embedding and the head keep x only; a block keeps x and its internals (q to o only with
+/// attention; p and o stay empty when it ran with Save::without_attention_core).
 struct UnitCache {
-  std::int64_t tokens = 0;             ///< rows of the saved tensors
-  std::vector<Buffer<float>> saved;    ///< the unit's input first, then its internals
+  std::int64_t tokens = 0;  ///< rows of the saved tensors
+  bool filled = false;      ///< set by unit_forward, cleared by unit_backward
+  Buffer<float> x;          ///< (tokens, in_width) the unit's input
+  Buffer<float> q;          ///< (tokens, d_model) queries x Wq
+  Buffer<float> k;          ///< (tokens, d_model) keys x Wk
+  Buffer<float> v;          ///< (tokens, d_model) values x Wv
+  Buffer<float> p;          ///< (tokens * n_heads, seq_len) probabilities, (seq, seq) per sequence and head
+  Buffer<float> o;          ///< (tokens, d_model) the weighted sums P V, the output projection's input
+  Buffer<float> mid;        ///< (tokens, d_model) residual stream after attention: the FFN's input
+  Buffer<float> h;          ///< (tokens, d_ff) FFN pre-activation x W1 + b1
+  Buffer<float> a;          ///< (tokens, d_ff) GELU(h)
   /// Bytes held.
   std::size_t bytes() const;
   /// Frees every saved buffer.
-  void clear() { saved.clear(); }
+  void clear();
 };
 
 /// The flat parameters and gradients of one model copy on one rank.
@@ -143,12 +161,15 @@ class Model {
 
   /// Forward of unit `u`: x (tokens, in_width) -> returned (tokens, out_width), allocated in the
   /// rank's ledger as activations. With a cache, x and the internals backward needs are moved
-  /// into it; without (inference, or a checkpointed pass), x is freed on return.
+  /// into it (for an attention block with Save::without_attention_core, all but p and o, which
+  /// are freed on return); without (inference, or a checkpointed pass), x is freed on return.
   /// Charges unit_forward_flops to the rank's clock as "fwd <unit name>".
   Buffer<float> unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
-                             std::int64_t tokens, UnitCache* cache) const;
+                             std::int64_t tokens, UnitCache* cache, Save save = Save::everything) const;
   /// Backward of unit `u` from dy (tokens, out_width): accumulates (+=) into unit_grads, returns
   /// dx (tokens, in_width) and empties the cache. Charges twice the forward FLOPs as "bwd <unit name>".
+  /// @throws std::logic_error when the cache is empty, or when an attention block's p or o is
+  ///         missing (saved without the core and not rebuilt).
   Buffer<float> unit_backward(Rank& rank, int u, std::span<const float> unit_params, std::span<float> unit_grads,
                               UnitCache& cache, std::span<const float> dy) const;
   /// The batch's inputs copied into a ledger-tracked activations buffer (tokens, d_in): the `x`
