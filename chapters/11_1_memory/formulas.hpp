@@ -133,7 +133,7 @@ struct TransformerShape {
 /// What is recomputed in the backward pass instead of stored (Korthikanti et al. 2022).
 enum class Recompute {
   none,       ///< store every activation the backward pass needs
-  selective,  ///< recompute the attention core (softmax, its dropout, scores times V)
+  selective,  ///< recompute the attention core (softmax, its dropout, scores times V); 11.6 runs it on the fp32 course model
   full,       ///< store only each layer's input and rerun the layer's forward in backward
 };
 
