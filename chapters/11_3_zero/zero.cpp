@@ -65,6 +65,24 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
   throw NotImplemented("11.3 reduce_scatter_unit (bf16)");
 }
 
+Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                   const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                                   std::span<float> shard_grads) {
+  // TODO(11.3 zero2_overlap): reduce_scatter_unit split in two: post the reduce-scatter and
+  //   return the padded copy with its Request, unwaited. Then let reduce_scatter_unit call this
+  //   and wait, and give zero_step and mixed_step their `overlap` (zero.hpp, zero_step): at most
+  //   kMaxReduceScattersInFlight posted at once, every one waited before Adam. Calls:
+  //   dp.ireduce_scatter, Request::wait; a std::deque keeps them oldest first.
+  throw NotImplemented("11.3 start_reduce_scatter_unit");
+}
+
+Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                     const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                                     std::span<bf16> shard_grads) {
+  // TODO(11.3 zero2_overlap): the same with bf16 elements (a template serves both).
+  throw NotImplemented("11.3 start_reduce_scatter_unit (bf16)");
+}
+
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
   // TODO(11.3 zero_local_batch): the N slices are equal, disjoint, contiguous and in rank order,
   //   so together they are the batch; an uneven batch or a bad rank throws std::invalid_argument
@@ -73,7 +91,7 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
 }
 
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch) {
+                 bool prefetch, bool overlap) {
   // TODO(11.3 zero_step): stages 0 and 1 (stage 3 hands over to fsdp_step, a bf16_mixed state
   //   to mixed_step). Done when, after every step, each rank's full weights equal plain data
   //   parallelism's up to fp32 rounding,
@@ -86,6 +104,7 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   //   never exists: at any moment at most one unit's gradient is held (Category::comm), and
   //   state.grads holds only the shard. Model::forward_backward cannot do that; drive the units
   //   yourself with model.input, unit_forward, loss_backward and unit_backward.
+  // (TODO 19, zero2_overlap, comes back here once mixed_step works: see start_reduce_scatter_unit.)
   throw NotImplemented("11.3 zero_step");
 }
 
@@ -104,7 +123,7 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 }
 
 double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                  bool prefetch) {
+                  bool prefetch, bool overlap) {
   // TODO(11.3 mixed_step): one bf16 mixed-precision step at any stage (zero_step hands over when
   //   state.precision is bf16_mixed). Done when the ledger's state peaks stay those of
   //   make_zero_state, every collective carries bf16 (half the fp32 bytes), the loss falls as

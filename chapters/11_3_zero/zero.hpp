@@ -170,6 +170,47 @@ Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
                          int u, std::span<const float> unit_grads, std::span<float> shard_grads);
 
+/// A unit's gradient on its way to the shard: `padded` (N * s_u elements, Category::comm) is the
+/// zero-padded copy the reduce-scatter reads, so it must stay alive until `done` has been waited;
+/// release it right after. Destroying the struct waits `done` before freeing `padded` (members
+/// are destroyed last to first).
+template <class T>
+struct BasicReducing {
+  Buffer<T> padded;  ///< the staging copy the collective reads; free it only after `done`
+  Request done;      ///< wait before reading the shard or releasing `padded`
+};
+
+/// An fp32 unit gradient being reduce-scattered (Precision::fp32).
+using Reducing = BasicReducing<float>;
+/// A bf16 unit gradient being reduce-scattered (Precision::bf16_mixed).
+using Reducing16 = BasicReducing<bf16>;
+
+/// The most gradient reduce-scatters an overlapped stage-2 step keeps in flight (posted, not yet
+/// waited). Two is double buffering: one reduce-scatter on the wire and the next queued behind
+/// it, so the comm stream never idles for want of work while a unit's backward computes. Posting
+/// every unit without a bound would hide just as much, but the staging copies of all units
+/// together are a full gradient again, the very buffer stage 2 exists to remove.
+inline constexpr std::size_t kMaxReduceScattersInFlight = 2;
+
+/// reduce_scatter_unit without the wait: copies unit_grads into `padded` and posts
+/// dp.ireduce_scatter(padded, shard_grads, avg), returning at once. `unit_grads` may be released
+/// as soon as this returns; `shard_grads` holds the average only once `done` has been waited.
+/// reduce_scatter_unit is this followed by done.wait().
+///
+/// TODO 19 of 11.3 (zero2_overlap), with the overlap in zero_step and mixed_step.
+/// @throws std::invalid_argument as reduce_scatter_unit.
+Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                   const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                                   std::span<float> shard_grads);
+
+/// start_reduce_scatter_unit for bf16 gradients: a bf16 padded copy and a bf16 reduce-scatter.
+///
+/// TODO 19 of 11.3 (zero2_overlap).
+/// @throws std::invalid_argument as reduce_scatter_unit.
+Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                     const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                                     std::span<bf16> shard_grads);
+
 /// reduce_scatter_unit for bf16 gradients (Precision::bf16_mixed): the padded copy is a bf16
 /// Category::comm buffer and the reduce-scatter runs on bf16 (the runtime sums in fp32 and
 /// rounds once, as NCCL does), so it sends half the bytes of the fp32 one.
@@ -207,9 +248,18 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
 ///   then Adam and the gather as in stage 1.
 /// - stage 3: return fsdp_step(...).
 /// - state.precision == Precision::bf16_mixed, any stage: return mixed_step(...).
+///
+/// TODO 19 of 11.3 (zero2_overlap): with `overlap` at stage 2, post each unit's reduce-scatter
+/// with start_reduce_scatter_unit as soon as its backward ends, so that it travels on the comm
+/// stream while the backward of the units before it computes. Keep at most
+/// kMaxReduceScattersInFlight of them in flight: when that many are pending, wait the oldest
+/// and release its staging copy before posting the next. Wait every one before Adam reads
+/// state.grads. The same reductions in the same order, so the weights, gradients and bytes are
+/// bitwise those without `overlap`; only the step time falls. Stages 0, 1 and 3 ignore
+/// `overlap` (as stages 0-2 ignore `prefetch`).
 /// @throws std::invalid_argument when the batch does not split over the group (zero_local_batch).
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch = false);
+                 bool prefetch = false, bool overlap = false);
 
 /// One ZeRO-3 (FSDP) step: weights live only as shards; each unit is gathered, used, released.
 ///
@@ -239,7 +289,9 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 /// and writes the rounded weights into weights16 (full layout at stages 0-2, shard at stage 3).
 /// Stages 1 and 2 then all-gather each unit's updated bf16 owned range into weights16, as the
 /// fp32 stages do. With `prefetch` at stage 3, the next unit's gather is posted before the
-/// current unit computes, as in fsdp_prefetch.
+/// current unit computes, as in fsdp_prefetch. With `overlap` at stage 2, each unit's bf16
+/// reduce-scatter is posted (start_reduce_scatter_unit) and waited as zero_step's overlap says
+/// (TODO 19, zero2_overlap).
 ///
 /// Against an fp32 run from the same start, every weight differs by about its bf16 rounding
 /// plus what the rounded gradients changed in Adam's steps; the loss falls alike.
@@ -247,7 +299,7 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 /// TODO 18 of 11.3 (mixed_step).
 /// @throws std::invalid_argument when state.precision is not bf16_mixed, or as zero_step.
 double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                  bool prefetch = false);
+                  bool prefetch = false, bool overlap = false);
 
 /// The full parameters (model layout, num_params elements) as every rank sees them: a copy of
 /// state.weights for stages 0..2, the per-unit all-gather of the shards for stage 3 (a

@@ -5,6 +5,7 @@
 #include "11_3_zero/checks.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <utility>
 
@@ -62,15 +63,49 @@ BasicGathered<T> gather_any(Comm& dp, MemoryLedger& ledger, const model::Model& 
 }
 
 template <class T>
-void reduce_scatter_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                        std::span<const T> unit_grads, std::span<T> shard_grads) {
+BasicReducing<T> start_reduce_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
+                                  int u, std::span<const T> unit_grads, std::span<T> shard_grads) {
   const model::UnitInfo& info = model.unit(u);
   const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
   require_length("reduce_scatter_unit", "unit_grads", unit_grads.size(), info.count);
   require_length("reduce_scatter_unit", "shard_grads", shard_grads.size(), s);
-  Buffer<T> padded(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.rs " + info.name);
-  std::copy(unit_grads.begin(), unit_grads.end(), padded.begin());
-  dp.reduce_scatter(padded, shard_grads, ReduceOp::avg);
+  BasicReducing<T> r;
+  r.padded = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.rs " + info.name);
+  std::copy(unit_grads.begin(), unit_grads.end(), r.padded.begin());
+  r.done = dp.ireduce_scatter(r.padded, shard_grads, ReduceOp::avg);
+  return r;
+}
+
+template <class T>
+void reduce_scatter_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
+                        std::span<const T> unit_grads, std::span<T> shard_grads) {
+  start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard_grads).done.wait();
+}
+
+// The overlapped stage-2 reduce-scatters of one step, oldest first.
+template <class T>
+using InFlight = std::deque<BasicReducing<T>>;
+
+// Waits the oldest pending reduce-scatter and releases its staging copy.
+template <class T>
+void retire_oldest(InFlight<T>& in_flight) {
+  in_flight.front().done.wait();
+  in_flight.pop_front();
+}
+
+// Posts unit u's reduce-scatter without waiting it. Room is made first, so at most
+// kMaxReduceScattersInFlight staging copies are ever alive, never one per unit.
+template <class T>
+void post_reduce_scatter(InFlight<T>& in_flight, Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const T> unit_grads, std::span<T> shard) {
+  if (in_flight.size() == kMaxReduceScattersInFlight) retire_oldest(in_flight);
+  in_flight.push_back(start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard));
+}
+
+// Every shard is reduced once this returns: Adam may read them.
+template <class T>
+void finish_reduce_scatters(InFlight<T>& in_flight) {
+  while (!in_flight.empty()) retire_oldest(in_flight);
 }
 
 // The second table of ZeroState: bf16 weights16 and grads16, fp32 master and moments. The master
@@ -197,6 +232,18 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
   reduce_scatter_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
 }
 
+Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                   const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                                   std::span<float> shard_grads) {
+  return start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
+}
+
+Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                     const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                                     std::span<bf16> shard_grads) {
+  return start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
+}
+
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
   if (ranks < 1 || rank < 0 || rank >= ranks || global.sequences % ranks != 0)
     throw std::invalid_argument("zero_local_batch: a batch of " + std::to_string(global.sequences) +
@@ -209,9 +256,9 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
 }
 
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch) {
+                 bool prefetch, bool overlap) {
   check_stage("zero_step", state.stage);
-  if (state.precision == Precision::bf16_mixed) return mixed_step(rank, dp, model, state, global, prefetch);
+  if (state.precision == Precision::bf16_mixed) return mixed_step(rank, dp, model, state, global, prefetch, overlap);
   if (state.stage == 3) return fsdp_step(rank, dp, model, state, global, prefetch);
   const model::Batch local = zero_local_batch(global, dp.rank(), dp.size());
   const ShardLayout& layout = state.layout;
@@ -243,14 +290,22 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     Buffer<float> d(rank.memory(), Category::activations, x.size(), "zero.dloss");
     loss = model.loss_backward(x.span(), local, d.span());
     x.reset();
+    // With overlap a unit's reduce-scatter travels on the comm stream while the units before it
+    // compute their backward.
+    InFlight<float> in_flight;
     for (int u = model.num_units() - 1; u >= 0; --u) {
       Buffer<float> unit_grads(rank.memory(), Category::comm, model.unit(u).count, "zero.unit_grads");
       d = model.unit_backward(rank, u, model.unit_view(state.weights.span(), u), unit_grads.span(),
                               caches[static_cast<std::size_t>(u)], d.span());
       const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-      reduce_scatter_unit(dp, rank.memory(), model, layout, u, unit_grads.span(),
-                          state.grads.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+      const std::span<float> shard = state.grads.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]);
+      if (overlap)
+        post_reduce_scatter(in_flight, dp, rank.memory(), model, layout, u, std::span<const float>(unit_grads.span()),
+                            shard);
+      else
+        reduce_scatter_unit(dp, rank.memory(), model, layout, u, unit_grads.span(), shard);
     }
+    finish_reduce_scatters(in_flight);
     step_owned_ranges(dp, model, state, state.grads.span());
   }
   gather_full(rank, dp, model, state);
@@ -313,7 +368,7 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 }
 
 double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                  bool prefetch) {
+                  bool prefetch, bool overlap) {
   check_stage("mixed_step", state.stage);
   if (state.precision != Precision::bf16_mixed)
     throw std::invalid_argument("mixed_step: the state holds fp32 weights; build it with Precision::bf16_mixed "
@@ -368,6 +423,7 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
   const double loss = model.loss_backward(x.span(), local, d.span());
   x.reset();
 
+  InFlight<bf16> in_flight;  // stage 2 with overlap: the posted, unwaited reduce-scatters
   current = fetch(units - 1);
   for (int u = units - 1; u >= 0; --u) {
     Gathered16 next;
@@ -383,11 +439,15 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
       model::to_bf16(unit_grads.span(), rounded.span());
       unit_grads.reset();
       const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-      reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()),
-                          state.grads16.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+      const std::span<bf16> shard = state.grads16.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]);
+      if (overlap && stage == 2)
+        post_reduce_scatter(in_flight, dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()), shard);
+      else
+        reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()), shard);
     }
     if (u > 0) current = prefetch ? std::move(next) : fetch(u - 1);
   }
+  finish_reduce_scatters(in_flight);
 
   // The reduced bf16 gradient of what this rank updates: grads16 itself, except at stage 1.
   Buffer<bf16> staging;
