@@ -1,0 +1,28 @@
+// The command line of `mgpu pipeline`: flags to FigureOptions (CLI11), then the report, the
+// SVG timeline, the Chrome trace and the --target-bubble answer. A function rather than main()
+// so that tests run the same code and check exit statuses and output.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mgpu::pipeline_figure {
+
+/// Exit statuses of `mgpu pipeline`.
+enum ExitStatus : int {
+  kExitOk = 0,       ///< the report (or the --target-bubble answer) was printed
+  kExitIoError = 1,  ///< --svg or --trace could not be written
+  kExitUsage = 2,    ///< a flag is missing, unknown or inconsistent; the message says the fix
+  kExitNotImplemented = 3,  ///< a chapter function the run needs is still a TODO
+  kExitBadSchedule =
+      4,  ///< the schedule or the executor failed (invalid schedule, deadlock, other order)
+};
+
+/// Runs `mgpu pipeline` on `args` (the flags, without the program name), printing the report to
+/// `out` and problems to `err`. Relative --svg and --trace paths are relative to the working
+/// directory (`./mgpu pipeline` runs the program in the folder it was called from). Returns one
+/// of ExitStatus.
+int run_pipeline_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace mgpu::pipeline_figure

@@ -1,0 +1,349 @@
+// Runs the pipeline figure's step and measures it the way chapters/11_5_pipeline/tests do:
+// a stage's bubble is 1 - its compute time / the step's makespan, and its in-flight count is its
+// activation ledger peak divided by what one micro-batch leaves saved on it.
+#include "pipeline/figure.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mgpu/not_implemented.hpp>
+#include <numeric>
+
+namespace mgpu::pipeline_figure {
+
+using pipeline::Action;
+using pipeline::Pass;
+using pipeline::PipelineSchedule;
+
+ScheduleKind parse_schedule(const std::string& name) {
+  if (name == "gpipe") return ScheduleKind::gpipe;
+  if (name == "1f1b") return ScheduleKind::one_f_one_b;
+  if (name == "interleaved") return ScheduleKind::interleaved;
+  throw UsageError(fmt::format(
+      "--schedule '{}' is not a schedule: use --schedule gpipe, 1f1b or interleaved", name));
+}
+
+std::string schedule_flag(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::gpipe:
+      return "gpipe";
+    case ScheduleKind::one_f_one_b:
+      return "1f1b";
+    case ScheduleKind::interleaved:
+      return "interleaved";
+  }
+  return "";
+}
+
+std::string schedule_title(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::gpipe:
+      return "GPipe";
+    case ScheduleKind::one_f_one_b:
+      return "1F1B";
+    case ScheduleKind::interleaved:
+      return "interleaved 1F1B";
+  }
+  return "";
+}
+
+void validate(const FigureOptions& o) {
+  if (o.stages < 1)
+    throw UsageError(
+        fmt::format("--stages {}: a pipeline has at least one stage; use --stages 4", o.stages));
+  if (o.stages > kMaxStages)
+    throw UsageError(fmt::format(
+        "--stages {}: the simulation runs one thread per stage; use at most --stages {}", o.stages,
+        kMaxStages));
+  if (o.micro_batches < 1)
+    throw UsageError(fmt::format(
+        "--micro-batches {}: a step has at least one micro-batch; use --micro-batches 8",
+        o.micro_batches));
+  if (o.chunks < 1)
+    throw UsageError(
+        fmt::format("--chunks {}: each stage holds at least one chunk; use --chunks 2", o.chunks));
+  if (o.chunks != 1 && o.schedule != ScheduleKind::interleaved)
+    throw UsageError(
+        fmt::format("--chunks {} needs --schedule interleaved: {} gives each stage one chunk",
+                    o.chunks, schedule_title(o.schedule)));
+  if (o.schedule == ScheduleKind::interleaved && o.micro_batches % o.stages != 0) {
+    const int below = o.micro_batches / o.stages * o.stages, above = below + o.stages;
+    throw UsageError(
+        fmt::format("--micro-batches {} is not a multiple of --stages {}: interleaved 1F1B sends "
+                    "the micro-batches "
+                    "through the chunks in groups of p; use --micro-batches {}",
+                    o.micro_batches, o.stages,
+                    below > 0 ? fmt::format("{} or {}", below, above) : std::to_string(above)));
+  }
+  if (!std::isfinite(o.latency) || o.latency < 0)
+    throw UsageError(
+        fmt::format("--latency {}: seconds per message, 0 or more; use --latency 5e-6", o.latency));
+}
+
+PipelineSchedule make_schedule(const FigureOptions& o) {
+  validate(o);
+  switch (o.schedule) {
+    case ScheduleKind::gpipe:
+      return pipeline::gpipe_schedule(o.stages, o.micro_batches);
+    case ScheduleKind::one_f_one_b:
+      return pipeline::one_f_one_b_schedule(o.stages, o.micro_batches);
+    case ScheduleKind::interleaved:
+      return pipeline::interleaved_one_f_one_b_schedule(o.stages, o.micro_batches, o.chunks);
+  }
+  throw std::logic_error("make_schedule: unknown schedule");
+}
+
+namespace {
+
+// The chapter tests' equal-stage model: FFN blocks dominate the compute and the embedding and
+// head are one feature wide, so every chunk costs the same to about 0.1% and the formula, which
+// assumes equal stages, applies. One block per chunk, its width divided by v so that a stage does
+// the same work whatever v: only the cut changes, and with latency the price of v times as many
+// messages shows.
+model::ModelConfig equal_chunk_config(int p, int v) {
+  model::ModelConfig c;
+  c.d_in = 1;
+  c.d_model = 16;
+  c.d_ff = std::max<std::int64_t>(16, std::llround(768.0 / v));
+  c.n_layers = p * v;
+  c.attention = false;
+  c.seq_len = 2;
+  c.d_out = 1;
+  return c;
+}
+
+// The cluster of the chapter tests: 1 GFLOP/s, links that cost only `latency`.
+ClusterConfig cluster_config(const FigureOptions& o) {
+  ClusterConfig cc;
+  cc.world_size = o.stages;
+  cc.gpus_per_node = o.stages;  // one node: every boundary uses the same link
+  cc.flops_per_second = 1e9;
+  cc.intra_node_latency = cc.inter_node_latency = o.latency;
+  cc.intra_node_bandwidth = cc.inter_node_bandwidth = 1e18;
+  return cc;
+}
+
+constexpr std::uint64_t kWeightSeed = 5;
+constexpr std::uint64_t kBatchSeed = 3;
+
+// Bytes one micro-batch leaves saved by each unit between its forward and backward, from the
+// runtime's own unit_forward on one rank (no chapter code), as the chapter's ledger test does.
+std::vector<std::size_t> saved_bytes_per_unit(const model::Model& net, const model::Batch& micro) {
+  std::vector<std::size_t> bytes;
+  Cluster cluster(1);
+  cluster.run([&](Rank& r) {
+    const model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
+    Buffer<float> x = net.input(r, micro);
+    for (int u = 0; u < net.num_units(); ++u) {
+      model::UnitCache cache;
+      x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
+                           micro.tokens(), &cache);
+      bytes.push_back(cache.bytes());
+    }
+  });
+  return bytes;
+}
+
+// Cuts stage s's compute spans into its program's actions: an action on a chunk of n units is
+// n spans, "fwd <unit>" or "bwd <unit>" (Model::unit_forward / unit_backward label them so).
+// A timeline that does not split this way came from an executor that ran another order.
+std::vector<Box> boxes_of_stage(const model::Model& net, const PipelineSchedule& schedule, int s,
+                                const std::vector<Span>& timeline) {
+  std::vector<const Span*> compute;
+  for (const Span& span : timeline)
+    if (span.stream == Stream::compute && span.kind == SpanKind::compute) compute.push_back(&span);
+  const int p = schedule.stages, v = schedule.chunks;
+  std::vector<Box> boxes;
+  std::size_t next = 0;
+  for (const Action& a : schedule.per_stage[static_cast<std::size_t>(s)]) {
+    const pipeline::StageUnits units = pipeline::stage_units(net, p * v, a.chunk * p + s);
+    const std::string_view prefix = a.pass == Pass::forward ? "fwd " : "bwd ";
+    Box box{s, a.pass, a.micro_batch, a.chunk, 0, 0};
+    for (int u = units.first; u < units.last; ++u, ++next) {
+      if (next >= compute.size() || !compute[next]->label.starts_with(prefix))
+        throw std::runtime_error(fmt::format(
+            "stage {}'s timeline does not follow its program at the {}: expected \"{}{}\", found "
+            "{}; "
+            "run_pipeline must run the schedule's actions in order, each chunk's units once",
+            s, pipeline::describe(a), prefix, net.unit(u).name,
+            next < compute.size() ? "\"" + compute[next]->label + "\"" : std::string("nothing")));
+      if (u == units.first) box.start = compute[next]->start;
+      box.end = compute[next]->end;
+    }
+    boxes.push_back(box);
+  }
+  if (next != compute.size())
+    throw std::runtime_error(
+        fmt::format("stage {} computed {} spans more than its program's actions need; "
+                    "run_pipeline must run each chunk's units once per action",
+                    s, compute.size() - next));
+  return boxes;
+}
+
+template <class F>
+Formula formula_of(F&& f) {
+  try {
+    return {f(), ""};
+  } catch (const NotImplemented& e) {
+    std::string what = e.what();
+    const std::string prefix = "not implemented: ";
+    if (what.starts_with(prefix)) what = what.substr(prefix.size());
+    return {std::nullopt, what};
+  }
+}
+
+}  // namespace
+
+Figure run_figure(const FigureOptions& o, bool with_trace) {
+  const PipelineSchedule schedule = make_schedule(o);
+  const int p = o.stages, v = schedule.chunks, m = o.micro_batches;
+  // The student's schedule is checked here so that a wrong one is named as such, not as a
+  // failure of the executor.
+  pipeline::check_schedule(schedule);
+
+  const model::Model net(equal_chunk_config(p, v));
+  const model::Batch batch = net.make_batch(m, kBatchSeed);
+  const std::vector<model::Batch> micro = pipeline::split_micro_batches(batch, m);
+
+  Cluster cluster(cluster_config(o));
+  cluster.run([&](Rank& r) {
+    model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
+    pipeline::run_pipeline(r, r.world(), net, schedule, replica.params.span(), replica.grads.span(),
+                           micro);
+  });
+
+  Figure f;
+  f.options = o;
+  f.step_seconds = cluster.makespan();
+  const std::vector<std::size_t> per_unit = saved_bytes_per_unit(net, micro[0]);
+  for (int s = 0; s < p; ++s) {
+    const RankReport& report = cluster.report(s);
+    StageResult st;
+    st.busy_seconds = report.clock.compute_time();
+    st.bubble = f.step_seconds > 0 ? 1.0 - st.busy_seconds / f.step_seconds : 0.0;
+    // One (chunk-)micro-batch: the mean over the stage's chunks of what one micro-batch saves
+    // there (the chunks differ only by the small embedding or head).
+    double chunk_bytes = 0;
+    for (int c = 0; c < v; ++c) {
+      const pipeline::StageUnits units = pipeline::stage_units(net, p * v, c * p + s);
+      for (int u = units.first; u < units.last; ++u)
+        chunk_bytes += static_cast<double>(per_unit[static_cast<std::size_t>(u)]);
+    }
+    chunk_bytes /= v;
+    st.in_flight_measured =
+        static_cast<double>(report.memory.peak(Category::activations)) / chunk_bytes;
+    st.in_flight_schedule = pipeline::schedule_in_flight(schedule, s);
+    f.stages.push_back(st);
+    const std::vector<Box> boxes = boxes_of_stage(net, schedule, s, report.clock.timeline());
+    f.boxes.insert(f.boxes.end(), boxes.begin(), boxes.end());
+  }
+  double sum = 0;
+  for (const StageResult& st : f.stages) sum += st.bubble;
+  f.bubble = sum / p;
+  for (const StageResult& st : f.stages)
+    f.bubble_worst = std::max(f.bubble_worst, std::abs(st.bubble - f.bubble));
+  if (o.schedule == ScheduleKind::interleaved) {
+    f.formula_text = "(p-1)/(v*m+p-1)";
+    f.formula = formula_of([&] { return pipeline::interleaved_bubble_fraction(p, m, v); });
+  } else {
+    f.formula_text = "(p-1)/(m+p-1)";
+    f.formula = formula_of([&] { return pipeline::gpipe_bubble_fraction(p, m); });
+  }
+  if (with_trace) f.trace_json = cluster.chrome_trace();
+  return f;
+}
+
+TargetAnswer fewest_micro_batches(int p, int v, double target) {
+  if (p < 1)
+    throw UsageError(
+        fmt::format("--stages {}: a pipeline has at least one stage; use --stages 4", p));
+  if (v < 1)
+    throw UsageError(
+        fmt::format("--chunks {}: each stage holds at least one chunk; use --chunks 2", v));
+  // Below 1e-9 the answer is far beyond any real step, and the counts would approach int64 range.
+  if (!(target >= 1e-9 && target <= 1))
+    throw UsageError(
+        fmt::format("--target-bubble {}: a fraction of the step in [1e-9, 1]; use "
+                    "--target-bubble 0.1",
+                    target));
+  TargetAnswer answer;
+  const auto bubble = [&](std::int64_t m) {
+    return pipeline::interleaved_bubble_fraction(p, m, v);
+  };
+  if (v == 1) {
+    answer.micro_batches = pipeline::min_micro_batches_for_bubble(p, target);
+  } else {
+    // 11.5 has no min_micro_batches for the interleaved schedule, so bisect on its bubble
+    // formula, which falls strictly as m grows (p = 1 has no bubble at all).
+    answer.searched = true;
+    std::int64_t hi = 1;
+    constexpr std::int64_t kLimit = std::int64_t{1} << 52;  // beyond this m is meaningless
+    while (bubble(hi) >= target) {
+      if (hi >= kLimit)
+        throw UsageError(fmt::format(
+            "--target-bubble {}: no m up to {} reaches it; use a larger target, e.g. 0.01", target,
+            kLimit));
+      hi *= 2;
+    }
+    std::int64_t lo = hi / 2;  // bubble(lo) >= target unless lo = 0
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      (bubble(mid) < target ? hi : lo) = mid;
+    }
+    answer.micro_batches = hi;
+  }
+  answer.bubble = v == 1 ? pipeline::gpipe_bubble_fraction(p, answer.micro_batches)
+                         : bubble(answer.micro_batches);
+  answer.multiple_of_p = (answer.micro_batches + p - 1) / p * p;
+  return answer;
+}
+
+std::string render_text(const Figure& f) {
+  const FigureOptions& o = f.options;
+  const std::string model =
+      o.chunks == 1 ? fmt::format("{} equal FFN blocks, one per stage", o.stages)
+                    : fmt::format(
+                          "{} equal FFN blocks, one per chunk, each 1/{} as wide so that a "
+                          "stage's work does not depend on v",
+                          o.stages * o.chunks, o.chunks);
+  std::string out = fmt::format(
+      "mgpu pipeline: {}, p = {} stages, m = {} micro-batches{}, one step on the simulated "
+      "cluster\n"
+      "  {}; 1 GFLOP/s per GPU; links: {}\n\n",
+      schedule_title(o.schedule), o.stages, o.micro_batches,
+      o.schedule == ScheduleKind::interleaved ? fmt::format(", v = {} chunks per stage", o.chunks)
+                                              : "",
+      model,
+      o.latency > 0 ? fmt::format("{:g} us latency per message", o.latency * 1e6)
+                    : "free (no latency)");
+  out += "  stage   busy (us)   bubble   in flight: ledger   schedule\n";
+  for (std::size_t s = 0; s < f.stages.size(); ++s) {
+    const StageResult& st = f.stages[s];
+    out +=
+        fmt::format("  {:>5}   {:>9.1f}   {:.4f}   {:>17.2f}   {:>8}\n", s, st.busy_seconds * 1e6,
+                    st.bubble, st.in_flight_measured, st.in_flight_schedule);
+  }
+  out += fmt::format(
+      "  (in flight: {} held at the peak; ledger = activation peak / what one leaves saved,\n"
+      "   schedule = 11.5 schedule_in_flight of the stage's program)\n",
+      o.chunks > 1 ? "chunk-micro-batches" : "micro-batches");
+  out += "\n";
+  const std::string formula = f.formula.value
+                                  ? fmt::format("{:.4f}", *f.formula.value)
+                                  : fmt::format("finish {} to see it", f.formula.pending);
+  out += fmt::format(
+      "Bubble: {:.4f} measured (mean over the stages, which differ by up to {:.4f}), formula {} = "
+      "{}\n",
+      f.bubble, f.bubble_worst, f.formula_text, formula);
+  out += fmt::format(
+      "Step time: {:.1f} us on the virtual clock, of which a stage computes {:.1f} us\n",
+      f.step_seconds * 1e6, f.step_seconds * (1.0 - f.bubble) * 1e6);
+  if (o.latency > 0 && f.formula.value)
+    out += fmt::format(
+        "Latency adds {:+.4f} to the bubble: every boundary message waits on the critical path\n",
+        f.bubble - *f.formula.value);
+  return out;
+}
+
+}  // namespace mgpu::pipeline_figure
