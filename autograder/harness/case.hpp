@@ -14,13 +14,16 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "mgpu/types.hpp"
+
 namespace mgpu::grade {
 
 /// The random engine a case draws its inputs from; seeded from the grading seed and the case name.
 using Rng = std::mt19937_64;
 
-/// Number format a value was computed in; picks the default tolerance of the comparison.
-enum class Dtype { bf16, fp32, fp64 };
+/// Number format a value was computed in (the runtime's element types): picks the default
+/// tolerance of the comparison, named bf16, fp32 and fp64 in the rubric.
+using mgpu::DType;
 
 /// What a running case sees: its random inputs and the place its named results go.
 class Ctx {
@@ -49,12 +52,12 @@ class Ctx {
   Eigen::MatrixXd normal_matrix(Eigen::Index rows, Eigen::Index cols, double stddev = 1.0);
 
   /// A scalar result, compared with the reference's value of the same name.
-  void emit(const std::string& name, double value, Dtype dtype = Dtype::fp64);
+  void emit(const std::string& name, double value, DType dtype = DType::f64);
   /// A vector result, compared element by element.
-  void emit(const std::string& name, const std::vector<double>& values, Dtype dtype = Dtype::fp64);
+  void emit(const std::string& name, const std::vector<double>& values, DType dtype = DType::f64);
   /// An Eigen vector or matrix (any scalar), flattened row by row.
   template <class Derived>
-  void emit(const std::string& name, const Eigen::DenseBase<Derived>& m, Dtype dtype = Dtype::fp64) {
+  void emit(const std::string& name, const Eigen::DenseBase<Derived>& m, DType dtype = DType::f64) {
     std::vector<double> flat;
     flat.reserve(static_cast<std::size_t>(m.size()));
     for (Eigen::Index r = 0; r < m.rows(); ++r)
@@ -64,12 +67,12 @@ class Ctx {
   /// Any integer or floating-point vector, converted to double.
   template <class T>
     requires std::is_arithmetic_v<T> && (!std::is_same_v<T, double>)
-  void emit(const std::string& name, const std::vector<T>& values, Dtype dtype = Dtype::fp64) {
+  void emit(const std::string& name, const std::vector<T>& values, DType dtype = DType::f64) {
     emit(name, std::vector<double>(values.begin(), values.end()), dtype);
   }
 
   /// A per-rank vector: element i belongs to rank i, so feedback names the rank of a mismatch.
-  void emit_per_rank(const std::string& name, const std::vector<double>& values, Dtype dtype = Dtype::fp64);
+  void emit_per_rank(const std::string& name, const std::vector<double>& values, DType dtype = DType::f64);
 
   /// Emits 1 when f() throws std::invalid_argument (the documented rejection of bad input), 0
   /// when it returns. Any other exception, NotImplemented included, escapes to the harness.

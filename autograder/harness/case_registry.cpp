@@ -24,11 +24,12 @@ std::uint64_t name_hash(const std::string& s) {
   return h;
 }
 
-const char* dtype_name(Dtype d) {
+// The names the rubric's tolerances are keyed by.
+const char* dtype_name(DType d) {
   switch (d) {
-    case Dtype::bf16: return "bf16";
-    case Dtype::fp32: return "fp32";
-    case Dtype::fp64: return "fp64";
+    case DType::bf16: return "bf16";
+    case DType::f32: return "fp32";
+    case DType::f64: return "fp64";
   }
   return "fp64";
 }
@@ -76,19 +77,19 @@ Eigen::MatrixXd Ctx::normal_matrix(Eigen::Index rows, Eigen::Index cols, double 
   return m;
 }
 
-void Ctx::emit(const std::string& name, double value, Dtype dtype) {
+void Ctx::emit(const std::string& name, double value, DType dtype) {
   if (result_["values"].contains(name)) throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
   result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", encode_number(value)}};
 }
 
-void Ctx::emit(const std::string& name, const std::vector<double>& values, Dtype dtype) {
+void Ctx::emit(const std::string& name, const std::vector<double>& values, DType dtype) {
   if (result_["values"].contains(name)) throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
   nlohmann::json data = nlohmann::json::array();
   for (double v : values) data.push_back(encode_number(v));
   result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", std::move(data)}};
 }
 
-void Ctx::emit_per_rank(const std::string& name, const std::vector<double>& values, Dtype dtype) {
+void Ctx::emit_per_rank(const std::string& name, const std::vector<double>& values, DType dtype) {
   emit(name, values, dtype);
   result_["values"][name]["index"] = "rank";
 }

@@ -59,10 +59,10 @@ void emit_run(Ctx& ctx, const std::string& prefix, const Trained& t) {
   for (std::size_t s = 0; s < t.grads.size(); ++s) {
     const std::string step = "step" + std::to_string(s);
     for (std::size_t r = 0; r < t.grads[s].size(); ++r)
-      ctx.emit(prefix + "grads_" + step + "_rank" + std::to_string(r), t.grads[s][r], Dtype::fp32);
-    ctx.emit_per_rank(prefix + "loss_" + step, t.losses[s], Dtype::fp32);
+      ctx.emit(prefix + "grads_" + step + "_rank" + std::to_string(r), t.grads[s][r], DType::f32);
+    ctx.emit_per_rank(prefix + "loss_" + step, t.losses[s], DType::f32);
   }
-  ctx.emit(prefix + "weights", every_kth(t.params[0]), Dtype::fp32);
+  ctx.emit(prefix + "weights", every_kth(t.params[0]), DType::f32);
   ctx.emit(prefix + "replicas_identical", bitwise_identical(t.params));
 }
 
@@ -111,11 +111,11 @@ MGPU_CASE("11_2.local_batch") {
   const int rank = ctx.uniform_int(0, ranks - 1);
   const model::Batch part = dp::local_batch(global, rank, ranks);
   ctx.emit("sequences", static_cast<double>(part.sequences));
-  ctx.emit("inputs", part.inputs, Dtype::fp32);
-  ctx.emit("targets", part.targets, Dtype::fp32);
+  ctx.emit("inputs", part.inputs, DType::f32);
+  ctx.emit("targets", part.targets, DType::f32);
   // The last rank of a fixed 3-way split of 6 sequences: an off-by-one slice shows here.
   const model::Batch last = dp::local_batch(net.make_batch(6, 19), 2, 3);
-  ctx.emit("last_of_three_inputs", last.inputs, Dtype::fp32);
+  ctx.emit("last_of_three_inputs", last.inputs, DType::f32);
   const model::Batch odd = net.make_batch(2 * ranks + 1, 18);  // 2N + 1 sequences never split over N >= 2
   ctx.emit_rejects("rejects_uneven_batch", [&] { dp::local_batch(odd, 0, std::max(ranks, 2)); });
   ctx.emit_rejects("rejects_rank_out_of_range", [&] { dp::local_batch(global, ranks, ranks); });

@@ -126,7 +126,7 @@ MGPU_CASE("11_2.ring_all_reduce_fp32") {
   for (const auto& [name, shape] : ring_shapes(ctx)) {
     ctx.emit(name + "_ranks", shape.ranks);
     ctx.emit(name + "_length", static_cast<double>(shape.length));
-    ctx.emit(name + "_result", run_ring(normal_inputs(ctx, shape), costs, identical), Dtype::fp32);
+    ctx.emit(name + "_result", run_ring(normal_inputs(ctx, shape), costs, identical), DType::f32);
   }
   emit_costs(ctx, costs, identical);
 }
@@ -152,6 +152,6 @@ MGPU_CASE("11_2.ring_all_reduce_bf16") {
     const std::vector<double> normal = run_ring(normals, costs, identical);
     normal_results.insert(normal_results.end(), normal.begin(), normal.end());
   }
-  ctx.emit("normal", normal_results, Dtype::bf16);
+  ctx.emit("normal", normal_results, DType::bf16);
   emit_costs(ctx, costs, identical);
 }

@@ -111,13 +111,13 @@ void emit_values(Ctx& ctx, const std::string& at, const std::vector<RankResult>&
   std::vector<std::vector<float>> weights;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const std::string rank = ".rank" + std::to_string(r);
-    ctx.emit(at + ".grads" + rank, every_kth(ranks[r].grads, 400), Dtype::fp32);
-    ctx.emit(at + ".adam_m" + rank, every_kth(ranks[r].adam_m, 400), Dtype::fp32);
+    ctx.emit(at + ".grads" + rank, every_kth(ranks[r].grads, 400), DType::f32);
+    ctx.emit(at + ".adam_m" + rank, every_kth(ranks[r].adam_m, 400), DType::f32);
     losses.insert(losses.end(), ranks[r].losses.begin(), ranks[r].losses.end());
     weights.push_back(ranks[r].weights);
   }
-  ctx.emit(at + ".losses", losses, Dtype::fp32);
-  ctx.emit(at + ".weights", every_kth(ranks[0].weights, 400), Dtype::fp32);
+  ctx.emit(at + ".losses", losses, DType::f32);
+  ctx.emit(at + ".weights", every_kth(ranks[0].weights, 400), DType::f32);
   ctx.emit(at + ".replicas_identical", bitwise_identical(weights));
 }
 
@@ -129,14 +129,14 @@ void emit_mixed_values(Ctx& ctx, const std::string& where, const std::vector<Ran
   std::vector<std::vector<float>> weights;
   for (std::size_t r = 0; r < run.size(); ++r) {
     const std::string rank = where + ".rank" + std::to_string(r);
-    ctx.emit(rank + ".grads16", every_kth(run[r].grads, 400), Dtype::bf16);
-    ctx.emit(rank + ".adam_m", every_kth(run[r].adam_m, 400), Dtype::fp32);
-    ctx.emit(rank + ".master", every_kth(run[r].master, 400), Dtype::fp32);
+    ctx.emit(rank + ".grads16", every_kth(run[r].grads, 400), DType::bf16);
+    ctx.emit(rank + ".adam_m", every_kth(run[r].adam_m, 400), DType::f32);
+    ctx.emit(rank + ".master", every_kth(run[r].master, 400), DType::f32);
     losses.insert(losses.end(), run[r].losses.begin(), run[r].losses.end());
     weights.push_back(run[r].weights);
   }
-  ctx.emit(where + ".losses", losses, Dtype::fp32);
-  ctx.emit(where + ".weights16", every_kth(run[0].weights, 400), Dtype::bf16);
+  ctx.emit(where + ".losses", losses, DType::f32);
+  ctx.emit(where + ".weights16", every_kth(run[0].weights, 400), DType::bf16);
   ctx.emit(where + ".replicas_identical", bitwise_identical(weights));
 }
 

@@ -64,7 +64,7 @@ struct Assembled {
 // One matrix per rank (a result every rank holds whole), emitted as "<prefix><name>_rank<i>".
 void emit_per_rank_matrices(Ctx& ctx, const std::string& name, const std::vector<MatrixRM>& per_rank) {
   for (std::size_t i = 0; i < per_rank.size(); ++i)
-    ctx.emit(name + "_rank" + std::to_string(i), per_rank[i], Dtype::fp32);
+    ctx.emit(name + "_rank" + std::to_string(i), per_rank[i], DType::f32);
 }
 
 // Traffic over the grid: the most bytes (messages) any rank of a run sent, summed over the runs.
@@ -108,8 +108,8 @@ MGPU_CASE("11_4.column_parallel_linear") {
       dx[static_cast<std::size_t>(g.rank())] = dxs;
     });
     const std::string at = label(d);
-    ctx.emit(at + "y", y.m, Dtype::fp32);
-    ctx.emit(at + "dw", dw.m, Dtype::fp32);
+    ctx.emit(at + "y", y.m, DType::f32);
+    ctx.emit(at + "dw", dw.m, DType::f32);
     emit_per_rank_matrices(ctx, at + "dx", dx);  // whole on every rank: the backward all-reduce
     traffic.add(cluster);
   }
@@ -140,8 +140,8 @@ MGPU_CASE("11_4.row_parallel_linear") {
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);  // whole on every rank, the bias counted once
     emit_per_rank_matrices(ctx, at + "db", db);
-    ctx.emit(at + "dx", dx.m, Dtype::fp32);
-    ctx.emit(at + "dw", dw.m, Dtype::fp32);
+    ctx.emit(at + "dx", dx.m, DType::f32);
+    ctx.emit(at + "dw", dw.m, DType::f32);
     traffic.add(cluster);
   }
   traffic.measure(ctx);
@@ -174,8 +174,8 @@ MGPU_CASE("11_4.tp_ffn") {
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);
     emit_per_rank_matrices(ctx, at + "dx", dx);
-    ctx.emit(at + "dw1", dw1.m, Dtype::fp32);
-    ctx.emit(at + "dw2", dw2.m, Dtype::fp32);
+    ctx.emit(at + "dw1", dw1.m, DType::f32);
+    ctx.emit(at + "dw2", dw2.m, DType::f32);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
     traffic.add(cluster);
   }
@@ -233,10 +233,10 @@ MGPU_CASE("11_4.tp_attention") {
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);
     emit_per_rank_matrices(ctx, at + "dx", dx);
-    ctx.emit(at + "dwq", dwq.m, Dtype::fp32);
-    ctx.emit(at + "dwk", dwk.m, Dtype::fp32);
-    ctx.emit(at + "dwv", dwv.m, Dtype::fp32);
-    ctx.emit(at + "dwo", dwo.m, Dtype::fp32);
+    ctx.emit(at + "dwq", dwq.m, DType::f32);
+    ctx.emit(at + "dwk", dwk.m, DType::f32);
+    ctx.emit(at + "dwv", dwv.m, DType::f32);
+    ctx.emit(at + "dwo", dwo.m, DType::f32);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
     traffic.add(cluster);
   }

@@ -163,8 +163,8 @@ void gradients_case(Ctx& ctx, const std::vector<Point>& points, MakeSchedule mak
     const Step step = run_step(net, make(g), net.make_batch(kSequences, seed + 1), seed);
     const std::string at = label(g);
     for (std::size_t r = 0; r < step.grads.size(); ++r)
-      ctx.emit(at + "grads_rank" + std::to_string(r), every_kth(step.grads[r]), Dtype::fp32);
-    ctx.emit_per_rank(at + "loss", step.loss, Dtype::fp32);
+      ctx.emit(at + "grads_rank" + std::to_string(r), every_kth(step.grads[r]), DType::f32);
+    ctx.emit_per_rank(at + "loss", step.loss, DType::f32);
     emit_peaks(ctx, at, step.reports, {mgpu::Category::activations});
   }
 }
@@ -277,7 +277,7 @@ MGPU_CASE("11_5.bubble_and_in_flight") {
         idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
       }
       const std::string name = label(g) + (f1b ? "one_f_one_b" : "gpipe");
-      ctx.emit(name + "_bubble", idle, Dtype::fp32);
+      ctx.emit(name + "_bubble", idle, DType::f32);
       ctx.emit(name + "_in_flight", held);
       emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
     }
@@ -369,7 +369,7 @@ MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
       idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
     }
     const std::string name = label(g) + "interleaved";
-    ctx.emit(name + "_bubble", idle, Dtype::fp32);
+    ctx.emit(name + "_bubble", idle, DType::f32);
     ctx.emit(name + "_in_flight", held);
     emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
   }

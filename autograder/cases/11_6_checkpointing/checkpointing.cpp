@@ -106,8 +106,8 @@ MGPU_CASE("11_6.checkpointed_gradients") {
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch, std::int64_t k,
                      std::uint64_t seed) {
     const Step plain = run_step(net, batch, 0, seed), ckpt = run_step(net, batch, k, seed);
-    ctx.emit(at + ".grads", every_kth(ckpt.grads), Dtype::fp32);
-    ctx.emit(at + ".loss", ckpt.loss, Dtype::fp32);
+    ctx.emit(at + ".grads", every_kth(ckpt.grads), DType::f32);
+    ctx.emit(at + ".loss", ckpt.loss, DType::f32);
     const bool same = ckpt.grads.size() == plain.grads.size() &&
                       std::memcmp(ckpt.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;
     ctx.emit(at + ".bitwise_same_as_plain", same ? 1.0 : 0.0);

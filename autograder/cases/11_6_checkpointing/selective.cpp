@@ -99,8 +99,8 @@ MGPU_CASE("11_6.selective_gradients") {
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
                      std::uint64_t seed) {
     const Step plain = run_step(net, batch, false, seed), sel = run_step(net, batch, true, seed);
-    ctx.emit(at + ".grads", every_kth(sel.grads), Dtype::fp32);
-    ctx.emit(at + ".loss", sel.loss, Dtype::fp32);
+    ctx.emit(at + ".grads", every_kth(sel.grads), DType::f32);
+    ctx.emit(at + ".loss", sel.loss, DType::f32);
     const bool same =
         sel.grads.size() == plain.grads.size() &&
         std::memcmp(sel.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;

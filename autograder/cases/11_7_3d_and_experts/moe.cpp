@@ -117,12 +117,12 @@ MGPU_CASE("11_7.moe_values") {
   for (const Point& p : value_points(ctx)) {
     const Seen s = run_drawn(ctx, p);
     const std::string at = label(p);
-    ctx.emit(at + "y", stacked(s.y), Dtype::fp32);
-    ctx.emit(at + "dx", stacked(s.dx_first), Dtype::fp32);
-    ctx.emit(at + "dx_second", stacked(s.dx_second), Dtype::fp32);
+    ctx.emit(at + "y", stacked(s.y), DType::f32);
+    ctx.emit(at + "dx", stacked(s.dx_first), DType::f32);
+    ctx.emit(at + "dx_second", stacked(s.dx_second), DType::f32);
     // Each rank's router gradient from its own tokens (after two passes), and every expert's.
-    ctx.emit(at + "drouter", stacked(s.drouter), Dtype::fp32);
-    ctx.emit(at + "dw", stacked(s.dw), Dtype::fp32);
+    ctx.emit(at + "drouter", stacked(s.drouter), DType::f32);
+    ctx.emit(at + "dw", stacked(s.dw), DType::f32);
   }
 }
 
@@ -140,7 +140,7 @@ MGPU_CASE("11_7.moe_dropped") {
     const MatrixRM dy = drawn(ctx, 2 * p.tokens, 8);
     const Seen s = run(p, 1, x, dy, dy, MatrixRM::Identity(8, 8));
     ctx.emit("lopsided_k" + std::to_string(k) + ".dropped", s.dropped);
-    ctx.emit("lopsided_k" + std::to_string(k) + ".y", stacked(s.y), Dtype::fp32);
+    ctx.emit("lopsided_k" + std::to_string(k) + ".y", stacked(s.y), DType::f32);
   }
 }
 

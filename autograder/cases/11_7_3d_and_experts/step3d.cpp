@@ -129,9 +129,9 @@ MGPU_CASE("11_7.step3d_values") {
     const std::vector<Seen> seen = run(p, model, seed);
     const std::string at = label(p);
     ctx.emit(at + "has_loss", all(seen, &Seen::has_loss));
-    ctx.emit(at + "loss", all(seen, &Seen::loss), Dtype::fp32);
-    ctx.emit(at + "grad_shards", all(seen, &Seen::grads), Dtype::fp32);
-    ctx.emit(at + "params", all(seen, &Seen::params), Dtype::fp32);
+    ctx.emit(at + "loss", all(seen, &Seen::loss), DType::f32);
+    ctx.emit(at + "grad_shards", all(seen, &Seen::grads), DType::f32);
+    ctx.emit(at + "params", all(seen, &Seen::params), DType::f32);
   }
   const mgpu::model::Batch odd = model.make_batch(6, 1);
   ctx.emit_rejects("rejects_batch_not_splitting", [&] {
