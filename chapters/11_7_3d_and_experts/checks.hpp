@@ -49,9 +49,7 @@ inline void check_model(const char* where, const LayoutModel& model) {
   check_degrees(where, model.layout);
   args::check_non_negative(where, "params", model.params);
   memory::validate_recipe(where, model.recipe);
-  if (model.zero_stage < 0 || model.zero_stage > 3)
-    args::fail(where, "zero_stage", std::to_string(model.zero_stage),
-               "does not exist: use 0, 1, 2 or 3");
+  args::check_zero_stage(where, "zero_stage", model.zero_stage);
   args::check_count(where, "shape.layers", model.shape.layers);
   if (model.shape.layers % model.layout.pp != 0)
     args::fail(where, "layout.pp", std::to_string(model.layout.pp),
