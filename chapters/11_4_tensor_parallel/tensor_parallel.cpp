@@ -92,4 +92,23 @@ void tp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, MatIn x,
   throw NotImplemented("11.4 tp_attention_backward");
 }
 
+SpFfnCache sp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x_shard, MatOut y_shard) {
+  // TODO(11.4 sp_ffn_forward): y_shard is this rank's token_rows of the unsplit FFN's output,
+  //   after exactly one all-gather and one reduce-scatter; the cache keeps the x shard (not the
+  //   gathered x), h and a under Category::activations, and the (n, h) transients live in
+  //   Category::comm only while used. Calls: Comm::all_gather, Comm::reduce_scatter,
+  //   column_parallel_forward, model::gelu_forward, model::linear_forward, rank.compute.
+  throw NotImplemented("11.4 sp_ffn_forward");
+}
+
+void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, MatIn dy_shard,
+                     MatOut dx_shard) {
+  // TODO(11.4 sp_ffn_backward): dx_shard is this rank's token_rows of the unsplit input
+  //   gradient and dw1, dw2 accumulate as in tp_ffn_backward, with two all-gathers (dy, and x
+  //   again from the cache) and one reduce-scatter, nothing else. Calls: token_rows,
+  //   row_parallel_backward, model::gelu_backward, model::linear_backward (an empty
+  //   Eigen::RowVectorXf for no bias), rank.compute.
+  throw NotImplemented("11.4 sp_ffn_backward");
+}
+
 }  // namespace mgpu::tensor_parallel

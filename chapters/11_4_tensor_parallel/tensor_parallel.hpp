@@ -266,4 +266,68 @@ TpAttentionCache tp_attention_forward(Rank& rank, Comm& tp, const TpAttention& a
 void tp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, MatIn x,
                            const TpAttentionCache& cache, MatIn dy, MatOut dx);
 
+// ------------------------------------------------------------------------------ sequence parallel
+
+/// Given: the token rows a rank holds under sequence parallelism: [first, first + count) of an
+/// (n, h) activation, count = n/t.
+struct TokenRows {
+  Eigen::Index first = 0;  ///< first row (token) of this rank's block
+  Eigen::Index count = 0;  ///< n/t rows
+};
+
+/// Given: group rank `rank`'s token rows of n tokens split t ways: [rank n/t, (rank + 1) n/t),
+/// the block of an all-gather's output that rank `rank` contributes (the collectives put blocks in
+/// group-rank order).
+/// @throws std::invalid_argument when t is below 1, rank is outside [0, t) or t does not divide n.
+inline TokenRows token_rows(Eigen::Index n, int rank, int t) {
+  args::check_count("token_rows", "t", t);
+  if (rank < 0 || rank >= t)
+    args::fail("token_rows", "rank", std::to_string(rank), "is outside [0, t): use a group rank");
+  check_divides("token_rows", "t", t, "tokens", n,
+                "sequence parallelism gives each rank a whole number of tokens");
+  return {rank * (n / t), n / t};
+}
+
+/// What sp_ffn_forward saves for the backward pass, in Category::activations. Against
+/// TpFfnCache it adds the block input, but only this rank's n/t tokens of it: the plain
+/// tensor-parallel FFN needs the whole x (n, h) on every rank for its backward, a replicated
+/// activation; here backward all-gathers the shards again instead (Megatron-LM does the same).
+struct SpFfnCache {
+  std::int64_t tokens = 0;  ///< n, all tokens of the block: t times the shard's rows
+  Buffer<float> x_shard;    ///< this rank's rows of x, (n/t, h)
+  Buffer<float> h;          ///< x W1_shard over all n tokens, (n, f/t)
+  Buffer<float> a;          ///< GELU(h), (n, f/t)
+};
+
+/// Forward of the FFN with tensor and sequence parallelism (Korthikanti et al. 2022): outside the
+/// block every rank holds only its token_rows of the (n, h) activation, so the block's all-reduce
+/// becomes an all-gather before the column-parallel layer and a reduce-scatter after the
+/// row-parallel one, the same bytes in all (an all-reduce is a reduce-scatter then an
+/// all-gather). x_shard (n/t, h) is this rank's rows of x; y_shard (n/t, h) is overwritten with
+/// this rank's rows of the unsplit FFN's y. n = t * x_shard.rows(). Returns the cache.
+///
+/// TODO 17 of 11.4. Exactly one all-gather (the x shards, into a transient (n, h) buffer in
+/// Category::comm, freed on return) and one reduce-scatter (ReduceOp::sum, of the partial
+/// (n, h) y, also Category::comm) over `tp`, nothing else. Save the x shard, h and a in the
+/// cache (Category::activations), never the gathered x: that would be t times the shard on every
+/// rank, the replicated activation this layout exists to remove. Charge
+/// model::ffn_flops(n, h, f/t) to the clock.
+/// @throws std::invalid_argument when x_shard or y_shard is not (rows, hidden) with the same rows.
+SpFfnCache sp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x_shard, MatOut y_shard);
+
+/// Backward of sp_ffn_forward: dy_shard (n/t, h) is this rank's rows of the output gradient;
+/// dx_shard (n/t, h) is overwritten with this rank's rows of the unsplit input gradient; ffn.dw1
+/// and ffn.dw2 accumulate this rank's shards of the unsplit gradients.
+///
+/// TODO 18 of 11.4. Two all-gathers and one reduce-scatter over `tp`, nothing else: all-gather
+/// dy (the mirror of the forward's reduce-scatter), all-gather cache.x_shard again (dW1 = x^T dh
+/// needs all n tokens of x; this is the price of saving only the shard: (t - 1)/t n h floats
+/// sent, half an all-reduce), the local backward as tp_ffn_backward's, then a reduce-scatter
+/// (sum) of the partial dx (n, h) into dx_shard (the mirror of the forward's all-gather).
+/// Gathered and partial (n, h) buffers in Category::comm, the (n, f/t) temporaries in
+/// Category::activations. Charge 2 * ffn_flops(n, h, f/t) to the clock.
+/// @throws std::invalid_argument when dy_shard or dx_shard is not (cache.tokens / t, hidden).
+void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, MatIn dy_shard,
+                     MatOut dx_shard);
+
 }  // namespace mgpu::tensor_parallel

@@ -227,4 +227,85 @@ void tp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, MatIn x,
   tp.all_reduce(contiguous(dx, where), ReduceOp::sum);
 }
 
+namespace {
+
+// Copies this rank's rows into their slot of the (n, h) buffer `all` and all-gathers the other
+// ranks' rows around them, in place: the collectives place rank i's block at rows token_rows(i).
+void gather_tokens(Comm& tp, MatIn rows, Buffer<float>& all, Eigen::Index n) {
+  const TokenRows mine = token_rows(n, tp.rank(), tp.size());
+  const auto h = static_cast<std::size_t>(rows.cols());
+  as_matrix(all, static_cast<std::size_t>(n), h).middleRows(mine.first, mine.count) = rows;
+  const std::span<const float> slot(all.data() + static_cast<std::size_t>(mine.first) * h,
+                                    static_cast<std::size_t>(mine.count) * h);
+  tp.all_gather(slot, all);
+}
+
+}  // namespace
+
+SpFfnCache sp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x_shard, MatOut y_shard) {
+  const char* where = "sp_ffn_forward";
+  check_shape(where, "x_shard", x_shard.rows(), x_shard.cols(), x_shard.rows(), ffn.hidden);
+  check_shape(where, "y_shard", y_shard.rows(), y_shard.cols(), x_shard.rows(), ffn.hidden);
+  const auto m = static_cast<std::size_t>(x_shard.rows());
+  const auto n = m * static_cast<std::size_t>(ffn.t);
+  const auto h = static_cast<std::size_t>(ffn.hidden);
+  const auto f = static_cast<std::size_t>(ffn.ffn_hidden / ffn.t);
+  const TokenRows mine = token_rows(static_cast<Eigen::Index>(n), tp.rank(), ffn.t);
+  SpFfnCache cache;
+  cache.tokens = static_cast<std::int64_t>(n);
+  cache.x_shard = Buffer<float>(rank.memory(), Category::activations, m * h, "sp_ffn.x_shard");
+  cache.h = Buffer<float>(rank.memory(), Category::activations, n * f, "sp_ffn.h");
+  cache.a = Buffer<float>(rank.memory(), Category::activations, n * f, "sp_ffn.a");
+  {
+    // The column-parallel layer needs every token: gather them, use them, let them go. The
+    // backward keeps only this rank's rows and gathers the rest again.
+    Buffer<float> x(rank.memory(), Category::comm, n * h, "sp_ffn.x_gathered");
+    gather_tokens(tp, x_shard, x, cache.tokens);
+    const auto xm = as_matrix(x, n, h);
+    column_parallel_forward(xm, as_matrix(ffn.w1, h, f), as_matrix(cache.h, n, f));
+    as_matrix(cache.x_shard, m, h) = xm.middleRows(mine.first, mine.count);
+  }
+  model::gelu_forward(as_matrix(cache.h, n, f), as_matrix(cache.a, n, f));
+  rank.compute(model::ffn_flops(cache.tokens, ffn.hidden, ffn.ffn_hidden / ffn.t), where);
+  // Partial sums over this rank's f/t inner columns; the reduce-scatter adds them up and leaves
+  // each rank only its own tokens, where the all-reduce would have left all of them everywhere.
+  Buffer<float> y(rank.memory(), Category::comm, n * h, "sp_ffn.y_partial");
+  const Eigen::RowVectorXf no_bias;
+  model::linear_forward(as_matrix(cache.a, n, f), as_matrix(ffn.w2, f, h), no_bias,
+                        as_matrix(y, n, h));
+  tp.reduce_scatter(y, contiguous(y_shard, where), ReduceOp::sum);
+  return cache;
+}
+
+void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, MatIn dy_shard,
+                     MatOut dx_shard) {
+  const char* where = "sp_ffn_backward";
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  const auto m = n / static_cast<std::size_t>(ffn.t);
+  const auto h = static_cast<std::size_t>(ffn.hidden);
+  const auto f = static_cast<std::size_t>(ffn.ffn_hidden / ffn.t);
+  check_shape(where, "dy_shard", dy_shard.rows(), dy_shard.cols(), static_cast<Eigen::Index>(m),
+              ffn.hidden);
+  check_shape(where, "dx_shard", dx_shard.rows(), dx_shard.cols(), static_cast<Eigen::Index>(m),
+              ffn.hidden);
+  // The row-parallel backward needs dy on every token: the mirror of the forward's reduce-scatter.
+  Buffer<float> dy(rank.memory(), Category::comm, n * h, "sp_ffn.dy_gathered");
+  gather_tokens(tp, dy_shard, dy, cache.tokens);
+  // Only the shard of x was kept: gather it again for dW1 = x^T dh.
+  Buffer<float> x(rank.memory(), Category::comm, n * h, "sp_ffn.x_regathered");
+  gather_tokens(tp, as_matrix(cache.x_shard, m, h), x, cache.tokens);
+  Buffer<float> da(rank.memory(), Category::activations, n * f, "sp_ffn.da");
+  Buffer<float> dh(rank.memory(), Category::activations, n * f, "sp_ffn.dh");
+  Buffer<float> dx(rank.memory(), Category::comm, n * h, "sp_ffn.dx_partial");
+  Eigen::RowVectorXf no_db;
+  row_parallel_backward(as_matrix(cache.a, n, f), as_matrix(ffn.w2, f, h), as_matrix(dy, n, h),
+                        as_matrix(da, n, f), as_matrix(ffn.dw2, f, h), no_db);
+  model::gelu_backward(as_matrix(cache.h, n, f), as_matrix(da, n, f), as_matrix(dh, n, f));
+  model::linear_backward(as_matrix(x, n, h), as_matrix(ffn.w1, h, f), as_matrix(dh, n, f),
+                         as_matrix(dx, n, h), as_matrix(ffn.dw1, h, f), no_db);
+  rank.compute(2 * model::ffn_flops(cache.tokens, ffn.hidden, ffn.ffn_hidden / ffn.t), where);
+  // dx sums over this rank's inner columns only: add the group's up and keep this rank's tokens.
+  tp.reduce_scatter(dx, contiguous(dx_shard, where), ReduceOp::sum);
+}
+
 }  // namespace mgpu::tensor_parallel
