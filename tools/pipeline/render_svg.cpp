@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 
+#include "svg.hpp"
 #include "pipeline/figure.hpp"
 
 namespace mgpu::pipeline_figure {
@@ -14,29 +15,6 @@ namespace mgpu::pipeline_figure {
 namespace {
 
 constexpr double kLeft = 80, kRight = 30, kTop = 64, kLane = 34, kBoxHeight = 26, kPlotWidth = 960;
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 // Forward in blues and backward in oranges, lighter for the first chunk and darker for later
 // ones, so a chunk's round through the pipeline reads as one shade.
@@ -89,7 +67,7 @@ std::string render_svg(const Figure& f) {
       "<text x=\"{2:.0f}\" y=\"44\" fill=\"#555\">one row per stage; boxes are forward (blue) and "
       "backward (orange) "
       "passes numbered by micro-batch{4}; empty space is the bubble</text>\n",
-      width, height, kLeft, escape(title), v > 1 ? ".chunk, darker for later chunks" : "");
+      width, height, kLeft, tools::escape_xml(title), v > 1 ? ".chunk, darker for later chunks" : "");
 
   // Lanes: a thin outline shows where a stage could have been busy.
   for (int s = 0; s < p; ++s) {

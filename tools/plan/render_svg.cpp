@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "svg.hpp"
 #include "plan/categories.hpp"
 #include "plan/render.hpp"
 
@@ -12,29 +13,6 @@ namespace mgpu::planner {
 namespace {
 
 constexpr double kWidth = 780, kLeft = 110, kPlot = 480, kBarHeight = 34, kBarGap = 26, kTop = 58;
-
-std::string escape_xml(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 struct Bar {
   std::int64_t gpus;
@@ -54,7 +32,7 @@ void draw_bar(std::string& out, const Bar& bar, double y, double scale, double c
     out += fmt::format(
         R"(  <rect data-category="{}" data-bytes="{:.17g}" x="{:.4f}" y="{:.2f}" width="{:.4f}" height="{:.2f}" fill="{}">)"
         "<title>{}: {}</title></rect>\n",
-        c.key, bytes, x, y, w, kBarHeight, c.color, escape_xml(c.label), format_gb(bytes));
+        c.key, bytes, x, y, w, kBarHeight, c.color, tools::escape_xml(c.label), format_gb(bytes));
     x += w;
   }
   const bool fits = bar.memory->total() <= capacity;  // fits_capacity, on the bar's own numbers
@@ -78,7 +56,7 @@ std::string svg_head(const Options& o, double height) {
       R"(  <text x="{:.2f}" y="22" font-size="15" font-weight="bold">{}</text>)"
       "\n",
       kLeft,
-      escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
+      tools::escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
                              format_count(o.params), o.zero_stage, o.tp, o.pp)));
   return out;
 }
@@ -91,7 +69,7 @@ std::string pending_svg(const Plan& p) {
   out += fmt::format(R"(  <text x="{:.2f}" y="56" font-style="italic">{}</text>)"
                      "\n",
                      kLeft,
-                     escape_xml(fmt::format("finish {} to see this figure", p.memory.missing())));
+                     tools::escape_xml(fmt::format("finish {} to see this figure", p.memory.missing())));
   out += "</svg>\n";
   return out;
 }
@@ -137,7 +115,7 @@ std::string render_svg(const Plan& p) {
                        lx, ly - 10, c.color);
     out += fmt::format(R"(  <text x="{:.2f}" y="{:.2f}">{}</text>)"
                        "\n",
-                       lx + 16, ly, escape_xml(c.label));
+                       lx + 16, ly, tools::escape_xml(c.label));
   }
   // The verdict in words, under the legend.
   std::string verdict;
@@ -154,7 +132,7 @@ std::string render_svg(const Plan& p) {
                           o.gpus, o.tp, o.pp);
   out += fmt::format(R"(  <text x="{:.2f}" y="{:.2f}" font-style="italic">{}</text>)"
                      "\n",
-                     kLeft, height - 12, escape_xml(verdict));
+                     kLeft, height - 12, tools::escape_xml(verdict));
   out += "</svg>\n";
   return out;
 }

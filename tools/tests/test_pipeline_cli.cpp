@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_support.hpp"
 #include "11_5_pipeline/formulas.hpp"
 #include "pipeline/cli.hpp"
 #include "pipeline/figure.hpp"
@@ -21,27 +22,14 @@ using namespace mgpu::pipeline_figure;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out, err;
-};
+using tools_test::Run;
+using tools_test::Element;
+using tools_test::parse_xml;
+using tools_test::run_cli;
 
-Run run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = run_pipeline_cli(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
-// Runs the flags and checks they are refused with exit 2 and a message containing `fix`.
+Run run(const std::vector<std::string>& args) { return run_cli(run_pipeline_cli, args); }
 void check_refused(const std::vector<std::string>& args, const std::string& fix) {
-  const Run r = run(args);
-  std::string line;
-  for (const auto& a : args) line += a + " ";
-  CAPTURE(line);
-  CAPTURE(r.err);
-  CHECK(r.status == kExitUsage);
-  CHECK(r.err.find(fix) != std::string::npos);
-  CHECK(r.out.empty());
+  tools_test::check_refused(run_pipeline_cli, kExitUsage, args, fix);
 }
 
 // The number after `label` in `text`, e.g. "Bubble: " in "Bubble: 0.2732 measured".
@@ -60,50 +48,8 @@ FigureOptions options(ScheduleKind kind, int p, int m, int v = 1) {
   return o;
 }
 
-struct Element {
-  std::string name;
-  std::map<std::string, std::string> attributes;
-};
 
-// A deliberately small XML reader, as the planner's SVG test has: tags must nest and close,
-// one root; every element's attributes are collected, text content skipped. The XML
-// declaration is allowed before the root.
-std::vector<Element> parse_xml(const std::string& xml, std::string& root) {
-  std::vector<Element> elements;
-  std::vector<std::string> open;
-  const std::regex attribute(R"re(([A-Za-z_:][-\w:.]*)\s*=\s*"([^"]*)")re");
-  std::size_t at = 0;
-  while ((at = xml.find('<', at)) != std::string::npos) {
-    const std::size_t end = xml.find('>', at);
-    REQUIRE(end != std::string::npos);
-    std::string tag = xml.substr(at + 1, end - at - 1);
-    at = end + 1;
-    if (tag.rfind('?', 0) == 0) {
-      CHECK(elements.empty());
-      continue;
-    }
-    if (tag.rfind('/', 0) == 0) {
-      REQUIRE_FALSE(open.empty());
-      CHECK(open.back() == tag.substr(1));
-      open.pop_back();
-      continue;
-    }
-    const bool self_closing = !tag.empty() && tag.back() == '/';
-    if (self_closing) tag.pop_back();
-    Element e;
-    e.name = tag.substr(0, tag.find_first_of(" \t\n"));
-    for (std::sregex_iterator it(tag.begin(), tag.end(), attribute), stop; it != stop; ++it)
-      e.attributes[(*it)[1]] = (*it)[2];
-    if (open.empty() && root.empty())
-      root = e.name;
-    else
-      REQUIRE_FALSE(open.empty());
-    if (!self_closing) open.push_back(e.name);
-    elements.push_back(std::move(e));
-  }
-  CHECK(open.empty());
-  return elements;
-}
+
 
 // Checks the SVG of `o`: a lane per stage, 2 m v boxes per lane, one forward and one backward
 // per (micro-batch, chunk), inside the lane and not overlapping.

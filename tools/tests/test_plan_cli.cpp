@@ -5,6 +5,7 @@
 #include <mgpu/not_implemented.hpp>
 #include <sstream>
 
+#include "cli_support.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "plan/cli.hpp"
 
@@ -12,27 +13,12 @@ using namespace mgpu::planner;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out, err;
-};
+using tools_test::Run;
+using tools_test::run_cli;
 
-Run run(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int status = run_plan_cli(args, out, err);
-  return {status, out.str(), err.str()};
-}
-
-// Runs the flags and checks they are refused with exit 2 and a message containing `fix`.
+Run run(const std::vector<std::string>& args) { return run_cli(run_plan_cli, args); }
 void check_refused(const std::vector<std::string>& args, const std::string& fix) {
-  const Run r = run(args);
-  std::string line;
-  for (const auto& a : args) line += a + " ";
-  CAPTURE(line);
-  CAPTURE(r.err);
-  CHECK(r.status == kExitUsage);
-  CHECK(r.err.find(fix) != std::string::npos);
-  CHECK(r.out.empty());
+  tools_test::check_refused(run_plan_cli, kExitUsage, args, fix);
 }
 
 const std::vector<std::string> kBase{"--params", "70e9", "--gpus", "8"};

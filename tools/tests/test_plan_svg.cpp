@@ -8,6 +8,7 @@
 #include <regex>
 #include <vector>
 
+#include "cli_support.hpp"
 #include "plan/categories.hpp"
 #include "plan/model.hpp"
 #include "plan/render.hpp"
@@ -16,45 +17,11 @@ using namespace mgpu::planner;
 
 namespace {
 
-struct Element {
-  std::string name;
-  std::map<std::string, std::string> attributes;
-};
+using tools_test::Element;
+using tools_test::parse_xml;
 
-// A deliberately small XML reader: enough to check that tags nest and close, and to collect
-// every element's attributes. Text content is skipped; comments and doctypes are not expected.
-std::vector<Element> parse_xml(const std::string& xml, std::string& root) {
-  std::vector<Element> elements;
-  std::vector<std::string> open;
-  const std::regex attribute(R"re(([A-Za-z_:][-\w:.]*)\s*=\s*"([^"]*)")re");
-  std::size_t at = 0;
-  while ((at = xml.find('<', at)) != std::string::npos) {
-    const std::size_t end = xml.find('>', at);
-    REQUIRE(end != std::string::npos);
-    std::string tag = xml.substr(at + 1, end - at - 1);
-    at = end + 1;
-    if (tag.rfind('/', 0) == 0) {
-      REQUIRE_FALSE(open.empty());
-      CHECK(open.back() == tag.substr(1));
-      open.pop_back();
-      continue;
-    }
-    const bool self_closing = !tag.empty() && tag.back() == '/';
-    if (self_closing) tag.pop_back();
-    Element e;
-    e.name = tag.substr(0, tag.find_first_of(" \t\n"));
-    for (std::sregex_iterator it(tag.begin(), tag.end(), attribute), stop; it != stop; ++it)
-      e.attributes[(*it)[1]] = (*it)[2];
-    if (open.empty() && root.empty())
-      root = e.name;
-    else
-      REQUIRE_FALSE(open.empty());  // one root: nothing outside it
-    if (!self_closing) open.push_back(e.name);
-    elements.push_back(std::move(e));
-  }
-  CHECK(open.empty());
-  return elements;
-}
+
+
 
 double number(const Element& e, const char* key) { return std::stod(e.attributes.at(key)); }
 
