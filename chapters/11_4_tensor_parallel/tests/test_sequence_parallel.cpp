@@ -11,29 +11,17 @@
 
 #include "11_4_tensor_parallel/formulas.hpp"
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
+#include "helpers.hpp"
 
 using namespace mgpu;
 using namespace mgpu::tensor_parallel;
 
 namespace {
 
-MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
-  MatrixRM m(rows, cols);
-  model::Rng rng(seed);
-  rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), 1.0);
-  return m;
-}
-
-double max_abs_diff(MatIn a, MatIn b) {
-  REQUIRE(a.rows() == b.rows());
-  REQUIRE(a.cols() == b.cols());
-  return a.size() == 0 ? 0.0 : static_cast<double>((a - b).cwiseAbs().maxCoeff());
-}
-
-constexpr double kTol = 1e-5;
-
-// Two tensor-parallel groups side by side, as in test_tensor_parallel.cpp.
-Comm tp_group(Rank& r, int t) { return r.world().split(r.id() / t, r.id() % t, "tp"); }
+using tp_test::kTol;
+using tp_test::max_abs_diff;
+using tp_test::random_matrix;
+using tp_test::tp_group;
 
 // Tokens per rank m (n = t m), h and f; f divisible by 1, 2 and 4.
 struct Shape {
