@@ -92,4 +92,7 @@ function(mgpu_add_chapter name)
     mgpu_doctest(NAME ${name} SOURCES ${tests} LIBS mgpu_${name} LABELS "chapter;${name}")
   endif()
   set_property(GLOBAL APPEND PROPERTY MGPU_CHAPTERS ${name})
+  # name:dep,dep for the include check (cmake/check_chapter_includes.cmake).
+  list(JOIN C_DEPENDS "," deps)
+  set_property(GLOBAL APPEND PROPERTY MGPU_CHAPTER_DEPENDS "${name}:${deps}")
 endfunction()

@@ -100,7 +100,7 @@ void run(Options o) {
   if (o.ffn_hidden == 0) o.ffn_hidden = 4 * o.hidden;
   if (o.degrees.empty()) throw std::invalid_argument("--tp needs at least one degree");
   const std::int64_t n = o.sequences * o.seq;
-  const memory::TransformerShape shape{o.seq, o.sequences, o.hidden, o.heads, 1};
+  const TransformerShape shape{o.seq, o.sequences, o.hidden, o.heads, 1};
   const MatrixRM x = normal_matrix(n, o.hidden, 11);
   const MatrixRM dy = normal_matrix(n, o.hidden, 12);
 

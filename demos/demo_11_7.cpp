@@ -79,7 +79,7 @@ lay::LayoutModel layout_model(const model::ModelConfig& c, const lay::Layout& l,
                               double activation_bytes_per_layer) {
   lay::LayoutModel lm;
   lm.params = static_cast<double>(share.padded) * static_cast<double>(l.tp * l.pp);
-  lm.recipe = memory::kFp32Adam;
+  lm.recipe = kFp32Adam;
   lm.layout = l;
   lm.zero_stage = 1;
   lm.shape = {c.seq_len, 1, c.d_model, c.n_heads, c.n_layers};

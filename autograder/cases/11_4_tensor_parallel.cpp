@@ -26,7 +26,7 @@ MGPU_CASE("11_4.all_reduces_and_payload") {
   ctx.emit("all_reduces", std::vector<double>{static_cast<double>(tp::all_reduces_per_block(tp::Pass::forward)),
                                               static_cast<double>(tp::all_reduces_per_block(tp::Pass::backward)),
                                               static_cast<double>(tp::all_reduces_per_block(tp::Pass::both))});
-  tp::TransformerShape s;
+  mgpu::TransformerShape s;
   s.seq = ctx.pick<std::int64_t>({512, 2048, 8192});
   s.micro_batch = ctx.uniform_int(1, 16);
   s.hidden = ctx.pick<std::int64_t>({1024, 4096, 8192, 12288});
@@ -34,7 +34,7 @@ MGPU_CASE("11_4.all_reduces_and_payload") {
 }
 
 MGPU_CASE("11_4.bytes_sent_per_rank") {
-  tp::TransformerShape s;
+  mgpu::TransformerShape s;
   s.seq = ctx.pick<std::int64_t>({512, 2048, 8192});
   s.micro_batch = ctx.uniform_int(1, 16);
   s.hidden = ctx.pick<std::int64_t>({1024, 4096, 8192});

@@ -84,7 +84,7 @@ MGPU_CASE("11_5.in_flight") {
 
 MGPU_CASE("11_5.layers_and_boundary_bytes") {
   // p = 1 (nothing crosses a boundary), p = 3 with m < p, then a drawn p and m; stage after stage.
-  pp::TransformerShape s;
+  mgpu::TransformerShape s;
   s.seq = ctx.pick<std::int64_t>({512, 2048});
   s.micro_batch = ctx.uniform_int(1, 8);
   s.hidden = ctx.pick<std::int64_t>({1024, 4096});

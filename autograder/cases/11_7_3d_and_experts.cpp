@@ -30,14 +30,14 @@ ly::LayoutModel random_model(Ctx& ctx) {
   m.shape.layers = m.layout.pp * ctx.uniform_int(1, 20);
   m.micro_batches = ctx.uniform_int(1, 32);
   m.activation_bytes_per_layer = ctx.log_uniform(1e8, 1e10);
-  m.recompute = ctx.pick({mgpu::memory::Recompute::none, mgpu::memory::Recompute::selective, mgpu::memory::Recompute::full});
+  m.recompute = ctx.pick({mgpu::Recompute::none, mgpu::Recompute::selective, mgpu::Recompute::full});
   return m;
 }
 
 // A fixed model on `layout`: 80 layers (every pp of the grid divides it), the text's width,
 // 1e9 activation bytes per layer, so every part of the memory and traffic is non-zero.
 ly::LayoutModel fixed_model(ly::Layout layout, int zero_stage, std::int64_t micro_batches,
-                            mgpu::memory::Recompute recompute = mgpu::memory::Recompute::none) {
+                            mgpu::Recompute recompute = mgpu::Recompute::none) {
   ly::LayoutModel m;
   m.layout = layout;
   m.params = 70e9;
@@ -56,7 +56,7 @@ ly::LayoutModel fixed_model(ly::Layout layout, int zero_stage, std::int64_t micr
 // (full reruns the forward's tensor-parallel all-reduces, selective does not). Every pipelined
 // point but one has tp > 1, where one GPU sends only 1/tp of its stage's boundary bytes.
 std::vector<std::pair<std::string, ly::LayoutModel>> edge_models() {
-  using mgpu::memory::Recompute;
+  using mgpu::Recompute;
   std::vector<std::pair<std::string, ly::LayoutModel>> points{{"one_gpu", fixed_model({1, 1, 1}, 0, 1)}};
   for (int stage = 0; stage <= 3; ++stage)
     points.push_back({"text_layout_zero" + std::to_string(stage), fixed_model({8, 4, 32}, stage, 8)});

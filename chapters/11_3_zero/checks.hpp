@@ -16,11 +16,11 @@ inline void check_stage(const char* where, int stage) { args::check_zero_stage(w
 
 /// Given: the checks zero_state_per_gpu and zero_traffic_per_gpu share. Throws
 /// std::invalid_argument unless `params` is finite and >= 0, `recipe` is valid
-/// (memory::validate_recipe), `stage` is 0 to 3 and `dp` is at least 1.
+/// (validate_recipe), `stage` is 0 to 3 and `dp` is at least 1.
 inline void check_common(const char* where, double params, const PrecisionRecipe& recipe, int stage,
                          std::int64_t dp) {
   args::check_non_negative(where, "params", params);
-  memory::validate_recipe(where, recipe);
+  validate_recipe(where, recipe);
   check_stage(where, stage);
   args::check_count(where, "dp", dp);
 }

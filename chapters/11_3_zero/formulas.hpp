@@ -6,12 +6,10 @@
 #include <cstdint>
 #include <optional>
 
-#include "11_1_memory/formulas.hpp"  // PrecisionRecipe and its presets (data only)
+#include "mgpu/course.hpp"  // PrecisionRecipe and its presets
 
 /// Section 11.3: ZeRO stages 0..3 (stage 3 is what PyTorch FSDP implements).
 namespace mgpu::zero {
-
-using memory::PrecisionRecipe;
 
 /// Training state held by one GPU, split into the four kinds a memory ledger tracks.
 struct StateBytes {

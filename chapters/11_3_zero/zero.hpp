@@ -22,12 +22,12 @@ namespace mgpu::zero {
 /// weights and gradients and Adam's two fp32 moments, no separate master copy (the fp32 weights
 /// are the master), {4, 4, 0, 8}. fp32 throughout keeps every stage bitwise comparable with
 /// plain data parallelism; compare the ledger with zero_state_per_gpu(params, kZeroRecipe, stage, N).
-inline constexpr PrecisionRecipe kZeroRecipe = memory::kFp32Adam;
+inline constexpr PrecisionRecipe kZeroRecipe = kFp32Adam;
 
 /// The recipe of Precision::bf16_mixed, the course text's: bf16 weights and gradients, an fp32
 /// master copy and Adam's two fp32 moments, {2, 2, 4, 8}. Its ledger shows the text's 16 Psi,
 /// 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N and 16 Psi/N.
-inline constexpr PrecisionRecipe kZeroMixedRecipe = memory::kBf16MixedAdam;
+inline constexpr PrecisionRecipe kZeroMixedRecipe = kBf16MixedAdam;
 
 /// What a ZeroState stores its weights and gradients in.
 enum class Precision {

@@ -5,12 +5,10 @@
 
 #include <cstdint>
 
-#include "11_1_memory/formulas.hpp"  // TransformerShape (data only)
+#include "mgpu/course.hpp"  // TransformerShape
 
 /// Section 11.4: tensor (intra-layer) parallelism.
 namespace mgpu::tensor_parallel {
-
-using memory::TransformerShape;
 
 /// Which passes of a block to count.
 enum class Pass {

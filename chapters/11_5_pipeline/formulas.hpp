@@ -5,12 +5,10 @@
 
 #include <cstdint>
 
-#include "11_1_memory/formulas.hpp"  // TransformerShape (data only)
+#include "mgpu/course.hpp"  // TransformerShape
 
 /// Section 11.5: pipeline (inter-layer) parallelism.
 namespace mgpu::pipeline {
-
-using memory::TransformerShape;
 
 /// Pipeline schedules whose in-flight activations are modelled here.
 enum class Schedule {

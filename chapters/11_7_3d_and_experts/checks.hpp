@@ -48,7 +48,7 @@ inline void check_index(const char* where, const char* name, std::int64_t value,
 inline void check_model(const char* where, const LayoutModel& model) {
   check_degrees(where, model.layout);
   args::check_non_negative(where, "params", model.params);
-  memory::validate_recipe(where, model.recipe);
+  validate_recipe(where, model.recipe);
   args::check_zero_stage(where, "zero_stage", model.zero_stage);
   args::check_count(where, "shape.layers", model.shape.layers);
   if (model.shape.layers % model.layout.pp != 0)

@@ -7,13 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "11_1_memory/formulas.hpp"  // PrecisionRecipe, TransformerShape (data only)
+#include "mgpu/course.hpp"  // PrecisionRecipe, TransformerShape (data only)
 
 /// Section 11.7: combining tensor, pipeline and data parallelism, and expert parallelism.
 namespace mgpu::layout {
-
-using memory::PrecisionRecipe;
-using memory::TransformerShape;
 
 /// Degrees of the three kinds of parallelism. Their product is the GPU count.
 struct Layout {
@@ -61,7 +58,7 @@ std::int64_t global_rank(const RankCoords& coords, const Layout& layout);
 /// Everything the per-GPU memory and traffic of a layout depend on.
 struct LayoutModel {
   double params = 0;                       ///< Psi, the model's parameter count
-  PrecisionRecipe recipe = memory::kBf16MixedAdam;  ///< bytes per parameter by kind
+  PrecisionRecipe recipe = kBf16MixedAdam;  ///< bytes per parameter by kind
   Layout layout;                           ///< tp, pp, dp
   int zero_stage = 0;                      ///< ZeRO stage 0..3 over the dp group
   TransformerShape shape;                  ///< seq, micro_batch, hidden, heads, layers
@@ -70,7 +67,7 @@ struct LayoutModel {
   /// parallelism and recompute choice (compute it with memory::activation_bytes_per_layer).
   double activation_bytes_per_layer = 0;
   double bytes_per_activation = 2;         ///< element size of communicated activations
-  memory::Recompute recompute = memory::Recompute::none;  ///< full recompute repeats the
+  Recompute recompute = Recompute::none;  ///< full recompute repeats the
                                                           ///< forward all-reduces
 };
 

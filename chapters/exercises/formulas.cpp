@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "11_1_memory/formulas.hpp"
+#include "mgpu/course.hpp"  // kBf16MixedAdam
 #include "11_3_zero/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
 #include "mgpu/not_implemented.hpp"

@@ -15,7 +15,7 @@ inline constexpr double kBytesPerGB = 1e9;
 
 /// Apply 1: GB of training state per GPU with ZeRO stage 3 at 16 bytes per parameter. The text
 /// asks for 70e9 parameters on 64 GPUs (its answer is in README.md, behind a click).
-/// Build it on zero::zero_state_bytes_per_gpu with memory::kBf16MixedAdam.
+/// Build it on zero::zero_state_bytes_per_gpu with kBf16MixedAdam.
 /// @throws std::invalid_argument when params is negative or gpus is below 1.
 double zero3_state_gb_per_gpu(double params, std::int64_t gpus);
 

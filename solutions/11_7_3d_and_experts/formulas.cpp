@@ -119,7 +119,7 @@ GpuTraffic per_gpu_traffic(const LayoutModel& model) {
   // Tensor parallel: 2 all-reduces forward, 2 backward per layer and micro-batch, and the
   // forward's 2 again when full recompute reruns it.
   const double tp = static_cast<double>(l.tp);
-  const double all_reduces = model.recompute == memory::Recompute::full ? 6.0 : 4.0;
+  const double all_reduces = model.recompute == Recompute::full ? 6.0 : 4.0;
   const double layers_here = static_cast<double>(model.shape.layers / l.pp);
   t.tensor_parallel_bytes =
       layers_here * m * all_reduces * 2.0 * (tp - 1.0) / tp * activation;

@@ -5,14 +5,14 @@
 #include <stdexcept>
 #include <string>
 
-#include "11_1_memory/formulas.hpp"
+#include "mgpu/course.hpp"  // kBf16MixedAdam
 #include "11_3_zero/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
 
 namespace mgpu::exercises {
 
 double zero3_state_gb_per_gpu(double params, std::int64_t gpus) {
-  return zero::zero_state_bytes_per_gpu(params, memory::kBf16MixedAdam, 3, gpus) / kBytesPerGB;
+  return zero::zero_state_bytes_per_gpu(params, kBf16MixedAdam, 3, gpus) / kBytesPerGB;
 }
 
 double bubble_fraction(std::int64_t stages, std::int64_t micro_batches) {
@@ -20,7 +20,7 @@ double bubble_fraction(std::int64_t stages, std::int64_t micro_batches) {
 }
 
 double zero1_state_gb_per_gpu(double params, std::int64_t gpus) {
-  return zero::zero_state_bytes_per_gpu(params, memory::kBf16MixedAdam, 1, gpus) / kBytesPerGB;
+  return zero::zero_state_bytes_per_gpu(params, kBf16MixedAdam, 1, gpus) / kBytesPerGB;
 }
 
 Effect training_state_effect(Technique technique) {

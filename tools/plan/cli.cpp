@@ -44,7 +44,7 @@ void add_flags(CLI::App& app, RawFlags& f) {
       ->type_name("BYTES")
       ->capture_default_str();
   app.add_option("--precision", f.precision,
-                 "bytes-per-parameter recipe (mgpu::memory::kPrecisionPresets)")
+                 "bytes-per-parameter recipe (mgpu::kPrecisionPresets)")
       ->type_name("NAME")
       ->capture_default_str();
   app.add_option("--zero", f.zero, "ZeRO stage 0..3 over the data-parallel group")

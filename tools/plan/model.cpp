@@ -25,8 +25,8 @@ namespace {
 
 constexpr double kActivationElementBytes = 2;  // bf16 activations, as in Korthikanti et al.
 
-memory::TransformerShape transformer_shape(const ModelShape& s) {
-  memory::TransformerShape t;
+TransformerShape transformer_shape(const ModelShape& s) {
+  TransformerShape t;
   t.seq = s.seq;
   t.micro_batch = s.micro_batch;
   t.hidden = s.hidden;
@@ -49,7 +49,7 @@ memory::ActivationOptions activation_options(const Options& o) {
 layout::LayoutModel layout_model(const Options& o) {
   layout::LayoutModel m;
   m.params = o.params;
-  m.recipe = memory::precision_preset(o.precision);
+  m.recipe = precision_preset(o.precision);
   m.layout = {o.tp, o.pp, data_parallel_degree(o)};
   m.zero_stage = o.zero_stage;
   m.micro_batches = o.micro_batches;
@@ -93,8 +93,8 @@ MemoryBytes from_state(const zero::StateBytes& z) {
 // The whole training state of `params` parameters by kind, from 11.1's training_state_bytes:
 // each kind is what adding it to the recipe adds to the total, so every row runs the chapter's
 // own function (a recipe without weights is invalid, so the kinds are added one at a time).
-MemoryBytes whole_state_by_kind(double params, const memory::PrecisionRecipe& r) {
-  memory::PrecisionRecipe upto{r.bytes_weights, 0, 0, 0};
+MemoryBytes whole_state_by_kind(double params, const PrecisionRecipe& r) {
+  PrecisionRecipe upto{r.bytes_weights, 0, 0, 0};
   const double w = memory::training_state_bytes(params, upto);
   upto.bytes_grads = r.bytes_grads;
   const double wg = memory::training_state_bytes(params, upto);
@@ -139,7 +139,7 @@ Row<double> part(const Row<S>& whole, double S::*field) {
 
 // Data-parallel traffic by collective: the plain all-reduce from 11.2 at stage 0, ZeRO's
 // reduce-scatter and all-gathers from 11.3 at stages 1..3, on this GPU's share of the model.
-void add_data_parallel_traffic(Plan& p, const memory::PrecisionRecipe& recipe) {
+void add_data_parallel_traffic(Plan& p, const PrecisionRecipe& recipe) {
   const Options& o = p.options;
   if (p.dp == 1) return;
   if (o.zero_stage == 0) {
@@ -339,7 +339,7 @@ std::string activation_formula(const ModelShape& s, std::int64_t tp) {
   return "?";
 }
 
-void add_factors(Plan& p, const memory::PrecisionRecipe& recipe) {
+void add_factors(Plan& p, const PrecisionRecipe& recipe) {
   const Options& o = p.options;
   const auto add = [&](std::string name, Row<double> value, std::string formula,
                        std::string source) {
@@ -347,7 +347,7 @@ void add_factors(Plan& p, const memory::PrecisionRecipe& recipe) {
   };
   const auto memory_part = [&](double MemoryBytes::*field) { return part(p.memory, field); };
   const std::string preset =
-      fmt::format("mgpu::memory::precision_preset(\"{}\") (11.1)", o.precision);
+      fmt::format("mgpu::precision_preset(\"{}\") (11.1)", o.precision);
   add("w: weight bytes per parameter", recipe.bytes_weights, "recipe field bytes_weights", preset);
   add("g: gradient bytes per parameter", recipe.bytes_grads, "recipe field bytes_grads", preset);
   add("m: master bytes per parameter", recipe.bytes_master, "recipe field bytes_master", preset);
@@ -530,7 +530,7 @@ std::vector<std::string> Plan::pending_functions(bool with_factors) const {
 }
 
 MemoryBytes memory_per_gpu(const Options& o) {
-  const memory::PrecisionRecipe recipe = memory::precision_preset(o.precision);
+  const PrecisionRecipe recipe = precision_preset(o.precision);
   const double share = o.params / static_cast<double>(o.tp * o.pp);
   switch (memory_route(o)) {
     case MemoryRoute::whole_state:
@@ -592,7 +592,7 @@ Plan make_plan(const Options& o) {
   p.options = o;
   p.dp = data_parallel_degree(o);
   p.params_per_gpu = o.params / static_cast<double>(o.tp * o.pp);
-  const memory::PrecisionRecipe recipe = memory::precision_preset(o.precision);
+  const PrecisionRecipe recipe = precision_preset(o.precision);
   p.memory = compute_row([&] { return memory_per_gpu(o); });
   p.memory_source = memory_source(o);
   if (p.memory.has_value())

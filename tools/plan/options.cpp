@@ -86,7 +86,7 @@ void validate(const Options& o) {
   require_count("--gpus", o.gpus, "64");
   require_positive("--gpu-memory", o.gpu_memory_bytes, "80e9");
   try {
-    (void)mgpu::memory::precision_preset(o.precision);
+    (void)mgpu::precision_preset(o.precision);
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--precision: {}", e.what()));
   }

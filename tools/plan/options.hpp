@@ -21,7 +21,7 @@ class UsageError : public std::invalid_argument {
 };
 
 /// What is recomputed in the backward pass (section 11.6): the 11.1 chapter's policy.
-using Recompute = mgpu::memory::Recompute;
+using Recompute = mgpu::Recompute;
 
 /// "none", "selective" or "full".
 const char* to_string(Recompute r);
@@ -45,7 +45,7 @@ struct Options {
   double params = 0;                          ///< parameters Psi of the whole model
   std::int64_t gpus = 0;                      ///< total GPUs, = tp * pp * dp
   double gpu_memory_bytes = 80e9;             ///< capacity of one GPU, bytes
-  std::string precision = "bf16-mixed-adam";  ///< a name from mgpu::memory::kPrecisionPresets
+  std::string precision = "bf16-mixed-adam";  ///< a name from mgpu::kPrecisionPresets
   int zero_stage = 0;                         ///< ZeRO stage 0 (plain data parallel) to 3
   std::int64_t tp = 1;                        ///< tensor-parallel degree t
   std::int64_t pp = 1;                        ///< pipeline stages p

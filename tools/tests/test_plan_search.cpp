@@ -72,7 +72,7 @@ TEST_CASE("with tp = pp = 1 and no activations the search matches mgpu::zero::mi
     for (double params : {1e9, 7e9, 13e9, 70e9}) {
       const Options o = model(params, stage, 1, 1);
       const auto expected =
-          mgpu::zero::min_gpus_to_fit(params, mgpu::memory::kBf16MixedAdam, stage, 80e9);
+          mgpu::zero::min_gpus_to_fit(params, mgpu::kBf16MixedAdam, stage, 80e9);
       const auto found = min_gpus_that_fit(o, false);
       CAPTURE(stage);
       CAPTURE(params);

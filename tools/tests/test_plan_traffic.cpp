@@ -64,7 +64,7 @@ TEST_CASE("pipeline bytes per GPU are the 11.5 bytes of a middle stage split ove
     Options o = layout_3d(1, Recompute::none);
     o.tp = tp;
     const Plan p = make_plan(o);
-    const mgpu::memory::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
+    const mgpu::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
                                                o.shape->heads, o.shape->layers};
     const double stage = mgpu::pipeline::boundary_bytes_sent_per_stage(shape, o.pp, o.micro_batches, 1, 2);
     CAPTURE(tp);
@@ -77,7 +77,7 @@ TEST_CASE("tensor-parallel bytes are the 11.4 per-block bytes x layers per stage
   for (Recompute r : {Recompute::none, Recompute::full}) {
     const Options o = layout_3d(1, r);
     const Plan p = make_plan(o);
-    const mgpu::memory::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
+    const mgpu::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
                                                o.shape->heads, o.shape->layers};
     double per_block = tpn::block_bytes_sent_per_rank(shape, o.tp, 2, tpn::Pass::both);
     if (r == Recompute::full)

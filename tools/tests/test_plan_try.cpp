@@ -24,7 +24,7 @@ Options seventy_b(int stage, std::int64_t gpus) {
 
 TEST_CASE("Try: 70e9 with plain data parallelism needs 1120 GB on each of 8 GPUs and never fits") {
   const Plan p = make_plan(seventy_b(0, 8));
-  const double whole_state = mgpu::memory::training_state_bytes(70e9, mgpu::memory::kBf16MixedAdam);
+  const double whole_state = mgpu::memory::training_state_bytes(70e9, mgpu::kBf16MixedAdam);
   MESSAGE("per GPU: " << p.memory->total() / 1e9 << " GB");
   CHECK(p.memory->total() == doctest::Approx(1120e9));
   CHECK(p.memory->total() == doctest::Approx(whole_state));

@@ -7,6 +7,7 @@
 
 #include "11_1_memory/formulas.hpp"
 
+using namespace mgpu;  // PrecisionRecipe, TransformerShape (mgpu/course.hpp)
 using namespace mgpu::memory;
 
 namespace {

@@ -9,10 +9,10 @@
 #include "11_3_zero/formulas.hpp"
 
 using namespace mgpu::zero;
-using mgpu::memory::kBf16MixedAdam;
-using mgpu::memory::kFp32Adam;
-using mgpu::memory::kMegatronBf16Fp32Grads;
-using mgpu::memory::PrecisionRecipe;
+using mgpu::kBf16MixedAdam;
+using mgpu::kFp32Adam;
+using mgpu::kMegatronBf16Fp32Grads;
+using mgpu::PrecisionRecipe;
 
 namespace {
 

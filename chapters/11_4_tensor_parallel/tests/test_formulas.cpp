@@ -47,12 +47,12 @@ TEST_CASE("a block all-reduces twice forward and twice backward") {
 }
 
 TEST_CASE("each all-reduce carries the block's activation, s*b*h elements") {
-  const mgpu::memory::TransformerShape shape{2048, 4, 8192, 64, 1};
+  const mgpu::TransformerShape shape{2048, 4, 8192, 64, 1};
   CHECK(all_reduce_payload_bytes(shape, 2) == doctest::Approx(2048.0 * 4 * 8192 * 2));
 }
 
 TEST_CASE("bytes sent per rank follow the ring: 2(t-1)/t of each payload, none for t = 1") {
-  const mgpu::memory::TransformerShape shape{1024, 2, 4096, 32, 1};
+  const mgpu::TransformerShape shape{1024, 2, 4096, 32, 1};
   const double payload = all_reduce_payload_bytes(shape, 2);
   CHECK(block_bytes_sent_per_rank(shape, 1, 2, Pass::both) == 0.0);
   for (std::int64_t t : {2, 4, 8}) {
@@ -64,7 +64,7 @@ TEST_CASE("bytes sent per rank follow the ring: 2(t-1)/t of each payload, none f
 }
 
 TEST_CASE("per-rank traffic does not shrink as t grows, unlike per-rank weights") {
-  const mgpu::memory::TransformerShape shape{1024, 2, 4096, 32, 1};
+  const mgpu::TransformerShape shape{1024, 2, 4096, 32, 1};
   double previous = 0;
   for (std::int64_t t : {1, 2, 4, 8, 16}) {
     const double sent = block_bytes_sent_per_rank(shape, t, 2, Pass::both);

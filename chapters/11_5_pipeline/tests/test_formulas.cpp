@@ -99,7 +99,7 @@ TEST_CASE("layers split evenly over stages") {
 }
 
 TEST_CASE("boundary traffic: end stages send one way, middle stages both ways, one stage none") {
-  const mgpu::memory::TransformerShape shape{1024, 2, 4096, 32, 32};
+  const mgpu::TransformerShape shape{1024, 2, 4096, 32, 32};
   const double a = 1024.0 * 2 * 4096 * 2;
   CHECK(boundary_bytes_sent_per_stage(shape, 1, 8, 0, 2) == 0.0);
   CHECK(boundary_bytes_sent_per_stage(shape, 4, 8, 0, 2) == doctest::Approx(8 * a));

@@ -9,7 +9,8 @@
 #include "11_7_3d_and_experts/formulas.hpp"
 
 using namespace mgpu::layout;
-using mgpu::memory::kBf16MixedAdam;
+using mgpu::kBf16MixedAdam;
+using mgpu::TransformerShape;
 
 namespace {
 
@@ -123,9 +124,9 @@ TEST_CASE("ZeRO-3 sends 1.5x the data-parallel traffic; full recompute adds half
   CHECK(z3 / z0 == doctest::Approx(1.5).epsilon(1e-12));
   LayoutModel m = small_model(Layout{4, 1, 1}, 0);
   const double plain = per_gpu_traffic(m).tensor_parallel_bytes;
-  m.recompute = mgpu::memory::Recompute::full;
+  m.recompute = mgpu::Recompute::full;
   CHECK(per_gpu_traffic(m).tensor_parallel_bytes == doctest::Approx(1.5 * plain).epsilon(1e-12));
-  m.recompute = mgpu::memory::Recompute::selective;
+  m.recompute = mgpu::Recompute::selective;
   CHECK(per_gpu_traffic(m).tensor_parallel_bytes == doctest::Approx(plain).epsilon(1e-12));
 }
 

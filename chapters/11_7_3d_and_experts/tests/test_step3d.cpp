@@ -118,7 +118,7 @@ LayoutModel layout_model(const model::ModelConfig& c, Layout l, const Share& sha
                          std::int64_t sequences_per_micro, int micro_batches) {
   LayoutModel lm;
   lm.params = static_cast<double>(share.padded) * static_cast<double>(l.tp * l.pp);
-  lm.recipe = memory::kFp32Adam;
+  lm.recipe = kFp32Adam;
   lm.layout = l;
   lm.zero_stage = 1;
   lm.shape = {c.seq_len, sequences_per_micro, c.d_model, c.n_heads, c.n_layers};
