@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -34,6 +35,34 @@ std::vector<std::pair<std::string, std::string>> build_env(const Project& p) {
   // ccache, for the grader's own trees (student builds run without it): paths relative to the
   // root and the working folder not hashed, so trees in different folders share objects.
   return {{"CCACHE_BASEDIR", p.root.string()}, {"CCACHE_NOHASHDIR", "1"}};
+}
+
+const char* const kConfigureStamp = "mgpu-grade-configure.txt";
+const char* const kTrustedLine = "# trusted: the instructor's proof\n";
+
+// Whether `tree` was configured for a proof (TreeConfig::trusted); the grader writes the stamp.
+bool is_trusted_tree(const fs::path& tree) {
+  std::error_code ec;
+  const fs::path stamp = tree / kConfigureStamp;
+  return fs::exists(stamp, ec) && read_text(stamp).find(kTrustedLine) != std::string::npos;
+}
+
+// The grader's ccache folder, made if missing; empty when there is no ccache.
+fs::path compiler_cache_dir() {
+  static const fs::path dir = [] {
+    RunSpec spec;
+    spec.exe = "ccache";
+    spec.args = {"--get-config", "cache_dir"};
+    spec.isolate = false;
+    spec.wall_s = 10;
+    const RunOutcome o = run_process(spec);
+    std::string out = o.exited && o.exit_code == 0 ? o.out : "";
+    while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+    std::error_code ec;
+    if (out.empty() || !fs::path(out).is_absolute() || (!fs::create_directories(out, ec) && ec)) return fs::path();
+    return fs::path(out);
+  }();
+  return dir;
 }
 
 // A student tree is compiled where the reference cannot be read: the compiler would otherwise
@@ -79,10 +108,19 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
   for (const fs::path& hidden : {p.root / "solutions", p.root / "autograder" / "chaff", p.root / "autograder" / "wheat",
                                  p.root / "autograder" / "private", p.own_tree, work})
     if (fs::is_directory(hidden, ec)) cmd.insert(cmd.end(), {"--tmpfs", hidden.string()});
-  cmd.insert(cmd.end(), {"--bind", own.string(), own.string(), program.string()});
+  cmd.insert(cmd.end(), {"--bind", own.string(), own.string()});
+  // A proof is the instructor's code: it may read and fill the compiler cache, so that the
+  // hundred-odd proofs of `mgpu-grade chaff` do not each compile every file from scratch.
+  const fs::path cache = is_trusted_tree(tree) ? compiler_cache_dir() : fs::path();
+  if (!cache.empty()) {
+    cmd.insert(cmd.end(), {"--bind", cache.string(), cache.string()});
+    spec.env.emplace_back("CCACHE_DIR", cache.string());
+  } else {
+    spec.env.emplace_back("CCACHE_DISABLE", "1");  // the cache is out of view, and not a student's to fill
+  }
+  cmd.push_back(program.string());
   spec.args.insert(spec.args.begin(), cmd.begin() + 1, cmd.end());
   spec.exe = cmd.front();
-  spec.env.emplace_back("CCACHE_DISABLE", "1");  // the cache is out of view, and not a student's to fill
   spec.env.emplace_back("HOME", own.string());
 }
 
@@ -115,7 +153,7 @@ RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tre
 
 bool is_student_tree(const fs::path& tree) {
   std::error_code ec;
-  const fs::path stamp = tree / "mgpu-grade-configure.txt";
+  const fs::path stamp = tree / kConfigureStamp;
   return fs::exists(stamp, ec) && read_text(stamp).find("-DMGPU_IMPL=student\n") != std::string::npos;
 }
 
@@ -328,7 +366,8 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
   args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
   std::string stamp_text;
   for (const auto& a : args) stamp_text += a + "\n";
-  fs::path stamp = cfg.dir / "mgpu-grade-configure.txt";
+  if (cfg.trusted) stamp_text += kTrustedLine;
+  fs::path stamp = cfg.dir / kConfigureStamp;
   std::error_code ec;
   if (fs::exists(cfg.dir / "build.ninja", ec) && fs::exists(stamp, ec) && read_text(stamp) == stamp_text) return "";
   fs::create_directories(cfg.dir);

@@ -43,6 +43,9 @@ struct TreeConfig {
   std::string impl = "student";                 ///< MGPU_IMPL
   std::filesystem::path student_dir;            ///< MGPU_STUDENT_DIR (student impl)
   std::vector<std::filesystem::path> cases_dirs;  ///< MGPU_GRADE_CASES_DIRS (private cases)
+  /// The instructor's own code (a chaff or wheat): still built in the student sandbox, but with
+  /// the grader's compiler cache, which only student code must never see or fill.
+  bool trusted = false;
 };
 
 /// Makes `base` (a submission's folder, <work>/student/<name>: src/ and its build trees) ready

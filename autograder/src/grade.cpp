@@ -374,7 +374,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     scratch_chapters = st.chapters_dir;
     tree = base / "build";
     Progress p("configuring the build of the submission");
-    tree_error = configure_tree({tree, "student", st.chapters_dir, opts.cases_dirs}, project);
+    tree_error = configure_tree({tree, "student", st.chapters_dir, opts.cases_dirs, opts.trusted_build}, project);
   }
   for (std::size_t i = 0; i < chapters.size(); ++i) {
     const auto* c = chapters[i];

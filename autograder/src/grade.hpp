@@ -41,6 +41,7 @@ struct GradeOptions {
   std::filesystem::path work_dir;                  ///< cached build trees and reference results
   int jobs = 2;                                    ///< parallel compiles and case runs
   bool drop_privileges = true;                     ///< run cases as nobody when root
+  bool trusted_build = false;  ///< the submission is the instructor's proof (TreeConfig::trusted)
 };
 
 /// The hidden cases' seed for one student: a hash of the secret and the student's id, below 1e9.
