@@ -43,8 +43,7 @@ void add_flags(CLI::App& app, RawFlags& f) {
   app.add_option("--gpu-memory", f.gpu_memory, "bytes of memory per GPU")
       ->type_name("BYTES")
       ->capture_default_str();
-  app.add_option("--precision", f.precision,
-                 "bytes-per-parameter recipe (mgpu::kPrecisionPresets)")
+  app.add_option("--precision", f.precision, "bytes-per-parameter recipe (mgpu::kPrecisionPresets)")
       ->type_name("NAME")
       ->capture_default_str();
   app.add_option("--zero", f.zero, "ZeRO stage 0..3 over the data-parallel group")
@@ -120,11 +119,11 @@ Options to_options(const CLI::App& app, const RawFlags& f) {
                         "--seq together",
                         flag));
     ModelShape s;
-    s.layers = to_count("--layers", f.layers);
-    s.hidden = to_count("--hidden", f.hidden);
-    s.heads = to_count("--heads", f.heads);
-    s.seq = to_count("--seq", f.seq);
-    s.micro_batch = to_count("--micro-batch", f.micro_batch);
+    s.transformer.layers = to_count("--layers", f.layers);
+    s.transformer.hidden = to_count("--hidden", f.hidden);
+    s.transformer.heads = to_count("--heads", f.heads);
+    s.transformer.seq = to_count("--seq", f.seq);
+    s.transformer.micro_batch = to_count("--micro-batch", f.micro_batch);
     s.recompute = parse_recompute(f.recompute);
     s.sequence_parallel = f.sequence_parallel;
     o.shape = s;

@@ -25,16 +25,6 @@ namespace {
 
 constexpr double kActivationElementBytes = 2;  // bf16 activations, as in Korthikanti et al.
 
-TransformerShape transformer_shape(const ModelShape& s) {
-  TransformerShape t;
-  t.seq = s.seq;
-  t.micro_batch = s.micro_batch;
-  t.hidden = s.hidden;
-  t.heads = s.heads;
-  t.layers = s.layers;
-  return t;
-}
-
 memory::ActivationOptions activation_options(const Options& o) {
   memory::ActivationOptions a;
   a.tensor_parallel = o.tp;
@@ -55,7 +45,7 @@ layout::LayoutModel layout_model(const Options& o) {
   m.micro_batches = o.micro_batches;
   m.bytes_per_activation = kActivationElementBytes;
   if (o.shape) {
-    m.shape = transformer_shape(*o.shape);
+    m.shape = o.shape->transformer;
     m.activation_bytes_per_layer =
         memory::activation_bytes_per_layer(m.shape, activation_options(o));
     m.recompute = o.shape->recompute;
@@ -66,34 +56,24 @@ layout::LayoutModel layout_model(const Options& o) {
   return m;
 }
 
-MemoryBytes to_memory(const layout::GpuMemory& g) {
-  MemoryBytes m;
-  m.weights = g.weights_bytes;
-  m.grads = g.grads_bytes;
-  m.master = g.master_bytes;
-  m.optimizer = g.optimizer_bytes;
-  m.activations = g.activation_bytes;
-  return m;
-}
-
 Options with_gpus(Options o, std::int64_t gpus) {
   o.gpus = gpus;
   return o;
 }
 
-MemoryBytes from_state(const zero::StateBytes& z) {
-  MemoryBytes m;
-  m.weights = z.weights_bytes;
-  m.grads = z.grads_bytes;
-  m.master = z.master_bytes;
-  m.optimizer = z.optimizer_bytes;
+layout::GpuMemory from_state(const zero::StateBytes& z) {
+  layout::GpuMemory m;
+  m.weights_bytes = z.weights_bytes;
+  m.grads_bytes = z.grads_bytes;
+  m.master_bytes = z.master_bytes;
+  m.optimizer_bytes = z.optimizer_bytes;
   return m;
 }
 
 // The whole training state of `params` parameters by kind, from 11.1's training_state_bytes:
 // each kind is what adding it to the recipe adds to the total, so every row runs the chapter's
 // own function (a recipe without weights is invalid, so the kinds are added one at a time).
-MemoryBytes whole_state_by_kind(double params, const PrecisionRecipe& r) {
+layout::GpuMemory whole_state_by_kind(double params, const PrecisionRecipe& r) {
   PrecisionRecipe upto{r.bytes_weights, 0, 0, 0};
   const double w = memory::training_state_bytes(params, upto);
   upto.bytes_grads = r.bytes_grads;
@@ -102,11 +82,11 @@ MemoryBytes whole_state_by_kind(double params, const PrecisionRecipe& r) {
   const double wgm = memory::training_state_bytes(params, upto);
   upto.bytes_optimizer = r.bytes_optimizer;
   const double all = memory::training_state_bytes(params, upto);
-  MemoryBytes m;
-  m.weights = w;
-  m.grads = wg - w;
-  m.master = wgm - wg;
-  m.optimizer = all - wgm;
+  layout::GpuMemory m;
+  m.weights_bytes = w;
+  m.grads_bytes = wg - w;
+  m.master_bytes = wgm - wg;
+  m.optimizer_bytes = all - wgm;
   return m;
 }
 
@@ -211,11 +191,11 @@ struct Change {
 
 std::vector<Advice> evaluate_advice(const Plan& p) {
   const Options& o = p.options;
-  const double now = p.memory->total();
+  const double now = p.memory->total_bytes();
   std::vector<Advice> out;
   std::vector<Change> chosen;  // the change behind each entry of `out`
   // The candidates are valid options that need less memory than now, evaluated.
-  const auto evaluate = [&](const Options& changed) -> std::optional<Row<MemoryBytes>> {
+  const auto evaluate = [&](const Options& changed) -> std::optional<Row<layout::GpuMemory>> {
     try {
       validate(changed);
     } catch (const UsageError&) {
@@ -244,9 +224,10 @@ std::vector<Advice> evaluate_advice(const Plan& p) {
         chosen.push_back(change);
         return;
       }
-      if (a.memory->total() >= now) continue;  // no better than the layout as it is
+      if (a.memory->total_bytes() >= now) continue;  // no better than the layout as it is
       a.fits = fits_capacity(*a.memory, changed);
-      if (a.fits || !best || a.memory->total() < best->first.memory->total()) best = {a, change};
+      if (a.fits || !best || a.memory->total_bytes() < best->first.memory->total_bytes())
+        best = {a, change};
       if (a.fits) break;
     }
     if (best) {
@@ -297,9 +278,9 @@ std::vector<Advice> evaluate_advice(const Plan& p) {
       Options next = together;
       change.apply(next);
       const auto memory = evaluate(next);
-      if (!memory || !memory->has_value() || (*memory)->total() >= lowest) continue;
+      if (!memory || !memory->has_value() || (*memory)->total_bytes() >= lowest) continue;
       together = next;
-      lowest = (*memory)->total();
+      lowest = (*memory)->total_bytes();
       combined.change += (used++ ? " " : "") + change.flag;
       combined.memory = *memory;
       combined.fits = fits_capacity(**memory, together);
@@ -345,9 +326,8 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
                        std::string source) {
     p.factors.push_back({std::move(name), std::move(value), std::move(formula), std::move(source)});
   };
-  const auto memory_part = [&](double MemoryBytes::*field) { return part(p.memory, field); };
-  const std::string preset =
-      fmt::format("mgpu::precision_preset(\"{}\") (11.1)", o.precision);
+  const auto memory_part = [&](double layout::GpuMemory::*field) { return part(p.memory, field); };
+  const std::string preset = fmt::format("mgpu::precision_preset(\"{}\") (11.1)", o.precision);
   add("w: weight bytes per parameter", recipe.bytes_weights, "recipe field bytes_weights", preset);
   add("g: gradient bytes per parameter", recipe.bytes_grads, "recipe field bytes_grads", preset);
   add("m: master bytes per parameter", recipe.bytes_master, "recipe field bytes_master", preset);
@@ -362,25 +342,25 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
       "tp and pp each hold 1/degree of every parameter (mgpu::layout::per_gpu_memory, 11.7)");
   add("N_d: data-parallel degree", static_cast<double>(p.dp), "gpus / (tp pp)",
       "mgpu::layout::Layout (11.7)");
-  add("weights per GPU, bytes", memory_part(&MemoryBytes::weights),
+  add("weights per GPU, bytes", memory_part(&layout::GpuMemory::weights_bytes),
       state_formula(o.zero_stage, "w"), p.memory_source);
-  add("gradients per GPU, bytes", memory_part(&MemoryBytes::grads),
+  add("gradients per GPU, bytes", memory_part(&layout::GpuMemory::grads_bytes),
       state_formula(o.zero_stage, "g"), p.memory_source);
-  add("master weights per GPU, bytes", memory_part(&MemoryBytes::master),
+  add("master weights per GPU, bytes", memory_part(&layout::GpuMemory::master_bytes),
       state_formula(o.zero_stage, "m"), p.memory_source);
-  add("optimizer state per GPU, bytes", memory_part(&MemoryBytes::optimizer),
+  add("optimizer state per GPU, bytes", memory_part(&layout::GpuMemory::optimizer_bytes),
       state_formula(o.zero_stage, "o"), p.memory_source);
   if (o.shape) {
     const ModelShape& s = *o.shape;
     add("activations per layer, one micro-batch, B", compute_row([&] {
-          return memory::activation_bytes_per_layer(transformer_shape(s), activation_options(o));
+          return memory::activation_bytes_per_layer(s.transformer, activation_options(o));
         }),
         activation_formula(s, o.tp),
         fmt::format("mgpu::memory::activation_bytes_per_layer, recompute {}{} (11.1, Korthikanti "
                     "et al. 2022)",
                     to_string(s.recompute), s.sequence_parallel ? ", sequence parallel" : ""));
     add("layers per stage", compute_row([&] {
-          return static_cast<double>(pipeline::layers_per_stage(s.layers, o.pp));
+          return static_cast<double>(pipeline::layers_per_stage(s.transformer.layers, o.pp));
         }),
         "L / p", "mgpu::pipeline::layers_per_stage (11.5)");
     add("micro-batches in flight, first stage", compute_row([&] {
@@ -388,7 +368,7 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
               pipeline::Schedule::one_f_one_b, o.pp, o.micro_batches, 0));
         }),
         "min(m, p) for 1F1B", "mgpu::pipeline::in_flight_micro_batches (11.5)");
-    add("activations per GPU, bytes", memory_part(&MemoryBytes::activations),
+    add("activations per GPU, bytes", memory_part(&layout::GpuMemory::activation_bytes),
         "per layer x L/p x min(m, p)", "mgpu::layout::per_gpu_memory (11.7)");
   }
   if (p.dp > 1) {
@@ -414,7 +394,7 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
                                               : "2 forward + 2 backward",
         "mgpu::tensor_parallel::all_reduces_per_block (11.4)");
     add("tp all-reduce payload A, bytes", compute_row([&] {
-          return tensor_parallel::all_reduce_payload_bytes(transformer_shape(*o.shape),
+          return tensor_parallel::all_reduce_payload_bytes(o.shape->transformer,
                                                            kActivationElementBytes);
         }),
         "s b h x 2", "mgpu::tensor_parallel::all_reduce_payload_bytes (11.4)");
@@ -423,14 +403,13 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
     const std::int64_t middle = o.pp > 2 ? 1 : 0;
     add("pipeline bytes sent by the busiest stage", compute_row([&] {
           return pipeline::boundary_bytes_sent_per_stage(
-              transformer_shape(*o.shape), o.pp, o.micro_batches, middle, kActivationElementBytes);
+              o.shape->transformer, o.pp, o.micro_batches, middle, kActivationElementBytes);
         }),
         o.pp > 2 ? "2 m A (a middle stage)" : "m A (two stages)",
         "mgpu::pipeline::boundary_bytes_sent_per_stage (11.5)");
     // The stage's tp GPUs split each boundary tensor, so one GPU sends 1/tp of the stage's bytes.
-    add("pipeline bytes sent per GPU", compute_row([&] {
-          return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes;
-        }),
+    add("pipeline bytes sent per GPU",
+        compute_row([&] { return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes; }),
         "stage bytes / tp (each tp GPU sends its slice)", "mgpu::layout::per_gpu_traffic (11.7)");
   }
   add("pipeline bubble", p.bubble, "(p - 1) / (m + p - 1)",
@@ -452,7 +431,8 @@ void add_time(Plan& p) {
   Row<double> extra = 0.0;
   if (o.shape && o.shape->recompute == Recompute::full)
     extra = compute_row([&] {
-      return checkpointing::recompute_extra_flops_fraction(o.shape->layers, o.shape->layers);
+      return checkpointing::recompute_extra_flops_fraction(o.shape->transformer.layers,
+                                                           o.shape->transformer.layers);
     });
   if (extra.has_value()) p.recompute_extra_fraction = *extra;
   p.seconds_ideal = p.flops.has_value() ? compute_row([&] {
@@ -529,7 +509,7 @@ std::vector<std::string> Plan::pending_functions(bool with_factors) const {
   return out;
 }
 
-MemoryBytes memory_per_gpu(const Options& o) {
+layout::GpuMemory memory_per_gpu(const Options& o) {
   const PrecisionRecipe recipe = precision_preset(o.precision);
   const double share = o.params / static_cast<double>(o.tp * o.pp);
   switch (memory_route(o)) {
@@ -541,7 +521,7 @@ MemoryBytes memory_per_gpu(const Options& o) {
     case MemoryRoute::layout:
       break;
   }
-  return to_memory(layout::per_gpu_memory(layout_model(o)));
+  return layout::per_gpu_memory(layout_model(o));
 }
 
 std::string memory_source(const Options& o) {

@@ -15,6 +15,7 @@
 
 #include <mgpu/not_implemented.hpp>
 
+#include "11_7_3d_and_experts/formulas.hpp"  // layout::GpuMemory: one GPU's memory by category
 #include "plan/options.hpp"
 
 namespace mgpu::planner {
@@ -74,22 +75,11 @@ auto compute_row(F&& compute) -> Row<std::decay_t<std::invoke_result_t<F>>> {
   }
 }
 
-/// One GPU's memory by category, bytes (the categories of the runtime's memory ledger).
-struct MemoryBytes {
-  double weights = 0;      ///< bf16 weights this GPU holds
-  double grads = 0;        ///< bf16 gradients
-  double master = 0;       ///< fp32 master copy of the weights
-  double optimizer = 0;    ///< fp32 Adam moments
-  double activations = 0;  ///< activations kept for the backward pass (0 without a model shape)
-  /// Sum of the five categories.
-  double total() const { return weights + grads + master + optimizer + activations; }
-};
-
 /// The one test of "fits" that the verdict, the fewest-GPUs search and every suggestion use:
 /// the busiest GPU needs at most the capacity (--gpu-memory). No headroom is kept back; a count
 /// that fills a GPU to exactly 100% fits, and the report prints the percentage beside it.
-inline bool fits_capacity(const MemoryBytes& m, const Options& o) {
-  return m.total() <= o.gpu_memory_bytes;
+inline bool fits_capacity(const layout::GpuMemory& m, const Options& o) {
+  return m.total_bytes() <= o.gpu_memory_bytes;
 }
 
 /// One kind of communication, bytes sent by one GPU in one training step.
@@ -111,15 +101,15 @@ struct Factor {
 /// The fewest GPUs that fit, with the same tp and pp.
 struct FewestGpus {
   std::optional<std::int64_t> gpus;  ///< empty: no count up to kMaxSearchGpus fits
-  MemoryBytes memory;                ///< one GPU's memory at that count (when there is one)
+  layout::GpuMemory memory;          ///< one GPU's memory at that count (when there is one)
 };
 
 /// A change of one option that the report suggests for a layout that does not fit, evaluated
 /// before it is printed: same GPU count, everything else unchanged.
 struct Advice {
-  std::string change;       ///< the flag and value to use, e.g. "--zero 3" or "--pp 8"
-  Row<MemoryBytes> memory;  ///< one GPU's memory with the change
-  bool fits = false;        ///< fits_capacity(memory) (false while pending)
+  std::string change;             ///< the flag and value to use, e.g. "--zero 3" or "--pp 8"
+  Row<layout::GpuMemory> memory;  ///< one GPU's memory with the change
+  bool fits = false;              ///< fits_capacity(memory) (false while pending)
   /// When it does not fit on this count: the fewest GPUs (whole nodes) that fit with the change;
   /// empty when none does. Not asked for when it fits.
   Row<std::optional<std::int64_t>> fits_from;
@@ -130,7 +120,7 @@ struct Plan {
   Options options;                  ///< the validated inputs
   std::int64_t dp = 1;              ///< data-parallel degree, gpus / (tp * pp)
   double params_per_gpu = 0;        ///< parameters one GPU computes with, Psi / (tp * pp)
-  Row<MemoryBytes> memory;          ///< one GPU's memory at options.gpus
+  Row<layout::GpuMemory> memory;    ///< one GPU's memory at options.gpus
   std::string memory_source;        ///< the chapter function the memory rows come from
   Row<bool> fits;                   ///< fits_capacity(memory)
   Row<FewestGpus> min_gpus;         ///< fewest GPUs (same tp, pp, whole nodes) that fit
@@ -169,7 +159,7 @@ Plan make_plan(const Options& o);
 /// (nothing sharded: ZeRO stage 0, or one data-parallel GPU) or 11.3 (ZeRO stage 1 to 3) on
 /// the GPU's share Psi / (tp pp); with a shape, from 11.7's per_gpu_memory, activations included.
 /// Throws mgpu::NotImplemented when that chapter function is not written yet.
-MemoryBytes memory_per_gpu(const Options& o);
+layout::GpuMemory memory_per_gpu(const Options& o);
 
 /// Which chapter function memory_per_gpu uses for these options, e.g.
 /// "mgpu::zero::zero_state_per_gpu (11.3)".

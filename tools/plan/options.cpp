@@ -55,7 +55,8 @@ std::string divisors_of(std::int64_t n) {
   return out;
 }
 
-void validate_shape(const Options& o, const ModelShape& s) {
+void validate_shape(const Options& o, const ModelShape& m) {
+  const TransformerShape& s = m.transformer;
   require_count("--layers", s.layers, "80");
   require_count("--hidden", s.hidden, "8192");
   require_count("--heads", s.heads, "64");

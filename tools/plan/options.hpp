@@ -29,13 +29,11 @@ const char* to_string(Recompute r);
 /// Parses "none", "selective" or "full"; anything else throws UsageError naming the choices.
 Recompute parse_recompute(const std::string& text);
 
-/// The transformer's shape, needed only for activation memory and tensor/pipeline traffic.
+/// The model as the activation estimate sees it, needed only for activation memory and
+/// tensor/pipeline traffic: the chapters' transformer shape and the two per-layer choices of
+/// 11.1's memory::ActivationOptions (its third, the tensor-parallel degree, is Options::tp).
 struct ModelShape {
-  std::int64_t layers = 0;                ///< transformer blocks L
-  std::int64_t hidden = 0;                ///< hidden size h
-  std::int64_t heads = 0;                 ///< attention heads a
-  std::int64_t seq = 0;                   ///< sequence length s, tokens
-  std::int64_t micro_batch = 1;           ///< sequences per micro-batch b
+  TransformerShape transformer;           ///< s, b, h, a and L, every one given
   Recompute recompute = Recompute::none;  ///< activation checkpointing policy
   bool sequence_parallel = false;         ///< shard the non-tensor-parallel activations over tp too
 };

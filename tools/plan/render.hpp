@@ -15,7 +15,8 @@ std::string format_gb(double bytes);
 /// A text bar of one GPU's memory: one letter per category (W weights, G grads, M master,
 /// O optimizer, A activations), '.' for free memory up to the capacity, and '|' at the capacity.
 /// `scale_bytes` is the memory the full `width` stands for, so several bars share one scale.
-std::string memory_bar(const MemoryBytes& m, double capacity_bytes, double scale_bytes, int width);
+std::string memory_bar(const layout::GpuMemory& m, double capacity_bytes, double scale_bytes,
+                       int width);
 
 /// The report `mgpu plan` prints; with `explain`, followed by every factor and its source.
 std::string render_text(const Plan& p, bool explain);

@@ -12,10 +12,10 @@ namespace mgpu::planner {
 
 namespace {
 
-nlohmann::ordered_json memory_json(const MemoryBytes& m) {
+nlohmann::ordered_json memory_json(const layout::GpuMemory& m) {
   nlohmann::ordered_json j;
   for (const auto& c : kMemoryCategories) j[c.key] = m.*c.bytes;
-  j["total"] = m.total();
+  j["total"] = m.total_bytes();
   return j;
 }
 
@@ -51,11 +51,11 @@ nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
                            {"mfu", o.mfu}};
   if (o.shape) {
     const ModelShape& s = *o.shape;
-    j["shape"] = {{"layers", s.layers},
-                  {"hidden", s.hidden},
-                  {"heads", s.heads},
-                  {"seq", s.seq},
-                  {"micro_batch", s.micro_batch},
+    j["shape"] = {{"layers", s.transformer.layers},
+                  {"hidden", s.transformer.hidden},
+                  {"heads", s.transformer.heads},
+                  {"seq", s.transformer.seq},
+                  {"micro_batch", s.transformer.micro_batch},
                   {"recompute", to_string(s.recompute)},
                   {"sequence_parallel", s.sequence_parallel}};
   } else {

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "svg.hpp"
 #include "plan/categories.hpp"
 #include "plan/render.hpp"
+#include "svg.hpp"
 
 namespace mgpu::planner {
 
@@ -16,7 +16,7 @@ constexpr double kWidth = 780, kLeft = 110, kPlot = 480, kBarHeight = 34, kBarGa
 
 struct Bar {
   std::int64_t gpus;
-  const MemoryBytes* memory;
+  const layout::GpuMemory* memory;
 };
 
 void draw_bar(std::string& out, const Bar& bar, double y, double scale, double capacity) {
@@ -35,11 +35,12 @@ void draw_bar(std::string& out, const Bar& bar, double y, double scale, double c
         c.key, bytes, x, y, w, kBarHeight, c.color, tools::escape_xml(c.label), format_gb(bytes));
     x += w;
   }
-  const bool fits = bar.memory->total() <= capacity;  // fits_capacity, on the bar's own numbers
+  const bool fits =
+      bar.memory->total_bytes() <= capacity;  // fits_capacity, on the bar's own numbers
   out += fmt::format(R"(  <text x="{:.2f}" y="{:.2f}" dominant-baseline="middle">{} {}</text>)"
                      "\n",
                      std::max(x, kLeft + capacity / scale * kPlot) + 8, y + kBarHeight / 2,
-                     format_gb(bar.memory->total()), fits ? "fits" : "does not fit");
+                     format_gb(bar.memory->total_bytes()), fits ? "fits" : "does not fit");
 }
 
 // The opening of every figure: the svg element, a white background and the title line.
@@ -57,7 +58,7 @@ std::string svg_head(const Options& o, double height) {
       "\n",
       kLeft,
       tools::escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
-                             format_count(o.params), o.zero_stage, o.tp, o.pp)));
+                                    format_count(o.params), o.zero_stage, o.tp, o.pp)));
   return out;
 }
 
@@ -66,10 +67,10 @@ std::string svg_head(const Options& o, double height) {
 std::string pending_svg(const Plan& p) {
   const Options& o = p.options;
   std::string out = svg_head(o, 90);
-  out += fmt::format(R"(  <text x="{:.2f}" y="56" font-style="italic">{}</text>)"
-                     "\n",
-                     kLeft,
-                     tools::escape_xml(fmt::format("finish {} to see this figure", p.memory.missing())));
+  out += fmt::format(
+      R"(  <text x="{:.2f}" y="56" font-style="italic">{}</text>)"
+      "\n",
+      kLeft, tools::escape_xml(fmt::format("finish {} to see this figure", p.memory.missing())));
   out += "</svg>\n";
   return out;
 }
@@ -85,7 +86,7 @@ std::string render_svg(const Plan& p) {
       !*p.fits && p.min_gpus.has_value() && p.min_gpus->gpus && *p.min_gpus->gpus != o.gpus;
   if (second) bars.push_back({*p.min_gpus->gpus, &p.min_gpus->memory});
   double scale = cap;
-  for (const auto& b : bars) scale = std::max(scale, b.memory->total());
+  for (const auto& b : bars) scale = std::max(scale, b.memory->total_bytes());
   scale *= 1.02;  // a little room so a bar that exactly fills the plot does not touch the edge
 
   const double bars_bottom =

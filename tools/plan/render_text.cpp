@@ -86,21 +86,22 @@ void append_fewest(std::string& out, const Plan& p) {
       out += fmt::format(
           "  It would also fit on as few as {} with tp {} and pp {}, in whole {}-GPU nodes ({} per "
           "GPU, {}).\n",
-          gpus_text(*whole.gpus), o.tp, o.pp, o.gpus_per_node, format_gb(whole.memory.total()),
-          percent_of(whole.memory.total(), cap));
+          gpus_text(*whole.gpus), o.tp, o.pp, o.gpus_per_node,
+          format_gb(whole.memory.total_bytes()), percent_of(whole.memory.total_bytes(), cap));
     return;
   }
   out += fmt::format(
       "  Fewest GPUs that fit with tp {} and pp {}, in whole {}-GPU nodes: {} -> {} per GPU "
       "({}).\n",
-      o.tp, o.pp, o.gpus_per_node, layout(o, *whole.gpus), format_gb(whole.memory.total()),
-      percent_of(whole.memory.total(), cap));
+      o.tp, o.pp, o.gpus_per_node, layout(o, *whole.gpus), format_gb(whole.memory.total_bytes()),
+      percent_of(whole.memory.total_bytes(), cap));
   if (p.min_gpus_any.is_pending())
     out += fmt::format("  Allowing a partial node: {}.\n", finish(p.min_gpus_any.missing()));
   else if (p.min_gpus_any->gpus && *p.min_gpus_any->gpus < *whole.gpus)
     out += fmt::format("  Allowing a partial node: {} -> {} per GPU ({}).\n",
-                       gpus_text(*p.min_gpus_any->gpus), format_gb(p.min_gpus_any->memory.total()),
-                       percent_of(p.min_gpus_any->memory.total(), cap));
+                       gpus_text(*p.min_gpus_any->gpus),
+                       format_gb(p.min_gpus_any->memory.total_bytes()),
+                       percent_of(p.min_gpus_any->memory.total_bytes(), cap));
 }
 
 void append_advice(std::string& out, const Plan& p) {
@@ -115,12 +116,12 @@ void append_advice(std::string& out, const Plan& p) {
       out += fmt::format("    {}finish {} to evaluate it\n", change, a.memory.missing());
     else if (a.fits)
       out += fmt::format("    {}would need {} per GPU: fits ({})\n", change,
-                         format_gb(a.memory->total()),
-                         percent_of(a.memory->total(), o.gpu_memory_bytes));
+                         format_gb(a.memory->total_bytes()),
+                         percent_of(a.memory->total_bytes(), o.gpu_memory_bytes));
     else
       out += fmt::format(
-          "    {}would need {} per GPU: still over {}{}\n", change, format_gb(a.memory->total()),
-          format_gb(o.gpu_memory_bytes),
+          "    {}would need {} per GPU: still over {}{}\n", change,
+          format_gb(a.memory->total_bytes()), format_gb(o.gpu_memory_bytes),
           a.fits_from.is_pending()
               ? fmt::format("; finish {} to see from how many GPUs it fits", a.fits_from.missing())
           : !a.fits_from.has_value() ? ""
@@ -139,36 +140,38 @@ void append_memory(std::string& out, const Plan& p) {
   }
   for (const auto& c : kMemoryCategories) {
     out += fmt::format("  {:<24}{:>14}", c.label, format_gb((*p.memory).*c.bytes));
-    if (c.bytes == &MemoryBytes::activations && !o.shape)
+    if (c.bytes == &layout::GpuMemory::activation_bytes && !o.shape)
       out += "   (no model shape: add --layers --hidden --heads --seq)";
     out += '\n';
   }
-  out += fmt::format("  {:<24}{:>14}   of {} capacity\n\n", "total", format_gb(p.memory->total()),
-                     format_gb(cap));
+  out += fmt::format("  {:<24}{:>14}   of {} capacity\n\n", "total",
+                     format_gb(p.memory->total_bytes()), format_gb(cap));
 
   const bool second =
       !*p.fits && p.min_gpus.has_value() && p.min_gpus->gpus && *p.min_gpus->gpus != o.gpus;
-  double scale = std::max(cap, p.memory->total());
-  if (second) scale = std::max(scale, p.min_gpus->memory.total());
+  double scale = std::max(cap, p.memory->total_bytes());
+  if (second) scale = std::max(scale, p.min_gpus->memory.total_bytes());
   const std::string first_label = gpus_text(o.gpus);
   const std::string second_label = second ? gpus_text(*p.min_gpus->gpus) : "";
   const std::size_t w = std::max(first_label.size(), second_label.size());
-  out += fmt::format("  {:<{}} [{}] {}\n", first_label, w,
-                     memory_bar(*p.memory, cap, scale, kBarWidth), format_gb(p.memory->total()));
+  out +=
+      fmt::format("  {:<{}} [{}] {}\n", first_label, w,
+                  memory_bar(*p.memory, cap, scale, kBarWidth), format_gb(p.memory->total_bytes()));
   if (second)
     out += fmt::format("  {:<{}} [{}] {}\n", second_label, w,
                        memory_bar(p.min_gpus->memory, cap, scale, kBarWidth),
-                       format_gb(p.min_gpus->memory.total()));
+                       format_gb(p.min_gpus->memory.total_bytes()));
   out += fmt::format(
       "  {:<{}}  W weights  G grads  M master  O optimizer  A activations  . free  | {}\n\n", "", w,
       format_gb(cap));
 
   if (*p.fits)
-    out += fmt::format("  Fits: {} <= {} ({}).\n", format_gb(p.memory->total()), format_gb(cap),
-                       percent_of(p.memory->total(), cap));
+    out += fmt::format("  Fits: {} <= {} ({}).\n", format_gb(p.memory->total_bytes()),
+                       format_gb(cap), percent_of(p.memory->total_bytes(), cap));
   else
     out += fmt::format("  Does not fit: {} > {} ({:.2f}x capacity).\n",
-                       format_gb(p.memory->total()), format_gb(cap), p.memory->total() / cap);
+                       format_gb(p.memory->total_bytes()), format_gb(cap),
+                       p.memory->total_bytes() / cap);
   append_fewest(out, p);
   append_advice(out, p);
 }
@@ -256,7 +259,8 @@ void append_pending(std::string& out, const Plan& p, bool explain) {
 
 }  // namespace
 
-std::string memory_bar(const MemoryBytes& m, double capacity_bytes, double scale_bytes, int width) {
+std::string memory_bar(const layout::GpuMemory& m, double capacity_bytes, double scale_bytes,
+                       int width) {
   const auto column = [&](double bytes) {
     if (scale_bytes <= 0) return 0;
     return std::clamp(static_cast<int>(std::lround(bytes / scale_bytes * width)), 0, width);

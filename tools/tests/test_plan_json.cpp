@@ -30,14 +30,15 @@ nlohmann::json run_to_json(const std::vector<std::string>& flags) {
   fs::remove(path);
   // These tests check computed numbers: on a build where a chapter function is still a skeleton,
   // they fail as the chapter tests do, naming it, instead of on a null.
-  if (!j.at("pending").empty()) FAIL("not implemented: " << j.at("pending").begin().value().get<std::string>());
+  if (!j.at("pending").empty())
+    FAIL("not implemented: " << j.at("pending").begin().value().get<std::string>());
   return j;
 }
 
-void check_memory(const nlohmann::json& j, const MemoryBytes& m) {
+void check_memory(const nlohmann::json& j, const mgpu::layout::GpuMemory& m) {
   for (const auto& c : kMemoryCategories)
     CHECK(j.at(c.key).get<double>() == doctest::Approx(m.*c.bytes));
-  CHECK(j.at("total").get<double>() == doctest::Approx(m.total()));
+  CHECK(j.at("total").get<double>() == doctest::Approx(m.total_bytes()));
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ Plan waiting_plan() {
   p.options.zero_stage = 3;
   p.dp = 8;
   p.params_per_gpu = 70e9;
-  p.memory = Row<MemoryBytes>::pending("11.7 per_gpu_memory");
+  p.memory = Row<mgpu::layout::GpuMemory>::pending("11.7 per_gpu_memory");
   p.fits = Row<bool>::pending("11.7 per_gpu_memory");
   // The search waits for another function, but its line is not shown without the memory, so
   // the closing list must not name it either.
@@ -140,7 +140,9 @@ TEST_CASE("without a model shape the memory rows need only 11.1 and 11.3, never 
   CHECK(contains(memory_source(o), "(11.1)"));  // dp 1
   o.gpus = 64;
   CHECK(contains(memory_source(o), "(11.3)"));
-  o.shape = ModelShape{80, 8192, 64, 4096, 1, Recompute::none, false};
+  o.shape = ModelShape{{.seq = 4096, .micro_batch = 1, .hidden = 8192, .heads = 64, .layers = 80},
+                       Recompute::none,
+                       false};
   CHECK(contains(memory_source(o), "(11.7)"));
 }
 

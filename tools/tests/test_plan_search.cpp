@@ -13,7 +13,7 @@ namespace {
 
 bool fits_at(Options o, std::int64_t gpus) {
   o.gpus = gpus;
-  return memory_per_gpu(o).total() <= o.gpu_memory_bytes;
+  return memory_per_gpu(o).total_bytes() <= o.gpu_memory_bytes;
 }
 
 // The obvious search, one candidate at a time, for comparison with the bisection.
@@ -71,8 +71,7 @@ TEST_CASE("with tp = pp = 1 and no activations the search matches mgpu::zero::mi
   for (int stage = 0; stage <= 3; ++stage)
     for (double params : {1e9, 7e9, 13e9, 70e9}) {
       const Options o = model(params, stage, 1, 1);
-      const auto expected =
-          mgpu::zero::min_gpus_to_fit(params, mgpu::kBf16MixedAdam, stage, 80e9);
+      const auto expected = mgpu::zero::min_gpus_to_fit(params, mgpu::kBf16MixedAdam, stage, 80e9);
       const auto found = min_gpus_that_fit(o, false);
       CAPTURE(stage);
       CAPTURE(params);
@@ -83,7 +82,9 @@ TEST_CASE("with tp = pp = 1 and no activations the search matches mgpu::zero::mi
 
 TEST_CASE("the answer fits and the candidate just below it does not") {
   Options o = model(70e9, 3, 2, 2);
-  o.shape = ModelShape{80, 8192, 64, 4096, 1, Recompute::selective, true};
+  o.shape = ModelShape{{.seq = 4096, .micro_batch = 1, .hidden = 8192, .heads = 64, .layers = 80},
+                       Recompute::selective,
+                       true};
   o.micro_batches = 8;
   const auto found = min_gpus_that_fit(o, false);
   REQUIRE(found.has_value());
@@ -104,8 +105,10 @@ TEST_CASE("whole nodes: above one node the count is a multiple of gpus-per-node 
 
 TEST_CASE("activations that alone exceed the capacity never fit, whatever the stage") {
   Options o = model(7e9, 3, 1, 1);
-  o.shape = ModelShape{32, 4096, 32, 32768, 8, Recompute::none, false};
-  REQUIRE(memory_per_gpu(o).activations > o.gpu_memory_bytes);
+  o.shape = ModelShape{{.seq = 32768, .micro_batch = 8, .hidden = 4096, .heads = 32, .layers = 32},
+                       Recompute::none,
+                       false};
+  REQUIRE(memory_per_gpu(o).activation_bytes > o.gpu_memory_bytes);
   CHECK_FALSE(min_gpus_that_fit(o, true).has_value());
   CHECK_FALSE(*make_plan(o).fits);
 }

@@ -20,9 +20,6 @@ namespace {
 using tools_test::Element;
 using tools_test::parse_xml;
 
-
-
-
 double number(const Element& e, const char* key) { return std::stod(e.attributes.at(key)); }
 
 Plan stage3_at_8() {
@@ -30,7 +27,9 @@ Plan stage3_at_8() {
   o.params = 70e9;
   o.gpus = 8;
   o.zero_stage = 3;
-  o.shape = ModelShape{80, 8192, 64, 2048, 1, Recompute::full, false};
+  o.shape = ModelShape{{.seq = 2048, .micro_batch = 1, .hidden = 8192, .heads = 64, .layers = 80},
+                       Recompute::full,
+                       false};
   return make_plan(o);
 }
 
@@ -70,16 +69,16 @@ TEST_CASE(
   double first_bar_bytes = 0;
   for (std::size_t i = 0; i < kMemoryCategories.size(); ++i)
     first_bar_bytes += number(segments[i], "data-bytes");
-  CHECK(first_bar_bytes == doctest::Approx(p.memory->total()));
+  CHECK(first_bar_bytes == doctest::Approx(p.memory->total_bytes()));
 }
 
 TEST_CASE("the text bar stacks categories in proportion and marks the capacity") {
-  MemoryBytes m;
-  m.weights = 10;
-  m.grads = 10;
-  m.master = 20;
-  m.optimizer = 40;
-  m.activations = 20;  // total 100
+  mgpu::layout::GpuMemory m;
+  m.weights_bytes = 10;
+  m.grads_bytes = 10;
+  m.master_bytes = 20;
+  m.optimizer_bytes = 40;
+  m.activation_bytes = 20;  // total 100
   const std::string bar = memory_bar(m, 50, 100, 50);
   MESSAGE("bar: [" << bar << "]");
   CHECK(bar.size() == 51);  // 50 columns and the capacity mark

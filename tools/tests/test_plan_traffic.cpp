@@ -27,7 +27,8 @@ Options layout_3d(int stage, Recompute recompute) {
   o.pp = 4;
   o.zero_stage = stage;
   o.micro_batches = 16;
-  o.shape = ModelShape{80, 8192, 64, 4096, 1, recompute, false};
+  o.shape = ModelShape{
+      {.seq = 4096, .micro_batch = 1, .hidden = 8192, .heads = 64, .layers = 80}, recompute, false};
   return o;
 }
 
@@ -37,7 +38,7 @@ mgpu::layout::LayoutModel layout_model_of(const Options& o) {
   m.layout = {o.tp, o.pp, data_parallel_degree(o)};
   m.zero_stage = o.zero_stage;
   m.micro_batches = o.micro_batches;
-  m.shape = {o.shape->seq, o.shape->micro_batch, o.shape->hidden, o.shape->heads, o.shape->layers};
+  m.shape = o.shape->transformer;
   m.activation_bytes_per_layer =
       mgpu::memory::activation_bytes_per_layer(m.shape, {o.tp, false, o.shape->recompute});
   m.recompute = o.shape->recompute;
@@ -64,9 +65,8 @@ TEST_CASE("pipeline bytes per GPU are the 11.5 bytes of a middle stage split ove
     Options o = layout_3d(1, Recompute::none);
     o.tp = tp;
     const Plan p = make_plan(o);
-    const mgpu::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
-                                               o.shape->heads, o.shape->layers};
-    const double stage = mgpu::pipeline::boundary_bytes_sent_per_stage(shape, o.pp, o.micro_batches, 1, 2);
+    const double stage = mgpu::pipeline::boundary_bytes_sent_per_stage(o.shape->transformer, o.pp,
+                                                                       o.micro_batches, 1, 2);
     CAPTURE(tp);
     CHECK(bytes_of(p, "pp") == doctest::Approx(stage / static_cast<double>(tp)));
   }
@@ -77,13 +77,12 @@ TEST_CASE("tensor-parallel bytes are the 11.4 per-block bytes x layers per stage
   for (Recompute r : {Recompute::none, Recompute::full}) {
     const Options o = layout_3d(1, r);
     const Plan p = make_plan(o);
-    const mgpu::TransformerShape shape{o.shape->seq, o.shape->micro_batch, o.shape->hidden,
-                                               o.shape->heads, o.shape->layers};
+    const mgpu::TransformerShape& shape = o.shape->transformer;
     double per_block = tpn::block_bytes_sent_per_rank(shape, o.tp, 2, tpn::Pass::both);
     if (r == Recompute::full)
       per_block += tpn::block_bytes_sent_per_rank(shape, o.tp, 2, tpn::Pass::forward);
     const double expected =
-        per_block * static_cast<double>(o.shape->layers / o.pp * o.micro_batches);
+        per_block * static_cast<double>(o.shape->transformer.layers / o.pp * o.micro_batches);
     MESSAGE("recompute " << to_string(r) << ": tp bytes per step " << bytes_of(p, "tp") / 1e9
                          << " GB");
     CHECK(bytes_of(p, "tp") == doctest::Approx(expected));

@@ -25,32 +25,32 @@ Options seventy_b(int stage, std::int64_t gpus) {
 TEST_CASE("Try: 70e9 with plain data parallelism needs 1120 GB on each of 8 GPUs and never fits") {
   const Plan p = make_plan(seventy_b(0, 8));
   const double whole_state = mgpu::memory::training_state_bytes(70e9, mgpu::kBf16MixedAdam);
-  MESSAGE("per GPU: " << p.memory->total() / 1e9 << " GB");
-  CHECK(p.memory->total() == doctest::Approx(1120e9));
-  CHECK(p.memory->total() == doctest::Approx(whole_state));
+  MESSAGE("per GPU: " << p.memory->total_bytes() / 1e9 << " GB");
+  CHECK(p.memory->total_bytes() == doctest::Approx(1120e9));
+  CHECK(p.memory->total_bytes() == doctest::Approx(whole_state));
   CHECK_FALSE(*p.fits);
   CHECK_FALSE(p.min_gpus->gpus.has_value());
   CHECK_FALSE(p.min_gpus_any->gpus.has_value());
   // The same at any count: stage 0 shards nothing.
-  CHECK(memory_per_gpu(seventy_b(0, 1024)).total() == doctest::Approx(whole_state));
+  CHECK(memory_per_gpu(seventy_b(0, 1024)).total_bytes() == doctest::Approx(whole_state));
   CHECK(render_text(p, false).find("Never fits") != std::string::npos);
 }
 
 TEST_CASE("Try: 70e9 at ZeRO stage 3 needs 140 GB at 8 GPUs and fits from 16 GPUs at 70 GB") {
   const Plan p = make_plan(seventy_b(3, 8));
-  MESSAGE("per GPU at 8: " << p.memory->total() / 1e9 << " GB; fewest "
+  MESSAGE("per GPU at 8: " << p.memory->total_bytes() / 1e9 << " GB; fewest "
                            << p.min_gpus->gpus.value_or(-1) << " -> "
-                           << p.min_gpus->memory.total() / 1e9 << " GB");
-  CHECK(p.memory->total() == doctest::Approx(140e9));
+                           << p.min_gpus->memory.total_bytes() / 1e9 << " GB");
+  CHECK(p.memory->total_bytes() == doctest::Approx(140e9));
   CHECK_FALSE(*p.fits);
   REQUIRE(p.min_gpus->gpus.has_value());
   CHECK(*p.min_gpus->gpus == 16);
-  CHECK(p.min_gpus->memory.total() == doctest::Approx(70e9));
-  CHECK(p.min_gpus->memory.total() <= 80e9);
+  CHECK(p.min_gpus->memory.total_bytes() == doctest::Approx(70e9));
+  CHECK(p.min_gpus->memory.total_bytes() <= 80e9);
   // Without whole nodes, 1120/14 = 80 GB fills the GPU exactly.
   REQUIRE(p.min_gpus_any->gpus.has_value());
   CHECK(*p.min_gpus_any->gpus == 14);
-  CHECK(p.min_gpus_any->memory.total() == doctest::Approx(80e9));
+  CHECK(p.min_gpus_any->memory.total_bytes() == doctest::Approx(80e9));
   const std::string text = render_text(p, false);
   CHECK(text.find("Does not fit") != std::string::npos);
   CHECK(text.find("in whole 8-GPU nodes: 16") != std::string::npos);
@@ -58,9 +58,9 @@ TEST_CASE("Try: 70e9 at ZeRO stage 3 needs 140 GB at 8 GPUs and fits from 16 GPU
 
 TEST_CASE("exercise: 70e9 at ZeRO stage 3 on 64 GPUs holds 17.5 GB per GPU") {
   const Plan p = make_plan(seventy_b(3, 64));
-  MESSAGE("per GPU: " << p.memory->total() / 1e9 << " GB");
-  CHECK(std::abs(p.memory->total() / 1e9 - 17.5) <= 0.1);
-  CHECK(p.memory->total() == doctest::Approx(16 * 70e9 / 64));
+  MESSAGE("per GPU: " << p.memory->total_bytes() / 1e9 << " GB");
+  CHECK(std::abs(p.memory->total_bytes() / 1e9 - 17.5) <= 0.1);
+  CHECK(p.memory->total_bytes() == doctest::Approx(16 * 70e9 / 64));
   CHECK(*p.fits);
 }
 
@@ -70,10 +70,10 @@ TEST_CASE("exercise: 7e9 at ZeRO stage 1 on 8 GPUs holds 38.5 GB per GPU, 4 Psi 
   o.gpus = 8;
   o.zero_stage = 1;
   const Plan p = make_plan(o);
-  MESSAGE("per GPU: " << p.memory->total() / 1e9 << " GB");
-  CHECK(std::abs(p.memory->total() / 1e9 - 38.5) <= 0.1);
-  CHECK(p.memory->weights + p.memory->grads == doctest::Approx(4 * 7e9));
-  CHECK(p.memory->master + p.memory->optimizer == doctest::Approx(12 * 7e9 / 8));
+  MESSAGE("per GPU: " << p.memory->total_bytes() / 1e9 << " GB");
+  CHECK(std::abs(p.memory->total_bytes() / 1e9 - 38.5) <= 0.1);
+  CHECK(p.memory->weights_bytes + p.memory->grads_bytes == doctest::Approx(4 * 7e9));
+  CHECK(p.memory->master_bytes + p.memory->optimizer_bytes == doctest::Approx(12 * 7e9 / 8));
 }
 
 TEST_CASE("exercise: 4 pipeline stages and 8 micro-batches leave a 0.2727 bubble") {
