@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -157,8 +158,11 @@ UidLease::~UidLease() {
 }
 
 void kill_uid(uid_t uid) {
-  // A process can fork between our scan and our kill: repeat until a scan finds none.
-  for (int round = 0; round < 100; ++round) {
+  // A process can fork between our scan and our kill: repeat until a scan finds none. The bound
+  // is time, not rounds: on a loaded machine killed processes take a while to go, and one left
+  // behind would count against the case that leases this uid next.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
     bool any = false;
     for (const auto& [pid, p] : processes())
       if (p.uid == uid && p.state != 'Z' && p.state != 'X') {
