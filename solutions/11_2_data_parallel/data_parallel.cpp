@@ -1,5 +1,6 @@
 // 11.2 Data-parallel training steps (reference solution): slice the batch, average gradients,
-// apply the same Adam update everywhere; then the same with buckets sent during backward.
+// apply the same Adam update everywhere; then the same with buckets sent during backward, and
+// in bf16 mixed precision.
 #include "11_2_data_parallel/data_parallel.hpp"
 
 #include "11_2_data_parallel/ring_all_reduce.hpp"
@@ -84,6 +85,44 @@ double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& m
   }
   wait_all(pending);
   adam.step(replica.params.span(), grads);
+  return loss;
+}
+
+MixedReplica make_mixed_replica(MemoryLedger& ledger, const model::Model& model, std::uint64_t seed,
+                                const model::AdamConfig& adam) {
+  const std::size_t p = model.num_params();
+  MixedReplica replica;
+  replica.adam = adam;
+  // The master is initialised in place, so nothing but the recipe's 16 bytes per parameter is
+  // ever held; the bf16 weights are its rounding, never the other way round.
+  replica.master = Buffer<float>(ledger, Category::master, p, "dp.master");
+  model.init_params(replica.master.span(), seed);
+  replica.weights16 = Buffer<bf16>(ledger, Category::weights, p, "dp.weights16");
+  model::to_bf16(replica.master.span(), replica.weights16.span());
+  replica.grads16 = Buffer<bf16>(ledger, Category::grads, p, "dp.grads16");
+  replica.adam_m = Buffer<float>(ledger, Category::optimizer, p, "dp.adam_m");
+  replica.adam_v = Buffer<float>(ledger, Category::optimizer, p, "dp.adam_v");
+  return replica;
+}
+
+double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model, MixedReplica& replica,
+                                const model::Batch& global) {
+  const model::Batch local = local_batch(global, dp.rank(), dp.size());
+  MemoryLedger& ledger = rank.memory();
+  const std::size_t p = model.num_params();
+  // The model computes in fp32: a widened copy of the weights, and an fp32 gradient to
+  // accumulate into (both zero-initialised scratch, under comm so the state stays 16 bytes).
+  Buffer<float> widened(ledger, Category::comm, p, "dp.widened");
+  model::to_float(replica.weights16.span(), widened.span());
+  Buffer<float> grads(ledger, Category::comm, p, "dp.grads_fp32");
+  const double loss = model.forward_backward(rank, widened.span(), grads.span(), local);
+  widened.reset();
+  model::to_bf16(grads.span(), replica.grads16.span());
+  dp.all_reduce(replica.grads16.span(), ReduceOp::avg);
+  // Adam reads fp32: widen the averaged bf16 gradient into the scratch that is still held.
+  model::to_float(replica.grads16.span(), grads.span());
+  model::adam_step_mixed(replica.master.span(), grads.span(), replica.adam_m.span(), replica.adam_v.span(),
+                         ++replica.steps, replica.adam, replica.weights16.span());
   return loss;
 }
 
