@@ -11,13 +11,13 @@ namespace m = mgpu::memory;
 
 namespace {
 
-m::PrecisionRecipe random_preset(Ctx& ctx) {
-  int i = ctx.uniform_int(0, static_cast<int>(m::kPrecisionPresets.size()) - 1);
-  return m::kPrecisionPresets[static_cast<std::size_t>(i)].recipe;
+mgpu::PrecisionRecipe random_preset(Ctx& ctx) {
+  int i = ctx.uniform_int(0, static_cast<int>(mgpu::kPrecisionPresets.size()) - 1);
+  return mgpu::kPrecisionPresets[static_cast<std::size_t>(i)].recipe;
 }
 
-m::TransformerShape random_shape(Ctx& ctx) {
-  m::TransformerShape s;
+mgpu::TransformerShape random_shape(Ctx& ctx) {
+  mgpu::TransformerShape s;
   s.heads = ctx.pick<std::int64_t>({8, 16, 32, 64});
   s.hidden = s.heads * ctx.pick<std::int64_t>({64, 128});
   s.seq = ctx.pick<std::int64_t>({512, 1024, 2048, 4096});
@@ -34,14 +34,14 @@ std::vector<m::ActivationOptions> option_grid(Ctx& ctx) {
   std::vector<m::ActivationOptions> grid;
   for (std::int64_t t : {std::int64_t{1}, std::int64_t{2}, ctx.pick<std::int64_t>({4, 8})})
     for (bool sp : {false, true})
-      for (auto rc : {m::Recompute::none, m::Recompute::selective, m::Recompute::full}) grid.push_back({t, sp, rc});
+      for (auto rc : {mgpu::Recompute::none, mgpu::Recompute::selective, mgpu::Recompute::full}) grid.push_back({t, sp, rc});
   return grid;
 }
 
 // "t2_tensor_parallel_selective": the grid point a value belongs to, so feedback says which
 // combination of t, sequence parallelism and recompute is wrong.
 std::string option_name(const m::ActivationOptions& o) {
-  const char* rc = o.recompute == m::Recompute::none ? "no_recompute" : o.recompute == m::Recompute::selective ? "selective" : "full";
+  const char* rc = o.recompute == mgpu::Recompute::none ? "no_recompute" : o.recompute == mgpu::Recompute::selective ? "selective" : "full";
   return "t" + std::to_string(o.tensor_parallel) + (o.sequence_parallel ? "_sequence_parallel_" : "_tensor_parallel_") + rc;
 }
 
@@ -49,8 +49,8 @@ std::string option_name(const m::ActivationOptions& o) {
 
 MGPU_CASE("11_1.bytes_per_parameter") {
   std::vector<double> out;
-  for (const auto& p : m::kPrecisionPresets) out.push_back(m::bytes_per_parameter(p.recipe));
-  m::PrecisionRecipe r{ctx.pick<double>({1, 2, 4}), ctx.pick<double>({2, 4}), ctx.pick<double>({0, 4}), ctx.pick<double>({2, 4, 8, 12})};
+  for (const auto& p : mgpu::kPrecisionPresets) out.push_back(m::bytes_per_parameter(p.recipe));
+  mgpu::PrecisionRecipe r{ctx.pick<double>({1, 2, 4}), ctx.pick<double>({2, 4}), ctx.pick<double>({0, 4}), ctx.pick<double>({2, 4, 8, 12})};
   out.push_back(m::bytes_per_parameter(r));
   ctx.emit("bytes_per_parameter", out);
 }
@@ -58,26 +58,26 @@ MGPU_CASE("11_1.bytes_per_parameter") {
 MGPU_CASE("11_1.training_state_bytes") {
   double params = std::round(ctx.log_uniform(1e6, 1e12));
   ctx.emit("random_model", m::training_state_bytes(params, random_preset(ctx)));
-  ctx.emit("llama_70b_bf16_adam", m::training_state_bytes(70e9, m::kBf16MixedAdam));
-  ctx.emit_rejects("rejects_negative_params", [] { m::training_state_bytes(-1, m::kBf16MixedAdam); });
+  ctx.emit("llama_70b_bf16_adam", m::training_state_bytes(70e9, mgpu::kBf16MixedAdam));
+  ctx.emit_rejects("rejects_negative_params", [] { m::training_state_bytes(-1, mgpu::kBf16MixedAdam); });
 }
 
 MGPU_CASE("11_1.activation_bytes_per_layer") {
   // A drawn shape, and the text's layer (s = 2048, b = 1, h = 8192, a = 64) at fixed numbers.
-  const m::TransformerShape drawn = random_shape(ctx);
-  const m::TransformerShape text{2048, 1, 8192, 64, 1};
+  const mgpu::TransformerShape drawn = random_shape(ctx);
+  const mgpu::TransformerShape text{2048, 1, 8192, 64, 1};
   for (const m::ActivationOptions& o : option_grid(ctx)) {
     ctx.emit(option_name(o), m::activation_bytes_per_layer(drawn, o));
     ctx.emit("text_layer_" + option_name(o), m::activation_bytes_per_layer(text, o));
   }
-  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] { m::activation_bytes_per_layer(drawn, {3, false, m::Recompute::none}); });
+  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] { m::activation_bytes_per_layer(drawn, {3, false, mgpu::Recompute::none}); });
 }
 
 MGPU_CASE("11_1.activation_bytes") {
-  const m::TransformerShape s = random_shape(ctx);
+  const mgpu::TransformerShape s = random_shape(ctx);
   for (const m::ActivationOptions& o : option_grid(ctx)) ctx.emit(option_name(o), m::activation_bytes(s, o));
   ctx.emit_rejects("rejects_zero_layers", [&] {
-    m::TransformerShape none = s;
+    mgpu::TransformerShape none = s;
     none.layers = 0;
     m::activation_bytes(none, {});
   });

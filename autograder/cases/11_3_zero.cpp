@@ -5,13 +5,12 @@
 
 using namespace mgpu::grade;
 namespace z = mgpu::zero;
-namespace m = mgpu::memory;
 
 namespace {
 
-m::PrecisionRecipe random_preset(Ctx& ctx) {
-  int i = ctx.uniform_int(0, static_cast<int>(m::kPrecisionPresets.size()) - 1);
-  return m::kPrecisionPresets[static_cast<std::size_t>(i)].recipe;
+mgpu::PrecisionRecipe random_preset(Ctx& ctx) {
+  int i = ctx.uniform_int(0, static_cast<int>(mgpu::kPrecisionPresets.size()) - 1);
+  return mgpu::kPrecisionPresets[static_cast<std::size_t>(i)].recipe;
 }
 
 }  // namespace
@@ -51,7 +50,7 @@ MGPU_CASE("11_3.min_gpus_to_fit") {
   std::int64_t multiple = ctx.pick<std::int64_t>({1, 8});
   std::vector<double> out;
   for (int stage = 0; stage <= 3; ++stage) {
-    auto n = z::min_gpus_to_fit(params, m::kBf16MixedAdam, stage, capacity, multiple);
+    auto n = z::min_gpus_to_fit(params, mgpu::kBf16MixedAdam, stage, capacity, multiple);
     out.push_back(n ? static_cast<double>(*n) : -1.0);  // -1: no GPU count fits
   }
   ctx.emit("gpus", out);
