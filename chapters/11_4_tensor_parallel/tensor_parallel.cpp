@@ -1,6 +1,6 @@
 // 11.4 Tensor parallelism: your implementation. Split the linear layers of the FFN and the heads of
 // attention over a tensor-parallel group so that each rank multiplies 1/t of every matrix and one
-// all-reduce per pass puts the results back together.
+// all-reduce per pass puts the results back together; then split the tokens between the blocks.
 // A TODO's id is the last word in its parentheses: `./mgpu hint 11_4 <id>` gives hints for it.
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
 
@@ -109,6 +109,44 @@ void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, 
   //   row_parallel_backward, model::gelu_backward, model::linear_backward (an empty
   //   Eigen::RowVectorXf for no bias), rank.compute.
   throw NotImplemented("11.4 sp_ffn_backward");
+}
+
+SpAttentionCache sp_attention_forward(Rank& rank, Comm& tp, const TpAttention& attn, MatIn x_shard,
+                                      std::int64_t seq, MatOut y_shard) {
+  // TODO(11.4 sp_attention_forward): y_shard is this rank's token_rows of the unsplit attention's
+  //   output, after exactly one all-gather and one reduce-scatter. A shard may hold part of a
+  //   sequence, so the heads must see the gathered tokens in their original order; which
+  //   sizes must seq divide? The cache keeps the x shard (not the gathered x) and this rank's
+  //   heads' q, k, v, p, o under Category::activations; the (n, h) transients live in
+  //   Category::comm only while used. Calls: Comm::all_gather, Comm::reduce_scatter,
+  //   model::attention_forward (heads / t heads, as in tp_attention_forward), rank.compute.
+  throw NotImplemented("11.4 sp_attention_forward");
+}
+
+void sp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, const SpAttentionCache& cache,
+                           MatIn dy_shard, MatOut dx_shard) {
+  // TODO(11.4 sp_attention_backward): dx_shard is this rank's token_rows of the unsplit input
+  //   gradient and dwq..dwo accumulate as in tp_attention_backward, with two all-gathers (dy, and
+  //   x again from the cache) and one reduce-scatter, nothing else. Calls: token_rows,
+  //   model::attention_backward, Comm::reduce_scatter, rank.compute.
+  throw NotImplemented("11.4 sp_attention_backward");
+}
+
+SpLayerNormCache sp_layer_norm_forward(Rank& rank, Comm& tp, const SpLayerNorm& ln, MatIn x_shard,
+                                       MatOut y_shard) {
+  // TODO(11.4 sp_layer_norm_forward): y_shard is this rank's rows of the unsplit layer norm, with
+  //   no communication; the cache (Category::activations) keeps xhat and rstd for this rank's
+  //   rows only. Calls: model::layer_norm_forward (kLayerNormEps), row_vector, as_matrix.
+  throw NotImplemented("11.4 sp_layer_norm_forward");
+}
+
+void sp_layer_norm_backward(Rank& rank, Comm& tp, SpLayerNorm& ln, const SpLayerNormCache& cache,
+                            MatIn dy_shard, MatOut dx_shard) {
+  // TODO(11.4 sp_layer_norm_backward): dx_shard is this rank's rows of the unsplit input
+  //   gradient; dgamma and dbeta gain the gradients over all n tokens, the same on every rank,
+  //   after exactly one all-reduce. What must that all-reduce not touch, when the gradients
+  //   accumulate over micro-batches? Calls: model::layer_norm_backward, Comm::all_reduce.
+  throw NotImplemented("11.4 sp_layer_norm_backward");
 }
 
 }  // namespace mgpu::tensor_parallel

@@ -1,6 +1,8 @@
 // 11.4 Tensor parallelism on the simulated cluster: column- and row-parallel linear layers, the
 // Megatron-style FFN y = GELU(x W1) W2 (W1 by columns, W2 by rows) and attention split by heads,
-// forward and backward over a tensor-parallel group, every weight shard counted in the ledger.
+// forward and backward over a tensor-parallel group, every weight shard counted in the ledger;
+// then both blocks with sequence parallelism (1/t of the tokens per rank outside the block) and
+// the layer norm in front of them on each rank's tokens.
 #pragma once
 
 #include "11_4_tensor_parallel/checks.hpp"
@@ -329,5 +331,139 @@ SpFfnCache sp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x_shard,
 /// @throws std::invalid_argument when dy_shard or dx_shard is not (cache.tokens / t, hidden).
 void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, MatIn dy_shard,
                      MatOut dx_shard);
+
+/// What sp_attention_forward saves for the backward pass, in Category::activations: the
+/// TpAttentionCache tensors of this rank's heads over all n tokens, plus the block input, but only
+/// this rank's n/t tokens of it (the plain block keeps the whole x on every rank for its backward;
+/// here the backward all-gathers the shards again, as in SpFfnCache).
+struct SpAttentionCache {
+  std::int64_t tokens = 0;  ///< n = batch * seq, all tokens of the block: t times the shard's rows
+  std::int64_t seq = 0;     ///< tokens per sequence
+  Buffer<float> x_shard;    ///< this rank's rows of x, (n/t, h)
+  Buffer<float> q;          ///< (n, h/t)
+  Buffer<float> k;          ///< (n, h/t)
+  Buffer<float> v;          ///< (n, h/t)
+  Buffer<float> p;          ///< (batch * heads/t * seq, seq), the attention probabilities
+  Buffer<float> o;          ///< (n, h/t), the heads' outputs before W_O
+};
+
+/// Forward of the attention block split by heads with sequence parallelism: as sp_ffn_forward,
+/// the block's all-reduce becomes an all-gather of the input before the heads and a
+/// reduce-scatter of the partial output after W_O, the same bytes in all. x_shard (n/t, h) is
+/// this rank's token_rows of x; y_shard (n/t, h) is overwritten with this rank's rows of the
+/// unsplit attention's y. n = t * x_shard.rows(). Returns the cache.
+///
+/// Tokens and sequences: the unsplit x (n, h) holds its tokens sequence after sequence, `seq`
+/// per sequence, as tp_attention_forward's does, and the shards are plain blocks of its rows, so a
+/// shard need not hold whole sequences: at one sequence (n = seq) each rank holds 1/t of its
+/// positions, Megatron-LM's split of the sequence dimension. The scores of a head need every
+/// position of its sequence, so attention must run on the gathered x, never on a shard: the
+/// all-gather puts rank i's rows back at token_rows(n, i, t), the original order, and every
+/// sequence is whole again. So seq must divide n, not the shard's rows.
+///
+/// TODO 19 of 11.4. Exactly one all-gather (the x shards, into a transient (n, h) buffer in
+/// Category::comm, freed on return) and one reduce-scatter (ReduceOp::sum, of the partial (n, h)
+/// y, also Category::comm) over `tp`, nothing else. model::attention_forward with heads/t heads
+/// runs on the gathered x as in tp_attention_forward. Save the x shard and the attention tensors
+/// in the cache (Category::activations), never the gathered x. Charge
+/// model::attention_flops(n, seq, h, h/t) to the clock.
+/// @throws std::invalid_argument when x_shard or y_shard is not (rows, hidden) with the same rows,
+///         seq is below 1, or seq does not divide n = t * rows (whole sequences once gathered).
+SpAttentionCache sp_attention_forward(Rank& rank, Comm& tp, const TpAttention& attn, MatIn x_shard,
+                                      std::int64_t seq, MatOut y_shard);
+
+/// Backward of sp_attention_forward: dy_shard (n/t, h) is this rank's rows of the output
+/// gradient; dx_shard (n/t, h) is overwritten with this rank's rows of the unsplit input
+/// gradient; attn.dwq..dwo accumulate this rank's shards of the unsplit gradients.
+///
+/// TODO 20 of 11.4. Two all-gathers and one reduce-scatter over `tp`, nothing else: all-gather dy
+/// (the mirror of the forward's reduce-scatter), all-gather cache.x_shard again (dW_Q, dW_K, dW_V
+/// need all n tokens of x), model::attention_backward on them as in tp_attention_backward, then a
+/// reduce-scatter (sum) of the partial dx (n, h) into dx_shard. The gathered and partial (n, h)
+/// buffers in Category::comm. Charge 2 * attention_flops to the clock.
+/// @throws std::invalid_argument when dy_shard or dx_shard is not (cache.tokens / t, hidden).
+void sp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, const SpAttentionCache& cache,
+                           MatIn dy_shard, MatOut dx_shard);
+
+// ------------------------------------------------------------------------------ sp layer norm
+
+/// Given: the epsilon of every layer norm of this chapter, inside the square root.
+inline constexpr float kLayerNormEps = 1e-5f;
+
+/// Given: a flat buffer as a row vector (model::VecIn / VecOut), for gains, biases and the per-row
+/// statistics of a layer norm.
+inline Eigen::Map<Eigen::RowVectorXf> row_vector(Buffer<float>& b) {
+  return {b.data(), static_cast<Eigen::Index>(b.size())};
+}
+/// Given: the read-only row_vector.
+inline Eigen::Map<const Eigen::RowVectorXf> row_vector(const Buffer<float>& b) {
+  return {b.data(), static_cast<Eigen::Index>(b.size())};
+}
+
+/// The layer norm in front of a sequence-parallel block. Its gain and bias are not split: every
+/// rank holds all h of each (Category::weights, the 2h per norm block_params_per_rank counts
+/// whole) and their gradients (Category::grads). What sequence parallelism splits is the tokens.
+struct SpLayerNorm {
+  std::int64_t hidden = 0;  ///< h
+  Buffer<float> gamma;      ///< (h), the gain
+  Buffer<float> beta;       ///< (h), the bias
+  Buffer<float> dgamma;     ///< gradient of gamma over all n tokens, accumulated (+=)
+  Buffer<float> dbeta;      ///< gradient of beta, likewise; both the same on every rank
+};
+
+/// Given: an SpLayerNorm in `rank`'s ledger with gamma = 1 + normal(0, 0.1) and then beta =
+/// normal(0, 0.1) from model::Rng(seed), the same on every rank, and zero gradients.
+/// @throws std::invalid_argument when hidden is below 1.
+inline SpLayerNorm make_sp_layer_norm(Rank& rank, std::int64_t hidden, std::uint64_t seed) {
+  args::check_count("make_sp_layer_norm", "hidden", hidden);
+  const auto h = static_cast<std::size_t>(hidden);
+  SpLayerNorm ln;
+  ln.hidden = hidden;
+  ln.gamma = Buffer<float>(rank.memory(), Category::weights, h, "sp_layer_norm.gamma");
+  ln.beta = Buffer<float>(rank.memory(), Category::weights, h, "sp_layer_norm.beta");
+  ln.dgamma = Buffer<float>(rank.memory(), Category::grads, h, "sp_layer_norm.dgamma");
+  ln.dbeta = Buffer<float>(rank.memory(), Category::grads, h, "sp_layer_norm.dbeta");
+  model::Rng rng(seed);
+  rng.fill_normal(ln.gamma.span(), 0.1);
+  for (float& g : ln.gamma.span()) g += 1.0f;
+  rng.fill_normal(ln.beta.span(), 0.1);
+  return ln;
+}
+
+/// What sp_layer_norm_forward saves for the backward pass, in Category::activations: this rank's
+/// n/t tokens only. Under plain tensor parallelism the norm sits outside the split matmuls and
+/// runs on the whole (n, h) activation on every rank, so these would be n rows everywhere.
+struct SpLayerNormCache {
+  std::int64_t tokens = 0;  ///< n, all tokens of the block: t times the shard's rows
+  Buffer<float> xhat;       ///< this rank's normalised rows, (n/t, h)
+  Buffer<float> rstd;       ///< 1 / sqrt(var + eps) of each of those rows, (n/t)
+};
+
+/// Forward of the pre-attention layer norm under sequence parallelism (Korthikanti et al. 2022):
+/// x_shard (n/t, h) is this rank's token_rows of the block input; y_shard (n/t, h) is overwritten
+/// with the same rows of the unsplit layer norm, model::layer_norm_forward with ln's gain and
+/// bias and kLayerNormEps. It comes before sp_attention_forward's all-gather: its output is that
+/// function's x_shard. n = t * x_shard.rows(), t = tp.size(). Returns the cache.
+///
+/// TODO 21 of 11.4. A layer norm never mixes rows (each token's mean and variance are its own), so
+/// this rank's rows alone give its rows of the result: no communication at all. Save xhat and
+/// rstd for these rows (Category::activations), never the other ranks'.
+/// @throws std::invalid_argument when x_shard or y_shard is not (rows, hidden) with the same rows.
+SpLayerNormCache sp_layer_norm_forward(Rank& rank, Comm& tp, const SpLayerNorm& ln, MatIn x_shard,
+                                       MatOut y_shard);
+
+/// Backward of sp_layer_norm_forward: dy_shard (n/t, h) is this rank's rows of the output
+/// gradient; dx_shard (n/t, h) is overwritten with this rank's rows of the unsplit input gradient;
+/// ln.dgamma and ln.dbeta accumulate (+=) the unsplit gradients over all n tokens, the same on
+/// every rank.
+///
+/// TODO 22 of 11.4. dx_shard is local. The gain and bias gradients are sums over tokens, and this
+/// rank saw only its own: compute its partial sums into a fresh 2h buffer (Category::comm), sum
+/// them over `tp` with exactly one all-reduce (ReduceOp::sum), then add them to ln.dgamma and
+/// ln.dbeta. All-reducing ln.dgamma and ln.dbeta themselves would also sum what earlier
+/// micro-batches had accumulated there, t times over.
+/// @throws std::invalid_argument when dy_shard or dx_shard is not (cache.tokens / t, hidden).
+void sp_layer_norm_backward(Rank& rank, Comm& tp, SpLayerNorm& ln, const SpLayerNormCache& cache,
+                            MatIn dy_shard, MatOut dx_shard);
 
 }  // namespace mgpu::tensor_parallel

@@ -228,6 +228,46 @@ void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq,
   dx.noalias() += dv * wv.transpose();
 }
 
+// ------------------------------------------------------------------------------------ layer norm
+void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat, VecOut rstd, MatOut y) {
+  const Eigen::Index n = x.rows(), d = x.cols();
+  require(gamma.size() == d && beta.size() == d && xhat.rows() == n && xhat.cols() == d && rstd.size() == n &&
+              y.rows() == n && y.cols() == d,
+          "layer_norm_forward: x " + shape(x) + ", gamma " + std::to_string(gamma.size()) + ", beta " +
+              std::to_string(beta.size()) + ", xhat " + shape(xhat) + ", rstd " + std::to_string(rstd.size()) +
+              ", y " + shape(y));
+  require(eps > 0.0f, "layer_norm_forward: eps must be positive");
+  if (d == 0) return;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const float mean = x.row(i).mean();
+    const float var = (x.row(i).array() - mean).square().mean();
+    rstd(i) = 1.0f / std::sqrt(var + eps);
+    xhat.row(i) = (x.row(i).array() - mean) * rstd(i);
+  }
+  y = (xhat.array().rowwise() * gamma.array()).rowwise() + beta.array();
+}
+
+void layer_norm_backward(MatIn xhat, VecIn rstd, VecIn gamma, MatIn dy, MatOut dx, VecOut dgamma,
+                         VecOut dbeta) {
+  const Eigen::Index n = xhat.rows(), d = xhat.cols();
+  require(rstd.size() == n && gamma.size() == d && dy.rows() == n && dy.cols() == d && dx.rows() == n &&
+              dx.cols() == d && dgamma.size() == d && dbeta.size() == d,
+          "layer_norm_backward: xhat " + shape(xhat) + ", dy " + shape(dy) + ", dx " + shape(dx) + ", rstd " +
+              std::to_string(rstd.size()) + ", gamma/dgamma/dbeta " + std::to_string(gamma.size()) + "/" +
+              std::to_string(dgamma.size()) + "/" + std::to_string(dbeta.size()));
+  if (d == 0) return;
+  dgamma += (dy.array() * xhat.array()).colwise().sum().matrix();
+  dbeta += dy.colwise().sum();
+  // g = dy * gamma is the gradient of xhat. Through the row's mean and variance:
+  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), every mean over the row's d entries.
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const Eigen::RowVectorXf g = dy.row(i).cwiseProduct(gamma);
+    const float g_mean = g.mean();
+    const float gx_mean = g.cwiseProduct(xhat.row(i)).mean();
+    dx.row(i) = rstd(i) * (g.array() - g_mean - xhat.row(i).array() * gx_mean);
+  }
+}
+
 // ------------------------------------------------------------------------------------ losses
 double mse_forward(MatIn y, MatIn target) {
   require(y.rows() == target.rows() && y.cols() == target.cols(),

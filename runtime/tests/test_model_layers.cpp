@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "mgpu/model/layers.hpp"
@@ -139,6 +140,37 @@ TEST_CASE("causal attention: a token's output does not depend on later tokens") 
   attention_forward(x, seq, heads, true, wq, wk, wv, wo, q, k, v, p, o, y2);
   CHECK((y1.topRows(seq - 1) - y2.topRows(seq - 1)).cwiseAbs().maxCoeff() == 0.0f);
   CHECK((y1.row(seq - 1) - y2.row(seq - 1)).cwiseAbs().maxCoeff() > 0.0f);
+}
+
+TEST_CASE("layer norm backward matches finite differences, and a block of rows is those rows") {
+  Rng rng(9);
+  const int n = 5, d = 6;
+  MatrixRM x = random_matrix(rng, n, d), r = random_matrix(rng, n, d);
+  MatrixRM gm = random_matrix(rng, 1, d, 0.5), bm = random_matrix(rng, 1, d, 0.5);
+  gm.array() += 1.0f;
+  MatrixRM xhat(n, d), y(n, d);
+  Eigen::RowVectorXf rstd(n);
+  auto loss = [&] {
+    layer_norm_forward(x, gm.row(0), bm.row(0), 1e-5f, xhat, rstd, y);
+    return static_cast<double>((y.array() * r.array()).sum());
+  };
+  loss();
+  MatrixRM dx(n, d);
+  Eigen::RowVectorXf dg = Eigen::RowVectorXf::Zero(d), db = Eigen::RowVectorXf::Zero(d);
+  layer_norm_backward(xhat, rstd, gm.row(0), r, dx, dg, db);
+  MatrixRM dgm = dg, dbm = db;
+  const double e[] = {fd_relative_error(x, dx, loss), fd_relative_error(gm, dgm, loss),
+                      fd_relative_error(bm, dbm, loss)};
+  std::printf("layer norm: rel err dx %.2e dgamma %.2e dbeta %.2e\n", e[0], e[1], e[2]);
+  for (double err : e) CHECK(err < kTol);
+  // Rows never mix: rows [2, 5) alone give rows [2, 5) of the whole, bit for bit.
+  loss();
+  MatrixRM part_hat(3, d), part_y(3, d);
+  Eigen::RowVectorXf part_rstd(3);
+  layer_norm_forward(x.middleRows(2, 3), gm.row(0), bm.row(0), 1e-5f, part_hat, part_rstd, part_y);
+  CHECK(part_y == y.middleRows(2, 3));
+  CHECK(part_rstd == rstd.segment(2, 3));
+  CHECK_THROWS_AS(layer_norm_forward(x, gm.row(0), bm.row(0), 0.0f, xhat, rstd, y), std::invalid_argument);
 }
 
 TEST_CASE("MSE and cross-entropy gradients match finite differences") {

@@ -1,5 +1,6 @@
 // 11.4 Tensor parallelism, reference solution: column- and row-parallel linear layers, the
-// tensor-parallel FFN and attention by heads, each with one all-reduce per pass.
+// tensor-parallel FFN and attention by heads, each with one all-reduce per pass, and both with
+// sequence parallelism (an all-gather and a reduce-scatter in place of each all-reduce).
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
 
 #include <string>
@@ -306,6 +307,126 @@ void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, 
   rank.compute(2 * model::ffn_flops(cache.tokens, ffn.hidden, ffn.ffn_hidden / ffn.t), where);
   // dx sums over this rank's inner columns only: add the group's up and keep this rank's tokens.
   tp.reduce_scatter(dx, contiguous(dx_shard, where), ReduceOp::sum);
+}
+
+SpAttentionCache sp_attention_forward(Rank& rank, Comm& tp, const TpAttention& attn, MatIn x_shard,
+                                      std::int64_t seq, MatOut y_shard) {
+  const char* where = "sp_attention_forward";
+  check_shape(where, "x_shard", x_shard.rows(), x_shard.cols(), x_shard.rows(), attn.hidden);
+  check_shape(where, "y_shard", y_shard.rows(), y_shard.cols(), x_shard.rows(), attn.hidden);
+  args::check_count(where, "seq", seq);
+  const auto m = static_cast<std::size_t>(x_shard.rows());
+  const auto n = m * static_cast<std::size_t>(attn.t);
+  // A shard may end inside a sequence; only the gathered tokens must be whole sequences.
+  check_divides(where, "seq", seq, "tokens", static_cast<std::int64_t>(n),
+                "the gathered x holds whole sequences");
+  const auto h = static_cast<std::size_t>(attn.hidden);
+  const auto c = static_cast<std::size_t>(attn.hidden / attn.t);
+  const std::int64_t local_heads = attn.heads / attn.t;
+  const TokenRows mine = token_rows(static_cast<Eigen::Index>(n), tp.rank(), attn.t);
+  SpAttentionCache cache;
+  cache.tokens = static_cast<std::int64_t>(n);
+  cache.seq = seq;
+  const auto s = static_cast<std::size_t>(cache.seq);
+  const std::size_t p_rows = n / s * static_cast<std::size_t>(local_heads) * s;
+  cache.x_shard =
+      Buffer<float>(rank.memory(), Category::activations, m * h, "sp_attention.x_shard");
+  for (Buffer<float>* b : {&cache.q, &cache.k, &cache.v, &cache.o})
+    *b = Buffer<float>(rank.memory(), Category::activations, n * c, "sp_attention.cache");
+  cache.p = Buffer<float>(rank.memory(), Category::activations, p_rows * s, "sp_attention.p");
+  Buffer<float> y_part(rank.memory(), Category::comm, n * h, "sp_attention.y_partial");
+  {
+    // Every head needs every position of its sequences, and the shards split sequences: gather
+    // all tokens (back in their original order), use them, keep only this rank's rows.
+    Buffer<float> x_all(rank.memory(), Category::comm, n * h, "sp_attention.x_gathered");
+    gather_tokens(tp, x_shard, x_all, cache.tokens);
+    const auto all = as_matrix(x_all, n, h);
+    model::attention_forward(
+        all, cache.seq, local_heads, attn.causal, as_matrix(attn.wq, h, c),
+        as_matrix(attn.wk, h, c), as_matrix(attn.wv, h, c), as_matrix(attn.wo, c, h),
+        as_matrix(cache.q, n, c), as_matrix(cache.k, n, c), as_matrix(cache.v, n, c),
+        as_matrix(cache.p, p_rows, s), as_matrix(cache.o, n, c), as_matrix(y_part, n, h));
+    as_matrix(cache.x_shard, m, h) = all.middleRows(mine.first, mine.count);
+  }
+  rank.compute(model::attention_flops(cache.tokens, seq, attn.hidden, attn.hidden / attn.t), where);
+  // This rank's heads give a partial y; the reduce-scatter sums the heads and keeps this rank's
+  // tokens, where the all-reduce of tp_attention_forward left all of them on every rank.
+  tp.reduce_scatter(y_part, contiguous(y_shard, where), ReduceOp::sum);
+  return cache;
+}
+
+void sp_attention_backward(Rank& rank, Comm& tp, TpAttention& attn, const SpAttentionCache& cache,
+                           MatIn dy_shard, MatOut dx_shard) {
+  const char* where = "sp_attention_backward";
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  const auto m = n / static_cast<std::size_t>(attn.t);
+  const auto h = static_cast<std::size_t>(attn.hidden);
+  const auto c = static_cast<std::size_t>(attn.hidden / attn.t);
+  const std::int64_t local_heads = attn.heads / attn.t;
+  const auto s = static_cast<std::size_t>(cache.seq);
+  const std::size_t p_rows = cache.p.size() / s;
+  check_shape(where, "dy_shard", dy_shard.rows(), dy_shard.cols(), static_cast<Eigen::Index>(m),
+              attn.hidden);
+  check_shape(where, "dx_shard", dx_shard.rows(), dx_shard.cols(), static_cast<Eigen::Index>(m),
+              attn.hidden);
+  // The heads' backward needs dy on every token: the mirror of the forward's reduce-scatter.
+  Buffer<float> dy_all(rank.memory(), Category::comm, n * h, "sp_attention.dy_gathered");
+  gather_tokens(tp, dy_shard, dy_all, cache.tokens);
+  // Only the shard of x was kept: gather it again for dW_Q, dW_K, dW_V = x^T (dq, dk, dv).
+  Buffer<float> x_all(rank.memory(), Category::comm, n * h, "sp_attention.x_regathered");
+  gather_tokens(tp, as_matrix(cache.x_shard, m, h), x_all, cache.tokens);
+  Buffer<float> dx_part(rank.memory(), Category::comm, n * h, "sp_attention.dx_partial");
+  model::attention_backward(
+      as_matrix(x_all, n, h), cache.seq, local_heads, as_matrix(attn.wq, h, c),
+      as_matrix(attn.wk, h, c), as_matrix(attn.wv, h, c), as_matrix(attn.wo, c, h),
+      as_matrix(cache.q, n, c), as_matrix(cache.k, n, c), as_matrix(cache.v, n, c),
+      as_matrix(cache.p, p_rows, s), as_matrix(cache.o, n, c), as_matrix(dy_all, n, h),
+      as_matrix(dx_part, n, h), as_matrix(attn.dwq, h, c), as_matrix(attn.dwk, h, c),
+      as_matrix(attn.dwv, h, c), as_matrix(attn.dwo, c, h));
+  rank.compute(
+      2 * model::attention_flops(cache.tokens, cache.seq, attn.hidden, attn.hidden / attn.t),
+      where);
+  // dx sums over every head, and this rank saw only its own: add the group's up and keep this
+  // rank's tokens.
+  tp.reduce_scatter(dx_part, contiguous(dx_shard, where), ReduceOp::sum);
+}
+
+SpLayerNormCache sp_layer_norm_forward(Rank& rank, Comm& tp, const SpLayerNorm& ln, MatIn x_shard,
+                                       MatOut y_shard) {
+  const char* where = "sp_layer_norm_forward";
+  check_shape(where, "x_shard", x_shard.rows(), x_shard.cols(), x_shard.rows(), ln.hidden);
+  check_shape(where, "y_shard", y_shard.rows(), y_shard.cols(), x_shard.rows(), ln.hidden);
+  const auto m = static_cast<std::size_t>(x_shard.rows());
+  const auto h = static_cast<std::size_t>(ln.hidden);
+  SpLayerNormCache cache;
+  cache.tokens = x_shard.rows() * tp.size();
+  cache.xhat = Buffer<float>(rank.memory(), Category::activations, m * h, "sp_layer_norm.xhat");
+  cache.rstd = Buffer<float>(rank.memory(), Category::activations, m, "sp_layer_norm.rstd");
+  // Each token is normalised by its own statistics: this rank's rows need nobody else's.
+  model::layer_norm_forward(x_shard, row_vector(ln.gamma), row_vector(ln.beta), kLayerNormEps,
+                            as_matrix(cache.xhat, m, h), row_vector(cache.rstd), y_shard);
+  return cache;
+}
+
+void sp_layer_norm_backward(Rank& rank, Comm& tp, SpLayerNorm& ln, const SpLayerNormCache& cache,
+                            MatIn dy_shard, MatOut dx_shard) {
+  const char* where = "sp_layer_norm_backward";
+  const auto m = static_cast<std::size_t>(cache.tokens / tp.size());
+  const auto h = static_cast<std::size_t>(ln.hidden);
+  check_shape(where, "dy_shard", dy_shard.rows(), dy_shard.cols(), static_cast<Eigen::Index>(m),
+              ln.hidden);
+  check_shape(where, "dx_shard", dx_shard.rows(), dx_shard.cols(), static_cast<Eigen::Index>(m),
+              ln.hidden);
+  // The gain and bias gradients sum over tokens and this rank has only its own: partial sums,
+  // kept apart from ln.dgamma and ln.dbeta so that the all-reduce adds this micro-batch only.
+  Buffer<float> partial(rank.memory(), Category::comm, 2 * h, "sp_layer_norm.dgamma_dbeta");
+  Eigen::Map<Eigen::RowVectorXf> dgamma(partial.data(), static_cast<Eigen::Index>(h));
+  Eigen::Map<Eigen::RowVectorXf> dbeta(partial.data() + h, static_cast<Eigen::Index>(h));
+  model::layer_norm_backward(as_matrix(cache.xhat, m, h), row_vector(cache.rstd),
+                             row_vector(ln.gamma), dy_shard, dx_shard, dgamma, dbeta);
+  tp.all_reduce(partial, ReduceOp::sum);
+  row_vector(ln.dgamma) += dgamma;
+  row_vector(ln.dbeta) += dbeta;
 }
 
 }  // namespace mgpu::tensor_parallel

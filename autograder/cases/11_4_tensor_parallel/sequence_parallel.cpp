@@ -1,7 +1,8 @@
-// Graded case of 11.4's sequence-parallel FFN: each rank holds n/t tokens outside the block. Over
-// a fixed grid and a drawn point: outputs and input gradients assembled from the token shards, the
-// weight-gradient shards, the activations saved between the passes and the ledger's peaks, the
-// collectives by kind, and the bytes each rank sends, held between a floor and the budget.
+// Graded cases of 11.4's sequence parallelism: the FFN, attention and the layer norm in front of
+// them, each rank holding n/t tokens outside the block. Over a fixed grid and a drawn point:
+// outputs and input gradients assembled from the token shards, the weight-gradient shards, the
+// activations saved between the passes and the ledger's peaks, the collectives by kind, and the
+// bytes each rank sends, held between a floor and the budget.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -115,4 +116,218 @@ MGPU_CASE("11_4.sp_rejects") {
       tp::sp_ffn_backward(r, r.world(), ffn, cache, dys, dxs);
     });
   });
+}
+
+namespace {
+
+// Group size t, heads and width h of the block, seq tokens per sequence, m tokens per rank
+// (n = t m, a multiple of seq; m need not be one, so a shard may end inside a sequence).
+struct AttnPoint {
+  int t;
+  std::int64_t heads, h, seq;
+  Eigen::Index m;
+  bool causal;
+};
+
+std::string label(const AttnPoint& d) {
+  return "sp_attn_t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" +
+         std::to_string(d.h) + "_seq" + std::to_string(d.seq) + "_m" + std::to_string(d.m) +
+         (d.causal ? "_causal." : ".");
+}
+
+}  // namespace
+
+MGPU_CASE("11_4.sp_attention") {
+  // t = 1 with two sequences in the one shard; one sequence cut between two ranks; two sequences
+  // each spanning two of four ranks; shards of 3 tokens ending inside sequences of 2; t = 3 with a
+  // token per rank; then a drawn point (drawn again while its name is taken). Attention within a
+  // shard instead of a sequence is wrong at every one of them.
+  std::vector<AttnPoint> points = {{1, 2, 4, 3, 6, true},
+                                   {2, 2, 6, 6, 3, false},
+                                   {4, 4, 8, 4, 2, true},
+                                   {2, 4, 8, 2, 3, true},
+                                   {3, 3, 6, 3, 1, false}};
+  AttnPoint drawn;
+  do {
+    const int t = ctx.pick({1, 2, 3, 4});
+    const std::int64_t heads = t * ctx.uniform_int(1, 2), h = heads * ctx.uniform_int(1, 3);
+    const Eigen::Index m = ctx.uniform_int(1, 4);
+    std::vector<std::int64_t> divisors;  // of the n = t m gathered tokens
+    for (std::int64_t s = 1; s <= t * m; ++s)
+      if ((t * m) % s == 0) divisors.push_back(s);
+    const std::int64_t seq = divisors[static_cast<std::size_t>(
+        ctx.uniform_int(0, static_cast<std::int64_t>(divisors.size()) - 1))];
+    drawn = {t, heads, h, seq, m, ctx.uniform_int(0, 1) == 1};
+  } while (std::any_of(points.begin(), points.end(),
+                       [&](const AttnPoint& q) { return label(q) == label(drawn); }));
+  points.push_back(drawn);
+  double bytes = 0, messages = 0, gathers = 0, scatters = 0, all_reduces = 0;
+  for (const AttnPoint& d : points) {
+    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
+    const Eigen::Index n = d.m * d.t, c = d.h / d.t;
+    const MatrixRM x = ctx.normal_matrix(n, d.h).cast<float>();
+    const MatrixRM dy = ctx.normal_matrix(n, d.h).cast<float>();
+    MatrixRM y(n, d.h), dx(n, d.h), dwq(d.h, d.h), dwk(d.h, d.h), dwv(d.h, d.h), dwo(d.h, d.h);
+    std::vector<double> saved(static_cast<std::size_t>(d.t));
+    mgpu::Cluster cluster(d.t);
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world().split(0, r.id(), "tp");
+      tp::TpAttention attn = tp::make_tp_attention(r, g, d.h, d.heads, seed, d.causal);
+      const tp::TokenRows mine = tp::token_rows(n, g.rank(), d.t);
+      MatrixRM ys(d.m, d.h), dxs(d.m, d.h);
+      const tp::SpAttentionCache cache =
+          tp::sp_attention_forward(r, g, attn, x.middleRows(mine.first, mine.count), d.seq, ys);
+      // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
+      saved[static_cast<std::size_t>(g.rank())] =
+          static_cast<double>(r.memory().current(mgpu::Category::activations));
+      tp::sp_attention_backward(r, g, attn, cache, dy.middleRows(mine.first, mine.count), dxs);
+      const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(c);
+      const Eigen::Index first = g.rank() * c;
+      // Each rank writes its own disjoint block.
+      y.middleRows(mine.first, mine.count) = ys;
+      dx.middleRows(mine.first, mine.count) = dxs;
+      dwq.middleCols(first, c) = mgpu::as_matrix(attn.dwq, hs, cs);
+      dwk.middleCols(first, c) = mgpu::as_matrix(attn.dwk, hs, cs);
+      dwv.middleCols(first, c) = mgpu::as_matrix(attn.dwv, hs, cs);
+      dwo.middleRows(first, c) = mgpu::as_matrix(attn.dwo, cs, hs);
+    });
+    const std::string at = label(d);
+    ctx.emit(at + "y", y, DType::f32);
+    ctx.emit(at + "dx", dx, DType::f32);
+    ctx.emit(at + "dwq", dwq, DType::f32);
+    ctx.emit(at + "dwk", dwk, DType::f32);
+    ctx.emit(at + "dwv", dwv, DType::f32);
+    ctx.emit(at + "dwo", dwo, DType::f32);
+    ctx.emit_per_rank(at + "saved_activations", saved);
+    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
+    double most_bytes = 0, most_messages = 0;
+    for (const mgpu::RankReport& r : cluster.reports()) {
+      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
+      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
+      gathers += static_cast<double>(r.traffic.of(mgpu::OpKind::all_gather, "tp").messages_sent);
+      scatters +=
+          static_cast<double>(r.traffic.of(mgpu::OpKind::reduce_scatter, "tp").messages_sent);
+      all_reduces +=
+          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
+    }
+    bytes += most_bytes;
+    messages += most_messages;
+  }
+  ctx.emit("all_gather_steps", gathers);
+  ctx.emit("reduce_scatter_steps", scatters);
+  ctx.emit("all_reduce_steps", all_reduces);
+  ctx.measure("bytes_sent_per_rank", bytes);
+  ctx.measure("messages_sent_per_rank", messages);
+}
+
+MGPU_CASE("11_4.sp_attention_rejects") {
+  const int t = ctx.pick({2, 3, 4});
+  const std::int64_t h = 2 * t;  // t heads of width 2
+  mgpu::Cluster cluster(t);
+  // Shards of 2 tokens: 2t tokens once gathered, which a sequence of 2t + 1 cannot fill.
+  auto forward = [&](Eigen::Index cols, std::int64_t seq) {
+    cluster.run([&](mgpu::Rank& r) {
+      tp::TpAttention attn = tp::make_tp_attention(r, r.world(), h, t, 1);
+      MatrixRM xs = MatrixRM::Zero(2, cols), ys(2, h);
+      tp::sp_attention_forward(r, r.world(), attn, xs, seq, ys);
+    });
+  };
+  ctx.emit_rejects("rejects_seq_not_dividing_tokens", [&] { forward(h, 2 * t + 1); });
+  ctx.emit_rejects("rejects_seq_of_zero", [&] { forward(h, 0); });
+  // A sequence of all 2t tokens spans every shard: that is the point of the layout, not an error.
+  ctx.emit_rejects("rejects_sequence_across_shards", [&] { forward(h, 2 * t); });
+  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] { forward(h + 1, 2); });
+  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
+    cluster.run([&](mgpu::Rank& r) {
+      tp::TpAttention attn = tp::make_tp_attention(r, r.world(), h, t, 1);
+      MatrixRM xs = MatrixRM::Zero(2, h), ys(2, h), dys = MatrixRM::Zero(3, h), dxs(2, h);
+      const tp::SpAttentionCache cache = tp::sp_attention_forward(r, r.world(), attn, xs, 2, ys);
+      tp::sp_attention_backward(r, r.world(), attn, cache, dys, dxs);
+    });
+  });
+}
+
+MGPU_CASE("11_4.sp_layer_norm") {
+  // t = 1, 2, 3, 4 with one to three tokens per rank, then a drawn point; two micro-batches each,
+  // so the gain and bias gradients accumulate, each micro-batch summed over the group once.
+  std::vector<Point> points = {{3, 5, 1, 1}, {2, 3, 1, 2}, {1, 7, 1, 3}, {2, 6, 1, 4}};
+  Point drawn;
+  do {
+    drawn = {ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), 1,
+             static_cast<int>(ctx.pick({1, 2, 3, 4}))};
+  } while (std::any_of(points.begin(), points.end(),
+                       [&](const Point& q) { return label(q) == label(drawn); }));
+  points.push_back(drawn);
+  double bytes = 0, messages = 0, all_reduces = 0, other = 0;
+  for (const Point& d : points) {
+    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
+    const Eigen::Index n = d.m * d.t;
+    std::vector<MatrixRM> x, dy, y(2, MatrixRM(n, d.h)), dx(2, MatrixRM(n, d.h));
+    for (int mb = 0; mb < 2; ++mb) {
+      x.push_back(ctx.normal_matrix(n, d.h).cast<float>());
+      dy.push_back(ctx.normal_matrix(n, d.h).cast<float>());
+    }
+    MatrixRM dgamma(d.t, d.h), dbeta(d.t, d.h);  // row r: rank r's, equal on every rank
+    std::vector<double> saved(static_cast<std::size_t>(d.t));
+    mgpu::Cluster cluster(d.t);
+    cluster.run([&](mgpu::Rank& r) {
+      mgpu::Comm g = r.world().split(0, r.id(), "tp");
+      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, d.h, seed);
+      const tp::TokenRows mine = tp::token_rows(n, g.rank(), d.t);
+      for (std::size_t mb = 0; mb < 2; ++mb) {
+        MatrixRM ys(d.m, d.h), dxs(d.m, d.h);
+        const tp::SpLayerNormCache cache =
+            tp::sp_layer_norm_forward(r, g, ln, x[mb].middleRows(mine.first, mine.count), ys);
+        saved[static_cast<std::size_t>(g.rank())] =
+            static_cast<double>(r.memory().current(mgpu::Category::activations));
+        tp::sp_layer_norm_backward(r, g, ln, cache, dy[mb].middleRows(mine.first, mine.count), dxs);
+        y[mb].middleRows(mine.first, mine.count) = ys;
+        dx[mb].middleRows(mine.first, mine.count) = dxs;
+      }
+      dgamma.row(g.rank()) = tp::row_vector(ln.dgamma);
+      dbeta.row(g.rank()) = tp::row_vector(ln.dbeta);
+    });
+    const std::string at = "ln_t" + std::to_string(d.t) + "_m" + std::to_string(d.m) + "_h" +
+                           std::to_string(d.h) + ".";
+    for (std::size_t mb = 0; mb < 2; ++mb) {
+      ctx.emit(at + "y" + std::to_string(mb), y[mb], DType::f32);
+      ctx.emit(at + "dx" + std::to_string(mb), dx[mb], DType::f32);
+    }
+    ctx.emit(at + "dgamma", dgamma, DType::f32);
+    ctx.emit(at + "dbeta", dbeta, DType::f32);
+    ctx.emit_per_rank(at + "saved_activations", saved);
+    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations});
+    double most_bytes = 0, most_messages = 0;
+    for (const mgpu::RankReport& r : cluster.reports()) {
+      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
+      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
+      const double ar =
+          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
+      all_reduces += ar;
+      other += static_cast<double>(r.traffic.total().messages_sent) - ar;
+    }
+    bytes += most_bytes;
+    messages += most_messages;
+  }
+  ctx.emit("all_reduce_steps", all_reduces);
+  ctx.emit("other_steps", other);
+  // Shards of the wrong shape are named, forward and backward.
+  mgpu::Cluster two(2);
+  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] {
+    two.run([&](mgpu::Rank& r) {
+      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
+      MatrixRM xs = MatrixRM::Zero(2, 5), ys(2, 4);
+      tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
+    });
+  });
+  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
+    two.run([&](mgpu::Rank& r) {
+      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
+      MatrixRM xs = MatrixRM::Zero(2, 4), ys(2, 4), dys = MatrixRM::Zero(3, 4), dxs(2, 4);
+      const tp::SpLayerNormCache cache = tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
+      tp::sp_layer_norm_backward(r, r.world(), ln, cache, dys, dxs);
+    });
+  });
+  ctx.measure("bytes_sent_per_rank", bytes);
+  ctx.measure("messages_sent_per_rank", messages);
 }

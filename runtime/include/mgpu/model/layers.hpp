@@ -86,6 +86,19 @@ void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::in
 void attention_core_backward(MatIn q, MatIn k, MatIn v, MatIn p, MatIn d_o, std::int64_t seq,
                              std::int64_t heads, MatOut dq, MatOut dk, MatOut dv);
 
+// ------------------------------------------------------------------------------------ layer norm
+/// Layer norm of every row (token) by itself: y = xhat * gamma + beta with xhat = (x - mean) * rstd,
+/// the row's mean over its d columns and rstd = 1 / sqrt(var + eps) (the biased variance).
+/// x, xhat, y (n, d); gamma, beta (d); rstd (n). xhat and rstd are saved for the backward; all three
+/// outputs are overwritten. Rows never mix, so a block of rows gives exactly those rows of the result.
+/// @throws std::invalid_argument when the shapes do not fit or eps is not positive.
+void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat, VecOut rstd, MatOut y);
+/// Backward of layer_norm_forward given dy (n, d). dx (n, d) overwritten; dgamma += the column sums
+/// of dy * xhat and dbeta += the column sums of dy, both over this call's rows only.
+/// @throws std::invalid_argument when the shapes do not fit.
+void layer_norm_backward(MatIn xhat, VecIn rstd, VecIn gamma, MatIn dy, MatOut dx, VecOut dgamma,
+                         VecOut dbeta);
+
 // ------------------------------------------------------------------------------------ losses
 /// Mean squared error over every element: sum((y - t)^2) / (rows*cols). y, t (n, c).
 double mse_forward(MatIn y, MatIn target);
