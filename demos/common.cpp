@@ -2,7 +2,11 @@
 #include "common.hpp"
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
 #include <string_view>
 
 #include "mgpu/not_implemented.hpp"
@@ -38,5 +42,32 @@ ClusterConfig slow_cluster(int ranks, double flops, double bandwidth) {
 // MGPU_DEMO_IMPL is set by CMake to the build's MGPU_IMPL.
 bool reference_build() { return std::string_view(MGPU_DEMO_IMPL) == "solution"; }
 std::string whose() { return reference_build() ? "the reference" : "your"; }
+
+std::string merge_chrome_traces(const std::vector<std::pair<std::string, std::string>>& labelled_traces) {
+  using nlohmann::json;
+  json events = json::array();
+  int offset = 0;
+  for (const auto& [label, trace] : labelled_traces) {
+    int ranks = 0;
+    const json parsed = json::parse(trace);  // kept alive: the loop below walks into it
+    for (json e : parsed.at("traceEvents")) {
+      const int pid = e.at("pid").get<int>();
+      ranks = std::max(ranks, pid + 1);
+      e["pid"] = pid + offset;
+      if (e.at("name") == "process_name") e["args"]["name"] = label + ": " + e["args"]["name"].get<std::string>();
+      if (e.at("name") == "process_sort_index") e["args"]["sort_index"] = pid + offset;
+      events.push_back(std::move(e));
+    }
+    offset += ranks;
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ns"}}.dump();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot open '" + path + "' for writing; check that the folder exists");
+  f << text << '\n';
+  if (!f) throw std::runtime_error("writing '" + path + "' failed");
+}
 
 }  // namespace mgpu::demo

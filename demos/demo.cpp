@@ -9,7 +9,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Run a chapter on the simulated cluster, measured beside predicted"};
   app.require_subcommand(1);
   mgpu::demo::add_11_2(app);
+  mgpu::demo::add_11_3(app);
   mgpu::demo::add_11_4(app);
+  mgpu::demo::add_11_5(app);
+  mgpu::demo::add_11_6(app);
   mgpu::demo::add_11_7(app);
   mgpu::demo::add_11_7_moe(app);
   try {

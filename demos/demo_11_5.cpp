@@ -1,0 +1,286 @@
+// `mgpu demo 11_5`: the chapter's three pipeline schedules (GPipe, 1F1B, interleaved 1F1B) run
+// side by side through its executor at the same p and m, with each one's bubble, activations in
+// flight per stage and step time printed beside the 11.5 formulas. One step of one schedule is
+// tools/pipeline's run_figure; this demo runs it three times and compares.
+#include "common.hpp"
+#include "demo.hpp"
+
+#include "11_5_pipeline/formulas.hpp"
+#include "pipeline/figure.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mgpu::demo {
+
+namespace {
+
+namespace pf = mgpu::pipeline_figure;
+namespace pl = mgpu::pipeline;
+
+struct Options {
+  int stages = 4;
+  int micro_batches = 8;
+  int chunks = 2;
+  std::string trace;
+};
+
+// The run_figure tests' tolerance: the embedding and head make the first and last stage
+// slightly dearer than the others, which the formula, written for equal stages, leaves out.
+constexpr double kBubbleTolerance = 0.002;
+// In-flight counts are read off the ledger as a peak divided by one micro-batch's bytes; with
+// chunks, one chunk-micro-batch is a mean over chunks that differ by the embedding or head, and
+// the stage that computes the loss also keeps its gradient: a relative tolerance.
+constexpr double kInFlightTolerance = 0.02;
+
+struct ScheduleRun {
+  pf::ScheduleKind kind = pf::ScheduleKind::gpipe;
+  int chunks = 1;
+  std::string error;  // not implemented, or why this schedule cannot run at these p and m
+  std::optional<pf::Figure> figure;
+  std::optional<double> formula;            // bubble formula, nullopt while a TODO
+  std::vector<std::optional<double>> want;  // in flight per stage, nullopt while a TODO
+  double predicted_step = 0;                // 0 while a TODO
+};
+
+// Megatron's warm-up on stage s plus the one forward that starts the steady state, as
+// interleaved_one_f_one_b_schedule's contract states it: min(v m, 2 (p-1-s) + (v-1) p + 1).
+// The chapter has no formula function for it (in_flight_micro_batches covers GPipe and 1F1B).
+std::int64_t interleaved_in_flight(int p, int m, int v, int s) {
+  const std::int64_t vm = static_cast<std::int64_t>(v) * m;
+  const std::int64_t warm =
+      std::min<std::int64_t>(vm, 2 * (p - 1 - s) + static_cast<std::int64_t>(v - 1) * p);
+  return std::min(vm, warm + 1);
+}
+
+ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
+  ScheduleRun run;
+  run.kind = kind;
+  run.chunks = kind == pf::ScheduleKind::interleaved ? o.chunks : 1;
+  const int p = o.stages, m = o.micro_batches, v = run.chunks;
+  pf::FigureOptions fo;
+  fo.schedule = kind;
+  fo.stages = p;
+  fo.micro_batches = m;
+  fo.chunks = v;
+  try {
+    run.figure = pf::run_figure(fo, !o.trace.empty());
+  } catch (const NotImplemented& e) {
+    run.error = e.what();
+  } catch (const pf::UsageError& e) {
+    run.error = std::string("not run: ") + e.what();
+    return run;
+  }
+  try {
+    run.formula = kind == pf::ScheduleKind::interleaved ? pl::interleaved_bubble_fraction(p, m, v)
+                                                        : pl::gpipe_bubble_fraction(p, m);
+  } catch (const NotImplemented&) {
+  }
+  for (int s = 0; s < p; ++s) {
+    try {
+      switch (kind) {
+        case pf::ScheduleKind::gpipe:
+          run.want.emplace_back(
+              static_cast<double>(pl::in_flight_micro_batches(pl::Schedule::gpipe, p, m, s)));
+          break;
+        case pf::ScheduleKind::one_f_one_b:
+          run.want.emplace_back(
+              static_cast<double>(pl::in_flight_micro_batches(pl::Schedule::one_f_one_b, p, m, s)));
+          break;
+        case pf::ScheduleKind::interleaved:
+          run.want.emplace_back(static_cast<double>(interleaved_in_flight(p, m, v, s)));
+          break;
+      }
+    } catch (const NotImplemented&) {
+      run.want.emplace_back(std::nullopt);
+    }
+  }
+  // Step time: (v m + p - 1) slots of 1/v of a stage's work per micro-batch, the slowest stage's
+  // measured compute giving that work. For v = 1 it is pipeline_step_seconds with the backward
+  // at twice the forward (the runtime charges unit_backward so).
+  if (run.figure) {
+    double busy = 0;
+    for (const pf::StageResult& st : run.figure->stages) busy = std::max(busy, st.busy_seconds);
+    const double fwd = busy / (3.0 * m);
+    try {
+      run.predicted_step = v == 1 ? pl::pipeline_step_seconds(p, m, fwd, 2 * fwd)
+                                  : (static_cast<double>(v) * m + p - 1) * 3 * fwd / v;
+    } catch (const NotImplemented&) {
+    }
+  }
+  return run;
+}
+
+std::string counts(const std::vector<double>& values) {
+  std::string out;
+  for (double x : values)
+    out += fmt::format("{}{:g}", out.empty() ? "" : " ", std::round(x * 100) / 100);
+  return out;
+}
+
+void run(const Options& o) {
+  if (o.stages < 1 || o.stages > pf::kMaxStages)
+    throw std::invalid_argument(fmt::format("--stages {}: use 1 to {}", o.stages, pf::kMaxStages));
+  if (o.micro_batches < 1) throw std::invalid_argument("--micro-batches must be at least 1");
+  if (o.chunks < 1) throw std::invalid_argument("--chunks must be at least 1");
+  const int p = o.stages, m = o.micro_batches, v = o.chunks;
+
+  fmt::print(
+      "11.5 pipeline parallelism: GPipe, 1F1B and interleaved 1F1B, one step each, p = {} stages, "
+      "m = {} micro-batches\n",
+      p, m);
+  fmt::print("code: {}\n",
+             reference_build()
+                 ? "the reference solutions (solutions/11_5_pipeline); add --student to run yours"
+                 : "your chapters/11_5_pipeline (the student build)");
+  fmt::print(
+      "model: one equal FFN block per stage (per chunk for interleaved, v = {}, each 1/v as wide, "
+      "so a stage's\n"
+      "  work is the same in all three); 1 GFLOP/s per stage, free links: only the schedule makes "
+      "a stage "
+      "wait\n",
+      v);
+  fmt::print("each step runs {} schedule through {} run_pipeline (tools/pipeline's run_figure)\n\n",
+             whose(), whose());
+
+  std::vector<ScheduleRun> runs;
+  for (pf::ScheduleKind kind :
+       {pf::ScheduleKind::gpipe, pf::ScheduleKind::one_f_one_b, pf::ScheduleKind::interleaved})
+    runs.push_back(run_schedule(o, kind));
+
+  fmt::print(
+      "Bubble (mean idle fraction of a stage); activations in flight per stage 0..{}: the ledger's "
+      "peak over one\n"
+      "micro-batch's activations (chunk-micro-batches for interleaved), the program's count "
+      "(schedule_in_flight)\n"
+      "and the formula; the step on the virtual clock\n",
+      p - 1);
+  // Rows are built first so that the in-flight columns can be as wide as p stages need.
+  struct Line {
+    std::string name, bubble, formula, formula_text, ledger, program, want, step, predicted, error;
+  };
+  std::vector<Line> lines;
+  bool all_equal = true, any_ran = false;
+  for (const ScheduleRun& r : runs) {
+    Line l;
+    l.name = r.kind == pf::ScheduleKind::interleaved ? fmt::format("interleaved, v = {}", r.chunks)
+                                                     : pf::schedule_title(r.kind);
+    l.formula_text = r.kind == pf::ScheduleKind::interleaved ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)";
+    const std::string in_flight_text = r.kind == pf::ScheduleKind::gpipe         ? "m"
+                                       : r.kind == pf::ScheduleKind::one_f_one_b ? "min(m, p-stage)"
+                                                                                 : "warm-up + 1";
+    std::vector<double> want;
+    bool have_want = true;
+    for (const auto& w : r.want) {
+      have_want = have_want && w.has_value();
+      want.push_back(w.value_or(0));
+    }
+    l.formula = r.formula ? fmt::format("{:.4f}", *r.formula) : "TODO";
+    l.want = have_want ? fmt::format("{} ({})", counts(want), in_flight_text) : "TODO";
+    if (!r.figure) {
+      l.error = r.error;
+      lines.push_back(l);
+      continue;
+    }
+    any_ran = true;
+    const pf::Figure& f = *r.figure;
+    std::vector<double> ledger, program;
+    for (const pf::StageResult& st : f.stages) {
+      ledger.push_back(st.in_flight_measured);
+      program.push_back(static_cast<double>(st.in_flight_schedule));
+    }
+    // The program's count must be the formula exactly; the ledger's only nearly, since one
+    // micro-batch's bytes are taken as a mean over chunks that differ by the embedding or head.
+    bool equal = r.formula && have_want && std::abs(f.bubble - *r.formula) <= kBubbleTolerance;
+    for (std::size_t s = 0; equal && s < ledger.size(); ++s)
+      equal = program[s] == want[s] &&
+              std::abs(ledger[s] - want[s]) <= 0.05 + kInFlightTolerance * want[s];
+    all_equal = all_equal && equal;
+    l.bubble = fmt::format("{:.4f}", f.bubble);
+    l.ledger = counts(ledger);
+    l.program = counts(program);
+    l.step = us(f.step_seconds);
+    l.predicted = r.predicted_step > 0 ? us(r.predicted_step) : std::string("TODO");
+    lines.push_back(l);
+  }
+  std::size_t wl = std::string("in flight: ledger").size(), wp = std::string("program").size(),
+              ww = std::string("formula").size();
+  for (const Line& l : lines) {
+    wl = std::max(wl, l.ledger.size());
+    wp = std::max(wp, l.program.size());
+    ww = std::max(ww, l.want.size());
+  }
+  fmt::print("  {:<20}{:>8}{:>9}  {:<16}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", "schedule", "bubble",
+             "formula", "", "in flight: ledger", wl, "program", wp, "formula", ww, "step",
+             "predicted");
+  for (const Line& l : lines) {
+    if (!l.error.empty())
+      fmt::print("  {:<20}{}\n", l.name, l.error);
+    else
+      fmt::print("  {:<20}{:>8}{:>9}  {:<16}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", l.name, l.bubble,
+                 l.formula, l.formula_text, l.ledger, wl, l.program, wp, l.want, ww, l.step,
+                 l.predicted);
+  }
+  if (!any_ran) return;
+  fmt::print(
+      "  (predicted step: (vm + p - 1) slots of a stage's forward and backward of one micro-batch "
+      "over v,\n"
+      "   pipeline_step_seconds for v = 1, from the busiest stage's measured compute)\n");
+  fmt::print(
+      "\nbubble within {} of its formula, and activations in flight equal to the formulas on every "
+      "stage\n"
+      "(the program's count exactly, the ledger's within 0.05 + {:.0f}%): {}\n",
+      kBubbleTolerance, 100 * kInFlightTolerance, all_equal ? "yes" : "NO");
+  fmt::print(
+      "\nWhat to read in the table:\n"
+      "- GPipe and 1F1B idle the same (p-1)/(m+p-1): 1F1B only reorders the work. What it changes "
+      "is\n"
+      "  memory: GPipe holds all m micro-batches' activations before its first backward, 1F1B at "
+      "most p.\n"
+      "- interleaving cuts each stage into v chunks, so filling and draining the pipeline takes "
+      "slots of\n"
+      "  1/v of a stage: the bubble falls to (p-1)/(vm+p-1), for v times as many boundary "
+      "messages\n"
+      "  (`./mgpu pipeline --schedule interleaved --latency 5e-6` shows what they cost).\n"
+      "- `./mgpu pipeline --schedule 1f1b --stages {} --micro-batches {} --svg t.svg` draws one "
+      "timeline.\n",
+      p, m);
+  if (!o.trace.empty()) {
+    std::vector<std::pair<std::string, std::string>> traces;
+    for (const ScheduleRun& r : runs)
+      if (r.figure) traces.emplace_back(pf::schedule_title(r.kind), r.figure->trace_json);
+    write_file(o.trace, merge_chrome_traces(traces));
+    fmt::print(
+        "trace of the {} schedules written to {} (open it in https://ui.perfetto.dev; one group of "
+        "stages "
+        "per schedule, all from time 0)\n",
+        traces.size(), o.trace);
+  }
+}
+
+}  // namespace
+
+void add_11_5(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "11_5", "pipeline schedules side by side: bubble, activations in flight, step time");
+  sub->add_option("--stages", opts->stages, "pipeline stages p, one simulated GPU each")
+      ->capture_default_str();
+  sub->add_option("--micro-batches", opts->micro_batches,
+                  "micro-batches m per step (a multiple of p for interleaved)")
+      ->capture_default_str();
+  sub->add_option("--chunks", opts->chunks, "model chunks v per stage of the interleaved schedule")
+      ->capture_default_str();
+  sub->add_option("--trace", opts->trace,
+                  "write a Chrome trace of the three schedules to this file");
+  sub->callback([opts] { run(*opts); });
+}
+
+}  // namespace mgpu::demo
