@@ -34,8 +34,8 @@ ClusterConfig slow_cluster(int ranks, double flops, double bandwidth) {
   ClusterConfig cc;
   cc.world_size = ranks;
   cc.flops_per_second = flops;
-  cc.intra_node_bandwidth = bandwidth;
-  cc.inter_node_bandwidth = bandwidth / 9;
+  cc.intra_node_bytes_per_second = bandwidth;
+  cc.inter_node_bytes_per_second = bandwidth / 9;
   return cc;
 }
 

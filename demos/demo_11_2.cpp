@@ -94,8 +94,8 @@ void run(const Options& o) {
 
   const ClusterConfig cc = slow_cluster(o.ranks, o.flops, o.bandwidth);
   const bool one_node = o.ranks <= cc.gpus_per_node;
-  const dp::LinkModel link{one_node ? cc.intra_node_latency : cc.inter_node_latency,
-                           one_node ? cc.intra_node_bandwidth : cc.inter_node_bandwidth};
+  const dp::LinkModel link{one_node ? cc.intra_node_latency_seconds : cc.inter_node_latency_seconds,
+                           one_node ? cc.intra_node_bytes_per_second : cc.inter_node_bytes_per_second};
   const std::int64_t sequences = o.sequences_per_rank * o.ranks;
 
   fmt::print("11.2 data parallelism on {} simulated ranks ({})\n", o.ranks, one_node ? "one node" : "several nodes");

@@ -327,8 +327,8 @@ void run(const Options& o) {
       "cost model: {:.3g} FLOP/s per GPU (slow, so a tiny model's compute still shows beside link "
       "latency),\n"
       "links {:.3g} B/s + {:.0f} us in a node, {:.3g} B/s + {:.0f} us between nodes\n\n",
-      cc.flops_per_second, cc.intra_node_bandwidth, cc.intra_node_latency * 1e6,
-      cc.inter_node_bandwidth, cc.inter_node_latency * 1e6);
+      cc.flops_per_second, cc.intra_node_bytes_per_second, cc.intra_node_latency_seconds * 1e6,
+      cc.inter_node_bytes_per_second, cc.inter_node_latency_seconds * 1e6);
 
   std::vector<model::Batch> batches;
   for (int s = 0; s < o.steps; ++s)

@@ -233,8 +233,8 @@ void run(const Options& o) {
   fmt::print("capacity factor (cap) {:g}: each expert has {} for the {} x {} copies of each rank\n",
              o.capacity_factor, slots, T, k);
   fmt::print("cost model: {:.3g} FLOP/s per rank, links {:.3g} B/s with {:.0f} us latency\n",
-             cc.flops_per_second, one_node ? cc.intra_node_bandwidth : cc.inter_node_bandwidth,
-             (one_node ? cc.intra_node_latency : cc.inter_node_latency) * 1e6);
+             cc.flops_per_second, one_node ? cc.intra_node_bytes_per_second : cc.inter_node_bytes_per_second,
+             (one_node ? cc.intra_node_latency_seconds : cc.inter_node_latency_seconds) * 1e6);
   fmt::print("(a slow GPU and slow links for a small layer, so exchanges and experts take visible time)\n");
   fmt::print("tokens: under the identity router token g prefers experts g, g+1, ... mod {} (logits {}, ..., 2),\n"
              "plus noise; a constant last feature makes the router's last row a per-expert bias\n\n",

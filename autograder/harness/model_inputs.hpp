@@ -49,7 +49,7 @@ inline ClusterConfig slow_cluster(int ranks) {
   ClusterConfig cc;
   cc.world_size = ranks;
   cc.flops_per_second = 3e10;
-  cc.intra_node_bandwidth = 5e8;
+  cc.intra_node_bytes_per_second = 5e8;
   return cc;
 }
 

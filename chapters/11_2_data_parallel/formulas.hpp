@@ -9,10 +9,11 @@
 namespace mgpu::data_parallel {
 
 /// A point-to-point link as the cost model sees it: a message of n bytes takes
-/// latency_seconds + n / bandwidth_bytes_per_second.
+/// alpha + n / beta = latency_seconds + n / bandwidth_bytes_per_second (the runtime's
+/// ClusterConfig describes its links with the same two numbers and units).
 struct LinkModel {
-  double latency_seconds = 0;             ///< alpha: fixed cost per message, 0 or more
-  double bandwidth_bytes_per_second = 1;  ///< beta^-1: bytes per second, positive
+  double latency_seconds = 0;             ///< alpha: seconds per message, 0 or more
+  double bandwidth_bytes_per_second = 1;  ///< beta: bytes per second, positive
 };
 
 /// Bytes one rank sends in a ring all-reduce of a buffer of `buffer_bytes` bytes over `ranks`

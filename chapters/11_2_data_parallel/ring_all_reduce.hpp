@@ -5,38 +5,15 @@
 
 #include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen/Dense is not needed here and costs compile time
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/traffic.hpp"  // Chunk and ring_chunk (given)
 
-#include <algorithm>
 #include <cstddef>
 #include <span>
-#include <stdexcept>
-#include <string>
 
 namespace mgpu::data_parallel {
 
-/// A contiguous piece of a buffer: elements [offset, offset + count).
-struct Chunk {
-  std::size_t offset = 0;  ///< first element
-  std::size_t count = 0;   ///< number of elements (may be 0)
-};
-
-/// Chunk `index` of a buffer of `length` elements split over `ranks` ranks.
-///
-/// Chunk sizes differ by at most one: the first length % ranks chunks get one element more
-/// than the rest. Chunks are in order and cover the buffer exactly, e.g. length 10 over 4 ranks
-/// gives sizes 3, 3, 2, 2. (Given, not an exercise: the ring below uses it.)
-/// @throws std::invalid_argument when ranks < 1 or index is outside [0, ranks).
-inline Chunk ring_chunk(std::size_t length, int ranks, int index) {
-  if (ranks < 1)
-    throw std::invalid_argument("ring_chunk: ranks = " + std::to_string(ranks) + " must be at least 1");
-  if (index < 0 || index >= ranks) {
-    throw std::invalid_argument("ring_chunk: index " + std::to_string(index) + " is outside [0, " +
-                                std::to_string(ranks) + ")");
-  }
-  const auto n = static_cast<std::size_t>(ranks), i = static_cast<std::size_t>(index);
-  const std::size_t base = length / n, extra = length % n;
-  return Chunk{i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
-}
+// The ring's chunks come from the runtime's ring_chunk (mgpu/traffic.hpp, given, not an
+// exercise): length 10 over 4 ranks gives chunks of 3, 3, 2 and 2 elements, in order.
 
 /// In place, every member's `data` becomes the element-wise sum over all members of `comm`.
 ///

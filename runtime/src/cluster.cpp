@@ -56,16 +56,16 @@ ClusterState::ClusterState(ClusterConfig c) : config(std::move(c)) {
   if (config.world_size < 1) bad("world_size " + std::to_string(config.world_size) + " must be >= 1");
   if (config.gpus_per_node < 1) bad("gpus_per_node " + std::to_string(config.gpus_per_node) + " must be >= 1");
   if (!(config.flops_per_second > 0)) bad("flops_per_second must be > 0");
-  if (!(config.intra_node_bandwidth > 0) || !(config.inter_node_bandwidth > 0))
+  if (!(config.intra_node_bytes_per_second > 0) || !(config.inter_node_bytes_per_second > 0))
     bad("bandwidths must be > 0 (use a huge value, or infinity, for free communication)");
-  if (!(config.intra_node_latency >= 0) || !(config.inter_node_latency >= 0))
+  if (!(config.intra_node_latency_seconds >= 0) || !(config.inter_node_latency_seconds >= 0))
     bad("latencies must be >= 0");
 }
 
 std::pair<double, double> ClusterState::link(int a, int b) const {
   if (a / config.gpus_per_node == b / config.gpus_per_node)
-    return {config.intra_node_latency, config.intra_node_bandwidth};
-  return {config.inter_node_latency, config.inter_node_bandwidth};
+    return {config.intra_node_latency_seconds, config.intra_node_bytes_per_second};
+  return {config.inter_node_latency_seconds, config.inter_node_bytes_per_second};
 }
 
 std::shared_ptr<Group> ClusterState::make_group(std::string name, std::vector<int> members) const {
@@ -78,8 +78,8 @@ std::shared_ptr<Group> ClusterState::make_group(std::string name, std::vector<in
   g->posted.resize(n);
   bool one_node = true;
   for (int m : g->members) one_node = one_node && (m / config.gpus_per_node == g->members[0] / config.gpus_per_node);
-  g->alpha = one_node ? config.intra_node_latency : config.inter_node_latency;
-  g->beta = one_node ? config.intra_node_bandwidth : config.inter_node_bandwidth;
+  g->alpha = one_node ? config.intra_node_latency_seconds : config.inter_node_latency_seconds;
+  g->beta = one_node ? config.intra_node_bytes_per_second : config.inter_node_bytes_per_second;
   return g;
 }
 

@@ -395,7 +395,7 @@ TrafficCounts ring_traffic(OpKind kind, int n, int r, int root, std::size_t in_c
   switch (kind) {
     case OpKind::all_reduce:
       if (in_count == 0) break;
-      t.bytes_sent = t.bytes_received = 2 * (in_count - ring_chunk(in_count, n, r)) * es;
+      t.bytes_sent = t.bytes_received = 2 * (in_count - ring_chunk(in_count, n, r).count) * es;
       t.messages_sent = 2 * steps;
       break;
     case OpKind::reduce_scatter:

@@ -26,9 +26,4 @@ double collective_seconds(OpKind kind, int n, double alpha, double beta, double 
   return 0.0;
 }
 
-std::size_t ring_chunk(std::size_t count, int n, int r) {
-  const std::size_t nn = static_cast<std::size_t>(n);
-  return count / nn + (static_cast<std::size_t>(r) < count % nn ? 1 : 0);
-}
-
 }  // namespace mgpu::detail

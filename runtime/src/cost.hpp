@@ -14,7 +14,4 @@ namespace mgpu::detail {
 /// all_to_all(_v) the largest number of bytes any member sends or receives to/from others.
 double collective_seconds(OpKind kind, int n, double alpha, double beta, double bytes);
 
-/// Elements in chunk `r` of `count` split into n balanced chunks (the first count % n are larger).
-std::size_t ring_chunk(std::size_t count, int n, int r);
-
 }  // namespace mgpu::detail

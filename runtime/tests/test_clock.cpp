@@ -15,10 +15,10 @@ ClusterConfig config(int n, int per_node = 8) {
   c.world_size = n;
   c.gpus_per_node = per_node;
   c.flops_per_second = 1e12;
-  c.intra_node_bandwidth = 100e9;
-  c.inter_node_bandwidth = 10e9;
-  c.intra_node_latency = 2e-6;
-  c.inter_node_latency = 20e-6;
+  c.intra_node_bytes_per_second = 100e9;
+  c.inter_node_bytes_per_second = 10e9;
+  c.intra_node_latency_seconds = 2e-6;
+  c.inter_node_latency_seconds = 20e-6;
   return c;
 }
 }  // namespace

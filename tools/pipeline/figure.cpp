@@ -119,8 +119,8 @@ ClusterConfig cluster_config(const FigureOptions& o) {
   cc.world_size = o.stages;
   cc.gpus_per_node = o.stages;  // one node: every boundary uses the same link
   cc.flops_per_second = 1e9;
-  cc.intra_node_latency = cc.inter_node_latency = o.latency;
-  cc.intra_node_bandwidth = cc.inter_node_bandwidth = 1e18;
+  cc.intra_node_latency_seconds = cc.inter_node_latency_seconds = o.latency;
+  cc.intra_node_bytes_per_second = cc.inter_node_bytes_per_second = 1e18;
   return cc;
 }
 

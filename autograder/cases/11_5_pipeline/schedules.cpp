@@ -104,10 +104,10 @@ mgpu::ClusterConfig free_links(int p) {
   mgpu::ClusterConfig cc;
   cc.world_size = p;
   cc.flops_per_second = 1e9;
-  cc.intra_node_latency = 0;
-  cc.intra_node_bandwidth = 1e18;
-  cc.inter_node_latency = 0;
-  cc.inter_node_bandwidth = 1e18;
+  cc.intra_node_latency_seconds = 0;
+  cc.intra_node_bytes_per_second = 1e18;
+  cc.inter_node_latency_seconds = 0;
+  cc.inter_node_bytes_per_second = 1e18;
   return cc;
 }
 

@@ -221,7 +221,7 @@ TEST_CASE("gradient buckets overlap backward and shorten the step on the virtual
   ClusterConfig cc;
   cc.world_size = 4;
   cc.flops_per_second = 3e10;
-  cc.intra_node_bandwidth = 5e8;
+  cc.intra_node_bytes_per_second = 5e8;
   const model::Batch batch = net.make_batch(64, 5);
   auto step_time = [&](bool overlapped, double* overlap, double* compute, double* comm) {
     Cluster cluster(cc);

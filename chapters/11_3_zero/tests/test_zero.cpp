@@ -246,7 +246,7 @@ TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not ab
   ClusterConfig cc;
   cc.world_size = 4;
   cc.flops_per_second = 3e10;    // a slow "GPU" and link, so gathers take about as long as a unit
-  cc.intra_node_bandwidth = 5e8;
+  cc.intra_node_bytes_per_second = 5e8;
   const Run plain = train_zero(cfg, cc, 3, false, 8);
   const Run fetched = train_zero(cfg, cc, 3, true, 8);
   std::printf("stage 3 step: %.4g s without prefetch, %.4g s with; overlap %.4g s -> %.4g s\n",
@@ -266,7 +266,7 @@ TEST_CASE("stage 2 with overlap: same bits and bytes, reduce-scatters under the 
   ClusterConfig cc;
   cc.world_size = 4;
   cc.flops_per_second = 3e10;
-  cc.intra_node_bandwidth = 5e8;
+  cc.intra_node_bytes_per_second = 5e8;
   const ShardLayout layout = plan_shards(net, cc.world_size);
   for (Precision precision : {Precision::fp32, Precision::bf16_mixed}) {
     const char* name = precision == Precision::fp32 ? "fp32" : "bf16";

@@ -53,10 +53,10 @@ ClusterConfig free_links(int p) {
   ClusterConfig cc;
   cc.world_size = p;
   cc.flops_per_second = 1e9;
-  cc.intra_node_latency = 0;
-  cc.inter_node_latency = 0;
-  cc.intra_node_bandwidth = 1e18;
-  cc.inter_node_bandwidth = 1e18;
+  cc.intra_node_latency_seconds = 0;
+  cc.inter_node_latency_seconds = 0;
+  cc.intra_node_bytes_per_second = 1e18;
+  cc.inter_node_bytes_per_second = 1e18;
   return cc;
 }
 
@@ -545,8 +545,8 @@ TEST_CASE("with link latency the interleaved bubble grows: v times the messages,
     std::vector<double> idle;
     for (double latency : {0.0, 5e-6, 20e-6}) {
       ClusterConfig cc = free_links(4);
-      cc.intra_node_latency = latency;
-      cc.inter_node_latency = latency;
+      cc.intra_node_latency_seconds = latency;
+      cc.inter_node_latency_seconds = latency;
       const Step step = pipelined_step(net, cc, interleaved_one_f_one_b_schedule(4, 8, v), batch);
       idle.push_back(1.0 - step.compute[0] / step.makespan);
     }

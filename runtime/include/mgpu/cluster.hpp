@@ -24,10 +24,11 @@ struct ClusterConfig {
   int world_size = 1;                   ///< number of ranks (GPUs), >= 1
   int gpus_per_node = 8;                ///< ranks r and s share a node iff r/gpus_per_node == s/gpus_per_node
   double flops_per_second = 4e14;       ///< compute rate charged by Rank::compute
-  double intra_node_bandwidth = 450e9;  ///< bytes/s of one link inside a node (NVLink-class)
-  double inter_node_bandwidth = 50e9;   ///< bytes/s of one link between nodes (400 Gb/s)
-  double intra_node_latency = 3e-6;     ///< seconds per message inside a node
-  double inter_node_latency = 10e-6;    ///< seconds per message between nodes
+  // A message of n bytes on a link takes alpha + n / beta seconds (11.2's LinkModel).
+  double intra_node_bytes_per_second = 450e9;  ///< beta inside a node: one NVLink-class link
+  double inter_node_bytes_per_second = 50e9;   ///< beta between nodes: one 400 Gb/s NIC per GPU
+  double intra_node_latency_seconds = 3e-6;    ///< alpha inside a node: seconds per message
+  double inter_node_latency_seconds = 10e-6;   ///< alpha between nodes: seconds per message
   std::optional<std::size_t> memory_capacity_bytes;  ///< per rank; nullopt = unlimited
 };
 

@@ -1,9 +1,12 @@
 // Per-rank traffic meter: bytes and messages, per operation kind and per group name,
-// with the nccl-tests convention for what a collective costs each rank.
+// with the nccl-tests convention for what a collective costs each rank, and the ring's chunks.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,30 @@ std::string_view to_string(OpKind kind);
 /// all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; broadcast, send, recv 1;
 /// barrier and split 0. It is also the fraction of S each rank sends under the ring accounting.
 double bus_bandwidth_factor(OpKind kind, int n);
+
+/// A contiguous piece of a buffer: elements [offset, offset + count).
+struct Chunk {
+  std::size_t offset = 0;  ///< first element
+  std::size_t count = 0;   ///< number of elements (may be 0)
+};
+
+/// Chunk `index` of a buffer of `length` elements split over `ranks` ranks.
+///
+/// Chunk sizes differ by at most one: the first length % ranks chunks get one element more
+/// than the rest. Chunks are in order and cover the buffer exactly, e.g. length 10 over 4 ranks
+/// gives sizes 3, 3, 2, 2. The split of every ring collective, the runtime's and 11.2's.
+/// @throws std::invalid_argument when ranks < 1 or index is outside [0, ranks).
+inline Chunk ring_chunk(std::size_t length, int ranks, int index) {
+  if (ranks < 1)
+    throw std::invalid_argument("ring_chunk: ranks = " + std::to_string(ranks) + " must be at least 1");
+  if (index < 0 || index >= ranks) {
+    throw std::invalid_argument("ring_chunk: index " + std::to_string(index) + " is outside [0, " +
+                                std::to_string(ranks) + ")");
+  }
+  const auto n = static_cast<std::size_t>(ranks), i = static_cast<std::size_t>(index);
+  const std::size_t base = length / n, extra = length % n;
+  return Chunk{i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
 
 /// Counters of one slice of traffic.
 struct TrafficCounts {
