@@ -46,6 +46,8 @@ endif()
 # One doctest main for every test program, compiled once.
 add_library(mgpu_doctest_main STATIC ${PROJECT_SOURCE_DIR}/cmake/doctest_main.cpp)
 target_link_libraries(mgpu_doctest_main PUBLIC doctest::doctest)
+# Shared test support (testing/mgpu_test/compare.hpp: check_close and friends) for every test.
+target_include_directories(mgpu_doctest_main PUBLIC ${PROJECT_SOURCE_DIR}/testing)
 
 # mgpu_doctest(NAME name SOURCES ... LIBS ... LABELS ...): a test program registered with CTest.
 function(mgpu_doctest)

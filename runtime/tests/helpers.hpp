@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mgpu/mgpu.hpp"
+#include "mgpu_test/compare.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -28,14 +29,6 @@ T naive_reduce(const std::vector<std::vector<T>>& in, std::size_t i, ReduceOp op
   return T(acc);
 }
 
-/// Largest |a - b| as double (0 for equal vectors).
-template <class T>
-double max_abs_diff(const std::vector<T>& a, const std::vector<T>& b) {
-  double m = a.size() == b.size() ? 0.0 : 1e300;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    m = std::max(m, std::abs(double(a[i]) - double(b[i])));
-  }
-  return m;
-}
+using mgpu_test::max_abs_diff;  // the largest |a - b|, infinite for different sizes
 
 }  // namespace mgpu::test

@@ -1,6 +1,7 @@
 // 11.2 visible tests of data-parallel training: batch slices, identical replicas, equality with
 // one-rank training on the whole batch, the bucket plan, and overlap on the virtual clock.
 #include <doctest/doctest.h>
+#include <mgpu_test/compare.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -107,14 +108,10 @@ TEST_CASE("data-parallel training equals one-rank training on the whole batch") 
   for (int ranks : {2, 4, 8}) {
     for (GradAverager averager : {GradAverager::runtime, GradAverager::ring}) {
       const auto params = train(ranks, steps, batch, averager);
-      float max_diff = 0.0f, max_abs = 0.0f;
-      for (std::size_t i = 0; i < single.size(); ++i) {
-        max_diff = std::max(max_diff, std::abs(params[0][i] - single[i]));
-        max_abs = std::max(max_abs, std::abs(single[i]));
-      }
+      const char* name = averager == GradAverager::runtime ? "runtime all_reduce" : "ring";
       std::printf("dp %d ranks (%s) vs 1 rank after %d Adam steps: max |diff| %.2e (weights up to %.2f)\n", ranks,
-                  averager == GradAverager::runtime ? "runtime all_reduce" : "ring", steps, max_diff, max_abs);
-      CHECK(max_diff < 1e-5f);
+                  name, steps, mgpu_test::max_abs_diff(params[0], single), mgpu_test::max_abs(single));
+      mgpu_test::check_close(std::string("weights, ") + name, params[0], single, {1e-5, 0});
     }
   }
 }
@@ -144,15 +141,11 @@ TEST_CASE("after a step every rank holds the gradient of the whole batch (the av
       }
       grads[static_cast<std::size_t>(r.id())].assign(replica.grads.begin(), replica.grads.end());
     });
-    float max_diff = 0.0f, max_abs = 0.0f;
-    for (std::size_t i = 0; i < reference.size(); ++i) {
-      max_diff = std::max(max_diff, std::abs(grads[0][i] - reference[i]));
-      max_abs = std::max(max_abs, std::abs(reference[i]));
-    }
     static const char* const names[] = {"runtime all_reduce", "ring", "buckets"};
+    const double scale = mgpu_test::max_abs(reference);
     std::printf("dp gradient (%s) vs whole-batch gradient: max |diff| %.2e (gradients up to %.2e)\n",
-                names[variant], max_diff, max_abs);
-    CHECK(max_diff <= 1e-5f * max_abs);
+                names[variant], mgpu_test::max_abs_diff(grads[0], reference), scale);
+    mgpu_test::check_close(std::string("gradient, ") + names[variant], grads[0], reference, {1e-5 * scale, 0});
     for (int r = 1; r < n; ++r) CHECK(bitwise_equal(grads[static_cast<std::size_t>(r)], grads[0]));
   }
 }

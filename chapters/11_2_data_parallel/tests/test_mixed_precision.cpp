@@ -2,6 +2,7 @@
 // 2 + 2 + 4 + 8 bytes per parameter of the recipe, replicas identical, a bf16 all-reduce that
 // moves half of fp32's bytes, an averaged gradient, and training that stays close to fp32's.
 #include <doctest/doctest.h>
+#include <mgpu_test/compare.hpp>
 
 #include <algorithm>
 #include <array>
@@ -197,16 +198,12 @@ TEST_CASE("after a bf16 step every rank holds the average of the gradients, not 
     reference.assign(replica.grads.begin(), replica.grads.end());
   });
   const Run run = train(4, true, 1);
-  float max_diff = 0.0f, max_abs = 0.0f;
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    max_diff = std::max(max_diff, std::abs(run.grads[i] - reference[i]));
-    max_abs = std::max(max_abs, std::abs(reference[i]));
-  }
   // Each rank's gradient is rounded once and the average once more: a few 2^-9 relative steps
-  // of gradients up to max_abs. A sum would be off by 3 times the gradient itself.
-  std::printf("bf16 dp gradient vs whole-batch fp32 gradient: max |diff| %.2e (gradients up to %.2e)\n", max_diff,
-              max_abs);
-  CHECK(max_diff <= 0.01f * max_abs);
+  // of gradients up to their largest. A sum would be off by 3 times the gradient itself.
+  const double scale = mgpu_test::max_abs(reference);
+  std::printf("bf16 dp gradient vs whole-batch fp32 gradient: max |diff| %.2e (gradients up to %.2e)\n",
+              mgpu_test::max_abs_diff(run.grads, reference), scale);
+  mgpu_test::check_close("bf16 data-parallel gradient", run.grads, reference, {0.01 * scale, 0});
 }
 
 TEST_CASE("bf16 mixed data parallelism trains like fp32 data parallelism") {

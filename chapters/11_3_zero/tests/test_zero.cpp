@@ -2,6 +2,7 @@
 // ledger's per-rank state against zero_state_per_gpu, the traffic meter against
 // zero_traffic_per_gpu (stage 3 = 1.5x stage 0), and prefetch on the virtual clock.
 #include <doctest/doctest.h>
+#include <mgpu_test/compare.hpp>
 
 #include <algorithm>
 #include <array>
@@ -16,6 +17,8 @@
 
 using namespace mgpu;
 using namespace mgpu::zero;
+using mgpu_test::check_close;
+using mgpu_test::max_abs_diff;
 
 namespace {
 
@@ -115,13 +118,6 @@ std::vector<float> reference_dp(const model::ModelConfig& cfg, int ranks, std::i
   return out;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  REQUIRE(a.size() == b.size());
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[i]) - b[i]));
-  return m;
-}
-
 std::size_t peak_of(const Run& run, int rank, Category c) {
   return run.peaks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(c)];
 }
@@ -162,9 +158,8 @@ TEST_CASE("every stage ends with the weights of plain data parallelism (fp32 tol
     cc.world_size = n;
     for (int stage = 0; stage <= 3; ++stage) {
       const Run run = train_zero(cfg, cc, stage);
-      const double err = max_abs_diff(run.weights[0], expected);
-      std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage, err);
-      CHECK(err <= 1e-6);
+      std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage, max_abs_diff(run.weights[0], expected));
+      check_close("stage " + std::to_string(stage) + " weights", run.weights[0], expected, {1e-6, 0});
       for (int r = 1; r < n; ++r)  // every rank ends with the same full weights
         CHECK(std::memcmp(run.weights[static_cast<std::size_t>(r)].data(), run.weights[0].data(),
                           run.weights[0].size() * sizeof(float)) == 0);
@@ -251,7 +246,7 @@ TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not ab
   const Run fetched = train_zero(cfg, cc, 3, true, 8);
   std::printf("stage 3 step: %.4g s without prefetch, %.4g s with; overlap %.4g s -> %.4g s\n",
               plain.makespan / kSteps, fetched.makespan / kSteps, plain.overlap, fetched.overlap);
-  CHECK(max_abs_diff(plain.weights[0], fetched.weights[0]) == 0);
+  check_close("weights with prefetch", fetched.weights[0], plain.weights[0]);
   CHECK(fetched.makespan <= plain.makespan);
   CHECK(fetched.overlap > plain.overlap);
 }
@@ -405,7 +400,7 @@ TEST_CASE("bf16 mixed: every stage gives the same weights, all ranks agree, and 
     // A bf16 all-reduce and a bf16 reduce-scatter both sum in fp32 in rank order and round once,
     // so the stages agree bit for bit here too.
     if (stage == 0) stage0 = run.weights[0];
-    else CHECK(max_abs_diff(run.weights[0], stage0) == 0);
+    else check_close("stage weights", run.weights[0], stage0);
   }
 }
 

@@ -4,6 +4,7 @@
 // gpipe_bubble_fraction and interleaved_bubble_fraction, and the peak in-flight activations
 // measured from the ledger.
 #include <doctest/doctest.h>
+#include <mgpu_test/compare.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,9 @@
 
 using namespace mgpu;
 using namespace mgpu::pipeline;
+using mgpu_test::check_close;
+using mgpu_test::max_abs;
+using mgpu_test::max_abs_diff;
 
 namespace {
 
@@ -166,12 +170,6 @@ std::int64_t interleaved_in_flight(int p, int m, int v, int s) {
   return std::min(total, warmup + 1);
 }
 
-double max_abs(const std::vector<float>& a) {
-  double m = 0;
-  for (float v : a) m = std::max(m, std::abs(static_cast<double>(v)));
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("gpipe_schedule: every stage runs all forwards in order, then all backwards in order") {
@@ -238,12 +236,10 @@ TEST_CASE("pipelined gradients equal the unpipelined model's on the whole batch 
     for (int m : {1, 4, 8}) {
       for (bool f1b : {false, true}) {
         const Step step = pipelined_step(net, free_links(p), f1b, m, batch);
-        double err = 0;
-        for (std::size_t i = 0; i < expected.size(); ++i)
-          err = std::max(err, std::abs(static_cast<double>(step.grads[i]) - expected[i]));
         std::printf("%s p=%d m=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs %.7f\n",
-                    f1b ? "1F1B " : "GPipe", p, m, err, max_abs(expected), step.loss, ref_loss);
-        CHECK(err <= 1e-5 * scale);
+                    f1b ? "1F1B " : "GPipe", p, m, max_abs_diff(step.grads, expected), max_abs(expected), step.loss,
+                    ref_loss);
+        check_close(f1b ? "1F1B gradients" : "GPipe gradients", step.grads, expected, {1e-5 * scale, 0});
         CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
       }
     }
@@ -450,12 +446,9 @@ TEST_CASE("interleaved pipelined gradients equal the unpipelined model's on the 
     const std::vector<float> expected = reference_grads(net, batch, ref_loss);
     const double scale = std::max(1.0, max_abs(expected));
     const Step step = pipelined_step(net, free_links(g.p), interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch);
-    double err = 0;
-    for (std::size_t i = 0; i < expected.size(); ++i)
-      err = std::max(err, std::abs(static_cast<double>(step.grads[i]) - expected[i]));
     std::printf("interleaved p=%d m=%d v=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs %.7f\n", g.p,
-                g.m, g.v, err, max_abs(expected), step.loss, ref_loss);
-    CHECK(err <= 1e-5 * scale);
+                g.m, g.v, max_abs_diff(step.grads, expected), max_abs(expected), step.loss, ref_loss);
+    check_close("interleaved gradients", step.grads, expected, {1e-5 * scale, 0});
     CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
   }
 }
