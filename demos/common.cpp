@@ -43,7 +43,8 @@ ClusterConfig slow_cluster(int ranks, double flops, double bandwidth) {
 bool reference_build() { return std::string_view(MGPU_DEMO_IMPL) == "solution"; }
 std::string whose() { return reference_build() ? "the reference" : "your"; }
 
-std::string merge_chrome_traces(const std::vector<std::pair<std::string, std::string>>& labelled_traces) {
+std::string merge_chrome_traces(
+    const std::vector<std::pair<std::string, std::string>>& labelled_traces) {
   using nlohmann::json;
   json events = json::array();
   int offset = 0;
@@ -54,7 +55,8 @@ std::string merge_chrome_traces(const std::vector<std::pair<std::string, std::st
       const int pid = e.at("pid").get<int>();
       ranks = std::max(ranks, pid + 1);
       e["pid"] = pid + offset;
-      if (e.at("name") == "process_name") e["args"]["name"] = label + ": " + e["args"]["name"].get<std::string>();
+      if (e.at("name") == "process_name")
+        e["args"]["name"] = label + ": " + e["args"]["name"].get<std::string>();
       if (e.at("name") == "process_sort_index") e["args"]["sort_index"] = pid + offset;
       events.push_back(std::move(e));
     }
@@ -65,7 +67,9 @@ std::string merge_chrome_traces(const std::vector<std::pair<std::string, std::st
 
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot open '" + path + "' for writing; check that the folder exists");
+  if (!f)
+    throw std::runtime_error("cannot open '" + path +
+                             "' for writing; check that the folder exists");
   f << text << '\n';
   if (!f) throw std::runtime_error("writing '" + path + "' failed");
 }

@@ -29,7 +29,8 @@ std::string whose();
 /// Several runs' Chrome traces (Cluster::chrome_trace) as one: each run's ranks become
 /// processes named "<label>: rank r", numbered after the previous run's, so that Perfetto shows
 /// the runs one above the other on a shared time axis that starts at 0 for each.
-std::string merge_chrome_traces(const std::vector<std::pair<std::string, std::string>>& labelled_traces);
+std::string merge_chrome_traces(
+    const std::vector<std::pair<std::string, std::string>>& labelled_traces);
 /// Writes `text` to `path`; throws std::runtime_error naming the path when it cannot.
 void write_file(const std::string& path, const std::string& text);
 

@@ -65,7 +65,8 @@ Row run_block(const Options& o, int t, const MatrixRM& x, const MatrixRM& dy, bo
       tp::TpAttention attn = tp::make_tp_attention(r, group, h, o.heads, 1);
       tp::TpFfn ffn = tp::make_tp_ffn(r, group, h, o.ffn_hidden, 2);
       MatrixRM y1(n, h), y(n, h), d1(n, h), dx(n, h);
-      const tp::TpAttentionCache attn_cache = tp::tp_attention_forward(r, group, attn, x, o.seq, y1);
+      const tp::TpAttentionCache attn_cache =
+          tp::tp_attention_forward(r, group, attn, x, o.seq, y1);
       y1 += x;
       const tp::TpFfnCache ffn_cache = tp::tp_ffn_forward(r, group, ffn, y1, y);
       y += y1;
@@ -104,26 +105,38 @@ void run(Options o) {
   const MatrixRM x = normal_matrix(n, o.hidden, 11);
   const MatrixRM dy = normal_matrix(n, o.hidden, 12);
 
-  fmt::print("11.4 tensor parallelism: one block (attention split by heads, then the FFN) on t simulated ranks\n");
-  fmt::print("code: {}\n", reference_build()
-                                ? "the reference solutions (solutions/11_4_tensor_parallel); add --student to run yours"
-                                : "your chapters/11_4_tensor_parallel (the student build)");
-  fmt::print("block: hidden {}, {} heads, FFN {}; {} sequences of {} tokens; fp32; {} GPUs per node\n", o.hidden,
-             o.heads, o.ffn_hidden, o.sequences, o.seq, o.gpus_per_node);
-  fmt::print("cost model: {:.3g} FLOP/s per rank, {:.3g} B/s inside a node, a ninth of it between nodes\n\n", o.flops,
-             o.bandwidth);
+  fmt::print(
+      "11.4 tensor parallelism: one block (attention split by heads, then the FFN) on t simulated "
+      "ranks\n");
+  fmt::print(
+      "code: {}\n",
+      reference_build()
+          ? "the reference solutions (solutions/11_4_tensor_parallel); add --student to run yours"
+          : "your chapters/11_4_tensor_parallel (the student build)");
+  fmt::print(
+      "block: hidden {}, {} heads, FFN {}; {} sequences of {} tokens; fp32; {} GPUs per node\n",
+      o.hidden, o.heads, o.ffn_hidden, o.sequences, o.seq, o.gpus_per_node);
+  fmt::print(
+      "cost model: {:.3g} FLOP/s per rank, {:.3g} B/s inside a node, a ninth of it between "
+      "nodes\n\n",
+      o.flops, o.bandwidth);
 
   std::vector<Row> rows;
   for (std::size_t i = 0; i < o.degrees.size(); ++i)
-    rows.push_back(run_block(o, o.degrees[i], x, dy, !o.trace.empty() && i + 1 == o.degrees.size()));
+    rows.push_back(
+        run_block(o, o.degrees[i], x, dy, !o.trace.empty() && i + 1 == o.degrees.size()));
 
   const auto params = [&](int t) {
-    return tp::attention_params_per_rank(o.hidden, o.heads, t) + tp::ffn_params_per_rank(o.hidden, o.ffn_hidden, t);
+    return tp::attention_params_per_rank(o.hidden, o.heads, t) +
+           tp::ffn_params_per_rank(o.hidden, o.ffn_hidden, t);
   };
-  fmt::print("Per rank, one forward and backward (formulas: attention_params_per_rank + ffn_params_per_rank,\n"
-             "block_bytes_sent_per_rank with Pass::both)\n");
-  fmt::print("  {:>3}{:>13}{:>13}{:>14}{:>14}{:>10}{:>13}{:>12}{:>12}{:>12}\n", "t", "weights", "predicted",
-             "all-reduce", "predicted", "messages", "activations", "compute", "comm busy", "step");
+  fmt::print(
+      "Per rank, one forward and backward (formulas: attention_params_per_rank + "
+      "ffn_params_per_rank,\n"
+      "block_bytes_sent_per_rank with Pass::both)\n");
+  fmt::print("  {:>3}{:>13}{:>13}{:>14}{:>14}{:>10}{:>13}{:>12}{:>12}{:>12}\n", "t", "weights",
+             "predicted", "all-reduce", "predicted", "messages", "activations", "compute",
+             "comm busy", "step");
   bool all_equal = true, any_ran = false;
   const Row* base = nullptr;
   for (const Row& r : rows) {
@@ -143,46 +156,62 @@ void run(Options o) {
     } catch (const NotImplemented&) {
       all_equal = false;
     }
-    fmt::print("  {:>3}{:>13}{:>13}{:>14}{:>14}{:>10.0f}{:>13}{:>12}{:>12}{:>12}\n", r.t, human_bytes(r.weight_bytes),
-               w_pred, human_bytes(r.all_reduce_bytes), b_pred, r.messages, human_bytes(r.activation_bytes),
-               us(r.compute_seconds), us(r.comm_seconds), us(r.step_seconds));
+    fmt::print("  {:>3}{:>13}{:>13}{:>14}{:>14}{:>10.0f}{:>13}{:>12}{:>12}{:>12}\n", r.t,
+               human_bytes(r.weight_bytes), w_pred, human_bytes(r.all_reduce_bytes), b_pred,
+               r.messages, human_bytes(r.activation_bytes), us(r.compute_seconds),
+               us(r.comm_seconds), us(r.step_seconds));
   }
   if (!any_ran) return;
-  fmt::print("\nweights and all-reduce bytes equal the formulas at every t: {}\n", all_equal ? "yes" : "NO");
+  fmt::print("\nweights and all-reduce bytes equal the formulas at every t: {}\n",
+             all_equal ? "yes" : "NO");
   double worst_y = 0, worst_dx = 0;
   for (const Row& r : rows) {
     if (!r.error.empty() || &r == base) continue;
     worst_y = std::max(worst_y, max_abs_diff(r.y, base->y));
     worst_dx = std::max(worst_dx, max_abs_diff(r.dx, base->dx));
   }
-  fmt::print("largest difference from t = {}: output {:.2g}, input gradient {:.2g} (fp32 sums in another order)\n",
-             base->t, worst_y, worst_dx);
-  fmt::print("\nWhat to read in the table:\n"
-             "- weights and saved activations fall as 1/t: every tensor this block saves is split by heads or by\n"
-             "  FFN columns. A real block also saves layer-norm inputs and dropout masks whole on every rank\n"
-             "  (the 10 of 11.1's 10 + 24/t) until sequence parallelism cuts them.\n"
-             "- the all-reduce bytes grow towards 4 x 2 x the activation size as t grows, while compute falls as 1/t:\n"
-             "  past some t the step is mostly communication, and once the group spans two nodes (t > {})\n"
-             "  each byte crosses the slower link.\n",
-             o.gpus_per_node);
+  fmt::print(
+      "largest difference from t = {}: output {:.2g}, input gradient {:.2g} (fp32 sums in another "
+      "order)\n",
+      base->t, worst_y, worst_dx);
+  fmt::print(
+      "\nWhat to read in the table:\n"
+      "- weights and saved activations fall as 1/t: every tensor this block saves is split by "
+      "heads or by\n"
+      "  FFN columns. A real block also saves layer-norm inputs and dropout masks whole on every "
+      "rank\n"
+      "  (the 10 of 11.1's 10 + 24/t) until sequence parallelism cuts them.\n"
+      "- the all-reduce bytes grow towards 4 x 2 x the activation size as t grows, while compute "
+      "falls as 1/t:\n"
+      "  past some t the step is mostly communication, and once the group spans two nodes (t > "
+      "{})\n"
+      "  each byte crosses the slower link.\n",
+      o.gpus_per_node);
   if (!o.trace.empty())
-    fmt::print("trace of the t = {} run written to {} (open it in https://ui.perfetto.dev)\n", rows.back().t, o.trace);
+    fmt::print("trace of the t = {} run written to {} (open it in https://ui.perfetto.dev)\n",
+               rows.back().t, o.trace);
 }
 
 }  // namespace
 
 void add_11_4(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("11_4", "tensor parallelism: one block at several t, bytes and weights per rank");
-  sub->add_option("--tp", opts->degrees, "tensor-parallel degrees to run, e.g. --tp 1 2 4")->capture_default_str();
+  CLI::App* sub = app.add_subcommand(
+      "11_4", "tensor parallelism: one block at several t, bytes and weights per rank");
+  sub->add_option("--tp", opts->degrees, "tensor-parallel degrees to run, e.g. --tp 1 2 4")
+      ->capture_default_str();
   sub->add_option("--hidden", opts->hidden, "model width h")->capture_default_str();
-  sub->add_option("--heads", opts->heads, "attention heads (every t must divide it)")->capture_default_str();
+  sub->add_option("--heads", opts->heads, "attention heads (every t must divide it)")
+      ->capture_default_str();
   sub->add_option("--ffn-hidden", opts->ffn_hidden, "FFN inner width (default 4 h)");
-  sub->add_option("--sequences", opts->sequences, "sequences in the micro-batch")->capture_default_str();
+  sub->add_option("--sequences", opts->sequences, "sequences in the micro-batch")
+      ->capture_default_str();
   sub->add_option("--seq", opts->seq, "tokens per sequence")->capture_default_str();
-  sub->add_option("--gpus-per-node", opts->gpus_per_node, "GPUs per node; a larger t spans nodes")->capture_default_str();
+  sub->add_option("--gpus-per-node", opts->gpus_per_node, "GPUs per node; a larger t spans nodes")
+      ->capture_default_str();
   sub->add_option("--flops", opts->flops, "compute rate of a rank, FLOP/s")->capture_default_str();
-  sub->add_option("--bandwidth", opts->bandwidth, "link bandwidth inside a node, bytes/s")->capture_default_str();
+  sub->add_option("--bandwidth", opts->bandwidth, "link bandwidth inside a node, bytes/s")
+      ->capture_default_str();
   sub->add_option("--trace", opts->trace, "write a Chrome trace of the largest t to this file");
   sub->callback([opts] { run(*opts); });
 }

@@ -53,8 +53,6 @@ struct Options {
 constexpr std::int64_t kMaxRanks = 4096;
 constexpr std::uint64_t kSeed = 7;
 
-
-
 std::string layout_name(const lay::Layout& l) {
   return fmt::format("tp {} x pp {} x dp {}", l.tp, l.pp, l.dp);
 }

@@ -101,7 +101,6 @@ double imbalance(const std::vector<std::int64_t>& load) {
 
 std::string whole(double value) { return fmt::format("{:.0f}", value); }
 
-
 // Rank `rank`'s tokens (T, h). Under the identity router a token's logits are its first E
 // features, so token g (global index) is given the logits 2k, 2(k-1), ..., 2 on experts
 // g, g+1, ..., g+k-1 mod E: with T a multiple of E every expert gets exactly T*k/E copies from
@@ -228,24 +227,28 @@ void run(const Options& o) {
       reference_build()
           ? "the reference solutions (solutions/11_7_3d_and_experts); add --student to run yours"
           : "your chapters/11_7_3d_and_experts (the student build)");
-  fmt::print("layer: {} experts of ({} x {}), {} per rank, top-{} routing; {} tokens per rank, fp32\n",
-             E, h, h, E / n, k, T);
+  fmt::print(
+      "layer: {} experts of ({} x {}), {} per rank, top-{} routing; {} tokens per rank, fp32\n", E,
+      h, h, E / n, k, T);
   fmt::print("capacity factor (cap) {:g}: each expert has {} for the {} x {} copies of each rank\n",
              o.capacity_factor, slots, T, k);
   fmt::print("cost model: {:.3g} FLOP/s per rank, links {:.3g} B/s with {:.0f} us latency\n",
-             cc.flops_per_second, one_node ? cc.intra_node_bytes_per_second : cc.inter_node_bytes_per_second,
+             cc.flops_per_second,
+             one_node ? cc.intra_node_bytes_per_second : cc.inter_node_bytes_per_second,
              (one_node ? cc.intra_node_latency_seconds : cc.inter_node_latency_seconds) * 1e6);
-  fmt::print("(a slow GPU and slow links for a small layer, so exchanges and experts take visible time)\n");
-  fmt::print("tokens: under the identity router token g prefers experts g, g+1, ... mod {} (logits {}, ..., 2),\n"
-             "plus noise; a constant last feature makes the router's last row a per-expert bias\n\n",
-             E, 2 * k);
+  fmt::print(
+      "(a slow GPU and slow links for a small layer, so exchanges and experts take visible "
+      "time)\n");
+  fmt::print(
+      "tokens: under the identity router token g prefers experts g, g+1, ... mod {} (logits {}, "
+      "..., 2),\n"
+      "plus noise; a constant last feature makes the router's last row a per-expert bias\n\n",
+      E, 2 * k);
 
   const MatrixRM even = even_router(o), skewed = skewed_router(o);
   const std::string cap = fmt::format("(cap {:g})", o.capacity_factor);
-  std::vector<Phase> phases = {{"even " + cap, {}},
-                               {"skewed " + cap, {}},
-                               {"skewed (no cap)", {}},
-                               {"balanced " + cap, {}}};
+  std::vector<Phase> phases = {
+      {"even " + cap, {}}, {"skewed " + cap, {}}, {"skewed (no cap)", {}}, {"balanced " + cap, {}}};
   for (Phase& p : phases) p.ranks.resize(static_cast<std::size_t>(n));
   std::vector<std::vector<double>> aux(static_cast<std::size_t>(n));  // per rank, per step
   std::string error;
@@ -324,18 +327,23 @@ void run(const Options& o) {
       predict([&] { return layout::expert_all_to_all_bytes_per_rank(T, h, k, E, n, 4); }, whole);
 
   // ---------------------------------------------------------------- 1. even routing
-  fmt::print("1. Even routing, identity router ({} moe_forward): {:g} copies per expert from each rank\n",
-             whose(), static_cast<double>(T * k) / static_cast<double>(E));
+  fmt::print(
+      "1. Even routing, identity router ({} moe_forward): {:g} copies per expert from each rank\n",
+      whose(), static_cast<double>(T * k) / static_cast<double>(E));
   if (!error.empty()) {
     fmt::print("  {}\n", error);
-    fmt::print("  formula: expert_all_to_all_bytes_per_rank = {} bytes sent per rank in the forward\n",
-               formula);
-    fmt::print("  nothing below runs until the layer is written; then each rank's bytes should match it\n");
+    fmt::print(
+        "  formula: expert_all_to_all_bytes_per_rank = {} bytes sent per rank in the forward\n",
+        formula);
+    fmt::print(
+        "  nothing below runs until the layer is written; then each rank's bytes should match "
+        "it\n");
     if (!o.trace.empty()) fmt::print("no trace written: the layer is not implemented yet\n");
     return;
   }
-  fmt::print("  sent: all_to_all_v bytes of the forward pass, the dispatch out and the combine back;\n"
-             "  formula: expert_all_to_all_bytes_per_rank, 2 T k h 4 (N-1)/N, which counts both\n");
+  fmt::print(
+      "  sent: all_to_all_v bytes of the forward pass, the dispatch out and the combine back;\n"
+      "  formula: expert_all_to_all_bytes_per_rank, 2 T k h 4 (N-1)/N, which counts both\n");
   fmt::print("  {:>6}{:>14}{:>14}{:>14}{:>10}{:>16}\n", "rank", "sent", "formula", "received",
              "dropped", "forward time");
   double worst = 0;  // largest relative difference from the formula over ranks
@@ -353,7 +361,9 @@ void run(const Options& o) {
   if (formula_bytes >= 0 && worst != 0)
     fmt::print("  measured differs from the formula by up to {:.1f}%{}\n", 100 * worst,
                T % E == 0 ? "" : ": T is not a multiple of E, so this routing is only nearly even");
-  fmt::print("  (the row counts go first in a small all_to_all of E doubles per rank, not counted here)\n\n");
+  fmt::print(
+      "  (the row counts go first in a small all_to_all of E doubles per rank, not counted "
+      "here)\n\n");
 
   // ---------------------------------------------------------------- 2. skewed routing
   const std::int64_t copies = n * T * k;
@@ -362,28 +372,33 @@ void run(const Options& o) {
   fmt::print("2. Skewed routing: +{:g} on the logits of experts 0 and 1 for every token ({})\n",
              o.skew, hot_last == 0 ? "both on rank 0" : "on ranks 0 and 1");
   print_phases({&phases[0], &phases[1], &phases[2]}, copies);
-  fmt::print("  busiest: the rank whose experts got the most rows (its own tokens' included);\n"
-             "  received, sent: its all_to_all_v bytes in the forward; dropped: copies, all ranks (of {});\n"
-             "  fwd time: the slowest rank's forward; max/mean: the most chosen expert's copies over the mean\n",
-             copies);
+  fmt::print(
+      "  busiest: the rank whose experts got the most rows (its own tokens' included);\n"
+      "  received, sent: its all_to_all_v bytes in the forward; dropped: copies, all ranks (of "
+      "{});\n"
+      "  fwd time: the slowest rank's forward; max/mean: the most chosen expert's copies over the "
+      "mean\n",
+      copies);
   for (const Phase* p : {&phases[1], &phases[2]}) {
     fmt::print("  expert rows per rank, {}:", p->name);
     for (const Seen& s : p->ranks) fmt::print(" {}", s.expert_rows);
     fmt::print("\n");
   }
-  fmt::print("  Each all_to_all_v lasts as long as its busiest member, so every rank waits for rank {}.\n"
-             "  With the limit its experts take at most {} from each source, and its own tokens'\n"
-             "  dropped copies never travel, so its bytes stay near the even case's: the skew is paid\n"
-             "  in dropped copies (tokens that skip the layer). Without the limit nothing is dropped,\n"
-             "  and its bytes and expert time grow with the skew.\n\n",
-             phases[2].busiest(), slots);
+  fmt::print(
+      "  Each all_to_all_v lasts as long as its busiest member, so every rank waits for rank {}.\n"
+      "  With the limit its experts take at most {} from each source, and its own tokens'\n"
+      "  dropped copies never travel, so its bytes stay near the even case's: the skew is paid\n"
+      "  in dropped copies (tokens that skip the layer). Without the limit nothing is dropped,\n"
+      "  and its bytes and expert time grow with the skew.\n\n",
+      phases[2].busiest(), slots);
 
   // ---------------------------------------------------------------- 3. load balancing
-  fmt::print("3. Load-balancing loss (Switch Transformer): aux = E sum_i f_i P_i, with f_i the share\n"
-             "  of the top-k choices that picked expert i and P_i its mean router probability.\n"
-             "  {} plain gradient steps (lr {:g}) on the router alone, from the skewed one: each rank\n"
-             "  differentiates its own tokens' loss, an all_reduce averages the gradients\n",
-             o.balance_steps, o.balance_lr);
+  fmt::print(
+      "3. Load-balancing loss (Switch Transformer): aux = E sum_i f_i P_i, with f_i the share\n"
+      "  of the top-k choices that picked expert i and P_i its mean router probability.\n"
+      "  {} plain gradient steps (lr {:g}) on the router alone, from the skewed one: each rank\n"
+      "  differentiates its own tokens' loss, an all_reduce averages the gradients\n",
+      o.balance_steps, o.balance_lr);
   fmt::print("  aux loss by step, mean over ranks (1.000 when the routing is even):\n ");
   // Steps 0, 1, 2, 5, 10, 20, 50, ... and the last: the loss falls fast, then flattens.
   const std::size_t shown = aux.front().size();
@@ -421,9 +436,10 @@ void run(const Options& o) {
 
   if (!o.trace.empty()) {
     cluster.write_chrome_trace(o.trace);
-    fmt::print("\ntrace written to {} (open it in https://ui.perfetto.dev): the four forward passes\n"
-               "and the balancing steps one after another; rank {}'s expert compute grows under skew\n",
-               o.trace, phases[1].busiest());
+    fmt::print(
+        "\ntrace written to {} (open it in https://ui.perfetto.dev): the four forward passes\n"
+        "and the balancing steps one after another; rank {}'s expert compute grows under skew\n",
+        o.trace, phases[1].busiest());
   }
 }
 

@@ -34,15 +34,19 @@ std::vector<m::ActivationOptions> option_grid(Ctx& ctx) {
   std::vector<m::ActivationOptions> grid;
   for (std::int64_t t : {std::int64_t{1}, std::int64_t{2}, ctx.pick<std::int64_t>({4, 8})})
     for (bool sp : {false, true})
-      for (auto rc : {mgpu::Recompute::none, mgpu::Recompute::selective, mgpu::Recompute::full}) grid.push_back({t, sp, rc});
+      for (auto rc : {mgpu::Recompute::none, mgpu::Recompute::selective, mgpu::Recompute::full})
+        grid.push_back({t, sp, rc});
   return grid;
 }
 
 // "t2_tensor_parallel_selective": the grid point a value belongs to, so feedback says which
 // combination of t, sequence parallelism and recompute is wrong.
 std::string option_name(const m::ActivationOptions& o) {
-  const char* rc = o.recompute == mgpu::Recompute::none ? "no_recompute" : o.recompute == mgpu::Recompute::selective ? "selective" : "full";
-  return "t" + std::to_string(o.tensor_parallel) + (o.sequence_parallel ? "_sequence_parallel_" : "_tensor_parallel_") + rc;
+  const char* rc = o.recompute == mgpu::Recompute::none        ? "no_recompute"
+                   : o.recompute == mgpu::Recompute::selective ? "selective"
+                                                               : "full";
+  return "t" + std::to_string(o.tensor_parallel) +
+         (o.sequence_parallel ? "_sequence_parallel_" : "_tensor_parallel_") + rc;
 }
 
 }  // namespace
@@ -50,7 +54,8 @@ std::string option_name(const m::ActivationOptions& o) {
 MGPU_CASE("11_1.bytes_per_parameter") {
   std::vector<double> out;
   for (const auto& p : mgpu::kPrecisionPresets) out.push_back(m::bytes_per_parameter(p.recipe));
-  mgpu::PrecisionRecipe r{ctx.pick<double>({1, 2, 4}), ctx.pick<double>({2, 4}), ctx.pick<double>({0, 4}), ctx.pick<double>({2, 4, 8, 12})};
+  mgpu::PrecisionRecipe r{ctx.pick<double>({1, 2, 4}), ctx.pick<double>({2, 4}),
+                          ctx.pick<double>({0, 4}), ctx.pick<double>({2, 4, 8, 12})};
   out.push_back(m::bytes_per_parameter(r));
   ctx.emit("bytes_per_parameter", out);
 }
@@ -59,7 +64,8 @@ MGPU_CASE("11_1.training_state_bytes") {
   double params = std::round(ctx.log_uniform(1e6, 1e12));
   ctx.emit("random_model", m::training_state_bytes(params, random_preset(ctx)));
   ctx.emit("llama_70b_bf16_adam", m::training_state_bytes(70e9, mgpu::kBf16MixedAdam));
-  ctx.emit_rejects("rejects_negative_params", [] { m::training_state_bytes(-1, mgpu::kBf16MixedAdam); });
+  ctx.emit_rejects("rejects_negative_params",
+                   [] { m::training_state_bytes(-1, mgpu::kBf16MixedAdam); });
 }
 
 MGPU_CASE("11_1.activation_bytes_per_layer") {
@@ -70,12 +76,15 @@ MGPU_CASE("11_1.activation_bytes_per_layer") {
     ctx.emit(option_name(o), m::activation_bytes_per_layer(drawn, o));
     ctx.emit("text_layer_" + option_name(o), m::activation_bytes_per_layer(text, o));
   }
-  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] { m::activation_bytes_per_layer(drawn, {3, false, mgpu::Recompute::none}); });
+  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] {
+    m::activation_bytes_per_layer(drawn, {3, false, mgpu::Recompute::none});
+  });
 }
 
 MGPU_CASE("11_1.activation_bytes") {
   const mgpu::TransformerShape s = random_shape(ctx);
-  for (const m::ActivationOptions& o : option_grid(ctx)) ctx.emit(option_name(o), m::activation_bytes(s, o));
+  for (const m::ActivationOptions& o : option_grid(ctx))
+    ctx.emit(option_name(o), m::activation_bytes(s, o));
   ctx.emit_rejects("rejects_zero_layers", [&] {
     mgpu::TransformerShape none = s;
     none.layers = 0;
@@ -92,6 +101,7 @@ MGPU_CASE("11_1.training_flops_and_time") {
   double rate = ctx.pick<double>({3.12e14, 4e14, 9.89e14});
   double mfu = ctx.uniform_real(0.2, 1.0);
   ctx.emit("seconds", m::training_seconds(flops, gpus, rate, mfu));
-  ctx.emit("years_8b_15t_one_gpu", m::training_seconds(m::training_flops(8e9, 15e12), 1, 4e14) / m::kSecondsPerYear);
+  ctx.emit("years_8b_15t_one_gpu",
+           m::training_seconds(m::training_flops(8e9, 15e12), 1, 4e14) / m::kSecondsPerYear);
   ctx.emit_rejects("rejects_mfu_above_one", [&] { m::training_seconds(flops, gpus, rate, 1.5); });
 }

@@ -26,18 +26,21 @@ MGPU_CASE("11_2.ring_seconds") {
   dp::LinkModel link{ctx.log_uniform(1e-7, 1e-4), ctx.log_uniform(1e9, 1e12)};
   std::vector<double> s;
   for (int i = 0; i < 4; ++i)
-    s.push_back(dp::ring_all_reduce_seconds(ctx.uniform_int(1, 512), ctx.log_uniform(1e3, 1e10), link));
+    s.push_back(
+        dp::ring_all_reduce_seconds(ctx.uniform_int(1, 512), ctx.log_uniform(1e3, 1e10), link));
   ctx.emit("seconds", s);
 }
 
 MGPU_CASE("11_2.bus_bandwidth") {
   std::vector<double> b;
-  for (int i = 0; i < 4; ++i) b.push_back(dp::all_reduce_bus_bandwidth(ctx.uniform_int(1, 256), ctx.log_uniform(1e9, 1e12)));
+  for (int i = 0; i < 4; ++i)
+    b.push_back(dp::all_reduce_bus_bandwidth(ctx.uniform_int(1, 256), ctx.log_uniform(1e9, 1e12)));
   ctx.emit("bus_bytes_per_second", b);
 }
 
 MGPU_CASE("11_2.gradient_all_reduce_bytes") {
   std::int64_t n = ctx.uniform_int(1, 4096);
   double params = std::round(ctx.log_uniform(1e6, 1e12));
-  ctx.emit("bytes_per_rank", dp::gradient_all_reduce_bytes_per_rank(n, params, ctx.pick<double>({2, 4})));
+  ctx.emit("bytes_per_rank",
+           dp::gradient_all_reduce_bytes_per_rank(n, params, ctx.pick<double>({2, 4})));
 }

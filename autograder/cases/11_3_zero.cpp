@@ -37,7 +37,8 @@ MGPU_CASE("11_3.traffic_per_gpu") {
   std::vector<double> parts, totals;
   for (int stage = 0; stage <= 3; ++stage) {
     z::TrafficBytes t = z::zero_traffic_per_gpu(params, recipe, stage, n);
-    parts.insert(parts.end(), {t.all_reduce_bytes, t.reduce_scatter_bytes, t.all_gather_forward_bytes, t.all_gather_backward_bytes});
+    parts.insert(parts.end(), {t.all_reduce_bytes, t.reduce_scatter_bytes,
+                               t.all_gather_forward_bytes, t.all_gather_backward_bytes});
     totals.push_back(z::zero_traffic_bytes_per_gpu(params, recipe, stage, n));
   }
   ctx.emit("parts", parts);
@@ -81,8 +82,10 @@ MGPU_CASE("11_3.megatron_state") {
   double params = std::round(ctx.log_uniform(1e8, 1e12));
   std::int64_t n = ctx.uniform_int(1, 512);
   std::vector<double> out;
-  for (auto p : {z::MegatronPrecision::fp16_params_fp16_grads, z::MegatronPrecision::bf16_params_fp32_grads,
-                 z::MegatronPrecision::fp32_params_fp32_grads})
-    for (bool distributed : {false, true}) out.push_back(z::megatron_state_bytes_per_gpu(params, p, distributed, n));
+  for (auto p :
+       {z::MegatronPrecision::fp16_params_fp16_grads, z::MegatronPrecision::bf16_params_fp32_grads,
+        z::MegatronPrecision::fp32_params_fp32_grads})
+    for (bool distributed : {false, true})
+      out.push_back(z::megatron_state_bytes_per_gpu(params, p, distributed, n));
   ctx.emit("bytes", out);
 }

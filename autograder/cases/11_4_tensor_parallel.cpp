@@ -19,13 +19,15 @@ MGPU_CASE("11_4.params_per_rank") {
   ctx.emit("ffn", ffn_p);
   ctx.emit("attention", attn_p);
   ctx.emit("block", block_p);
-  ctx.emit_rejects("rejects_t_not_dividing_heads", [&] { tp::attention_params_per_rank(hidden, heads, 3); });
+  ctx.emit_rejects("rejects_t_not_dividing_heads",
+                   [&] { tp::attention_params_per_rank(hidden, heads, 3); });
 }
 
 MGPU_CASE("11_4.all_reduces_and_payload") {
-  ctx.emit("all_reduces", std::vector<double>{static_cast<double>(tp::all_reduces_per_block(tp::Pass::forward)),
-                                              static_cast<double>(tp::all_reduces_per_block(tp::Pass::backward)),
-                                              static_cast<double>(tp::all_reduces_per_block(tp::Pass::both))});
+  ctx.emit("all_reduces",
+           std::vector<double>{static_cast<double>(tp::all_reduces_per_block(tp::Pass::forward)),
+                               static_cast<double>(tp::all_reduces_per_block(tp::Pass::backward)),
+                               static_cast<double>(tp::all_reduces_per_block(tp::Pass::both))});
   mgpu::TransformerShape s;
   s.seq = ctx.pick<std::int64_t>({512, 2048, 8192});
   s.micro_batch = ctx.uniform_int(1, 16);

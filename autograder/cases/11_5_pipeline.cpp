@@ -38,10 +38,11 @@ MGPU_CASE("11_5.min_micro_batches") {
   // both being the double nearest the same rational), where the header's "strictly below" asks
   // for m + 1; then targets just above and below the boundary, p = 1 and target 1.
   const std::vector<std::pair<std::int64_t, double>> fixed = {
-      {4, 0.1},  {4, 0.25}, {2, 0.5}, {3, 0.5}, {5, 0.2},  {4, 0.1 + 1e-9}, {4, 0.1 - 1e-9},
-      {1, 0.1},  {1, 1.0},  {8, 1.0}, {2, 0.9}, {64, 0.01}};
+      {4, 0.1},        {4, 0.25}, {2, 0.5}, {3, 0.5}, {5, 0.2}, {4, 0.1 + 1e-9},
+      {4, 0.1 - 1e-9}, {1, 0.1},  {1, 1.0}, {8, 1.0}, {2, 0.9}, {64, 0.01}};
   std::vector<double> at_edges;
-  for (const auto& [p, target] : fixed) at_edges.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(p, target)));
+  for (const auto& [p, target] : fixed)
+    at_edges.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(p, target)));
   ctx.emit("at_fixed_targets", at_edges);
   // Drawn boundaries: the bubble of a drawn (p, m) as the target, so the answer is m + 1.
   std::vector<double> boundaries, drawn;
@@ -51,7 +52,8 @@ MGPU_CASE("11_5.min_micro_batches") {
     boundaries.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(p, target)));
   }
   for (int i = 0; i < 4; ++i)
-    drawn.push_back(static_cast<double>(pp::min_micro_batches_for_bubble(ctx.uniform_int(1, 64), ctx.uniform_real(0.01, 0.9))));
+    drawn.push_back(static_cast<double>(
+        pp::min_micro_batches_for_bubble(ctx.uniform_int(1, 64), ctx.uniform_real(0.01, 0.9))));
   ctx.emit("at_drawn_boundaries", boundaries);
   ctx.emit("at_drawn_targets", drawn);
   ctx.emit_rejects("rejects_target_zero", [] { pp::min_micro_batches_for_bubble(4, 0.0); });
@@ -72,8 +74,10 @@ MGPU_CASE("11_5.in_flight") {
   std::vector<double> gpipe, ofob;
   auto add = [&](std::int64_t p, std::int64_t m) {
     for (std::int64_t stage = 0; stage < p; ++stage) {
-      gpipe.push_back(static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::gpipe, p, m, stage)));
-      ofob.push_back(static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, p, m, stage)));
+      gpipe.push_back(
+          static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::gpipe, p, m, stage)));
+      ofob.push_back(
+          static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, p, m, stage)));
     }
   };
   for (const auto& e : kEdges) add(e[0], e[1]);
@@ -94,7 +98,8 @@ MGPU_CASE("11_5.layers_and_boundary_bytes") {
   for (const auto& [p, m] : points) {
     s.layers = p * ctx.uniform_int(1, 12);
     layers.push_back(static_cast<double>(pp::layers_per_stage(s.layers, p)));
-    for (std::int64_t stage = 0; stage < p; ++stage) bytes.push_back(pp::boundary_bytes_sent_per_stage(s, p, m, stage, 2));
+    for (std::int64_t stage = 0; stage < p; ++stage)
+      bytes.push_back(pp::boundary_bytes_sent_per_stage(s, p, m, stage, 2));
   }
   ctx.emit("layers_per_stage", layers);
   ctx.emit("boundary_bytes", bytes);

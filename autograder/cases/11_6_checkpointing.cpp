@@ -26,7 +26,8 @@ MGPU_CASE("11_6.best_interval") {
   // k = 28 to 36 all give 64, so a scan that keeps the last best instead of the first is caught;
   // the byte version ties the same way when a checkpoint and a layer cost the same.
   std::vector<double> best, best_bytes, peak_bytes;
-  for (std::int64_t layers : {std::int64_t{1}, std::int64_t{2}, std::int64_t{6}, std::int64_t{16}, std::int64_t{1000}}) {
+  for (std::int64_t layers :
+       {std::int64_t{1}, std::int64_t{2}, std::int64_t{6}, std::int64_t{16}, std::int64_t{1000}}) {
     best.push_back(static_cast<double>(ck::best_checkpoint_interval(layers)));
     best_bytes.push_back(static_cast<double>(ck::best_checkpoint_interval_bytes(layers, 3e6, 3e6)));
   }
@@ -37,7 +38,8 @@ MGPU_CASE("11_6.best_interval") {
     double cb = ctx.log_uniform(1e6, 1e9), lb = ctx.log_uniform(1e6, 1e10);
     best.push_back(static_cast<double>(ck::best_checkpoint_interval(layers)));
     best_bytes.push_back(static_cast<double>(ck::best_checkpoint_interval_bytes(layers, cb, lb)));
-    peak_bytes.push_back(ck::checkpointed_peak_bytes(layers, ctx.uniform_int(1, static_cast<int>(layers)), cb, lb));
+    peak_bytes.push_back(
+        ck::checkpointed_peak_bytes(layers, ctx.uniform_int(1, static_cast<int>(layers)), cb, lb));
   }
   ctx.emit("best", best);
   ctx.emit("best_bytes", best_bytes);
@@ -47,9 +49,11 @@ MGPU_CASE("11_6.best_interval") {
 MGPU_CASE("11_6.recompute_fraction") {
   // Edges: nothing recomputed, everything at the usual ratio 2 and at ratio 0; then draws.
   std::int64_t layers = ctx.uniform_int(1, 96);
-  std::vector<double> out{ck::recompute_extra_flops_fraction(0, layers), ck::recompute_extra_flops_fraction(layers, layers),
+  std::vector<double> out{ck::recompute_extra_flops_fraction(0, layers),
+                          ck::recompute_extra_flops_fraction(layers, layers),
                           ck::recompute_extra_flops_fraction(layers, layers, 0.0)};
   for (int i = 0; i < 4; ++i)
-    out.push_back(ck::recompute_extra_flops_fraction(ctx.uniform_int(0, static_cast<int>(layers)), layers, ctx.uniform_real(1, 3)));
+    out.push_back(ck::recompute_extra_flops_fraction(ctx.uniform_int(0, static_cast<int>(layers)),
+                                                     layers, ctx.uniform_real(1, 3)));
   ctx.emit("fraction", out);
 }

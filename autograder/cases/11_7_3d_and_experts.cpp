@@ -15,7 +15,8 @@ namespace ly = mgpu::layout;
 namespace {
 
 ly::Layout random_layout(Ctx& ctx) {
-  return {ctx.pick<std::int64_t>({1, 2, 4, 8}), ctx.pick<std::int64_t>({1, 2, 4}), ctx.uniform_int(1, 8)};
+  return {ctx.pick<std::int64_t>({1, 2, 4, 8}), ctx.pick<std::int64_t>({1, 2, 4}),
+          ctx.uniform_int(1, 8)};
 }
 
 ly::LayoutModel random_model(Ctx& ctx) {
@@ -30,7 +31,8 @@ ly::LayoutModel random_model(Ctx& ctx) {
   m.shape.layers = m.layout.pp * ctx.uniform_int(1, 20);
   m.micro_batches = ctx.uniform_int(1, 32);
   m.activation_bytes_per_layer = ctx.log_uniform(1e8, 1e10);
-  m.recompute = ctx.pick({mgpu::Recompute::none, mgpu::Recompute::selective, mgpu::Recompute::full});
+  m.recompute =
+      ctx.pick({mgpu::Recompute::none, mgpu::Recompute::selective, mgpu::Recompute::full});
   return m;
 }
 
@@ -57,9 +59,11 @@ ly::LayoutModel fixed_model(ly::Layout layout, int zero_stage, std::int64_t micr
 // point but one has tp > 1, where one GPU sends only 1/tp of its stage's boundary bytes.
 std::vector<std::pair<std::string, ly::LayoutModel>> edge_models() {
   using mgpu::Recompute;
-  std::vector<std::pair<std::string, ly::LayoutModel>> points{{"one_gpu", fixed_model({1, 1, 1}, 0, 1)}};
+  std::vector<std::pair<std::string, ly::LayoutModel>> points{
+      {"one_gpu", fixed_model({1, 1, 1}, 0, 1)}};
   for (int stage = 0; stage <= 3; ++stage)
-    points.push_back({"text_layout_zero" + std::to_string(stage), fixed_model({8, 4, 32}, stage, 8)});
+    points.push_back(
+        {"text_layout_zero" + std::to_string(stage), fixed_model({8, 4, 32}, stage, 8)});
   points.push_back({"micro_batches_below_stages", fixed_model({2, 8, 2}, 1, 3)});
   points.push_back({"one_micro_batch", fixed_model({1, 4, 4}, 2, 1)});
   points.push_back({"two_stages", fixed_model({2, 2, 4}, 0, 6)});
@@ -73,13 +77,15 @@ std::vector<std::pair<std::string, ly::LayoutModel>> edge_models() {
 MGPU_CASE("11_7.layout_and_coordinates") {
   // A fixed layout with every degree above 1 and all three different (so swapped axes or the
   // wrong fastest axis show), then a drawn one.
-  for (const auto& [name, l] : {std::pair<std::string, ly::Layout>{"fixed", {2, 3, 4}}, {"drawn", random_layout(ctx)}}) {
+  for (const auto& [name, l] :
+       {std::pair<std::string, ly::Layout>{"fixed", {2, 3, 4}}, {"drawn", random_layout(ctx)}}) {
     const std::int64_t n = ly::layout_gpus(l);
     ctx.emit(name + "_gpus", static_cast<double>(n));
     std::vector<double> coords, round_trip;
     for (std::int64_t r = 0; r < n; ++r) {
       ly::RankCoords c = ly::rank_coordinates(r, l);
-      coords.insert(coords.end(), {static_cast<double>(c.tp), static_cast<double>(c.pp), static_cast<double>(c.dp)});
+      coords.insert(coords.end(), {static_cast<double>(c.tp), static_cast<double>(c.pp),
+                                   static_cast<double>(c.dp)});
       round_trip.push_back(static_cast<double>(ly::global_rank(c, l)));
     }
     ctx.emit(name + "_coordinates", coords);
@@ -105,19 +111,23 @@ MGPU_CASE("11_7.layout_problem") {
 MGPU_CASE("11_7.per_gpu_memory") {
   for (const auto& [name, model] : edge_models()) {
     const ly::GpuMemory g = ly::per_gpu_memory(model);
-    ctx.emit(name, std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes, g.optimizer_bytes, g.activation_bytes});
+    ctx.emit(name, std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes,
+                                       g.optimizer_bytes, g.activation_bytes});
   }
   const ly::GpuMemory g = ly::per_gpu_memory(random_model(ctx));
-  ctx.emit("drawn", std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes, g.optimizer_bytes, g.activation_bytes});
+  ctx.emit("drawn", std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes,
+                                        g.optimizer_bytes, g.activation_bytes});
 }
 
 MGPU_CASE("11_7.per_gpu_traffic") {
   for (const auto& [name, model] : edge_models()) {
     const ly::GpuTraffic t = ly::per_gpu_traffic(model);
-    ctx.emit(name, std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
+    ctx.emit(name,
+             std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
   }
   const ly::GpuTraffic t = ly::per_gpu_traffic(random_model(ctx));
-  ctx.emit("drawn", std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
+  ctx.emit("drawn",
+           std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
 }
 
 MGPU_CASE("11_7.experts") {
@@ -125,10 +135,12 @@ MGPU_CASE("11_7.experts") {
   std::int64_t experts = ranks * ctx.uniform_int(1, 8);
   std::int64_t top_k = ctx.uniform_int(1, static_cast<int>(std::min<std::int64_t>(experts, 4)));
   ctx.emit("experts_per_rank", static_cast<double>(ly::experts_per_rank(experts, ranks)));
-  ctx.emit("all_to_all_bytes", ly::expert_all_to_all_bytes_per_rank(ctx.uniform_int(0, 65536), ctx.pick<std::int64_t>({1024, 4096}),
-                                                                    top_k, experts, ranks, 2));
+  ctx.emit("all_to_all_bytes", ly::expert_all_to_all_bytes_per_rank(
+                                   ctx.uniform_int(0, 65536), ctx.pick<std::int64_t>({1024, 4096}),
+                                   top_k, experts, ranks, 2));
   // Fixed points: 64 experts on 8 ranks with top-2 routing, and one rank (nothing leaves it).
-  ctx.emit("fixed_all_to_all_bytes", std::vector<double>{ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2),
-                                                         ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 8, 1, 2)});
+  ctx.emit("fixed_all_to_all_bytes",
+           std::vector<double>{ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2),
+                               ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 8, 1, 2)});
   ctx.emit_rejects("rejects_uneven_experts", [] { ly::experts_per_rank(64, 6); });
 }

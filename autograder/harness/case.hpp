@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <stdexcept>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -66,13 +66,15 @@ class Ctx {
   }
   /// Any integer or floating-point vector, converted to double.
   template <class T>
-    requires std::is_arithmetic_v<T> && (!std::is_same_v<T, double>)
-  void emit(const std::string& name, const std::vector<T>& values, DType dtype = DType::f64) {
+  requires std::is_arithmetic_v<T> &&
+      (!std::is_same_v<T, double>)void emit(const std::string& name, const std::vector<T>& values,
+                                            DType dtype = DType::f64) {
     emit(name, std::vector<double>(values.begin(), values.end()), dtype);
   }
 
   /// A per-rank vector: element i belongs to rank i, so feedback names the rank of a mismatch.
-  void emit_per_rank(const std::string& name, const std::vector<double>& values, DType dtype = DType::f64);
+  void emit_per_rank(const std::string& name, const std::vector<double>& values,
+                     DType dtype = DType::f64);
 
   /// Emits 1 when f() throws std::invalid_argument (the documented rejection of bad input), 0
   /// when it returns. Any other exception, NotImplemented included, escapes to the harness.

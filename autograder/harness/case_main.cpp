@@ -3,11 +3,11 @@
 // exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
 #include <unistd.h>
 
+#include <cxxabi.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cxxabi.h>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -61,17 +61,22 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (i + 1 >= argc) return usage(argv[0]);
-    if (a == "--case") name = argv[++i];
-    else if (a == "--seed") seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--result-fd") fd = std::atoi(argv[++i]);
-    else return usage(argv[0]);
+    if (a == "--case")
+      name = argv[++i];
+    else if (a == "--seed")
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--result-fd")
+      fd = std::atoi(argv[++i]);
+    else
+      return usage(argv[0]);
   }
   if (name.empty() || fd < 0) return usage(argv[0]);
 
   nlohmann::json out;
   auto fn = mgpu::grade::find_case(name);
   if (!fn) {
-    out = {{"status", "unknown-case"}, {"message", "this case program has no case named '" + name + "'"}};
+    out = {{"status", "unknown-case"},
+           {"message", "this case program has no case named '" + name + "'"}};
   } else {
     mgpu::grade::Ctx ctx(name, seed);
     try {
@@ -85,7 +90,9 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       out = {{"status", "exception"}, {"type", type_name(typeid(e))}, {"message", e.what()}};
     } catch (...) {
-      out = {{"status", "exception"}, {"type", "unknown"}, {"message", "a non-standard exception escaped the case"}};
+      out = {{"status", "exception"},
+             {"type", "unknown"},
+             {"message", "a non-standard exception escaped the case"}};
     }
   }
   std::cout.flush();

@@ -27,9 +27,12 @@ std::uint64_t name_hash(const std::string& s) {
 // The names the rubric's tolerances are keyed by.
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::bf16: return "bf16";
-    case DType::f32: return "fp32";
-    case DType::f64: return "fp64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f32:
+      return "fp32";
+    case DType::f64:
+      return "fp64";
   }
   return "fp64";
 }
@@ -51,11 +54,15 @@ Ctx::Ctx(std::string case_name, std::uint64_t seed)
 }
 
 int Ctx::uniform_int(int lo, int hi) {
-  if (lo > hi) throw std::invalid_argument("uniform_int: lo " + std::to_string(lo) + " > hi " + std::to_string(hi));
+  if (lo > hi)
+    throw std::invalid_argument("uniform_int: lo " + std::to_string(lo) + " > hi " +
+                                std::to_string(hi));
   return std::uniform_int_distribution<int>(lo, hi)(rng_);
 }
 
-double Ctx::uniform_real(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng_); }
+double Ctx::uniform_real(double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng_);
+}
 
 std::vector<double> Ctx::normal_vector(std::size_t n, double stddev) {
   std::normal_distribution<double> d(0.0, stddev);
@@ -78,12 +85,14 @@ Eigen::MatrixXd Ctx::normal_matrix(Eigen::Index rows, Eigen::Index cols, double 
 }
 
 void Ctx::emit(const std::string& name, double value, DType dtype) {
-  if (result_["values"].contains(name)) throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
+  if (result_["values"].contains(name))
+    throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
   result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", encode_number(value)}};
 }
 
 void Ctx::emit(const std::string& name, const std::vector<double>& values, DType dtype) {
-  if (result_["values"].contains(name)) throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
+  if (result_["values"].contains(name))
+    throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
   nlohmann::json data = nlohmann::json::array();
   for (double v : values) data.push_back(encode_number(v));
   result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", std::move(data)}};
@@ -94,7 +103,9 @@ void Ctx::emit_per_rank(const std::string& name, const std::vector<double>& valu
   result_["values"][name]["index"] = "rank";
 }
 
-void Ctx::measure(const std::string& name, double value) { result_["measures"][name] = encode_number(value); }
+void Ctx::measure(const std::string& name, double value) {
+  result_["measures"][name] = encode_number(value);
+}
 
 CaseRegistrar::CaseRegistrar(const char* name, CaseFn fn) {
   if (!registry().emplace(name, fn).second)

@@ -85,7 +85,8 @@ inline void emit_peaks(Ctx& ctx, const std::string& prefix, const std::vector<Ra
 }
 
 /// emit_peaks for a case with a single run: values named "peak_<category>".
-inline void emit_peaks(Ctx& ctx, const std::vector<RankReport>& reports, std::initializer_list<Category> categories) {
+inline void emit_peaks(Ctx& ctx, const std::vector<RankReport>& reports,
+                       std::initializer_list<Category> categories) {
   emit_peaks(ctx, "", reports, categories);
 }
 

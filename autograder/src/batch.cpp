@@ -1,7 +1,7 @@
 // Batch grading. The reference runs the visible cases once before any worker starts (hidden
-// cases too when there is no secret; with one, each student's hidden seed is run as it comes); each worker owns
-// a cached student build tree (slot) that it reuses for every submission it grades, so only the
-// files that differ between submissions are recompiled.
+// cases too when there is no secret; with one, each student's hidden seed is run as it comes); each
+// worker owns a cached student build tree (slot) that it reuses for every submission it grades, so
+// only the files that differ between submissions are recompiled.
 #include "batch.hpp"
 
 #include <fcntl.h>
@@ -34,26 +34,33 @@ std::vector<std::string> csv_header(const std::vector<std::string>& blocks) {
   return h;
 }
 
-std::vector<std::string> csv_row(const std::string& submission, const Grade& g, const std::vector<std::string>& blocks) {
-  std::vector<std::string> row{submission, fmt::format("{:g}", g.score()), fmt::format("{:g}", g.max_score())};
+std::vector<std::string> csv_row(const std::string& submission, const Grade& g,
+                                 const std::vector<std::string>& blocks) {
+  std::vector<std::string> row{submission, fmt::format("{:g}", g.score()),
+                               fmt::format("{:g}", g.max_score())};
   // By name, not by position: the grade's blocks follow the rubric, the columns follow the header.
   for (const auto& b : blocks) {
-    auto ch = std::find_if(g.chapters.begin(), g.chapters.end(), [&](const ChapterGrade& c) { return c.name == b; });
+    auto ch = std::find_if(g.chapters.begin(), g.chapters.end(),
+                           [&](const ChapterGrade& c) { return c.name == b; });
     row.push_back(ch == g.chapters.end() ? "" : fmt::format("{:g}", ch->score()));
   }
   std::string failed, rejected;
   for (const auto& ch : g.chapters)
     for (const auto& c : ch.cases) {
-      if (c.status == Status::rejected_submission) rejected = c.reason;
+      if (c.status == Status::rejected_submission)
+        rejected = c.reason;
       else if (c.score < c.max_score && c.status != Status::reference_error)
         failed += (failed.empty() ? "" : " ") + c.name + ":" + status_name(c.status);
     }
   row.push_back(failed);
   std::string hints;  // "chapter:TODO=level ..."
   for (const auto& ch : g.chapters)
-    for (const auto& [todo, level] : ch.hints) hints += fmt::format("{}{}:{}={}", hints.empty() ? "" : " ", ch.name, todo, level);
+    for (const auto& [todo, level] : ch.hints)
+      hints += fmt::format("{}{}:{}={}", hints.empty() ? "" : " ", ch.name, todo, level);
   row.push_back(hints);
-  row.push_back(rejected.empty() ? "graded" : std::string(status_name(Status::rejected_submission)) + ": " + rejected);
+  row.push_back(rejected.empty()
+                    ? "graded"
+                    : std::string(status_name(Status::rejected_submission)) + ": " + rejected);
   row.push_back(fmt::format("{:.1f}", g.execution_seconds));
   row.push_back(std::to_string(g.seed));
   row.push_back(g.hidden_seed ? std::to_string(*g.hidden_seed) : "");
@@ -61,7 +68,8 @@ std::vector<std::string> csv_row(const std::string& submission, const Grade& g, 
 }
 
 std::string csv_field(const std::string& raw) {
-  std::string s = valid_utf8(raw);  // names and messages can hold any bytes; spreadsheets want UTF-8
+  std::string s =
+      valid_utf8(raw);  // names and messages can hold any bytes; spreadsheets want UTF-8
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string r = "\"";
   for (char c : s) {
@@ -78,9 +86,12 @@ std::vector<std::string> csv_split(const std::string& line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     char c = line[i];
     if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
-      else if (c == '"') quoted = false;
-      else cur += c;
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        cur += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -103,7 +114,9 @@ void parse_shard(const std::string& text, BatchOptions& opts) {
   char slash = 0, extra = 0;
   std::istringstream in(text);
   if (!(in >> i >> slash >> n) || slash != '/' || (in >> extra) || n < 1 || i < 1 || i > n)
-    throw std::runtime_error("--shard " + text + ": expected I/N with 1 <= I <= N, e.g. --shard 2/4 for the second of four");
+    throw std::runtime_error(
+        "--shard " + text +
+        ": expected I/N with 1 <= I <= N, e.g. --shard 2/4 for the second of four");
   opts.shard = i - 1;
   opts.shards = n;
 }
@@ -121,8 +134,10 @@ std::size_t merge_gradebooks(const std::vector<fs::path>& inputs, const fs::path
       if (line.empty()) continue;
       if (first) {
         if (!header.empty() && line != header)
-          throw std::runtime_error(fmt::format("merge: {} has other columns than {}; shards of one batch grade the same "
-                                               "chapters with the same rubric", in.string(), inputs.front().string()));
+          throw std::runtime_error(
+              fmt::format("merge: {} has other columns than {}; shards of one batch grade the same "
+                          "chapters with the same rubric",
+                          in.string(), inputs.front().string()));
         header = line;
         first = false;
         continue;
@@ -130,8 +145,9 @@ std::size_t merge_gradebooks(const std::vector<fs::path>& inputs, const fs::path
       const std::string name = csv_split(line).at(0);
       auto [it, fresh] = rows.try_emplace(name, line, in);
       if (!fresh && it->second.first != line)
-        throw std::runtime_error(fmt::format("merge: {} is graded differently in {} and {}; keep one of the rows",
-                                             name, it->second.second.string(), in.string()));
+        throw std::runtime_error(
+            fmt::format("merge: {} is graded differently in {} and {}; keep one of the rows", name,
+                        it->second.second.string(), in.string()));
     }
   }
   std::string text = header + "\n";
@@ -140,8 +156,11 @@ std::size_t merge_gradebooks(const std::vector<fs::path>& inputs, const fs::path
   return rows.size();
 }
 
-int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric, const GradeOptions& opts) {
-  if (!fs::is_directory(b.dir)) throw std::runtime_error(fmt::format("grade-batch: {} is not a folder of submissions", b.dir.string()));
+int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric,
+                const GradeOptions& opts) {
+  if (!fs::is_directory(b.dir))
+    throw std::runtime_error(
+        fmt::format("grade-batch: {} is not a folder of submissions", b.dir.string()));
   struct Sub {
     std::string name;
     fs::path path;
@@ -151,9 +170,12 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
     std::string fn = e.path().filename().string();
     if (fn.empty() || fn[0] == '.') continue;
     Sub s;
-    if (e.is_directory()) s = {fn, e.path()};
-    else if (e.is_regular_file() && e.path().extension() == ".zip") s = {e.path().stem().string(), e.path()};
-    else continue;
+    if (e.is_directory())
+      s = {fn, e.path()};
+    else if (e.is_regular_file() && e.path().extension() == ".zip")
+      s = {e.path().stem().string(), e.path()};
+    else
+      continue;
     if (shard_of(s.name, b.shards) == b.shard) subs.push_back(s);
   }
   std::sort(subs.begin(), subs.end(), [](const Sub& x, const Sub& y) { return x.name < y.name; });
@@ -161,7 +183,8 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   auto chapters = select_chapters(rubric, opts.chapters);
   std::vector<std::string> blocks;
   for (const auto* c : chapters) blocks.push_back(c->name);
-  if (gpu_labs_selected(rubric, opts.chapters)) blocks.push_back("gpu_labs");  // graded after the chapters
+  if (gpu_labs_selected(rubric, opts.chapters))
+    blocks.push_back("gpu_labs");  // graded after the chapters
   const std::vector<std::string> header = csv_header(blocks);
   std::string header_line;
   for (const auto& h : header) header_line += (header_line.empty() ? "" : ",") + csv_field(h);
@@ -172,16 +195,18 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   if (fs::exists(b.csv)) {
     // A row cut short by a crash mid-write is dropped, so that submission is graded again.
     std::string text = read_text(b.csv);
-    if (!text.empty() && text.back() != '\n') write_text(b.csv, text.substr(0, text.rfind('\n') + 1));
+    if (!text.empty() && text.back() != '\n')
+      write_text(b.csv, text.substr(0, text.rfind('\n') + 1));
     std::ifstream in(b.csv);
     std::string line;
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       if (!have_header) {
         if (line != header_line)
-          throw std::runtime_error(fmt::format("grade-batch: {} has other columns ({}); grade into a new file or "
-                                               "select the same chapters",
-                                               b.csv.string(), line));
+          throw std::runtime_error(
+              fmt::format("grade-batch: {} has other columns ({}); grade into a new file or "
+                          "select the same chapters",
+                          b.csv.string(), line));
         have_header = true;
         continue;
       }
@@ -189,7 +214,8 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
     }
   }
   int fd = ::open(b.csv.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("grade-batch: cannot open " + b.csv.string() + " for appending");
+  if (fd < 0)
+    throw std::runtime_error("grade-batch: cannot open " + b.csv.string() + " for appending");
   std::mutex out_mu;
   auto append = [&](const std::string& line) {
     std::lock_guard lock(out_mu);
@@ -203,7 +229,8 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   std::vector<Sub> todo;
   for (const auto& s : subs)
     if (!done.count(s.name)) todo.push_back(s);
-  std::fprintf(stderr, "grade-batch: %zu submissions%s, %zu already in %s, %zu to grade\n", subs.size(),
+  std::fprintf(stderr, "grade-batch: %zu submissions%s, %zu already in %s, %zu to grade\n",
+               subs.size(),
                b.shards > 1 ? fmt::format(" in shard {}/{}", b.shard + 1, b.shards).c_str() : "",
                subs.size() - todo.size(), b.csv.c_str(), todo.size());
 
@@ -236,16 +263,18 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
     std::vector<std::string> row;
     try {
       // A rejected upload comes back as a grade whose cases are all rejected-submission.
-      Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric, reference,
-                                 worker_opts.for_student(s.name), false);
+      Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric,
+                                 reference, worker_opts.for_student(s.name), false);
       row = csv_row(s.name, g, blocks);
-      if (!b.reports.empty()) write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
+      if (!b.reports.empty())
+        write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
     } catch (const std::exception& e) {
       // Not gradable at all (a corrupt zip): the row still has every column of the header.
       Grade none;
       none.seed = opts.seed;
       row = csv_row(s.name, none, blocks);
-      row[std::find(header.begin(), header.end(), "status") - header.begin()] = std::string("error: ") + e.what();
+      row[std::find(header.begin(), header.end(), "status") - header.begin()] =
+          std::string("error: ") + e.what();
     }
     std::string line;
     for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);

@@ -12,12 +12,12 @@ namespace mgpu::grade {
 
 /// Batch settings on top of the grading options.
 struct BatchOptions {
-  std::filesystem::path dir;        ///< folder of submissions
-  std::filesystem::path csv;        ///< gradebook, created or resumed
-  std::filesystem::path reports;    ///< if set, one JSON report per submission goes here
-  int jobs = 2;                     ///< submissions graded at the same time
-  int shard = 0;                    ///< this run grades the submissions of slice `shard` ...
-  int shards = 1;                   ///< ... of `shards` (shard_of), so N machines share a class
+  std::filesystem::path dir;      ///< folder of submissions
+  std::filesystem::path csv;      ///< gradebook, created or resumed
+  std::filesystem::path reports;  ///< if set, one JSON report per submission goes here
+  int jobs = 2;                   ///< submissions graded at the same time
+  int shard = 0;                  ///< this run grades the submissions of slice `shard` ...
+  int shards = 1;                 ///< ... of `shards` (shard_of), so N machines share a class
 };
 
 /// The slice (0 .. shards-1) a submission belongs to: a hash of its name, so the assignment is
@@ -30,17 +30,20 @@ void parse_shard(const std::string& text, BatchOptions& opts);
 /// Joins gradebooks written by the shards of one batch into out, one row per submission, sorted
 /// by name. Every input must have the same header; a submission in two inputs with different
 /// rows is an error naming both. Returns the number of rows.
-std::size_t merge_gradebooks(const std::vector<std::filesystem::path>& inputs, const std::filesystem::path& out);
+std::size_t merge_gradebooks(const std::vector<std::filesystem::path>& inputs,
+                             const std::filesystem::path& out);
 
 /// Grades the batch; returns the number of submissions graded in this run.
-int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric, const GradeOptions& opts);
+int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric,
+                const GradeOptions& opts);
 
 /// The gradebook's header: submission, score, max_score, one column per graded block (chapter,
 /// and "gpu_labs" when graded), failed_cases, status, seconds, seed.
 std::vector<std::string> csv_header(const std::vector<std::string>& blocks);
 /// A gradebook row of g with exactly csv_header(blocks)'s columns; a block g lacks is left empty.
 /// status is "graded", or "rejected-submission: <why>" when the submission was rejected.
-std::vector<std::string> csv_row(const std::string& submission, const Grade& g, const std::vector<std::string>& blocks);
+std::vector<std::string> csv_row(const std::string& submission, const Grade& g,
+                                 const std::vector<std::string>& blocks);
 
 /// One CSV field, quoted when it needs to be (RFC 4180); made valid UTF-8.
 std::string csv_field(const std::string& s);

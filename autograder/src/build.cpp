@@ -59,7 +59,8 @@ fs::path compiler_cache_dir() {
     std::string out = o.exited && o.exit_code == 0 ? o.out : "";
     while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
     std::error_code ec;
-    if (out.empty() || !fs::path(out).is_absolute() || (!fs::create_directories(out, ec) && ec)) return fs::path();
+    if (out.empty() || !fs::path(out).is_absolute() || (!fs::create_directories(out, ec) && ec))
+      return fs::path();
     return fs::path(out);
   }();
   return dir;
@@ -75,10 +76,11 @@ fs::path compiler_cache_dir() {
 // any other file of the grader's user is in view.
 void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) {
   if (sandbox().kind != SandboxKind::namespaces) return;
-  const fs::path own = tree.parent_path();            // <work>/student/<name>: src/ and build/
+  const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
   const fs::path work = own.parent_path().parent_path();
   std::error_code ec;
-  std::vector<fs::path> shown{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", p.root};
+  std::vector<fs::path> shown{"/usr",  "/lib", "/lib64", "/lib32", "/bin",
+                              "/sbin", "/etc", "/opt",   p.root};
   // Package folders elsewhere (a library file stands for its folder).
   for (const char* var : {"CMAKE_PREFIX_PATH", "MGPU_NCCL_INCLUDE", "MGPU_NCCL_LIBRARY"}) {
     std::istringstream items(cache_value(p.own_tree, var));
@@ -91,12 +93,23 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
       if (dir.is_absolute() && !inside) shown.push_back(dir);
     }
   }
-  std::vector<std::string> cmd{"/usr/bin/bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-pid",
-                               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
-  for (const fs::path& dir : shown) cmd.insert(cmd.end(), {"--ro-bind-try", dir.string(), dir.string()});
+  std::vector<std::string> cmd{"/usr/bin/bwrap",
+                               "--die-with-parent",
+                               "--unshare-net",
+                               "--unshare-ipc",
+                               "--unshare-pid",
+                               "--proc",
+                               "/proc",
+                               "--dev",
+                               "/dev",
+                               "--tmpfs",
+                               "/tmp"};
+  for (const fs::path& dir : shown)
+    cmd.insert(cmd.end(), {"--ro-bind-try", dir.string(), dir.string()});
   fs::path program = spec.exe;  // bwrap does not search PATH
   if (program.is_relative())
-    for (std::string_view path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin"; !path.empty();) {
+    for (std::string_view path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin";
+         !path.empty();) {
       const auto colon = path.find(':');
       fs::path candidate = fs::path(path.substr(0, colon)) / spec.exe;
       if (::access(candidate.c_str(), X_OK) == 0) {
@@ -105,8 +118,9 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
       }
       path = colon == std::string_view::npos ? "" : path.substr(colon + 1);
     }
-  for (const fs::path& hidden : {p.root / "solutions", p.root / "autograder" / "chaff", p.root / "autograder" / "wheat",
-                                 p.root / "autograder" / "private", p.own_tree, work})
+  for (const fs::path& hidden :
+       {p.root / "solutions", p.root / "autograder" / "chaff", p.root / "autograder" / "wheat",
+        p.root / "autograder" / "private", p.own_tree, work})
     if (fs::is_directory(hidden, ec)) cmd.insert(cmd.end(), {"--tmpfs", hidden.string()});
   cmd.insert(cmd.end(), {"--bind", own.string(), own.string()});
   // A proof is the instructor's code: it may read and fill the compiler cache, so that the
@@ -116,7 +130,8 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
     cmd.insert(cmd.end(), {"--bind", cache.string(), cache.string()});
     spec.env.emplace_back("CCACHE_DIR", cache.string());
   } else {
-    spec.env.emplace_back("CCACHE_DISABLE", "1");  // the cache is out of view, and not a student's to fill
+    spec.env.emplace_back("CCACHE_DISABLE",
+                          "1");  // the cache is out of view, and not a student's to fill
   }
   cmd.push_back(program.string());
   spec.args.insert(spec.args.begin(), cmd.begin() + 1, cmd.end());
@@ -143,7 +158,8 @@ RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tre
   }
   chown_tree(own, lease.uid());
   spec.run_as = lease.uid();
-  spec.env.emplace_back("CCACHE_DISABLE", "1");  // the grader's compiler cache is not the build uid's to write
+  spec.env.emplace_back("CCACHE_DISABLE",
+                        "1");  // the grader's compiler cache is not the build uid's to write
   spec.env.emplace_back("HOME", own.string());
   RunOutcome o = run_process(spec);
   kill_uid(lease.uid());
@@ -154,7 +170,8 @@ RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tre
 bool is_student_tree(const fs::path& tree) {
   std::error_code ec;
   const fs::path stamp = tree / kConfigureStamp;
-  return fs::exists(stamp, ec) && read_text(stamp).find("-DMGPU_IMPL=student\n") != std::string::npos;
+  return fs::exists(stamp, ec) &&
+         read_text(stamp).find("-DMGPU_IMPL=student\n") != std::string::npos;
 }
 
 // The folder of a submission that holds the chapter folders.
@@ -184,8 +201,8 @@ Project this_project() {
   return p;
 }
 
-Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric, const Project& project,
-                        const fs::path& pristine) {
+Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric,
+                        const Project& project, const fs::path& pristine) {
   Staged st;
   fs::path top = submission;
   std::error_code ec;
@@ -201,16 +218,19 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
     // An upload that is a zip in a folder (Gradescope keeps a zip inside a zip as a file).
     std::vector<fs::path> zips;
     for (const auto& e : fs::directory_iterator(submission, ec))
-      if (e.is_regular_file() && !e.is_symlink() && e.path().extension() == ".zip") zips.push_back(e.path());
+      if (e.is_regular_file() && !e.is_symlink() && e.path().extension() == ".zip")
+        zips.push_back(e.path());
     if (find_chapters_root(submission, rubric).empty() && zips.size() == 1) {
       top = scratch / "unzipped";
       extract_zip(zips.front(), top);
-      st.notes.push_back(fmt::format("graded the files inside {}", zips.front().filename().string()));
+      st.notes.push_back(
+          fmt::format("graded the files inside {}", zips.front().filename().string()));
     }
   } else {
-    throw std::runtime_error(fmt::format("submission {} is neither a folder nor a .zip file; pass the folder holding "
-                                         "your chapter folders, or the zip that `./mgpu submit` wrote",
-                                         submission.string()));
+    throw std::runtime_error(
+        fmt::format("submission {} is neither a folder nor a .zip file; pass the folder holding "
+                    "your chapter folders, or the zip that `./mgpu submit` wrote",
+                    submission.string()));
   }
   // The submitted files per chapter: from chapter folders, or else loose files named as exactly
   // one chapter's manifest names them (Gradescope uploads of single files arrive flat).
@@ -227,7 +247,8 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
       const std::string name = e.path().filename().string();
       std::vector<std::string> owners;
       for (const auto& ch : rubric.chapters)
-        if (std::find(ch.files.begin(), ch.files.end(), name) != ch.files.end()) owners.push_back(ch.name);
+        if (std::find(ch.files.begin(), ch.files.end(), name) != ch.files.end())
+          owners.push_back(ch.name);
       if (owners.size() == 1) {
         found[owners.front()][name] = e.path();
         loose.push_back(name + " -> " + owners.front());
@@ -235,14 +256,16 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
         ambiguous.push_back(name);
       }
     }
-    std::string note = fmt::format("no chapter folder found in the submission (expected chapters/<chapter>/<file>, "
-                                   "as `./mgpu submit` writes it)");
+    std::string note = fmt::format(
+        "no chapter folder found in the submission (expected chapters/<chapter>/<file>, "
+        "as `./mgpu submit` writes it)");
     if (!loose.empty()) {
       note += "; loose files graded by name:";
       for (const auto& l : loose) note += " " + l;
     }
     for (const auto& a : ambiguous)
-      note += fmt::format("; {} belongs to several chapters and was not graded: put it in chapters/<chapter>/", a);
+      note += fmt::format(
+          "; {} belongs to several chapters and was not graded: put it in chapters/<chapter>/", a);
     if (loose.empty()) note += "; every chapter is graded as the skeleton";
     st.notes.push_back(note);
   }
@@ -252,13 +275,15 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   std::map<std::string, fs::path> skeletons;
   for (const auto& e : fs::directory_iterator(pristine_dir(project, pristine, "chapters"), ec))
     if (e.is_directory()) skeletons[e.path().filename().string()] = e.path();
-  for (const auto& ch : rubric.chapters) skeletons[ch.name] = pristine_dir(project, pristine, ch.skeleton);
+  for (const auto& ch : rubric.chapters)
+    skeletons[ch.name] = pristine_dir(project, pristine, ch.skeleton);
 
   st.chapters_dir = scratch / "chapters";
   for (const auto& [name, skel] : skeletons) {
     std::map<std::string, std::string> files;
     for (const auto& e : fs::directory_iterator(skel, ec))
-      if (e.is_regular_file() && e.path().extension() == ".cpp") files[e.path().filename().string()] = read_text(e.path());
+      if (e.is_regular_file() && e.path().extension() == ".cpp")
+        files[e.path().filename().string()] = read_text(e.path());
     const ChapterSpec* spec = rubric.chapter(name);
     bool any = false;
     if (spec)
@@ -323,12 +348,13 @@ void claim_student_folder(const fs::path& base, const std::string& occupant) {
   for (const char* name : {"build", "build-gpu"}) {
     const fs::path tree = base / name;
     std::vector<fs::path> doomed = compiled_from(tree, staged);
-    for (auto it = fs::recursive_directory_iterator(tree, ec); !ec && it != fs::recursive_directory_iterator();
-         it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(tree, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
       const fs::path& f = it->path();
       const std::string file = f.filename().string();
-      if (f.parent_path().filename() == "bin" || file.ends_with(".a") || file.ends_with(".so")) doomed.push_back(f);
+      if (f.parent_path().filename() == "bin" || file.ends_with(".a") || file.ends_with(".so"))
+        doomed.push_back(f);
     }
     for (const auto& f : doomed) fs::remove(f, ec);
   }
@@ -341,26 +367,30 @@ std::string cache_value(const fs::path& tree, const std::string& name) {
   for (std::string line; std::getline(in, line);) {
     // NAME:TYPE=value
     const auto colon = line.find(':'), eq = line.find('=');
-    if (colon != std::string::npos && eq != std::string::npos && colon < eq && line.compare(0, colon, name) == 0 &&
-        colon == name.size())
+    if (colon != std::string::npos && eq != std::string::npos && colon < eq &&
+        line.compare(0, colon, name) == 0 && colon == name.size())
       return line.substr(eq + 1);
   }
   return "";
 }
 
-std::string configure_tree(const TreeConfig& cfg, const Project& project, const fs::path& gpu_student_dir) {
-  std::vector<std::string> args{"-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja",
-                                "-DMGPU_IMPL=" + cfg.impl, gpu_student_dir.empty() ? "-DMGPU_CUDA=OFF" : "-DMGPU_CUDA=ON",
-                                // -O2 as in the project's default build (GCC 12's -O3 warns falsely in some headers)
-                                "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG",
-                                // A warning in course code must never fail a student's grade
-                                "-DMGPU_WERROR=OFF"};
+std::string configure_tree(const TreeConfig& cfg, const Project& project,
+                           const fs::path& gpu_student_dir) {
+  std::vector<std::string> args{
+      "-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja", "-DMGPU_IMPL=" + cfg.impl,
+      gpu_student_dir.empty() ? "-DMGPU_CUDA=OFF" : "-DMGPU_CUDA=ON",
+      // -O2 as in the project's default build (GCC 12's -O3 warns falsely in some headers)
+      "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG",
+      // A warning in course code must never fail a student's grade
+      "-DMGPU_WERROR=OFF"};
   // Packages where the grader's own tree found them (a GPU machine's carried header libraries,
   // NCCL from a wheel): a tree configured here must not look elsewhere, or fail to find them.
   for (const char* var : {"CMAKE_PREFIX_PATH", "MGPU_NCCL_INCLUDE", "MGPU_NCCL_LIBRARY"})
-    if (std::string v = cache_value(project.own_tree, var); !v.empty()) args.push_back(fmt::format("-D{}={}", var, v));
+    if (std::string v = cache_value(project.own_tree, var); !v.empty())
+      args.push_back(fmt::format("-D{}={}", var, v));
   if (!cfg.student_dir.empty()) args.push_back("-DMGPU_STUDENT_DIR=" + cfg.student_dir.string());
-  if (!gpu_student_dir.empty()) args.push_back("-DMGPU_GPU_STUDENT_DIR=" + fs::absolute(gpu_student_dir).string());
+  if (!gpu_student_dir.empty())
+    args.push_back("-DMGPU_GPU_STUDENT_DIR=" + fs::absolute(gpu_student_dir).string());
   std::string dirs;
   for (const auto& d : cfg.cases_dirs) dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
   args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
@@ -369,7 +399,9 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
   if (cfg.trusted) stamp_text += kTrustedLine;
   fs::path stamp = cfg.dir / kConfigureStamp;
   std::error_code ec;
-  if (fs::exists(cfg.dir / "build.ninja", ec) && fs::exists(stamp, ec) && read_text(stamp) == stamp_text) return "";
+  if (fs::exists(cfg.dir / "build.ninja", ec) && fs::exists(stamp, ec) &&
+      read_text(stamp) == stamp_text)
+    return "";
   fs::create_directories(cfg.dir);
   RunSpec spec;
   spec.exe = "cmake";
@@ -379,7 +411,8 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
   spec.merge_output = true;
   spec.output_cap = 256 * 1024;
   spec.env = build_env(project);
-  RunOutcome o = cfg.impl == "student" ? run_student_build(spec, project, cfg.dir) : run_process(spec);
+  RunOutcome o =
+      cfg.impl == "student" ? run_student_build(spec, project, cfg.dir) : run_process(spec);
   if (!o.started) return o.start_error;
   if (o.timed_out) return "configuring timed out after 300 s";
   if (!o.exited || o.exit_code != 0) return "cmake configure failed:\n" + o.out;
@@ -387,8 +420,8 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project, const 
   return "";
 }
 
-TargetBuild build_target(const fs::path& tree, const std::string& target, int jobs, const Project& project,
-                         const fs::path& scratch_chapters) {
+TargetBuild build_target(const fs::path& tree, const std::string& target, int jobs,
+                         const Project& project, const fs::path& scratch_chapters) {
   TargetBuild b;
   // Two graders (or a grader and its own tests) building one tree at once would corrupt ninja's
   // state: builds of a tree take turns.
@@ -402,7 +435,8 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
   } unlock{lock_fd};
   RunSpec spec;
   spec.exe = "cmake";
-  spec.args = {"--build", tree.string(), "--target", target, "-j", std::to_string(std::max(1, jobs))};
+  spec.args = {"--build", tree.string(), "--target",
+               target,    "-j",          std::to_string(std::max(1, jobs))};
   spec.isolate = false;
   spec.wall_s = 600;
   spec.merge_output = true;
@@ -414,17 +448,22 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
   if (!scratch_chapters.empty()) {
     // The compiler names the staged copy, absolutely or relative to the build tree; students
     // know the file as chapters/<chapter>/<file>.
-    for (const std::string& from : {scratch_chapters.string() + "/", scratch_chapters.lexically_relative(tree).string() + "/"})
-      for (std::size_t pos; (pos = out.find(from)) != std::string::npos;) out.replace(pos, from.size(), "chapters/");
+    for (const std::string& from : {scratch_chapters.string() + "/",
+                                    scratch_chapters.lexically_relative(tree).string() + "/"})
+      for (std::size_t pos; (pos = out.find(from)) != std::string::npos;)
+        out.replace(pos, from.size(), "chapters/");
   }
   b.ok = o.started && o.exited && o.exit_code == 0;
   if (b.ok) return b;
-  if (!o.started) b.first_error = o.start_error;
-  else if (o.timed_out) b.first_error = "the build took longer than 600 s and was stopped";
+  if (!o.started)
+    b.first_error = o.start_error;
+  else if (o.timed_out)
+    b.first_error = "the build took longer than 600 s and was stopped";
   std::istringstream lines(out);
   std::string line;
   std::size_t first_at = std::string::npos, offset = 0;
-  static const std::regex err_re(R"((error:|undefined reference|multiple definition|ninja: error|CMake Error))");
+  static const std::regex err_re(
+      R"((error:|undefined reference|multiple definition|ninja: error|CMake Error))");
   while (std::getline(lines, line)) {
     if (first_at == std::string::npos && std::regex_search(line, err_re)) {
       first_at = offset;
@@ -432,7 +471,8 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
     }
     offset += line.size() + 1;
   }
-  if (b.first_error.empty()) b.first_error = fmt::format("the build of {} failed (exit code {})", target, o.exit_code);
+  if (b.first_error.empty())
+    b.first_error = fmt::format("the build of {} failed (exit code {})", target, o.exit_code);
   b.log = out.substr(first_at == std::string::npos ? 0 : first_at, 4000);
   return b;
 }

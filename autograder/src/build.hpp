@@ -25,23 +25,26 @@ Project this_project();
 /// The result of copying a submission.
 struct Staged {
   std::filesystem::path chapters_dir;  ///< pass as MGPU_STUDENT_DIR
-  std::filesystem::path top;           ///< the folder the submission's files were read from (a zip: where it was unpacked)
-  std::vector<std::string> notes;      ///< what was not found, for the report
+  std::filesystem::path
+      top;  ///< the folder the submission's files were read from (a zip: where it was unpacked)
+  std::vector<std::string> notes;           ///< what was not found, for the report
   std::vector<std::string> chapters_found;  ///< chapters with at least one submitted file
 };
 
 /// Copies SUBMISSION (a folder or .zip) into scratch/chapters: for every chapter, the pristine
-/// .cpp files from its skeleton folder under pristine (pristine_root), overlaid by the submission's manifest files. Files are
-/// only rewritten when their content changed. A zip is extracted with extract_zip and a folder
-/// checked with check_submission_folder first: both throw RejectedSubmission (unpack.hpp).
-Staged stage_submission(const std::filesystem::path& submission, const std::filesystem::path& scratch,
-                        const Rubric& rubric, const Project& project, const std::filesystem::path& pristine);
+/// .cpp files from its skeleton folder under pristine (pristine_root), overlaid by the submission's
+/// manifest files. Files are only rewritten when their content changed. A zip is extracted with
+/// extract_zip and a folder checked with check_submission_folder first: both throw
+/// RejectedSubmission (unpack.hpp).
+Staged stage_submission(const std::filesystem::path& submission,
+                        const std::filesystem::path& scratch, const Rubric& rubric,
+                        const Project& project, const std::filesystem::path& pristine);
 
 /// A build tree to configure.
 struct TreeConfig {
-  std::filesystem::path dir;                    ///< the build tree
-  std::string impl = "student";                 ///< MGPU_IMPL
-  std::filesystem::path student_dir;            ///< MGPU_STUDENT_DIR (student impl)
+  std::filesystem::path dir;                      ///< the build tree
+  std::string impl = "student";                   ///< MGPU_IMPL
+  std::filesystem::path student_dir;              ///< MGPU_STUDENT_DIR (student impl)
   std::vector<std::filesystem::path> cases_dirs;  ///< MGPU_GRADE_CASES_DIRS (private cases)
   /// The instructor's own code (a chaff or wheat): still built in the student sandbox, but with
   /// the grader's compiler cache, which only student code must never see or fill.
@@ -77,7 +80,8 @@ struct TargetBuild {
 /// Builds one target of a configured tree with `jobs` parallel compiles. scratch_chapters, if
 /// given, is replaced by "chapters" in messages so students see their own paths.
 TargetBuild build_target(const std::filesystem::path& tree, const std::string& target, int jobs,
-                         const Project& project, const std::filesystem::path& scratch_chapters = {});
+                         const Project& project,
+                         const std::filesystem::path& scratch_chapters = {});
 
 /// Name of the case program of a chapter.
 inline std::string case_target(const std::string& chapter) { return "cases_" + chapter; }

@@ -30,7 +30,8 @@ std::string describe(const nlohmann::json& raw, bool decoded, double a) {
 // got/expected as "2.00x (+2048)" so a scaling or an offset mistake reads at a glance.
 std::string relation(double a, double b) {
   if (!std::isfinite(a) || !std::isfinite(b)) return "";
-  std::string s = b != 0 ? fmt::format(" ({:.3g}x, {:+.4g})", a / b, a - b) : fmt::format(" ({:+.4g})", a - b);
+  std::string s =
+      b != 0 ? fmt::format(" ({:.3g}x, {:+.4g})", a / b, a - b) : fmt::format(" ({:+.4g})", a - b);
   return s;
 }
 
@@ -45,21 +46,27 @@ struct FactorWatch {
       return;
     }
     double r = a / b;
-    if (!factor) factor = r;
-    else if (std::fabs(r - *factor) > 1e-3 * std::fabs(*factor)) consistent = false;
+    if (!factor)
+      factor = r;
+    else if (std::fabs(r - *factor) > 1e-3 * std::fabs(*factor))
+      consistent = false;
   }
 };
 
-// "every wrong element of grads is 4.00x the reference: summed over the 4 ranks instead of averaged?"
-std::string factor_hint(const std::string& name, const FactorWatch& w, std::size_t bad, std::optional<double> ranks) {
+// "every wrong element of grads is 4.00x the reference: summed over the 4 ranks instead of
+// averaged?"
+std::string factor_hint(const std::string& name, const FactorWatch& w, std::size_t bad,
+                        std::optional<double> ranks) {
   if (!w.consistent || !w.factor || bad < 2) return "";
   double f = *w.factor;
   if (std::fabs(f - 1) < 1e-3) return "";
   std::string s = fmt::format("every wrong element of {} is {:.3g}x the reference", name, f);
   if (ranks && *ranks > 1) {
     double n = *ranks;
-    if (std::fabs(f - n) < 1e-3 * n) s += fmt::format(": summed over the {:g} ranks instead of averaged?", n);
-    else if (std::fabs(f * n - 1) < 1e-3) s += fmt::format(": divided by the {:g} ranks once too often?", n);
+    if (std::fabs(f - n) < 1e-3 * n)
+      s += fmt::format(": summed over the {:g} ranks instead of averaged?", n);
+    else if (std::fabs(f * n - 1) < 1e-3)
+      s += fmt::format(": divided by the {:g} ranks once too often?", n);
   } else if (std::fabs(f - std::round(f)) < 1e-3 || std::fabs(1 / f - std::round(1 / f)) < 1e-3) {
     s += ": a missing or extra factor?";
   }
@@ -83,10 +90,14 @@ bool decode_number(const nlohmann::json& j, double& out) {
   }
   if (j.is_string()) {
     const auto& s = j.get_ref<const std::string&>();
-    if (s == "nan") out = std::nan("");
-    else if (s == "inf") out = INFINITY;
-    else if (s == "-inf") out = -INFINITY;
-    else return false;
+    if (s == "nan")
+      out = std::nan("");
+    else if (s == "inf")
+      out = INFINITY;
+    else if (s == "-inf")
+      out = -INFINITY;
+    else
+      return false;
     return true;
   }
   return false;
@@ -110,16 +121,17 @@ std::string Comparison::detail() const {
   return s;
 }
 
-Comparison compare_values(const nlohmann::json& student_values, const nlohmann::json& reference_values,
-                          const Rubric& rubric, const CaseSpec& spec) {
+Comparison compare_values(const nlohmann::json& student_values,
+                          const nlohmann::json& reference_values, const Rubric& rubric,
+                          const CaseSpec& spec) {
   Comparison c;
   std::size_t bad_total = 0;
   const std::optional<double> ranks = scalar_value(reference_values, "ranks");
   for (const auto& [name, ref] : reference_values.items()) {
     std::string dtype = ref.value("dtype", "fp64");
     Tolerance tol = rubric.tolerance_for(spec, name, dtype);
-    c.tolerances += fmt::format("{}{} {} (rtol {:g}, atol {:g})", c.tolerances.empty() ? "" : "; ", name,
-                                spec.dtype.value_or(dtype), tol.rtol, tol.atol);
+    c.tolerances += fmt::format("{}{} {} (rtol {:g}, atol {:g})", c.tolerances.empty() ? "" : "; ",
+                                name, spec.dtype.value_or(dtype), tol.rtol, tol.atol);
     if (!student_values.is_object() || !student_values.contains(name)) {
       c.ok = false;
       c.mismatches.push_back(fmt::format("{}: missing (the reference emits it)", name));
@@ -129,14 +141,16 @@ Comparison compare_values(const nlohmann::json& student_values, const nlohmann::
     const auto& st = student_values.at(name);
     const auto& rd = ref.at("data");
     const bool per_rank = ref.value("index", "") == "rank";
-    const nlohmann::json sd = st.is_object() && st.contains("data") ? st.at("data") : nlohmann::json();
+    const nlohmann::json sd =
+        st.is_object() && st.contains("data") ? st.at("data") : nlohmann::json();
     bool ref_scalar = !rd.is_array();
     bool st_scalar = !sd.is_array();
     if (ref_scalar != st_scalar || (!ref_scalar && rd.size() != sd.size())) {
       c.ok = false;
-      std::string what = fmt::format("{}: shape differs: got {}, expected {}", name,
-                                     st_scalar ? "a scalar" : fmt::format("{} elements", sd.size()),
-                                     ref_scalar ? "a scalar" : fmt::format("{} elements", rd.size()));
+      std::string what =
+          fmt::format("{}: shape differs: got {}, expected {}", name,
+                      st_scalar ? "a scalar" : fmt::format("{} elements", sd.size()),
+                      ref_scalar ? "a scalar" : fmt::format("{} elements", rd.size()));
       c.mismatches.push_back(what);
       if (c.reason.empty()) c.reason = what;
       continue;
@@ -151,8 +165,8 @@ Comparison compare_values(const nlohmann::json& student_values, const nlohmann::
       double a = 0, b = 0;
       bool oka = decode_number(ja, a);
       decode_number(jb, b);
-      return fmt::format("{}{}: got {}, expected {}{}", label, where(name, ref_scalar, per_rank, i), describe(ja, oka, a),
-                         show(b), oka ? relation(a, b) : "");
+      return fmt::format("{}{}: got {}, expected {}{}", label, where(name, ref_scalar, per_rank, i),
+                         describe(ja, oka, a), show(b), oka ? relation(a, b) : "");
     };
     for (std::size_t i = 0; i < n; ++i) {
       double a = 0, b = 0;
@@ -169,41 +183,52 @@ Comparison compare_values(const nlohmann::json& student_values, const nlohmann::
       if (oka && is_close(a, b, tol)) continue;
       if (oka && std::isnan(a) && !std::isnan(b)) ++c.nan_count;
       // How far outside its tolerance: infinite for a non-number, so it is the worst.
-      double excess = oka && std::isfinite(a) && std::isfinite(b) ? std::fabs(a - b) - (tol.atol + tol.rtol * std::fabs(b))
-                                                                  : INFINITY;
+      double excess = oka && std::isfinite(a) && std::isfinite(b)
+                          ? std::fabs(a - b) - (tol.atol + tol.rtol * std::fabs(b))
+                          : INFINITY;
       if (bad == 0) first = i;
       if (excess > worst_excess) worst_excess = excess, worst = i;
-      if (oka) factor.add(a, b);
-      else factor.consistent = false;
+      if (oka)
+        factor.add(a, b);
+      else
+        factor.consistent = false;
       ++bad;
     }
     if (!bad) continue;
     c.ok = false;
     bad_total += bad;
-    if (c.mismatches.size() < kMaxMismatches) c.mismatches.push_back(line(first, ref_scalar ? "" : "first wrong: "));
-    if (!ref_scalar && worst != first && c.mismatches.size() < kMaxMismatches) c.mismatches.push_back(line(worst, "worst: "));
+    if (c.mismatches.size() < kMaxMismatches)
+      c.mismatches.push_back(line(first, ref_scalar ? "" : "first wrong: "));
+    if (!ref_scalar && worst != first && c.mismatches.size() < kMaxMismatches)
+      c.mismatches.push_back(line(worst, "worst: "));
     if (std::string h = factor_hint(name, factor, bad, ranks); !h.empty()) c.hints.push_back(h);
     if (c.reason.empty()) {
-      std::string at = ref_scalar ? "" : (per_rank ? fmt::format(" on rank {}", first) : fmt::format(" at [{}]", first));
+      std::string at = ref_scalar ? ""
+                                  : (per_rank ? fmt::format(" on rank {}", first)
+                                              : fmt::format(" at [{}]", first));
       c.reason = ref_scalar ? fmt::format("{} outside tolerance", name)
-                            : fmt::format("{}: {} of {} elements outside tolerance, first{}", name, bad, n, at);
+                            : fmt::format("{}: {} of {} elements outside tolerance, first{}", name,
+                                          bad, n, at);
       if (!c.hints.empty()) c.reason += " (" + c.hints.front() + ")";
     }
   }
   if (!c.ok && c.reason.empty()) c.reason = fmt::format("{} elements outside tolerance", bad_total);
   if (!c.ok) {
-    c.reason += fmt::format(" (max abs error {:.3g}, max rel error {:.3g}", c.max_abs_error, c.max_rel_error);
+    c.reason += fmt::format(" (max abs error {:.3g}, max rel error {:.3g}", c.max_abs_error,
+                            c.max_rel_error);
     if (c.nan_count) c.reason += fmt::format(", {} NaN", c.nan_count);
     c.reason += ")";
   }
   return c;
 }
 
-BudgetCheck check_budget(const Budget& b, const nlohmann::json& student_measures, const nlohmann::json& reference_measures) {
+BudgetCheck check_budget(const Budget& b, const nlohmann::json& student_measures,
+                         const nlohmann::json& reference_measures) {
   BudgetCheck r;
   if (!reference_measures.is_object() || !reference_measures.contains(b.measure) ||
       !decode_number(reference_measures.at(b.measure), r.reference)) {
-    r.line = fmt::format("{}: the reference did not measure it (rubric names a measure the case lacks)", b.measure);
+    r.line = fmt::format(
+        "{}: the reference did not measure it (rubric names a measure the case lacks)", b.measure);
     return r;
   }
   if (!student_measures.is_object() || !student_measures.contains(b.measure) ||
@@ -215,13 +240,14 @@ BudgetCheck check_budget(const Budget& b, const nlohmann::json& student_measures
   double limit = r.reference * b.factor;
   r.ok = std::isfinite(r.student) && r.student <= limit;
   double ratio = r.reference != 0 ? r.student / r.reference : (r.student == 0 ? 1.0 : INFINITY);
-  r.line = fmt::format("{} {} = {:.3g}x the reference's {} (budget {:g}x)", b.measure, show(r.student), ratio,
-                       show(r.reference), b.factor);
+  r.line = fmt::format("{} {} = {:.3g}x the reference's {} (budget {:g}x)", b.measure,
+                       show(r.student), ratio, show(r.reference), b.factor);
   if (b.min_factor && !(r.student >= r.reference * *b.min_factor)) {
     r.below_floor = true;
     r.ok = false;
-    r.line = fmt::format("{} {} is below what any correct code needs ({:g}x the reference's {}){}", b.measure,
-                         show(r.student), *b.min_factor, show(r.reference), b.below.empty() ? "" : ": " + b.below);
+    r.line = fmt::format("{} {} is below what any correct code needs ({:g}x the reference's {}){}",
+                         b.measure, show(r.student), *b.min_factor, show(r.reference),
+                         b.below.empty() ? "" : ": " + b.below);
   }
   return r;
 }

@@ -36,7 +36,8 @@ bool ships(const fs::path& rel, Audience a) {
   return !(under("solutions/") || under("autograder/cases/") || under("autograder/gradescope/"));
 }
 
-void run_or_throw(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd, const std::string& what) {
+void run_or_throw(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd,
+                  const std::string& what) {
   RunSpec spec;
   spec.exe = exe;
   spec.args = args;
@@ -45,13 +46,16 @@ void run_or_throw(const std::string& exe, const std::vector<std::string>& args, 
   spec.wall_s = 600;
   spec.output_cap = 16 << 20;
   RunOutcome o = run_process(spec);
-  if (!o.started) throw std::runtime_error(fmt::format("{}: {} (is {} installed?)", what, o.start_error, exe));
-  if (!o.exited || o.exit_code != 0) throw std::runtime_error(fmt::format("{} failed:\n{}{}", what, o.out, o.err));
+  if (!o.started)
+    throw std::runtime_error(fmt::format("{}: {} (is {} installed?)", what, o.start_error, exe));
+  if (!o.exited || o.exit_code != 0)
+    throw std::runtime_error(fmt::format("{} failed:\n{}{}", what, o.out, o.err));
 }
 
 // Tracked files whose working copy or index differs from HEAD, among those that would ship.
 std::vector<std::string> uncommitted(const Project& project, Audience a) {
-  RunOutcome o = run_git(project, {"status", "--porcelain=v1", "-z", "--untracked-files=no"}, 16 << 20);
+  RunOutcome o =
+      run_git(project, {"status", "--porcelain=v1", "-z", "--untracked-files=no"}, 16 << 20);
   if (!o.exited || o.exit_code != 0) throw std::runtime_error("git status failed: " + o.err);
   std::vector<std::string> files;
   std::size_t pos = 0;
@@ -61,7 +65,8 @@ std::vector<std::string> uncommitted(const Project& project, Audience a) {
     const std::string entry = o.out.substr(pos, end - pos);
     pos = end + 1;
     if (entry.size() < 4) continue;
-    if (entry[0] == 'R' || entry[0] == 'C') pos = o.out.find('\0', pos) + 1;  // the rename's old name follows
+    if (entry[0] == 'R' || entry[0] == 'C')
+      pos = o.out.find('\0', pos) + 1;  // the rename's old name follows
     if (ships(entry.substr(3), a)) files.push_back(entry.substr(3));
   }
   return files;
@@ -73,15 +78,17 @@ fs::path export_head(const Project& project, Audience a, const fs::path& scratch
                      std::vector<std::string>& left_out, const std::string& what) {
   const std::string commit = head_commit(project);
   if (commit.empty())
-    throw std::runtime_error(fmt::format("{}: {} is not a git checkout with a commit; {} ships what was committed",
-                                         what, project.root.string(), what));
+    throw std::runtime_error(
+        fmt::format("{}: {} is not a git checkout with a commit; {} ships what was committed", what,
+                    project.root.string(), what));
   left_out = uncommitted(project, a);
   if (!left_out.empty() && !allow_dirty) {
     std::string list;
     for (const auto& f : left_out) list += "\n  " + f;
-    throw std::runtime_error(fmt::format("{}: these files have uncommitted changes, and {} ships only what was committed:{}\n"
-                                         "Commit them (or stash them), or pass --allow-dirty to ship the committed versions.",
-                                         what, what, list));
+    throw std::runtime_error(fmt::format(
+        "{}: these files have uncommitted changes, and {} ships only what was committed:{}\n"
+        "Commit them (or stash them), or pass --allow-dirty to ship the committed versions.",
+        what, what, list));
   }
   std::error_code ec;
   fs::remove_all(scratch, ec);
@@ -131,11 +138,13 @@ std::size_t copy_shipped(const fs::path& exported, const fs::path& out, Audience
 }  // namespace
 
 std::string student_markdown(std::string text, const std::string& file) {
-  const std::string drop_open = "<!-- instructor-only -->", drop_close = "<!-- /instructor-only -->";
+  const std::string drop_open = "<!-- instructor-only -->",
+                    drop_close = "<!-- /instructor-only -->";
   for (std::size_t at; (at = text.find(drop_open)) != std::string::npos;) {
     std::size_t end = text.find(drop_close, at);
     if (end == std::string::npos)
-      throw std::runtime_error(fmt::format("{}: '{}' without a closing '{}'", file, drop_open, drop_close));
+      throw std::runtime_error(
+          fmt::format("{}: '{}' without a closing '{}'", file, drop_open, drop_close));
     end += drop_close.size();
     if (end < text.size() && text[end] == '\n') ++end;
     text.erase(at, end - at);
@@ -144,7 +153,8 @@ std::string student_markdown(std::string text, const std::string& file) {
   for (std::size_t at; (at = text.find(show_open)) != std::string::npos;) {
     std::size_t end = text.find(show_close, at + show_open.size());
     if (end == std::string::npos)
-      throw std::runtime_error(fmt::format("{}: '<!-- student-only' without a closing '-->'", file));
+      throw std::runtime_error(
+          fmt::format("{}: '<!-- student-only' without a closing '-->'", file));
     std::size_t after = end + show_close.size();
     if (after < text.size() && text[after] == '\n') ++after;
     text.replace(at, after - at, text.substr(at + show_open.size(), end - at - show_open.size()));
@@ -161,7 +171,8 @@ std::string student_presets(const std::string& json) {
     const auto it = by_name.find(name);
     if (it == by_name.end()) return false;
     const auto& p = it->second;
-    if (p.contains("cacheVariables") && p["cacheVariables"].value("MGPU_IMPL", "") == "solution") return true;
+    if (p.contains("cacheVariables") && p["cacheVariables"].value("MGPU_IMPL", "") == "solution")
+      return true;
     if (!p.contains("inherits")) return false;
     if (p["inherits"].is_string()) return reference(p["inherits"].get<std::string>());
     for (const auto& parent : p["inherits"])
@@ -181,17 +192,21 @@ std::string student_presets(const std::string& json) {
   for (const char* kind : {"buildPresets", "testPresets"}) {
     if (!doc.contains(kind)) continue;
     auto& list = doc[kind];
-    for (auto it = list.begin(); it != list.end();) it = gone.count(it->value("configurePreset", "")) ? list.erase(it) : it + 1;
+    for (auto it = list.begin(); it != list.end();)
+      it = gone.count(it->value("configurePreset", "")) ? list.erase(it) : it + 1;
   }
   return doc.dump(2) + "\n";
 }
 
 Shipment write_release(const Project& project, const fs::path& out, bool allow_dirty) {
   if (fs::exists(out) && !fs::is_empty(out))
-    throw std::runtime_error(fmt::format("release: {} exists and is not empty; choose a new folder", out.string()));
+    throw std::runtime_error(
+        fmt::format("release: {} exists and is not empty; choose a new folder", out.string()));
   Shipment s;
-  const fs::path scratch = fs::absolute(out).parent_path() / fmt::format(".{}.export", fs::absolute(out).filename().string());
-  const fs::path exported = export_head(project, Audience::students, scratch, allow_dirty, s.left_out, "release");
+  const fs::path scratch = fs::absolute(out).parent_path() /
+                           fmt::format(".{}.export", fs::absolute(out).filename().string());
+  const fs::path exported =
+      export_head(project, Audience::students, scratch, allow_dirty, s.left_out, "release");
   s.files = copy_shipped(exported, out, Audience::students);
   write_skeleton(exported, out);
   std::error_code ec;
@@ -199,12 +214,14 @@ Shipment write_release(const Project& project, const fs::path& out, bool allow_d
   return s;
 }
 
-std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& from, const fs::path& out) {
+std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& from,
+                                          const fs::path& out) {
   std::vector<std::string> files;
   for (const auto& ch : rubric.chapters)
     for (const auto& f : ch.files) {
       fs::path p = from / ch.name / f;
-      if (fs::is_regular_file(p)) files.push_back((fs::path(from.filename()) / ch.name / f).generic_string());
+      if (fs::is_regular_file(p))
+        files.push_back((fs::path(from.filename()) / ch.name / f).generic_string());
     }
   // GPU lab files sit beside the chapters folder in a checkout: gpu_labs/<lab>/<file>.
   if (rubric.gpu_labs)
@@ -213,9 +230,11 @@ std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& 
         if (fs::is_regular_file(from.parent_path() / "gpu_labs" / lab / f))
           files.push_back((fs::path("gpu_labs") / lab / f).generic_string());
   if (files.empty())
-    throw std::runtime_error(fmt::format("submit: no editable chapter files under {}; run it in your checkout", from.string()));
+    throw std::runtime_error(fmt::format(
+        "submit: no editable chapter files under {}; run it in your checkout", from.string()));
   // The hints opened with `./mgpu hint`, for the instructor's report (hints.hpp).
-  if (fs::is_regular_file(from.parent_path() / kHintsRecord)) files.push_back(kHintsRecord.generic_string());
+  if (fs::is_regular_file(from.parent_path() / kHintsRecord))
+    files.push_back(kHintsRecord.generic_string());
   fs::path abs_out = fs::absolute(out);
   std::error_code ec;
   fs::remove(abs_out, ec);
@@ -227,10 +246,12 @@ std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& 
 
 Shipment write_gradescope_bundle(const Project& project, const BundleOptions& b) {
   if (!project.has_solutions())
-    throw std::runtime_error("gradescope-bundle: solutions/ is missing; build the bundle from the instructor's checkout");
+    throw std::runtime_error(
+        "gradescope-bundle: solutions/ is missing; build the bundle from the instructor's "
+        "checkout");
   Shipment s;
-  const fs::path exported = export_head(project, Audience::gradescope, b.scratch / "head", b.allow_dirty, s.left_out,
-                                        "gradescope-bundle");
+  const fs::path exported = export_head(project, Audience::gradescope, b.scratch / "head",
+                                        b.allow_dirty, s.left_out, "gradescope-bundle");
   const fs::path tree = b.scratch / "bundle";
   std::error_code ec;
   fs::remove_all(tree, ec);
@@ -261,8 +282,9 @@ Shipment write_gradescope_bundle(const Project& project, const BundleOptions& b)
   write_text(tree / "autograder/private/secret", secret);
   for (const char* script : {"setup.sh", "run_autograder"}) {
     fs::copy_file(tree / "autograder/gradescope" / script, tree / script);
-    fs::permissions(tree / script, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                       fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(tree / script, fs::perms::owner_all | fs::perms::group_read |
+                                       fs::perms::group_exec | fs::perms::others_read |
+                                       fs::perms::others_exec);
   }
   const fs::path abs_out = fs::absolute(b.out);
   fs::remove(abs_out, ec);

@@ -13,8 +13,9 @@ namespace mgpu::grade {
 
 /// What a release or bundle wrote.
 struct Shipment {
-  std::size_t files = 0;              ///< files of the repository shipped
-  std::vector<std::string> left_out;  ///< shipped files whose uncommitted changes were left out (--allow-dirty)
+  std::size_t files = 0;  ///< files of the repository shipped
+  std::vector<std::string>
+      left_out;  ///< shipped files whose uncommitted changes were left out (--allow-dirty)
 };
 
 /// Writes the student distribution to out (which must not exist or be empty): HEAD without
@@ -27,16 +28,17 @@ Shipment write_release(const Project& project, const std::filesystem::path& out,
 /// Zips the rubric's manifest files found under from (a chapters/ folder), and the hint record
 /// beside it (.mgpu/hints.tsv, if any), into out.
 /// Returns the files included, relative to from's parent.
-std::vector<std::string> write_submission(const Rubric& rubric, const std::filesystem::path& from, const std::filesystem::path& out);
+std::vector<std::string> write_submission(const Rubric& rubric, const std::filesystem::path& from,
+                                          const std::filesystem::path& out);
 
 /// What goes into a Gradescope bundle besides HEAD.
 struct BundleOptions {
-  std::filesystem::path out;                        ///< the zip to write
-  std::vector<std::filesystem::path> rubrics;       ///< private rubrics, laid over the course's
-  std::vector<std::filesystem::path> cases_dirs;    ///< private case sources
-  std::filesystem::path secret_file;                ///< the hidden cases' secret; empty: a random one
-  std::filesystem::path scratch;                    ///< a folder of the grader's to assemble in
-  bool allow_dirty = false;                         ///< ship HEAD despite uncommitted changes
+  std::filesystem::path out;                      ///< the zip to write
+  std::vector<std::filesystem::path> rubrics;     ///< private rubrics, laid over the course's
+  std::vector<std::filesystem::path> cases_dirs;  ///< private case sources
+  std::filesystem::path secret_file;              ///< the hidden cases' secret; empty: a random one
+  std::filesystem::path scratch;                  ///< a folder of the grader's to assemble in
+  bool allow_dirty = false;                       ///< ship HEAD despite uncommitted changes
 };
 
 /// Writes the Gradescope autograder zip: HEAD (solutions included), the pristine skeleton,

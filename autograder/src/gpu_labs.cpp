@@ -22,7 +22,8 @@ namespace fs = std::filesystem;
 namespace mgpu::grade {
 namespace {
 
-std::string err(const std::string& file, const std::string& field, const std::string& problem, const std::string& fix) {
+std::string err(const std::string& file, const std::string& field, const std::string& problem,
+                const std::string& fix) {
   return fmt::format("{}: {}: {}; fix: {}", file, field, problem, fix);
 }
 
@@ -32,12 +33,14 @@ void known(const nlohmann::ordered_json& obj, const std::string& file, const std
     if (!keys.count(k)) {
       std::string list;
       for (const auto& n : keys) list += (list.empty() ? "" : ", ") + n;
-      errors.push_back(err(file, field + "." + k, "unknown field", "remove it or use one of: " + list));
+      errors.push_back(
+          err(file, field + "." + k, "unknown field", "remove it or use one of: " + list));
     }
 }
 
 bool plain_name(const std::string& s) {
-  return !s.empty() && s.find('/') == std::string::npos && s.find("..") == std::string::npos && s[0] != '.';
+  return !s.empty() && s.find('/') == std::string::npos && s.find("..") == std::string::npos &&
+         s[0] != '.';
 }
 
 // A case's grade before anything ran: its name, place and points.
@@ -61,7 +64,8 @@ CaseGrade skipped(const GpuLabCase& c, const std::string& reason) {
 }
 
 // A case decided by a build: the reference's (not counted) or the submission's.
-CaseGrade build_failure(const GpuLabCase& c, Status status, const std::string& reason, const std::string& log) {
+CaseGrade build_failure(const GpuLabCase& c, Status status, const std::string& reason,
+                        const std::string& log) {
   CaseGrade g = lab_case(c);
   g.status = status;
   g.reason = reason;
@@ -107,50 +111,72 @@ void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, Gp
                     std::vector<std::string>& errors) {
   const std::string field = "gpu_labs";
   if (!v.is_object()) {
-    errors.push_back(err(file, field, "expected an object", R"(write {"files": {"tp_ffn": ["tp_ffn.cpp"]}, "cases": {...}})"));
+    errors.push_back(err(file, field, "expected an object",
+                         R"(write {"files": {"tp_ffn": ["tp_ffn.cpp"]}, "cases": {...}})"));
     return;
   }
   known(v, file, field, {"title", "files", "cases", "description"}, errors);
   if (v.contains("title")) {
-    if (v["title"].is_string()) out.title = v["title"].get<std::string>();
-    else errors.push_back(err(file, field + ".title", "expected a string", "write a title such as \"GPU labs\""));
+    if (v["title"].is_string())
+      out.title = v["title"].get<std::string>();
+    else
+      errors.push_back(
+          err(file, field + ".title", "expected a string", "write a title such as \"GPU labs\""));
   }
   if (v.contains("files")) {
     if (!v["files"].is_object()) {
-      errors.push_back(err(file, field + ".files", "expected an object of lab -> file names", R"(write {"tp_ffn": ["tp_ffn.cpp", "gelu.cu"]})"));
+      errors.push_back(err(file, field + ".files", "expected an object of lab -> file names",
+                           R"(write {"tp_ffn": ["tp_ffn.cpp", "gelu.cu"]})"));
     } else {
       for (const auto& [lab, fl] : v["files"].items()) {
         bool ok = plain_name(lab) && fl.is_array() && !fl.empty();
         for (const auto& f : fl) ok = ok && f.is_string() && plain_name(f.get<std::string>());
-        if (!ok) errors.push_back(err(file, field + ".files." + lab, "expected a lab folder name and a non-empty array of plain file names", "list the files students edit in gpu_labs/<lab>/"));
+        if (!ok)
+          errors.push_back(
+              err(file, field + ".files." + lab,
+                  "expected a lab folder name and a non-empty array of plain file names",
+                  "list the files students edit in gpu_labs/<lab>/"));
         else
           for (const auto& f : fl) out.files[lab].push_back(f.get<std::string>());
       }
     }
   }
   if (!v.contains("cases") || !v["cases"].is_object()) {
-    errors.push_back(err(file, field + ".cases", "missing or not an object", R"(write {"gpu.tp_ffn": {"lab": "tp_ffn", "points": 2}})"));
+    errors.push_back(err(file, field + ".cases", "missing or not an object",
+                         R"(write {"gpu.tp_ffn": {"lab": "tp_ffn", "points": 2}})"));
     return;
   }
   for (const auto& [name, c] : v["cases"].items()) {
     std::string cf = field + ".cases." + name;
     if (!c.is_object()) {
-      errors.push_back(err(file, cf, "expected an object", R"(write {"lab": "tp_ffn", "points": 2})"));
+      errors.push_back(
+          err(file, cf, "expected an object", R"(write {"lab": "tp_ffn", "points": 2})"));
       continue;
     }
-    known(c, file, cf, {"lab", "points", "visibility", "args", "time_limit_s", "memory_mb", "error", "tolerance", "description"},
+    known(c, file, cf,
+          {"lab", "points", "visibility", "args", "time_limit_s", "memory_mb", "error", "tolerance",
+           "description"},
           errors);
     GpuLabCase g;
     g.name = name;
-    if (c.contains("lab") && c["lab"].is_string() && out.files.count(c["lab"].get<std::string>())) g.lab = c["lab"].get<std::string>();
-    else errors.push_back(err(file, cf + ".lab", "missing, or not a lab listed in gpu_labs.files", "name a lab folder that gpu_labs.files lists"));
+    if (c.contains("lab") && c["lab"].is_string() && out.files.count(c["lab"].get<std::string>()))
+      g.lab = c["lab"].get<std::string>();
+    else
+      errors.push_back(err(file, cf + ".lab", "missing, or not a lab listed in gpu_labs.files",
+                           "name a lab folder that gpu_labs.files lists"));
     if (c.contains("points")) {
-      if (c["points"].is_number() && c["points"].get<double>() >= 0) g.points = c["points"].get<double>();
-      else errors.push_back(err(file, cf + ".points", "expected a number >= 0", "write e.g. 2"));
+      if (c["points"].is_number() && c["points"].get<double>() >= 0)
+        g.points = c["points"].get<double>();
+      else
+        errors.push_back(err(file, cf + ".points", "expected a number >= 0", "write e.g. 2"));
     }
     if (c.contains("visibility")) {
-      if (auto v = parse_visibility(c["visibility"].is_string() ? c["visibility"].get<std::string>() : "")) g.visibility = *v;
-      else errors.push_back(err(file, cf + ".visibility", "unknown visibility " + c["visibility"].dump(), kVisibilityFix));
+      if (auto v = parse_visibility(c["visibility"].is_string() ? c["visibility"].get<std::string>()
+                                                                : ""))
+        g.visibility = *v;
+      else
+        errors.push_back(err(file, cf + ".visibility",
+                             "unknown visibility " + c["visibility"].dump(), kVisibilityFix));
     }
     if (c.contains("args")) {
       bool ok = c["args"].is_array();
@@ -158,25 +184,38 @@ void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, Gp
         for (const auto& a : c["args"]) ok = ok && a.is_string();
       if (ok)
         for (const auto& a : c["args"]) g.args.push_back(a.get<std::string>());
-      else errors.push_back(err(file, cf + ".args", "expected an array of strings", R"(write ["--ranks", "4", "--backend", "emulated"])"));
+      else
+        errors.push_back(err(file, cf + ".args", "expected an array of strings",
+                             R"(write ["--ranks", "4", "--backend", "emulated"])"));
     }
     if (c.contains("time_limit_s")) {
-      if (c["time_limit_s"].is_number() && c["time_limit_s"].get<double>() > 0) g.time_limit_s = c["time_limit_s"].get<double>();
-      else errors.push_back(err(file, cf + ".time_limit_s", "expected a number > 0", "write e.g. 300"));
+      if (c["time_limit_s"].is_number() && c["time_limit_s"].get<double>() > 0)
+        g.time_limit_s = c["time_limit_s"].get<double>();
+      else
+        errors.push_back(
+            err(file, cf + ".time_limit_s", "expected a number > 0", "write e.g. 300"));
     }
     if (c.contains("memory_mb")) {
-      if (c["memory_mb"].is_number() && c["memory_mb"].get<double>() > 0) g.memory_mb = c["memory_mb"].get<double>();
-      else errors.push_back(err(file, cf + ".memory_mb", "expected a number > 0", "write e.g. 16384"));
+      if (c["memory_mb"].is_number() && c["memory_mb"].get<double>() > 0)
+        g.memory_mb = c["memory_mb"].get<double>();
+      else
+        errors.push_back(err(file, cf + ".memory_mb", "expected a number > 0", "write e.g. 16384"));
     }
     if (c.contains("error")) {
       const std::string e = c["error"].is_string() ? c["error"].get<std::string>() : "";
-      if (e == "max_rel") g.error = LabError::max_rel;
-      else if (e == "norm_rel") g.error = LabError::norm_rel;
-      else errors.push_back(err(file, cf + ".error", "unknown error measure " + c["error"].dump(), R"(use "max_rel" or "norm_rel")"));
+      if (e == "max_rel")
+        g.error = LabError::max_rel;
+      else if (e == "norm_rel")
+        g.error = LabError::norm_rel;
+      else
+        errors.push_back(err(file, cf + ".error", "unknown error measure " + c["error"].dump(),
+                             R"(use "max_rel" or "norm_rel")"));
     }
     if (c.contains("tolerance")) {
-      if (c["tolerance"].is_number() && c["tolerance"].get<double>() >= 0) g.tolerance = c["tolerance"].get<double>();
-      else errors.push_back(err(file, cf + ".tolerance", "expected a number >= 0", "write e.g. 0.02"));
+      if (c["tolerance"].is_number() && c["tolerance"].get<double>() >= 0)
+        g.tolerance = c["tolerance"].get<double>();
+      else
+        errors.push_back(err(file, cf + ".tolerance", "expected a number >= 0", "write e.g. 0.02"));
     }
     out.cases.push_back(std::move(g));
   }
@@ -202,8 +241,9 @@ std::string gpu_labs_unavailable(const fs::path& reference_tree) {
   if (f != "1" && visible_cuda_devices() == 0) return "no CUDA device is visible on this machine";
   std::error_code ec;
   if (!fs::is_directory(reference_tree / "gpu_labs", ec))
-    return fmt::format("CUDA is not built in {} (the GPU labs need -DMGPU_CUDA=ON and the CUDA toolkit)",
-                       reference_tree.filename().string());
+    return fmt::format(
+        "CUDA is not built in {} (the GPU labs need -DMGPU_CUDA=ON and the CUDA toolkit)",
+        reference_tree.filename().string());
   return "";
 }
 
@@ -266,7 +306,8 @@ bool decode_array(const nlohmann::json& j, std::vector<double>& out) {
 
 }  // namespace
 
-Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference, const GpuLabCase& c) {
+Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference,
+                              const GpuLabCase& c) {
   Comparison cmp;
   const char* measure = c.error == LabError::max_rel ? "max_rel" : "norm_rel";
   cmp.tolerances = fmt::format("every output: {} error <= {:g}", measure, c.tolerance);
@@ -298,13 +339,17 @@ Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::jso
       continue;
     }
     const double e = lab_error(got, want, c.error);
-    cmp.max_rel_error = std::isnan(e) || std::isnan(cmp.max_rel_error) ? std::nan("") : std::max(cmp.max_rel_error, e);
+    cmp.max_rel_error = std::isnan(e) || std::isnan(cmp.max_rel_error)
+                            ? std::nan("")
+                            : std::max(cmp.max_rel_error, e);
     for (std::size_t i = 0; i < got.size(); ++i) {
       if (std::isnan(got[i]) && !std::isnan(want[i])) ++cmp.nan_count;
-      if (!std::isnan(got[i]) && !std::isnan(want[i])) cmp.max_abs_error = std::max(cmp.max_abs_error, std::fabs(got[i] - want[i]));
+      if (!std::isnan(got[i]) && !std::isnan(want[i]))
+        cmp.max_abs_error = std::max(cmp.max_abs_error, std::fabs(got[i] - want[i]));
     }
     if (!(e <= c.tolerance))
-      fail(fmt::format("{}: {} error {:.3g} over the tolerance {:g}", name, measure, e, c.tolerance));
+      fail(fmt::format("{}: {} error {:.3g} over the tolerance {:g}", name, measure, e,
+                       c.tolerance));
   }
   return cmp;
 }
@@ -313,8 +358,9 @@ CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& 
   CaseGrade g = lab_case(c);
   g.seconds = student.seconds;
   if (decided_by_runs(g, student, reference)) return g;
-  const Comparison cmp = compare_lab_values(student.result.value("values", nlohmann::json::object()),
-                                            reference.result.value("values", nlohmann::json::object()), c);
+  const Comparison cmp =
+      compare_lab_values(student.result.value("values", nlohmann::json::object()),
+                         reference.result.value("values", nlohmann::json::object()), c);
   g.status = cmp.ok ? Status::passed : Status::wrong;
   g.reason = cmp.reason;
   g.score = cmp.ok ? c.points : 0;
@@ -322,8 +368,9 @@ CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& 
   return g;
 }
 
-ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission, const std::string& build_name,
-                            const Project& project, const fs::path& reference_tree, const GradeOptions& opts,
+ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission,
+                            const std::string& build_name, const Project& project,
+                            const fs::path& reference_tree, const GradeOptions& opts,
                             bool solution) {
   ChapterGrade cg;
   cg.name = "gpu_labs";
@@ -338,17 +385,22 @@ ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission,
   std::string tree_error;
   if (!solution) {
     fs::path staged = base / "src" / "gpu_labs";
-    stage_gpu_files(spec, submission, base / "src" / "unzipped", staged, project, pristine_root(project, opts.work_dir));
+    stage_gpu_files(spec, submission, base / "src" / "unzipped", staged, project,
+                    pristine_root(project, opts.work_dir));
     student_tree = base / "build-gpu";
-    tree_error = configure_tree({student_tree, "student", base / "src" / "chapters", opts.cases_dirs}, project, staged);
+    tree_error = configure_tree(
+        {student_tree, "student", base / "src" / "chapters", opts.cases_dirs}, project, staged);
   }
   std::map<std::string, TargetBuild> ref_builds, student_builds;
   for (const auto& c : spec.cases) {
     const std::string target = "gpu_" + c.lab;
-    if (!ref_builds.count(c.lab)) ref_builds[c.lab] = build_target(reference_tree, target, opts.jobs, project);
+    if (!ref_builds.count(c.lab))
+      ref_builds[c.lab] = build_target(reference_tree, target, opts.jobs, project);
     const TargetBuild& rb = ref_builds[c.lab];
     if (!rb.ok) {
-      cg.cases.push_back(build_failure(c, Status::reference_error, "the reference lab does not build: " + rb.first_error, rb.log));
+      cg.cases.push_back(build_failure(c, Status::reference_error,
+                                       "the reference lab does not build: " + rb.first_error,
+                                       rb.log));
       continue;
     }
     const CaseRun ref = run_lab(reference_tree / "bin" / target, c);
@@ -357,7 +409,8 @@ ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission,
       continue;
     }
     if (!tree_error.empty()) {
-      student_builds[c.lab] = TargetBuild{false, "the CUDA build could not be configured", tree_error, 0};
+      student_builds[c.lab] =
+          TargetBuild{false, "the CUDA build could not be configured", tree_error, 0};
     } else if (!student_builds.count(c.lab)) {
       student_builds[c.lab] = build_target(student_tree, target, opts.jobs, project);
     }

@@ -21,8 +21,8 @@ namespace mgpu::grade {
 
 /// Reads the rubric's "gpu_labs" section into `out`; each problem is appended to `errors` as
 /// "FILE: FIELD: problem; fix: ...". Unknown fields are errors, as everywhere in the rubric.
-void parse_gpu_labs(const nlohmann::ordered_json& section, const std::string& file, GpuLabsSpec& out,
-                    std::vector<std::string>& errors);
+void parse_gpu_labs(const nlohmann::ordered_json& section, const std::string& file,
+                    GpuLabsSpec& out, std::vector<std::string>& errors);
 
 /// True when a grade has the GPU lab block (a chapter named "gpu_labs"): the rubric has GPU cases
 /// and there is no --chapter filter, or one that "gpu_labs" starts with.
@@ -41,12 +41,14 @@ std::string gpu_labs_unavailable(const std::filesystem::path& reference_tree);
 std::vector<std::filesystem::path> gpu_device_nodes();
 
 /// Runs a lab binary as a case: isolated with the device nodes, `c.args` plus --result-fd 3, the
-/// case's time and memory limits. A lab that writes nothing there has no result, whatever it prints.
+/// case's time and memory limits. A lab that writes nothing there has no result, whatever it
+/// prints.
 CaseRun run_lab(const std::filesystem::path& exe, const GpuLabCase& c);
 
 /// Every output the reference lab wrote against the submission's output of the same name, by
 /// the case's error measure and tolerance. A missing output, a length that differs or a NaN fails.
-Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference, const GpuLabCase& c);
+Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference,
+                              const GpuLabCase& c);
 
 /// The grade of one lab case from the submission's run and the reference's (reference_error when
 /// the reference gave no result).
@@ -60,6 +62,7 @@ CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& 
 /// tolerance of the reference's. `solution` grades the reference itself.
 ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const std::filesystem::path& submission,
                             const std::string& build_name, const Project& project,
-                            const std::filesystem::path& reference_tree, const GradeOptions& opts, bool solution);
+                            const std::filesystem::path& reference_tree, const GradeOptions& opts,
+                            bool solution);
 
 }  // namespace mgpu::grade

@@ -26,16 +26,18 @@ namespace mgpu::grade {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string excerpt(const std::string& label, const std::string& text, bool truncated) {
   if (text.empty()) return "";
   constexpr std::size_t kShow = 2000;
   std::string s = truncate_utf8(text, kShow);  // never half a character
   if (!s.empty() && s.back() != '\n') s += '\n';
-  return fmt::format("--- {}{} ---\n{}", label, truncated || text.size() > kShow ? " (truncated)" : "", s);
+  return fmt::format("--- {}{} ---\n{}", label,
+                     truncated || text.size() > kShow ? " (truncated)" : "", s);
 }
-
 
 }  // namespace
 
@@ -81,7 +83,8 @@ GradeOptions GradeOptions::for_student(const std::string& student_id) const {
   return o;
 }
 
-CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges) {
+CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
+                 bool drop_privileges) {
   RunSpec rs;
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--seed", std::to_string(seed), "--result-fd", "3"};
@@ -108,8 +111,9 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
   }
   if (o.memory_exceeded) {
     r.status = Status::out_of_memory;
-    r.reason = fmt::format("its processes together held {:.0f} MiB, over the case's {:g} MiB limit, and were stopped",
-                           static_cast<double>(o.tree_memory_bytes) / (1 << 20), memory_mb);
+    r.reason = fmt::format(
+        "its processes together held {:.0f} MiB, over the case's {:g} MiB limit, and were stopped",
+        static_cast<double>(o.tree_memory_bytes) / (1 << 20), memory_mb);
     return r;
   }
   if (o.signal == SIGXCPU) {
@@ -118,10 +122,12 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
     return r;
   }
   if (o.signal != 0) {
-    bool alloc = o.err.find("bad_alloc") != std::string::npos || o.err.find("Cannot allocate memory") != std::string::npos;
+    bool alloc = o.err.find("bad_alloc") != std::string::npos ||
+                 o.err.find("Cannot allocate memory") != std::string::npos;
     if (alloc || o.signal == SIGKILL) {
       r.status = Status::out_of_memory;
-      r.reason = fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}", memory_mb, signal_description(o.signal));
+      r.reason = fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}", memory_mb,
+                             signal_description(o.signal));
     } else {
       r.status = Status::crashed;
       r.reason = "killed by " + signal_description(o.signal);
@@ -134,8 +140,8 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
   }
   if (o.result.empty()) {
     r.reason = fmt::format("exited with code {} before writing a result", o.exit_code);
-    if (o.out.find("\"values\"") != std::string::npos || o.out.find("\"status\"") != std::string::npos ||
-        o.out.find("RESULT ") != std::string::npos)
+    if (o.out.find("\"values\"") != std::string::npos ||
+        o.out.find("\"status\"") != std::string::npos || o.out.find("RESULT ") != std::string::npos)
       r.reason += " (results printed on stdout are not read)";
     return r;
   }
@@ -177,8 +183,8 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
 bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& reference) {
   if (reference.status != Status::passed) {
     g.status = Status::reference_error;
-    g.reason = "the reference run failed (" + std::string(status_name(reference.status)) + ": " + reference.reason +
-               "); not counted";
+    g.reason = "the reference run failed (" + std::string(status_name(reference.status)) + ": " +
+               reference.reason + "); not counted";
     g.feedback = reference.output;
     return true;
   }
@@ -191,7 +197,8 @@ bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& refere
   return false;
 }
 
-CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference, const Rubric& rubric) {
+CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference,
+                     const Rubric& rubric) {
   CaseGrade g;
   g.name = spec.name;
   g.chapter = spec.chapter;
@@ -199,8 +206,9 @@ CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun
   g.max_score = spec.max_score();
   g.seconds = student.seconds;
   if (decided_by_runs(g, student, reference)) return g;
-  Comparison cmp = compare_values(student.result.value("values", nlohmann::json::object()),
-                                  reference.result.value("values", nlohmann::json::object()), rubric, spec);
+  Comparison cmp =
+      compare_values(student.result.value("values", nlohmann::json::object()),
+                     reference.result.value("values", nlohmann::json::object()), rubric, spec);
   if (!cmp.ok) {
     g.status = Status::wrong;
     g.reason = cmp.reason;
@@ -225,15 +233,18 @@ CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun
   for (std::size_t i = 0; i < checks.size(); ++i) {
     const auto& bc = checks[i];
     g.feedback += "\n" + std::string(bc.ok ? "within budget: " : "over budget: ") + bc.line;
-    if (bc.ok) g.score += spec.budgets[i].points;
+    if (bc.ok)
+      g.score += spec.budgets[i].points;
     else if (g.reason.empty())
-      g.reason = fmt::format("correct, but over budget: {} (-{:g} points)", bc.line, spec.budgets[i].points);
+      g.reason = fmt::format("correct, but over budget: {} (-{:g} points)", bc.line,
+                             spec.budgets[i].points);
   }
   if (!student.output.empty()) g.feedback += "\n" + student.output;
   return g;
 }
 
-std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric, const std::vector<std::string>& filters) {
+std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric,
+                                                const std::vector<std::string>& filters) {
   std::vector<const ChapterSpec*> out;
   for (const auto& f : filters) {
     bool any = false;
@@ -242,7 +253,8 @@ std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric, const std:
     if (!any) {
       std::string names;
       for (const auto& c : rubric.chapters) names += " " + c.name;
-      throw std::runtime_error(fmt::format("--chapter {}: no chapter starts with it; chapters:{}", f, names));
+      throw std::runtime_error(
+          fmt::format("--chapter {}: no chapter starts with it; chapters:{}", f, names));
     }
   }
   for (const auto& c : rubric.chapters) {
@@ -258,7 +270,8 @@ Reference::Reference(const Project& project, const Rubric& rubric, const GradeOp
   tree_ = opts.cases_dirs.empty() ? project.own_tree : opts.work_dir / "reference-private";
 }
 
-double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, const GradeOptions& seeds) {
+double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
+                          const GradeOptions& seeds) {
   auto t0 = Clock::now();
   std::lock_guard serial(prepare_mu_);
   std::vector<const ChapterSpec*> chapters;  // not built yet
@@ -278,7 +291,8 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
   for (std::size_t i = 0; i < chapters.size(); ++i) {
     const auto* c = chapters[i];
     if (build_errors.count(c->name)) continue;
-    Progress p(fmt::format("building the reference's case program for {} ({} of {})", c->name, i + 1, chapters.size()));
+    Progress p(fmt::format("building the reference's case program for {} ({} of {})", c->name,
+                           i + 1, chapters.size()));
     TargetBuild b = build_target(tree_, case_target(c->name), opts_.jobs, project_);
     if (!b.ok) build_errors[c->name] = b.first_error;
   }
@@ -287,18 +301,22 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
     if (build_errors.count(c->name)) continue;
     for (const auto& cs : c->cases)
       if (!runs_.count({seeds.seed_for(cs), cs.name})) jobs.push_back({c, &cs});
-    if (!jobs.empty() && jobs.back().chapter == c) stamps[c->name] = file_hash(tree_ / "bin" / case_target(c->name));
+    if (!jobs.empty() && jobs.back().chapter == c)
+      stamps[c->name] = file_hash(tree_ / "bin" / case_target(c->name));
   }
   std::vector<CaseRun> results(jobs.size());
   std::optional<Progress> running;
-  if (!jobs.empty()) running.emplace(fmt::format("running the reference on {} cases (cached results are reused)", jobs.size()));
+  if (!jobs.empty())
+    running.emplace(
+        fmt::format("running the reference on {} cases (cached results are reused)", jobs.size()));
   parallel_for(jobs.size(), opts_.jobs, [&](std::size_t i) {
     const auto& j = jobs[i];
     const std::uint64_t seed = seeds.seed_for(*j.spec);
     fs::path exe = tree_ / "bin" / case_target(j.chapter->name);
     // Keyed by the program's content, not its time and size: a rebuilt program with another
     // behaviour never meets a stale result.
-    fs::path cache = opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
+    fs::path cache =
+        opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
     const std::string& stamp = stamps.at(j.chapter->name);
     std::error_code ec;
     if (fs::exists(cache, ec)) {
@@ -315,11 +333,15 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
     }
     results[i] = run_case(exe, *j.spec, seed, opts_.drop_privileges);
     if (results[i].status == Status::passed)
-      write_text(cache, nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}.dump());
+      write_text(
+          cache,
+          nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}
+              .dump());
   });
   running.reset();
   std::lock_guard lock(mu_);
-  for (std::size_t i = 0; i < jobs.size(); ++i) runs_[{seeds.seed_for(*jobs[i].spec), jobs[i].spec->name}] = std::move(results[i]);
+  for (std::size_t i = 0; i < jobs.size(); ++i)
+    runs_[{seeds.seed_for(*jobs[i].spec), jobs[i].spec->name}] = std::move(results[i]);
   for (const auto* c : all_chapters)
     if (auto e = build_errors.find(c->name); e != build_errors.end())
       for (const auto& cs : c->cases) {
@@ -333,13 +355,15 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters, c
 
 const CaseRun& Reference::get(const std::string& case_name, std::uint64_t seed) const {
   std::lock_guard lock(mu_);
-  static const CaseRun missing{Status::no_result, {}, "the reference was not prepared for this case", {}, 0};
+  static const CaseRun missing{
+      Status::no_result, {}, "the reference was not prepared for this case", {}, 0};
   auto it = runs_.find({seed, case_name});
   return it == runs_.end() ? missing : it->second;
 }
 
-Grade grade_submission(const fs::path& submission, const std::string& build_name, const Project& project,
-                       const Rubric& rubric, Reference& reference, const GradeOptions& opts, bool solution) {
+Grade grade_submission(const fs::path& submission, const std::string& build_name,
+                       const Project& project, const Rubric& rubric, Reference& reference,
+                       const GradeOptions& opts, bool solution) {
   auto t_all = Clock::now();
   Grade g;
   g.submission = solution ? "the reference solutions" : submission.string();
@@ -361,7 +385,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     claim_student_folder(base, fs::absolute(submission).lexically_normal().string());
     Staged st;
     try {
-      st = stage_submission(submission, base / "src", rubric, project, pristine_root(project, opts.work_dir));
+      st = stage_submission(submission, base / "src", rubric, project,
+                            pristine_root(project, opts.work_dir));
     } catch (const RejectedSubmission& e) {
       // A link, a `..` path or a submission over the caps: nothing of it is built or run.
       g = rejected_grade(std::move(g), chapters, e.what());
@@ -374,7 +399,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     scratch_chapters = st.chapters_dir;
     tree = base / "build";
     Progress p("configuring the build of the submission");
-    tree_error = configure_tree({tree, "student", st.chapters_dir, opts.cases_dirs, opts.trusted_build}, project);
+    tree_error = configure_tree(
+        {tree, "student", st.chapters_dir, opts.cases_dirs, opts.trusted_build}, project);
   }
   for (std::size_t i = 0; i < chapters.size(); ++i) {
     const auto* c = chapters[i];
@@ -386,8 +412,10 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
       builds[c->name].ok = !reference.build_errors.count(c->name);
       continue;
     }
-    Progress p(fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
-    builds[c->name] = build_target(tree, case_target(c->name), opts.jobs, project, scratch_chapters);
+    Progress p(
+        fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
+    builds[c->name] =
+        build_target(tree, case_target(c->name), opts.jobs, project, scratch_chapters);
   }
   g.timings.emplace_back("build", since(t_build));
 
@@ -431,7 +459,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     const CaseRun& ref = reference.get(j.spec->name, opts.seed_for(*j.spec));
     fs::path exe = tree / "bin" / case_target(chapters[j.chapter]->name);
     CaseRun st;
-    if (ref.status == Status::passed) st = run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges);
+    if (ref.status == Status::passed)
+      st = run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges);
     graded[k] = judge_case(*j.spec, st, ref, rubric);
   });
   running.reset();
@@ -444,8 +473,10 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   // ---- GPU labs: run on a CUDA device, reported as skipped without one
   if (gpu_labs_selected(rubric, opts.chapters)) {
     auto t_gpu = Clock::now();
-    g.chapters.push_back(grade_gpu_labs(*rubric.gpu_labs, submission, build_name, project, reference.tree(), opts, solution));
-    if (!g.chapters.back().cases.empty() && g.chapters.back().cases.front().status == Status::skipped)
+    g.chapters.push_back(grade_gpu_labs(*rubric.gpu_labs, submission, build_name, project,
+                                        reference.tree(), opts, solution));
+    if (!g.chapters.back().cases.empty() &&
+        g.chapters.back().cases.front().status == Status::skipped)
       g.notes.push_back("GPU labs skipped: " + g.chapters.back().cases.front().reason);
     g.timings.emplace_back("gpu labs", since(t_gpu));
   }

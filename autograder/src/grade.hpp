@@ -23,8 +23,8 @@ namespace mgpu::grade {
 
 /// Settings shared by grade and grade-batch.
 struct GradeOptions {
-  std::vector<std::string> chapters;               ///< empty: every chapter of the rubric
-  std::uint64_t seed = 0;                          ///< seed of the visible cases (public)
+  std::vector<std::string> chapters;  ///< empty: every chapter of the rubric
+  std::uint64_t seed = 0;             ///< seed of the visible cases (public)
   /// Seed of every case that is not visible. Derived from the instructor's secret and the
   /// student's id (derive_seed) so that no table computed from the public case sources answers
   /// it; unset: the public seed.
@@ -37,10 +37,10 @@ struct GradeOptions {
   std::uint64_t seed_for(const CaseSpec& spec) const {
     return spec.visibility == Visibility::visible || !hidden_seed ? seed : *hidden_seed;
   }
-  std::vector<std::filesystem::path> cases_dirs;   ///< private case sources
-  std::filesystem::path work_dir;                  ///< cached build trees and reference results
-  int jobs = 2;                                    ///< parallel compiles and case runs
-  bool drop_privileges = true;                     ///< run cases as nobody when root
+  std::vector<std::filesystem::path> cases_dirs;  ///< private case sources
+  std::filesystem::path work_dir;                 ///< cached build trees and reference results
+  int jobs = 2;                                   ///< parallel compiles and case runs
+  bool drop_privileges = true;                    ///< run cases as nobody when root
   bool trusted_build = false;  ///< the submission is the instructor's proof (TreeConfig::trusted)
 };
 
@@ -49,11 +49,11 @@ std::uint64_t derive_seed(const std::string& secret, const std::string& student_
 
 /// How one case program run ended, judged only by the grader.
 struct CaseRun {
-  Status status = Status::no_result;   ///< passed here means "gave a result"; compared later
-  nlohmann::json result;               ///< the harness document when one came back
-  std::string reason;                  ///< one line when no usable result
-  std::string output;                  ///< captured stdout/stderr, for feedback
-  double seconds = 0;                  ///< wall time of the run
+  Status status = Status::no_result;  ///< passed here means "gave a result"; compared later
+  nlohmann::json result;              ///< the harness document when one came back
+  std::string reason;                 ///< one line when no usable result
+  std::string output;                 ///< captured stdout/stderr, for feedback
+  double seconds = 0;                 ///< wall time of the run
 };
 
 /// What a finished run of a program that reports through the grader's descriptor amounts to:
@@ -62,7 +62,8 @@ struct CaseRun {
 CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb);
 
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
-CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed, bool drop_privileges);
+CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed,
+                 bool drop_privileges);
 
 /// When either run gave no result, fills g's status, reason and feedback from it and returns
 /// true: a failed reference makes the case reference_error (not counted), a failed student run
@@ -70,7 +71,8 @@ CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::ui
 bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& reference);
 
 /// Judges a student's run against the reference run into a CaseGrade.
-CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference, const Rubric& rubric);
+CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference,
+                     const Rubric& rubric);
 
 /// The reference: its build tree and its results per (seed, case), cached on disk.
 class Reference {
@@ -93,19 +95,21 @@ class Reference {
   GradeOptions opts_;
   std::filesystem::path tree_;
   std::map<std::pair<std::uint64_t, std::string>, CaseRun> runs_;  // by (seed, case)
-  std::set<std::string> built_;                                    // chapters whose case program is built
+  std::set<std::string> built_;  // chapters whose case program is built
   mutable std::mutex mu_;        // guards runs_ against readers while prepare writes
   std::mutex prepare_mu_;        // one prepare at a time (batch workers all call it)
 };
 
 /// The chapters to grade: the rubric's, filtered by opts.chapters (prefix match, "11_2"
 /// selects 11_2_data_parallel). Throws naming the unknown filter.
-std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric, const std::vector<std::string>& filters);
+std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric,
+                                                const std::vector<std::string>& filters);
 
 /// Grades a submission folder/zip (or, when submission is empty, the reference build itself).
 /// build_name names the cached student tree under work_dir.
-Grade grade_submission(const std::filesystem::path& submission, const std::string& build_name, const Project& project,
-                       const Rubric& rubric, Reference& reference, const GradeOptions& opts, bool solution);
+Grade grade_submission(const std::filesystem::path& submission, const std::string& build_name,
+                       const Project& project, const Rubric& rubric, Reference& reference,
+                       const GradeOptions& opts, bool solution);
 
 /// Runs f(i) for i in [0, n) on `jobs` threads.
 void parallel_for(std::size_t n, int jobs, const std::function<void(std::size_t)>& f);

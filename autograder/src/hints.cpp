@@ -29,7 +29,8 @@ std::pair<std::string, std::string> owner(const std::string& name, const Rubric&
 
 }  // namespace
 
-HintsSeen read_hints(const fs::path& record, const Rubric& rubric, std::vector<std::string>& notes) {
+HintsSeen read_hints(const fs::path& record, const Rubric& rubric,
+                     std::vector<std::string>& notes) {
   HintsSeen seen;
   std::ifstream in(record);
   int skipped = 0;
@@ -51,15 +52,17 @@ HintsSeen read_hints(const fs::path& record, const Rubric& rubric, std::vector<s
     highest = std::max(highest, level_text[0] - '0');
   }
   if (skipped > 0)
-    notes.push_back(fmt::format("{} line(s) of the hint record {} name no chapter, TODO and level 1-3 and were not "
-                                "counted (the first: \"{}\")",
-                                skipped, kHintsRecord.string(), first_skipped.substr(0, 120)));
+    notes.push_back(fmt::format(
+        "{} line(s) of the hint record {} name no chapter, TODO and level 1-3 and were not "
+        "counted (the first: \"{}\")",
+        skipped, kHintsRecord.string(), first_skipped.substr(0, 120)));
   return seen;
 }
 
 std::string hints_summary(const ChapterGrade& chapter) {
   std::string s;
-  for (const auto& [todo, level] : chapter.hints) s += fmt::format("{}{} (level {})", s.empty() ? "" : ", ", todo, level);
+  for (const auto& [todo, level] : chapter.hints)
+    s += fmt::format("{}{} (level {})", s.empty() ? "" : ", ", todo, level);
   if (chapter.hint_cost > 0) s += fmt::format("; -{:g} points", chapter.hint_cost);
   return s;
 }
@@ -70,7 +73,8 @@ void apply_hints(std::vector<ChapterGrade>& chapters, const HintsSeen& seen, con
     if (it == seen.end()) continue;
     ch.hints = it->second;
     ch.hint_cost = 0;
-    for (const auto& [todo, level] : ch.hints) ch.hint_cost += rubric.hint_cost[static_cast<std::size_t>(level - 1)];
+    for (const auto& [todo, level] : ch.hints)
+      ch.hint_cost += rubric.hint_cost[static_cast<std::size_t>(level - 1)];
   }
 }
 

@@ -23,7 +23,8 @@ using HintsSeen = std::map<std::string, std::map<std::string, int>>;
 /// Reads a record (a missing file is no hints). A line's chapter is a rubric chapter's name, a
 /// unique prefix of one ("11_2"), or a GPU lab's name (counted under "gpu_labs" as "lab: TODO").
 /// Lines that fit none of these are skipped, each with a note saying why.
-HintsSeen read_hints(const std::filesystem::path& record, const Rubric& rubric, std::vector<std::string>& notes);
+HintsSeen read_hints(const std::filesystem::path& record, const Rubric& rubric,
+                     std::vector<std::string>& notes);
 
 /// "ring reduce-scatter (level 2), ...", and what they cost when the rubric prices them.
 std::string hints_summary(const ChapterGrade& chapter);

@@ -9,33 +9,49 @@ namespace mgpu::grade {
 
 const char* status_name(Status s) {
   switch (s) {
-    case Status::passed: return "passed";
-    case Status::wrong: return "wrong";
-    case Status::not_implemented: return "not-implemented";
-    case Status::crashed: return "crashed";
-    case Status::timeout: return "timeout";
-    case Status::out_of_memory: return "out-of-memory";
-    case Status::no_result: return "no-result";
-    case Status::build_failed: return "build-failed";
-    case Status::reference_error: return "reference-error";
-    case Status::skipped: return "skipped";
-    case Status::rejected_submission: return "rejected-submission";
+    case Status::passed:
+      return "passed";
+    case Status::wrong:
+      return "wrong";
+    case Status::not_implemented:
+      return "not-implemented";
+    case Status::crashed:
+      return "crashed";
+    case Status::timeout:
+      return "timeout";
+    case Status::out_of_memory:
+      return "out-of-memory";
+    case Status::no_result:
+      return "no-result";
+    case Status::build_failed:
+      return "build-failed";
+    case Status::reference_error:
+      return "reference-error";
+    case Status::skipped:
+      return "skipped";
+    case Status::rejected_submission:
+      return "rejected-submission";
   }
   return "?";
 }
 
 const char* visibility_name(Visibility v) {
   switch (v) {
-    case Visibility::visible: return "visible";
-    case Visibility::hidden: return "hidden";
-    case Visibility::after_due_date: return "after_due_date";
-    case Visibility::after_published: return "after_published";
+    case Visibility::visible:
+      return "visible";
+    case Visibility::hidden:
+      return "hidden";
+    case Visibility::after_due_date:
+      return "after_due_date";
+    case Visibility::after_published:
+      return "after_published";
   }
   return "visible";
 }
 
 std::optional<Visibility> parse_visibility(const std::string& name) {
-  for (Visibility v : {Visibility::visible, Visibility::hidden, Visibility::after_due_date, Visibility::after_published})
+  for (Visibility v : {Visibility::visible, Visibility::hidden, Visibility::after_due_date,
+                       Visibility::after_published})
     if (name == visibility_name(v)) return v;
   return std::nullopt;
 }

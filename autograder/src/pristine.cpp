@@ -44,7 +44,8 @@ void export_commit(const Project& project, const std::string& commit, const fs::
   }
   RunOutcome archive = run_git(project, args);
   if (!archive.exited || archive.exit_code != 0)
-    throw std::runtime_error(fmt::format("git archive {} failed: {}{}", commit, archive.out, archive.err));
+    throw std::runtime_error(
+        fmt::format("git archive {} failed: {}{}", commit, archive.out, archive.err));
   RunSpec untar;
   untar.exe = "tar";
   untar.args = {"-xf", tar.string(), "-C", dest.string()};
@@ -53,7 +54,8 @@ void export_commit(const Project& project, const std::string& commit, const fs::
   RunOutcome x = run_process(untar);
   std::error_code ec;
   fs::remove(tar, ec);
-  if (!x.exited || x.exit_code != 0) throw std::runtime_error("unpacking the export of " + commit + " failed: " + x.err);
+  if (!x.exited || x.exit_code != 0)
+    throw std::runtime_error("unpacking the export of " + commit + " failed: " + x.err);
 }
 
 fs::path pristine_root(const Project& project, const fs::path& work_dir) {
@@ -61,16 +63,18 @@ fs::path pristine_root(const Project& project, const fs::path& work_dir) {
   if (fs::is_directory(project.root / kShippedSkeleton, ec)) return project.root / kShippedSkeleton;
   const std::string commit = head_commit(project);
   if (commit.empty())
-    throw std::runtime_error(fmt::format(
-        "no pristine skeleton: {} is neither a git checkout with a commit nor a release (which ships {}); "
-        "grade from a git checkout, or make a release with ./mgpu release",
-        project.root.string(), kShippedSkeleton.string()));
+    throw std::runtime_error(
+        fmt::format("no pristine skeleton: {} is neither a git checkout with a commit nor a "
+                    "release (which ships {}); "
+                    "grade from a git checkout, or make a release with ./mgpu release",
+                    project.root.string(), kShippedSkeleton.string()));
   const fs::path dir = work_dir / "pristine" / commit;
   if (fs::is_directory(dir, ec)) return dir;
   // One extraction at a time (batch workers, graders sharing a work folder), into a temporary
   // folder renamed when complete, so nobody ever sees half a copy.
   fs::create_directories(work_dir / "pristine");
-  const int lock = ::open((work_dir / "pristine" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const int lock =
+      ::open((work_dir / "pristine" / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock >= 0) ::flock(lock, LOCK_EX);
   struct Unlock {
     int fd;
@@ -88,7 +92,9 @@ fs::path pristine_root(const Project& project, const fs::path& work_dir) {
   for (const auto& e : fs::directory_iterator(work_dir / "pristine", ec))
     if (e.path().filename().string()[0] != '.') fs::remove_all(e.path(), ec);
   fs::rename(tmp, dir, ec);
-  if (ec) throw std::runtime_error("cannot place the pristine copy at " + dir.string() + ": " + ec.message());
+  if (ec)
+    throw std::runtime_error("cannot place the pristine copy at " + dir.string() + ": " +
+                             ec.message());
   return dir;
 }
 
@@ -97,8 +103,9 @@ fs::path pristine_dir(const Project& project, const fs::path& root, const fs::pa
   if (fs::is_directory(root / rel, ec)) return root / rel;
   const std::string first = rel.begin() == rel.end() ? "" : rel.begin()->string();
   if (first == "chapters" || first == "gpu_labs")
-    throw std::runtime_error(fmt::format("the pristine copy ({}) has no {}: commit it, or make the release again",
-                                         root.string(), rel.generic_string()));
+    throw std::runtime_error(
+        fmt::format("the pristine copy ({}) has no {}: commit it, or make the release again",
+                    root.string(), rel.generic_string()));
   return project.root / rel;
 }
 

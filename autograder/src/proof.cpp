@@ -16,13 +16,16 @@ namespace mgpu::grade {
 namespace {
 
 // A filter is a prefix of the chapter ("11_2") or of chapter/name ("11_2_data_parallel/ring_").
-bool matches(const std::string& chapter, const std::string& name, const std::vector<std::string>& filters) {
+bool matches(const std::string& chapter, const std::string& name,
+             const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
   const std::string id = chapter + "/" + name;
-  return std::any_of(filters.begin(), filters.end(), [&](const std::string& f) { return id.rfind(f, 0) == 0; });
+  return std::any_of(filters.begin(), filters.end(),
+                     [&](const std::string& f) { return id.rfind(f, 0) == 0; });
 }
 
-std::string string_field(const nlohmann::json& j, const char* key, const std::string& where, std::vector<std::string>& errors) {
+std::string string_field(const nlohmann::json& j, const char* key, const std::string& where,
+                         std::vector<std::string>& errors) {
   if (!j.contains(key) || !j.at(key).is_string() || j.at(key).get<std::string>().empty()) {
     errors.push_back(fmt::format("{}: \"{}\" missing or not a non-empty string", where, key));
     return "";
@@ -30,8 +33,8 @@ std::string string_field(const nlohmann::json& j, const char* key, const std::st
   return j.at(key).get<std::string>();
 }
 
-Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter, const ChapterSpec* spec,
-                  std::vector<std::string>& errors) {
+Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter,
+                  const ChapterSpec* spec, std::vector<std::string>& errors) {
   Proof p;
   p.chaff = chaff;
   p.chapter = chapter;
@@ -46,7 +49,8 @@ Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter, 
     return p;
   }
   if (!j.is_object()) {
-    errors.push_back(where + ": expected an object with description, edits" + (chaff ? " and must_lose" : ""));
+    errors.push_back(where + ": expected an object with description, edits" +
+                     (chaff ? " and must_lose" : ""));
     return p;
   }
   for (const auto& [k, v] : j.items())
@@ -67,21 +71,30 @@ Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter, 
       Edit ed;
       ed.file = string_field(e, "file", ew, errors);
       ed.find = string_field(e, "find", ew, errors);
-      if (!e.contains("replace") || !e.at("replace").is_string()) errors.push_back(ew + ": \"replace\" missing or not a string");
-      else ed.replace = e.at("replace").get<std::string>();
+      if (!e.contains("replace") || !e.at("replace").is_string())
+        errors.push_back(ew + ": \"replace\" missing or not a string");
+      else
+        ed.replace = e.at("replace").get<std::string>();
       ed.all = e.value("all", false);
-      if (spec && !ed.file.empty() && std::find(spec->files.begin(), spec->files.end(), ed.file) == spec->files.end())
-        errors.push_back(fmt::format("{}: {} is not one of chapter {}'s files", ew, ed.file, chapter));
+      if (spec && !ed.file.empty() &&
+          std::find(spec->files.begin(), spec->files.end(), ed.file) == spec->files.end())
+        errors.push_back(
+            fmt::format("{}: {} is not one of chapter {}'s files", ew, ed.file, chapter));
       p.edits.push_back(std::move(ed));
     }
   if (chaff) {
     if (!j.contains("must_lose") || !j.at("must_lose").is_array() || j.at("must_lose").empty())
-      errors.push_back(where + ": \"must_lose\" must name the cases the mistake must cost, e.g. [\"11_2.ring_all_reduce_fp32\"]");
+      errors.push_back(where +
+                       ": \"must_lose\" must name the cases the mistake must cost, e.g. "
+                       "[\"11_2.ring_all_reduce_fp32\"]");
     else
       for (const auto& c : j.at("must_lose")) {
         std::string name = c.is_string() ? c.get<std::string>() : c.dump();
-        bool known = spec && std::any_of(spec->cases.begin(), spec->cases.end(), [&](const CaseSpec& s) { return s.name == name; });
-        if (!known) errors.push_back(fmt::format("{}: must_lose names {}, which is not a case of chapter {}", where, name, chapter));
+        bool known = spec && std::any_of(spec->cases.begin(), spec->cases.end(),
+                                         [&](const CaseSpec& s) { return s.name == name; });
+        if (!known)
+          errors.push_back(fmt::format("{}: must_lose names {}, which is not a case of chapter {}",
+                                       where, name, chapter));
         p.must_lose.push_back(name);
       }
   }
@@ -91,15 +104,19 @@ Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter, 
 // Replaces per the edit; throws when the text is not where the edit says it is.
 std::string apply(const Edit& e, std::string text, const Proof& p, std::size_t index) {
   std::size_t count = 0;
-  for (std::size_t pos = text.find(e.find); pos != std::string::npos; pos = text.find(e.find, pos + e.find.size())) ++count;
+  for (std::size_t pos = text.find(e.find); pos != std::string::npos;
+       pos = text.find(e.find, pos + e.find.size()))
+    ++count;
   if (count == 0 || (!e.all && count != 1))
-    throw std::runtime_error(fmt::format("{}: edits[{}]: its \"find\" text occurs {} times in solutions/{}/{} ({}); "
-                                         "update it to the reference's current text",
-                                         p.file.string(), index, count, p.chapter, e.file,
-                                         e.all ? "needs at least one" : "needs exactly one, or \"all\": true"));
+    throw std::runtime_error(
+        fmt::format("{}: edits[{}]: its \"find\" text occurs {} times in solutions/{}/{} ({}); "
+                    "update it to the reference's current text",
+                    p.file.string(), index, count, p.chapter, e.file,
+                    e.all ? "needs at least one" : "needs exactly one, or \"all\": true"));
   std::string out;
   std::size_t from = 0;
-  for (std::size_t pos = text.find(e.find); pos != std::string::npos; pos = text.find(e.find, from)) {
+  for (std::size_t pos = text.find(e.find); pos != std::string::npos;
+       pos = text.find(e.find, from)) {
     out += text.substr(from, pos - from) + e.replace;
     from = pos + e.find.size();
   }
@@ -108,7 +125,8 @@ std::string apply(const Edit& e, std::string text, const Proof& p, std::size_t i
 
 }  // namespace
 
-std::vector<Proof> load_proofs(const Project& project, const Rubric& rubric, const std::vector<std::string>& filters) {
+std::vector<Proof> load_proofs(const Project& project, const Rubric& rubric,
+                               const std::vector<std::string>& filters) {
   std::vector<Proof> proofs;
   std::vector<std::string> errors;
   for (bool chaff : {true, false}) {
@@ -121,7 +139,8 @@ std::vector<Proof> load_proofs(const Project& project, const Rubric& rubric, con
     for (const auto& f : files) {
       std::string chapter = f.parent_path().filename().string();
       if (f.parent_path().parent_path() != top) {
-        errors.push_back(fmt::format("{}: put it directly in {}/<chapter>/", f.string(), top.string()));
+        errors.push_back(
+            fmt::format("{}: put it directly in {}/<chapter>/", f.string(), top.string()));
         continue;
       }
       if (!matches(chapter, f.stem().string(), filters)) continue;
@@ -136,7 +155,8 @@ std::vector<Proof> load_proofs(const Project& project, const Rubric& rubric, con
   return proofs;
 }
 
-void stage_proof(const Proof& p, const Project& project, const Rubric& rubric, const fs::path& dir) {
+void stage_proof(const Proof& p, const Project& project, const Rubric& rubric,
+                 const fs::path& dir) {
   // Every chapter is the reference, so chapters another links (exercises) do not stop at a
   // skeleton's NotImplemented; only p's chapter carries the edits.
   for (const auto& ch : rubric.chapters)
@@ -160,17 +180,20 @@ ProofResult judge_proof(const Proof& p, const Grade& g) {
     return r;
   }
   if (ch->build_failed) {
-    r.line = fmt::format("BROKEN   {}: does not compile, so it proves nothing: {}", id, ch->build_error);
+    r.line =
+        fmt::format("BROKEN   {}: does not compile, so it proves nothing: {}", id, ch->build_error);
     return r;
   }
-  // A case the reference itself failed judged nothing: it neither catches a chaff nor passes a wheat.
+  // A case the reference itself failed judged nothing: it neither catches a chaff nor passes a
+  // wheat.
   std::string unjudged;
   for (const auto& c : ch->cases)
     if (c.status == Status::reference_error) unjudged += (unjudged.empty() ? "" : ", ") + c.name;
   if (!p.chaff) {
     r.held = ch->score() == ch->max_score() && unjudged.empty();
     if (!unjudged.empty()) {
-      r.line = fmt::format("ERROR    {}: the reference failed {}, so nothing was judged", id, unjudged);
+      r.line =
+          fmt::format("ERROR    {}: the reference failed {}, so nothing was judged", id, unjudged);
       return r;
     }
     if (r.held) {
@@ -178,8 +201,10 @@ ProofResult judge_proof(const Proof& p, const Grade& g) {
     } else {
       std::string lost;
       for (const auto& c : ch->cases)
-        if (c.score < c.max_score) lost += fmt::format("\n           {} {}: {}", c.name, status_name(c.status), c.reason);
-      r.line = fmt::format("REJECTED {} (a right answer lost points: {:g}/{:g}):{}", id, ch->score(), ch->max_score(), lost);
+        if (c.score < c.max_score)
+          lost += fmt::format("\n           {} {}: {}", c.name, status_name(c.status), c.reason);
+      r.line = fmt::format("REJECTED {} (a right answer lost points: {:g}/{:g}):{}", id,
+                           ch->score(), ch->max_score(), lost);
     }
     return r;
   }
@@ -189,7 +214,8 @@ ProofResult judge_proof(const Proof& p, const Grade& g) {
     for (const auto& c : ch->cases)
       if (c.name == name) cg = &c;
     if (cg && cg->status != Status::reference_error && cg->score < cg->max_score)
-      caught += fmt::format("\n           {} {}: {}", name, status_name(cg->status), cg->reason.substr(0, 200));
+      caught += fmt::format("\n           {} {}: {}", name, status_name(cg->status),
+                            cg->reason.substr(0, 200));
     else
       missed += (missed.empty() ? "" : ", ") + name;
   }
@@ -199,11 +225,12 @@ ProofResult judge_proof(const Proof& p, const Grade& g) {
   return r;
 }
 
-bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric, const GradeOptions& opts,
-                std::ostream& out) {
+bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric,
+                const GradeOptions& opts, std::ostream& out) {
   std::vector<std::string> chapters;
   for (const auto& p : proofs)
-    if (std::find(chapters.begin(), chapters.end(), p.chapter) == chapters.end()) chapters.push_back(p.chapter);
+    if (std::find(chapters.begin(), chapters.end(), p.chapter) == chapters.end())
+      chapters.push_back(p.chapter);
   GradeOptions ref_opts = opts;
   ref_opts.chapters = chapters;
   Reference reference(project, rubric, ref_opts);
@@ -215,19 +242,22 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
   parallel_for(proofs.size(), opts.jobs, [&](std::size_t i, int slot) {
     const Proof& p = proofs[i];
     try {
-      fs::path dir = opts.work_dir / "proofs" / safe_name((p.chaff ? "chaff-" : "wheat-") + p.chapter + "-" + p.name);
+      fs::path dir = opts.work_dir / "proofs" /
+                     safe_name((p.chaff ? "chaff-" : "wheat-") + p.chapter + "-" + p.name);
       stage_proof(p, project, rubric, dir);
       GradeOptions one = opts;
       one.chapters = {p.chapter};
       one.jobs = 1;
       one.trusted_build = true;  // a proof is the instructor's code: it may use the compiler cache
-      Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric, reference, one, false);
+      Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric,
+                                 reference, one, false);
       results[i] = judge_proof(p, g);
     } catch (const std::exception& e) {
       results[i].line = fmt::format("ERROR    {}/{}: {}", p.chapter, p.name, e.what());
     }
     std::lock_guard lock(mu);
-    std::fprintf(stderr, "chaff: %s %s/%s\n", results[i].held ? "ok  " : "FAIL", p.chapter.c_str(), p.name.c_str());
+    std::fprintf(stderr, "chaff: %s %s/%s\n", results[i].held ? "ok  " : "FAIL", p.chapter.c_str(),
+                 p.name.c_str());
   });
   int chaffs = 0, caught = 0, wheats = 0, accepted = 0;
   for (std::size_t i = 0; i < proofs.size(); ++i) {
@@ -235,7 +265,8 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
     (proofs[i].chaff ? chaffs : wheats)++;
     if (results[i].held) (proofs[i].chaff ? caught : accepted)++;
   }
-  out << fmt::format("chaff caught: {} of {}, wheat accepted: {} of {}\n", caught, chaffs, accepted, wheats);
+  out << fmt::format("chaff caught: {} of {}, wheat accepted: {} of {}\n", caught, chaffs, accepted,
+                     wheats);
   return caught == chaffs && accepted == wheats;
 }
 

@@ -36,11 +36,13 @@ struct Proof {
 
 /// Every chaff and wheat under root/autograder/{chaff,wheat}, of the chapters matching filters
 /// (prefixes; empty: all), validated against the rubric. Throws listing every problem.
-std::vector<Proof> load_proofs(const Project& project, const Rubric& rubric, const std::vector<std::string>& filters);
+std::vector<Proof> load_proofs(const Project& project, const Rubric& rubric,
+                               const std::vector<std::string>& filters);
 
 /// Writes into dir/chapters the reference files of every chapter with p's edits applied to its
 /// chapter. Throws naming the edit when its text is not found as specified.
-void stage_proof(const Proof& p, const Project& project, const Rubric& rubric, const std::filesystem::path& dir);
+void stage_proof(const Proof& p, const Project& project, const Rubric& rubric,
+                 const std::filesystem::path& dir);
 
 /// The verdict on one proof.
 struct ProofResult {
@@ -53,7 +55,7 @@ ProofResult judge_proof(const Proof& p, const Grade& g);
 
 /// Grades every proof (opts.jobs at a time, each in a reused build slot), prints one line each
 /// and the totals to out. Returns true when every chaff was caught and every wheat accepted.
-bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric, const GradeOptions& opts,
-                std::ostream& out);
+bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric,
+                const GradeOptions& opts, std::ostream& out);
 
 }  // namespace mgpu::grade

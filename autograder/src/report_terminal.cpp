@@ -10,11 +10,16 @@ namespace {
 
 const char* colour_of(Status s) {
   switch (s) {
-    case Status::passed: return "\033[32m";
-    case Status::not_implemented: return "\033[33m";
-    case Status::reference_error: return "\033[35m";
-    case Status::skipped: return "\033[36m";
-    default: return "\033[31m";
+    case Status::passed:
+      return "\033[32m";
+    case Status::not_implemented:
+      return "\033[33m";
+    case Status::reference_error:
+      return "\033[35m";
+    case Status::skipped:
+      return "\033[36m";
+    default:
+      return "\033[31m";
   }
 }
 
@@ -40,11 +45,13 @@ std::string terminal_report(const Grade& graded, bool colour, bool timings) {
                               g.hidden_seed ? "; hidden cases: a secret seed" : "");
   for (const auto& n : g.notes) s += "  note: " + one_line(n) + "\n";
   for (const auto& ch : g.chapters) {
-    s += fmt::format("\n{}{:<44}{} {:>7}/{}\n", bold, ch.title, reset, pts(ch.score()), pts(ch.max_score()));
+    s += fmt::format("\n{}{:<44}{} {:>7}/{}\n", bold, ch.title, reset, pts(ch.score()),
+                     pts(ch.max_score()));
     if (ch.build_failed) s += fmt::format("  build failed: {}\n", one_line(ch.build_error));
     for (const auto& c : ch.cases) {
       std::string st = status_name(c.status);
-      std::string shown = colour ? fmt::format("{}{:<15}{}", colour_of(c.status), st, reset) : fmt::format("{:<15}", st);
+      std::string shown = colour ? fmt::format("{}{:<15}{}", colour_of(c.status), st, reset)
+                                 : fmt::format("{:<15}", st);
       std::string points = fmt::format("{:>5}/{}", pts(c.score), pts(c.max_score));
       s += fmt::format("  {} {:<34} {}", shown, c.name, points);
       if (!c.reason.empty() && !(ch.build_failed && c.status == Status::build_failed))
@@ -55,7 +62,8 @@ std::string terminal_report(const Grade& graded, bool colour, bool timings) {
   }
   s += fmt::format("\n{}total {}/{}{}\n", bold, pts(g.score()), pts(g.max_score()), reset);
   if (g.score() < g.max_score())
-    s += "Each line shows the first reason only; --json FILE has every case's full feedback: first and worst wrong "
+    s += "Each line shows the first reason only; --json FILE has every case's full feedback: first "
+         "and worst wrong "
          "element, tolerances, and the program's output.\n";
   if (timings) {
     s += "timings:";

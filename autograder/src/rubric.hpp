@@ -41,26 +41,26 @@ struct Budget {
 
 /// One graded case.
 struct CaseSpec {
-  std::string name;                                   ///< as registered with MGPU_CASE
-  std::string chapter;                                ///< owning chapter folder
-  double points = 1;                                  ///< correctness points
-  Visibility visibility = Visibility::visible;        ///< who sees it on Gradescope
-  std::optional<std::string> dtype;                   ///< overrides the dtype the case emitted
-  PartialTolerance tolerance;                         ///< case-wide override
-  std::map<std::string, PartialTolerance> values;     ///< per-value overrides
-  double time_limit_s = 10;                           ///< wall clock
-  double memory_mb = 2048;                            ///< address space
-  std::vector<Budget> budgets;                        ///< measured costs with points
-  double max_score() const;                           ///< points + budget points
+  std::string name;                                ///< as registered with MGPU_CASE
+  std::string chapter;                             ///< owning chapter folder
+  double points = 1;                               ///< correctness points
+  Visibility visibility = Visibility::visible;     ///< who sees it on Gradescope
+  std::optional<std::string> dtype;                ///< overrides the dtype the case emitted
+  PartialTolerance tolerance;                      ///< case-wide override
+  std::map<std::string, PartialTolerance> values;  ///< per-value overrides
+  double time_limit_s = 10;                        ///< wall clock
+  double memory_mb = 2048;                         ///< address space
+  std::vector<Budget> budgets;                     ///< measured costs with points
+  double max_score() const;                        ///< points + budget points
 };
 
 /// One chapter: what a student may edit and what is graded.
 struct ChapterSpec {
-  std::string name;                 ///< folder under chapters/
-  std::string title;                ///< shown in reports
-  std::vector<std::string> files;   ///< the manifest: student-editable files in that folder
-  std::string skeleton;             ///< pristine files, relative to the project root
-  std::vector<CaseSpec> cases;      ///< in file order
+  std::string name;                ///< folder under chapters/
+  std::string title;               ///< shown in reports
+  std::vector<std::string> files;  ///< the manifest: student-editable files in that folder
+  std::string skeleton;            ///< pristine files, relative to the project root
+  std::vector<CaseSpec> cases;     ///< in file order
 };
 
 /// One GPU lab case: run bin/gpu_<lab> with args on a CUDA device and read its RESULT line.
@@ -85,26 +85,27 @@ struct GpuLabCase {
 
 /// The rubric's "gpu_labs" section: graded only where a CUDA device is visible.
 struct GpuLabsSpec {
-  std::string title = "GPU labs";                           ///< shown in reports
+  std::string title = "GPU labs";                         ///< shown in reports
   std::map<std::string, std::vector<std::string>> files;  ///< lab -> student-editable files
   std::vector<GpuLabCase> cases;                          ///< in file order
 };
 
 /// The whole rubric.
 struct Rubric {
-  std::uint64_t seed = 20251129;                      ///< default grading seed
-  double time_limit_s = 10;                           ///< default per case
-  double memory_mb = 2048;                            ///< default per case
-  std::map<std::string, Tolerance> dtype_tolerance;   ///< "bf16", "fp32", "fp64"
-  std::vector<ChapterSpec> chapters;                  ///< in file order
-  std::vector<std::string> sources;                   ///< files it was read from
-  std::optional<GpuLabsSpec> gpu_labs;                ///< GPU lab cases, if the rubric has any
+  std::uint64_t seed = 20251129;                     ///< default grading seed
+  double time_limit_s = 10;                          ///< default per case
+  double memory_mb = 2048;                           ///< default per case
+  std::map<std::string, Tolerance> dtype_tolerance;  ///< "bf16", "fp32", "fp64"
+  std::vector<ChapterSpec> chapters;                 ///< in file order
+  std::vector<std::string> sources;                  ///< files it was read from
+  std::optional<GpuLabsSpec> gpu_labs;               ///< GPU lab cases, if the rubric has any
   /// Points a chapter loses per TODO whose highest opened hint (`./mgpu hint`) is level 1, 2 or 3;
   /// none by default. A chapter never drops below 0.
   std::array<double, 3> hint_cost{0, 0, 0};
 
   /// Tolerance for one value: value override, then case override, then the dtype default.
-  Tolerance tolerance_for(const CaseSpec& c, const std::string& value, const std::string& emitted_dtype) const;
+  Tolerance tolerance_for(const CaseSpec& c, const std::string& value,
+                          const std::string& emitted_dtype) const;
   /// The chapter named, or nullptr.
   const ChapterSpec* chapter(const std::string& name) const;
 };
@@ -122,6 +123,7 @@ Rubric load_rubric(const std::filesystem::path& file);
 Rubric parse_rubric(const std::string& text, const std::string& file, bool partial = false);
 /// The main rubric plus private additions: each extra file is validated on its own, then its
 /// chapters and cases are laid over the main one (a case of the same name replaces the main one's).
-Rubric load_rubrics(const std::filesystem::path& main, const std::vector<std::filesystem::path>& extra);
+Rubric load_rubrics(const std::filesystem::path& main,
+                    const std::vector<std::filesystem::path>& extra);
 
 }  // namespace mgpu::grade

@@ -94,7 +94,8 @@ struct Pipe {
   ::_exit(127);
 }
 
-const char* kStages[] = {"setsid", "dup", "chdir", "setrlimit", "setgroups", "setgid", "setuid", "exec", "prctl"};
+const char* kStages[] = {"setsid", "dup",    "chdir", "setrlimit", "setgroups",
+                         "setgid", "setuid", "exec",  "prctl"};
 
 // How often the whole tree's resident memory is summed: often enough that a tree cannot grow far
 // past its limit in between, rarely enough that scanning /proc costs nothing measurable.
@@ -105,7 +106,8 @@ constexpr auto kMemoryPoll = std::chrono::milliseconds(100);
 std::string signal_description(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   const char* desc = sigdescr_np(sig);
-  return fmt::format("SIG{} ({})", abbrev ? abbrev : std::to_string(sig).c_str(), desc ? desc : "unknown signal");
+  return fmt::format("SIG{} ({})", abbrev ? abbrev : std::to_string(sig).c_str(),
+                     desc ? desc : "unknown signal");
 }
 
 void kill_all_running() {
@@ -153,18 +155,24 @@ RunOutcome run_process(const RunSpec& spec) {
     // The case runs its own link (or copy) of the program, so the folders above the real one can
     // stay sealed: it never needs a path into the build trees. A link keeps the owner's
     // permissions, so the case can run the program but not rewrite it.
-    const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
+    const std::filesystem::path real =
+        std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
     program = workdir / spec.exe.filename();
     if (!ec) std::filesystem::create_hard_link(real, program, ec);
     if (ec) {
       ec.clear();
       std::filesystem::copy_file(spec.exe, program, ec);
-      if (!ec) std::filesystem::permissions(program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
-      if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0) ec = {errno, std::generic_category()};
+      if (!ec)
+        std::filesystem::permissions(
+            program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
+      if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0)
+        ec = {errno, std::generic_category()};
     }
-    if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0) ec = {errno, std::generic_category()};
+    if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0)
+      ec = {errno, std::generic_category()};
     if (ec) {
-      o.start_error = fmt::format("cannot prepare {} for the case: {}", workdir.string(), ec.message());
+      o.start_error =
+          fmt::format("cannot prepare {} for the case: {}", workdir.string(), ec.message());
       std::filesystem::remove_all(workdir, ec);
       return o;
     }
@@ -180,7 +188,8 @@ RunOutcome run_process(const RunSpec& spec) {
   std::vector<std::string> env_s;
   if (spec.isolate) {
     const std::string home = kind == SandboxKind::namespaces ? "/case" : workdir.string();
-    env_s = {"PATH=/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + home, "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
+    env_s = {"PATH=/usr/bin:/bin", "HOME=" + home,   "TMPDIR=" + home,
+             "LANG=C.UTF-8",       "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
     for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
   } else {
     for (char** e = environ; *e; ++e) {
@@ -199,12 +208,24 @@ RunOutcome run_process(const RunSpec& spec) {
   rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
   // RLIMIT_NPROC counts every task of the uid: a leased uid has none yet.
   rlim_t nproc = static_cast<rlim_t>((drop ? 0 : tasks_of_user(uid)) + spec.extra_processes);
-  struct rlimit lim_as {spec.memory_bytes, spec.memory_bytes};
-  struct rlimit lim_cpu {cpu_s, cpu_s + 1};
-  struct rlimit lim_fsize {spec.file_bytes, spec.file_bytes};
-  struct rlimit lim_nofile {spec.open_files, spec.open_files};
-  struct rlimit lim_nproc {nproc, nproc};
-  struct rlimit lim_core {0, 0};
+  struct rlimit lim_as {
+    spec.memory_bytes, spec.memory_bytes
+  };
+  struct rlimit lim_cpu {
+    cpu_s, cpu_s + 1
+  };
+  struct rlimit lim_fsize {
+    spec.file_bytes, spec.file_bytes
+  };
+  struct rlimit lim_nofile {
+    spec.open_files, spec.open_files
+  };
+  struct rlimit lim_nproc {
+    nproc, nproc
+  };
+  struct rlimit lim_core {
+    0, 0
+  };
 
   Pipe out, err, res, errp;
   if (!out.open() || !err.open() || !errp.open() || (spec.result_fd >= 0 && !res.open())) {
@@ -243,8 +264,9 @@ RunOutcome run_process(const RunSpec& spec) {
     ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
     if (cwd && ::chdir(cwd) != 0) child_fail(ew, 2);
     if (spec.isolate) {
-      if ((no_devices && ::setrlimit(RLIMIT_AS, &lim_as) != 0) || ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 ||
-          ::setrlimit(RLIMIT_FSIZE, &lim_fsize) != 0 || ::setrlimit(RLIMIT_NOFILE, &lim_nofile) != 0 ||
+      if ((no_devices && ::setrlimit(RLIMIT_AS, &lim_as) != 0) ||
+          ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 || ::setrlimit(RLIMIT_FSIZE, &lim_fsize) != 0 ||
+          ::setrlimit(RLIMIT_NOFILE, &lim_nofile) != 0 ||
           ::setrlimit(RLIMIT_NPROC, &lim_nproc) != 0 || ::setrlimit(RLIMIT_CORE, &lim_core) != 0)
         child_fail(ew, 3);
     } else {
@@ -257,8 +279,10 @@ RunOutcome run_process(const RunSpec& spec) {
     }
     // Dies with the grader (changing uid above cleared any earlier setting).
     if ((spec.isolate || drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
-    if (spec.isolate) ::execve(argv[0], argv.data(), envp.data());
-    else ::execvpe(argv[0], argv.data(), envp.data());
+    if (spec.isolate)
+      ::execve(argv[0], argv.data(), envp.data());
+    else
+      ::execvpe(argv[0], argv.data(), envp.data());
     child_fail(ew, 7);
   }
 
@@ -274,10 +298,12 @@ RunOutcome run_process(const RunSpec& spec) {
   do got = ::read(errp.r, msg, sizeof msg);
   while (got < 0 && errno == EINTR);
   if (got == static_cast<ssize_t>(sizeof msg)) {
-    o.start_error = fmt::format("cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]], std::strerror(msg[1]),
-                                drop && msg[1] == EACCES ? " (the program must be readable and executable by every user: "
-                                                            "make its folders world-readable)"
-                                                          : "");
+    o.start_error = fmt::format(
+        "cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]],
+        std::strerror(msg[1]),
+        drop && msg[1] == EACCES ? " (the program must be readable and executable by every user: "
+                                   "make its folders world-readable)"
+                                 : "");
   } else {
     o.started = true;
   }
@@ -289,12 +315,16 @@ RunOutcome run_process(const RunSpec& spec) {
     bool* truncated;
   };
   std::vector<Stream> streams{{out.r, &o.out, spec.output_cap, &o.out_truncated}};
-  if (!merge) streams.push_back({err.r, &o.err, spec.output_cap, &o.err_truncated});
-  else Pipe::close_fd(err.r);
-  if (spec.result_fd >= 0) streams.push_back({res.r, &o.result, spec.result_cap, &o.result_overflow});
+  if (!merge)
+    streams.push_back({err.r, &o.err, spec.output_cap, &o.err_truncated});
+  else
+    Pipe::close_fd(err.r);
+  if (spec.result_fd >= 0)
+    streams.push_back({res.r, &o.result, spec.result_cap, &o.result_overflow});
 
   const auto deadline = start + std::chrono::duration<double>(spec.wall_s);
-  std::optional<Clock::time_point> drain_until;  // after the child is gone, give stragglers a moment
+  std::optional<Clock::time_point>
+      drain_until;  // after the child is gone, give stragglers a moment
   int wstatus = 0;
   bool reaped = false;
   std::array<char, 65536> chunk{};
@@ -359,7 +389,8 @@ RunOutcome run_process(const RunSpec& spec) {
   for (auto& s : streams) Pipe::close_fd(s.fd);
   out.r = err.r = res.r = -1;
   if (!reaped) ::waitpid(pid, &wstatus, 0);
-  ::kill(-pid, SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
+  ::kill(-pid,
+         SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
   forget(pid);
   o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   if (WIFEXITED(wstatus)) {

@@ -28,7 +28,9 @@ constexpr const char* kBwrap = "/usr/bin/bwrap";
 constexpr uid_t kFirstCaseUid = 2'100'000'000u;
 constexpr int kCaseUids = 64;
 
-fs::path lock_path(int slot) { return fs::temp_directory_path() / fmt::format("mgpu-case-uid-{}.lock", slot); }
+fs::path lock_path(int slot) {
+  return fs::temp_directory_path() / fmt::format("mgpu-case-uid-{}.lock", slot);
+}
 
 // Runs bwrap once, as the user cases would run as, to see that user namespaces work here. As root
 // the probe holds a case uid's lease like a case: another grader's sweep kills every process of a
@@ -36,7 +38,8 @@ fs::path lock_path(int slot) { return fs::temp_directory_path() / fmt::format("m
 bool bwrap_works() {
   if (::access(kBwrap, X_OK) != 0) return false;
   const UidLease lease;
-  const uid_t probe_uid = lease.held() ? lease.uid() : 65534;  // nobody, when every case uid is busy
+  const uid_t probe_uid =
+      lease.held() ? lease.uid() : 65534;  // nobody, when every case uid is busy
   auto cmd = bwrap_command("/usr/bin/true", fs::temp_directory_path());
   std::vector<char*> argv;
   for (auto& a : cmd) argv.push_back(a.data());
@@ -46,7 +49,8 @@ bool bwrap_works() {
   if (pid == 0) {
     int devnull = ::open("/dev/null", O_RDWR);
     ::dup2(devnull, 0), ::dup2(devnull, 1), ::dup2(devnull, 2);
-    if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 || ::setgid(probe_uid) != 0 || ::setuid(probe_uid) != 0))
+    if (::geteuid() == 0 &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(probe_uid) != 0 || ::setuid(probe_uid) != 0))
       ::_exit(126);
     ::execv(kBwrap, argv.data());
     ::_exit(127);
@@ -66,12 +70,15 @@ SandboxInfo detect() {
   }
   if (bwrap_works()) return {SandboxKind::namespaces, ""};
   if (f == "namespaces")
-    return {SandboxKind::none, "MGPU_SANDBOX=namespaces, but bubblewrap cannot create namespaces here: install it "
-                               "(apt-get install bubblewrap) and allow unprivileged user namespaces"};
+    return {SandboxKind::none,
+            "MGPU_SANDBOX=namespaces, but bubblewrap cannot create namespaces here: install it "
+            "(apt-get install bubblewrap) and allow unprivileged user namespaces"};
   if (root) return {SandboxKind::uid, ""};
   return {SandboxKind::none,
-          "cannot isolate student code: bubblewrap is missing or user namespaces are disabled, and the grader is not "
-          "root. Fix: apt-get install bubblewrap (and sysctl kernel.unprivileged_userns_clone=1 where the kernel has it), "
+          "cannot isolate student code: bubblewrap is missing or user namespaces are disabled, and "
+          "the grader is not "
+          "root. Fix: apt-get install bubblewrap (and sysctl kernel.unprivileged_userns_clone=1 "
+          "where the kernel has it), "
           "or run the grader as root (it then gives each case its own uid)"};
 }
 
@@ -79,6 +86,7 @@ struct ProcInfo {
   char state = '?';  // 'Z': a zombie, already dead, waiting for its parent to reap it
   pid_t ppid = 0;
   uid_t uid = 0;
+  std::uint64_t start_ticks = 0;  // when it started, in clock ticks after boot
   std::uint64_t rss_pages = 0;
 };
 
@@ -109,7 +117,9 @@ std::map<pid_t, ProcInfo> processes() {
     fields >> state >> p.ppid;
     p.state = state.empty() ? '?' : state[0];
     std::string skip;
-    for (int i = 0; i < 19 && fields >> skip; ++i) {}  // fields 6 to 24: rss is the 24th
+    for (int i = 0; i < 19 && fields >> skip; ++i)  // fields 5 to 23; starttime is the 22nd
+      if (i == 17) p.start_ticks = std::strtoull(skip.c_str(), nullptr, 10);
+    // rss is the 24th
     fields >> p.rss_pages;
     out[std::atoi(name.c_str())] = p;
   }
@@ -125,9 +135,12 @@ const SandboxInfo& sandbox() {
 
 std::string_view to_string(SandboxKind kind) {
   switch (kind) {
-    case SandboxKind::namespaces: return "namespaces (bubblewrap)";
-    case SandboxKind::uid: return "a throwaway uid per case";
-    case SandboxKind::none: return "none";
+    case SandboxKind::namespaces:
+      return "namespaces (bubblewrap)";
+    case SandboxKind::uid:
+      return "a throwaway uid per case";
+    case SandboxKind::none:
+      return "none";
   }
   return "none";
 }
@@ -195,9 +208,14 @@ void sweep_leftovers() {
 
 std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
   auto procs = processes();
+  // A process of the uid that is older than the case is not the case's: a previous holder of the
+  // lease whose killed processes are still giving their memory back on a loaded machine.
+  const auto r = procs.find(root);
+  const std::uint64_t since = r == procs.end() ? 0 : r->second.start_ticks;
   std::uint64_t pages = 0;
   for (const auto& [pid, p] : procs) {
-    bool mine = uid && p.uid == *uid;
+    if (p.state == 'Z' || p.state == 'X') continue;  // dead: its memory is not held any more
+    bool mine = uid && p.uid == *uid && p.start_ticks >= since;
     for (pid_t q = pid; !mine && q > 1;) {
       if (q == root) mine = true;
       auto it = procs.find(q);
@@ -211,16 +229,18 @@ std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
 std::vector<std::string> bwrap_command(const fs::path& program, const fs::path& workdir,
                                        const std::vector<fs::path>& devices) {
   const std::string inside = "/program/" + program.filename().string();
-  std::vector<std::string> cmd{
-      kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
-      // the system's programs and libraries, read-only; nothing of the course, the reference or /home
-      "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib", "--ro-bind-try", "/lib64", "/lib64",
-      "--ro-bind-try", "/bin", "/bin", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache",
-      "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
+  std::vector<std::string> cmd{kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                               // the system's programs and libraries, read-only; nothing of the
+                               // course, the reference or /home
+                               "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib",
+                               "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/bin", "/bin",
+                               "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc",
+                               "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
   // After --dev, which would hide them: a fresh /dev holds only the standard nodes.
   for (const auto& d : devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
   if (!devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
-  cmd.insert(cmd.end(), {"--bind", workdir.string(), "/case", "--ro-bind", program.string(), inside, "--chdir", "/case", inside});
+  cmd.insert(cmd.end(), {"--bind", workdir.string(), "/case", "--ro-bind", program.string(), inside,
+                         "--chdir", "/case", inside});
   return cmd;
 }
 
@@ -232,21 +252,24 @@ void seal(const std::vector<fs::path>& paths) {
   std::error_code ec;
   for (const auto& p : paths)
     if (fs::exists(p, ec))
-      fs::permissions(p, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove, ec);
+      fs::permissions(p, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove,
+                      ec);
 }
 
 void seal_traverse_only(const std::vector<fs::path>& paths) {
   std::error_code ec;
   for (const auto& p : paths)
     if (fs::is_directory(p, ec))
-      fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::replace, ec);
+      fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                      fs::perm_options::replace, ec);
 }
 
 void chown_tree(const fs::path& dir, uid_t uid) {
   std::error_code ec;
   if (::lchown(dir.c_str(), uid, static_cast<gid_t>(uid)) != 0) return;
   fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
     (void)::lchown(it->path().c_str(), uid, static_cast<gid_t>(uid));
 }
 

@@ -65,7 +65,8 @@ std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid);
 /// The bubblewrap command line that runs program (bound read-only at /program/<name>) with
 /// workdir as its only writable folder, mounted at /case. Each of `devices` (a GPU's nodes) is
 /// bound at its own path, and then /sys is visible read-only, as the CUDA driver needs.
-std::vector<std::string> bwrap_command(const std::filesystem::path& program, const std::filesystem::path& workdir,
+std::vector<std::string> bwrap_command(const std::filesystem::path& program,
+                                       const std::filesystem::path& workdir,
                                        const std::vector<std::filesystem::path>& devices = {});
 
 /// Where a case's working folder is created: tmp/mgpu-case-<grader pid>-XXXXXX.

@@ -19,13 +19,15 @@ namespace fs = std::filesystem;
 namespace mgpu::grade {
 namespace {
 
-constexpr const char* kFixZip = "upload the zip that `./mgpu submit` writes, or zip the chapter folders "
-                                "yourself with plain files only";
-constexpr const char* kFixFolder = "pass a folder that holds only your chapter folders with plain files (copies, "
-                                   "not links), or the zip that `./mgpu submit` writes";
+constexpr const char* kFixZip =
+    "upload the zip that `./mgpu submit` writes, or zip the chapter folders "
+    "yourself with plain files only";
+constexpr const char* kFixFolder =
+    "pass a folder that holds only your chapter folders with plain files (copies, "
+    "not links), or the zip that `./mgpu submit` writes";
 
-[[noreturn]] void reject(const fs::path& submission, const std::string& entry, const std::string& problem,
-                         const char* fix) {
+[[noreturn]] void reject(const fs::path& submission, const std::string& entry,
+                         const std::string& problem, const char* fix) {
   throw RejectedSubmission(
       valid_utf8(fmt::format("{}: `{}` {}; fix: {}", submission.string(), entry, problem, fix)));
 }
@@ -39,19 +41,23 @@ struct Caps {
 
   void entry(const std::string& name) {
     if (++entries > kMaxSubmissionEntries)
-      reject(submission, name, fmt::format("is entry number {}: a submission holds at most {} files and folders",
-                                           entries, kMaxSubmissionEntries),
+      reject(submission, name,
+             fmt::format("is entry number {}: a submission holds at most {} files and folders",
+                         entries, kMaxSubmissionEntries),
              fix);
   }
   // `file_bytes` is the entry's size so far; `more` bytes were just added to it.
   void add(const std::string& name, std::uint64_t file_bytes, std::uint64_t more) {
     bytes += more;
     if (file_bytes > kMaxSubmissionFileBytes)
-      reject(submission, name, fmt::format("is larger than {} MiB, the limit for one file", kMaxSubmissionFileBytes >> 20),
+      reject(submission, name,
+             fmt::format("is larger than {} MiB, the limit for one file",
+                         kMaxSubmissionFileBytes >> 20),
              fix);
     if (bytes > kMaxSubmissionBytes)
       reject(submission, name,
-             fmt::format("takes the submission over {} MiB, the limit for all files together", kMaxSubmissionBytes >> 20),
+             fmt::format("takes the submission over {} MiB, the limit for all files together",
+                         kMaxSubmissionBytes >> 20),
              fix);
   }
 };
@@ -94,9 +100,10 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
     zip_error_init_with_code(&err, code);
     std::string why = zip_error_strerror(&err);
     zip_error_fini(&err);
-    throw std::runtime_error(fmt::format("cannot read {} as a zip file ({}); fix: upload the zip that `./mgpu submit` "
-                                         "writes, or the chapter folders themselves",
-                                         archive.string(), why));
+    throw std::runtime_error(
+        fmt::format("cannot read {} as a zip file ({}); fix: upload the zip that `./mgpu submit` "
+                    "writes, or the chapter folders themselves",
+                    archive.string(), why));
   }
   std::error_code ec;
   fs::remove_all(dest, ec);
@@ -114,12 +121,15 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
     rels.push_back(safe_relative(archive, name));
     zip_uint8_t opsys = 0;
     zip_uint32_t attr = 0;
-    if (zip_file_get_external_attributes(za.get(), idx, 0, &opsys, &attr) == 0 && opsys == ZIP_OPSYS_UNIX) {
+    if (zip_file_get_external_attributes(za.get(), idx, 0, &opsys, &attr) == 0 &&
+        opsys == ZIP_OPSYS_UNIX) {
       // Unix zips keep st_mode in the high 16 bits: `zip --symlinks` stores a link as S_IFLNK.
       mode_t type = (attr >> 16) & S_IFMT;
       if (type == S_IFLNK)
-        reject(archive, name, "is a symbolic link; links are refused (they could reach files outside the submission)",
-               kFixZip);
+        reject(
+            archive, name,
+            "is a symbolic link; links are refused (they could reach files outside the submission)",
+            kFixZip);
       if (type != 0 && type != S_IFREG && type != S_IFDIR)
         reject(archive, name, "is a device, pipe or socket, not a file", kFixZip);
     }
@@ -133,7 +143,9 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
     bool is_dir = name.back() == '/' || name.back() == '\\';  // safe_relative refused empty names
     fs::create_directories(is_dir ? out : out.parent_path(), ec);
     if (ec)
-      reject(archive, name, fmt::format("cannot be created ({}): another entry is a file of the same name", ec.message()),
+      reject(archive, name,
+             fmt::format("cannot be created ({}): another entry is a file of the same name",
+                         ec.message()),
              kFixZip);
     if (is_dir) continue;
     std::unique_ptr<zip_file_t, ZipFileCloser> zf(zip_fopen_index(za.get(), idx, 0));
@@ -143,7 +155,9 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
     // O_EXCL | O_NOFOLLOW: a name given twice is refused instead of overwriting, and nothing in
     // dest is followed; every extracted file is a new file, so none is a hard link.
     int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0) reject(archive, name, "appears twice in the zip, or clashes with a folder of the same name", kFixZip);
+    if (fd < 0)
+      reject(archive, name, "appears twice in the zip, or clashes with a folder of the same name",
+             kFixZip);
     struct Close {
       int fd;
       ~Close() { ::close(fd); }
@@ -156,7 +170,8 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
       size += static_cast<std::uint64_t>(got);
       caps.add(name, size, static_cast<std::uint64_t>(got));
       if (::write(fd, buf.data(), static_cast<std::size_t>(got)) != got)
-        throw std::runtime_error(fmt::format("cannot write {} while unpacking {}", out.string(), archive.string()));
+        throw std::runtime_error(
+            fmt::format("cannot write {} while unpacking {}", out.string(), archive.string()));
     }
   }
 }
@@ -174,22 +189,30 @@ void check_submission_folder(const fs::path& dir) {
     if (fs::is_symlink(st)) {
       std::error_code rec;
       fs::path target = fs::read_symlink(p, rec);
-      reject(dir, name, fmt::format("is a symbolic link (to {}); links are refused, even ones that point inside",
-                                    target.string()),
-             kFixFolder);
+      reject(
+          dir, name,
+          fmt::format("is a symbolic link (to {}); links are refused, even ones that point inside",
+                      target.string()),
+          kFixFolder);
     }
     if (fs::is_directory(st)) continue;
-    if (!fs::is_regular_file(st)) reject(dir, name, "is a device, pipe or socket, not a file", kFixFolder);
+    if (!fs::is_regular_file(st))
+      reject(dir, name, "is a device, pipe or socket, not a file", kFixFolder);
     if (auto links = fs::hard_link_count(p, ec); !ec && links > 1)
-      reject(dir, name, fmt::format("is a hard link ({} names for one file); links are refused", links), kFixFolder);
+      reject(dir, name,
+             fmt::format("is a hard link ({} names for one file); links are refused", links),
+             kFixFolder);
     std::uintmax_t size = fs::file_size(p, ec);
     if (ec) break;
     caps.add(name, size, size);
   }
-  if (ec) throw std::runtime_error(fmt::format("cannot read the submission folder {}: {}", dir.string(), ec.message()));
+  if (ec)
+    throw std::runtime_error(
+        fmt::format("cannot read the submission folder {}: {}", dir.string(), ec.message()));
 }
 
-Grade rejected_grade(Grade g, const std::vector<const ChapterSpec*>& chapters, const std::string& why) {
+Grade rejected_grade(Grade g, const std::vector<const ChapterSpec*>& chapters,
+                     const std::string& why) {
   g.notes.insert(g.notes.begin(), "rejected-submission: " + why);
   g.chapters.clear();
   for (const auto* ch : chapters) {

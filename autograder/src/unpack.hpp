@@ -42,6 +42,7 @@ void check_submission_folder(const std::filesystem::path& dir);
 /// The grade of a rejected submission: every case of `chapters` is rejected-submission with 0
 /// points (its maximum still counts), the reason is `why`, and `why` is the grade's first note.
 /// `g` keeps its submission name, seed and timings.
-Grade rejected_grade(Grade g, const std::vector<const ChapterSpec*>& chapters, const std::string& why);
+Grade rejected_grade(Grade g, const std::vector<const ChapterSpec*>& chapters,
+                     const std::string& why);
 
 }  // namespace mgpu::grade

@@ -9,15 +9,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <mutex>
-#include <thread>
-#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -33,8 +33,8 @@ std::string read_text(const std::filesystem::path& p) {
 
 bool write_if_changed(const std::filesystem::path& p, const std::string& content) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(p, ec) && std::filesystem::file_size(p, ec) == content.size() &&
-      read_text(p) == content)
+  if (std::filesystem::is_regular_file(p, ec) &&
+      std::filesystem::file_size(p, ec) == content.size() && read_text(p) == content)
     return false;
   std::filesystem::create_directories(p.parent_path());
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -64,7 +64,9 @@ void write_text(const std::filesystem::path& p, const std::string& content) {
 
 std::string safe_name(const std::string& s) {
   std::string r;
-  for (char c : s) r += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  for (char c : s)
+    r +=
+        (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
   if (r.empty() || r[0] == '.') r = "_" + r;
   return r;
 }
@@ -111,8 +113,10 @@ std::string valid_utf8(const std::string& s) {
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     Utf8Seq q = utf8_at(s, i);
-    if (q.ok) out.append(s, i, q.len);
-    else out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+    if (q.ok)
+      out.append(s, i, q.len);
+    else
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
     i += q.len;
   }
   return out;
@@ -123,7 +127,8 @@ std::string truncate_utf8(const std::string& s, std::size_t max_bytes) {
   std::size_t cut = max_bytes;
   // Step back over continuation bytes (10xxxxxx) to the start of the character being cut; a
   // character is at most 4 bytes, so at most 3 steps.
-  for (int k = 0; k < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80; ++k) --cut;
+  for (int k = 0; k < 3 && cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80; ++k)
+    --cut;
   return s.substr(0, cut);
 }
 
@@ -141,7 +146,9 @@ std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t h) {
   return h;
 }
 
-std::string file_hash(const std::filesystem::path& p) { return fmt::format("{:016x}", fnv1a64(read_text(p))); }
+std::string file_hash(const std::filesystem::path& p) {
+  return fmt::format("{:016x}", fnv1a64(read_text(p)));
+}
 
 int available_cpus() {
   cpu_set_t set;
@@ -154,7 +161,8 @@ int available_cpus() {
   std::string quota;
   double period = 0;
   if (v2 >> quota >> period && quota != "max") limit = quota_cpus(std::atof(quota.c_str()), period);
-  std::ifstream q1("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), p1("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  std::ifstream q1("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+      p1("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
   double q = -1, p = 0;
   if (!limit && q1 >> q && p1 >> p) limit = quota_cpus(q, p);
   return std::max(1, limit ? std::min(cpus, limit) : cpus);
@@ -183,8 +191,10 @@ Progress::Progress(std::string what) {
   state_->heartbeat = std::thread([s = state_.get()] {
     std::unique_lock lock(s->mu);
     while (!s->done_cv.wait_for(lock, std::chrono::seconds(5), [s] { return s->done; })) {
-      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - s->start);
-      std::fprintf(stderr, "mgpu-grade:   still %s (%lld s)\n", s->what.c_str(), static_cast<long long>(secs.count()));
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - s->start);
+      std::fprintf(stderr, "mgpu-grade:   still %s (%lld s)\n", s->what.c_str(),
+                   static_cast<long long>(secs.count()));
     }
   });
 }

@@ -2,9 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <cstdint>
 #include <string>
 #include <string_view>
 

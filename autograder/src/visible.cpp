@@ -13,11 +13,12 @@ namespace fs = std::filesystem;
 
 namespace mgpu::grade {
 
-std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const Project& project, const Rubric& rubric,
-                                              const GradeOptions& opts) {
+std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const Project& project,
+                                              const Rubric& rubric, const GradeOptions& opts) {
   std::vector<VisibleChapter> out;
   fs::path base = opts.work_dir / "student" / "visible";
-  Staged st = stage_submission(submission, base / "src", rubric, project, pristine_root(project, opts.work_dir));
+  Staged st = stage_submission(submission, base / "src", rubric, project,
+                               pristine_root(project, opts.work_dir));
   fs::path tree = base / "build";
   std::string err;
   {
@@ -27,7 +28,8 @@ std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const 
   const auto chapters = select_chapters(rubric, opts.chapters);
   for (std::size_t i = 0; i < chapters.size(); ++i) {
     const auto* ch = chapters[i];
-    Progress p(fmt::format("building and running the visible tests of {} ({} of {})", ch->name, i + 1, chapters.size()));
+    Progress p(fmt::format("building and running the visible tests of {} ({} of {})", ch->name,
+                           i + 1, chapters.size()));
     VisibleChapter v;
     v.name = ch->name;
     if (!fs::is_directory(project.root / "chapters" / ch->name / "tests")) {
@@ -35,8 +37,9 @@ std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const 
       out.push_back(v);
       continue;
     }
-    TargetBuild b = err.empty() ? build_target(tree, "test_" + ch->name, opts.jobs, project, st.chapters_dir)
-                                : TargetBuild{false, "the build could not be configured", err, 0};
+    TargetBuild b =
+        err.empty() ? build_target(tree, "test_" + ch->name, opts.jobs, project, st.chapters_dir)
+                    : TargetBuild{false, "the build could not be configured", err, 0};
     if (!b.ok) {
       v.build_failed = true;
       v.build_error = b.first_error;
@@ -50,7 +53,8 @@ std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const 
     rs.memory_bytes = 8ull << 30;
     rs.drop_privileges = opts.drop_privileges;
     RunOutcome o = run_process(rs);
-    static const std::regex summary(R"(test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed)");
+    static const std::regex summary(
+        R"(test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed)");
     std::smatch m;
     if (std::regex_search(o.out, m, summary)) {
       v.cases = std::stoi(m[1]);
@@ -60,7 +64,8 @@ std::vector<VisibleChapter> run_visible_tests(const fs::path& submission, const 
     } else if (o.timed_out) {
       v.summary = "the tests did not finish within 300 s";
     } else {
-      v.summary = o.signal ? "the tests crashed: " + signal_description(o.signal) : "the tests gave no summary";
+      v.summary = o.signal ? "the tests crashed: " + signal_description(o.signal)
+                           : "the tests gave no summary";
     }
     out.push_back(v);
   }

@@ -12,18 +12,19 @@ namespace mgpu::grade {
 
 /// One chapter's visible tests.
 struct VisibleChapter {
-  std::string name;               ///< chapter folder
-  bool build_failed = false;      ///< its tests did not compile
-  std::string build_error;        ///< the compiler's first error
-  int cases = 0;                  ///< doctest test cases
-  int passed = 0;                 ///< of which passed
-  int failed = 0;                 ///< of which failed
-  std::string summary;                    ///< doctest's summary line or why there is none
+  std::string name;           ///< chapter folder
+  bool build_failed = false;  ///< its tests did not compile
+  std::string build_error;    ///< the compiler's first error
+  int cases = 0;              ///< doctest test cases
+  int passed = 0;             ///< of which passed
+  int failed = 0;             ///< of which failed
+  std::string summary;        ///< doctest's summary line or why there is none
 };
 
 /// Builds and runs test_<chapter> for each chapter on a staged copy of the submission.
-std::vector<VisibleChapter> run_visible_tests(const std::filesystem::path& submission, const Project& project,
-                                              const Rubric& rubric, const GradeOptions& opts);
+std::vector<VisibleChapter> run_visible_tests(const std::filesystem::path& submission,
+                                              const Project& project, const Rubric& rubric,
+                                              const GradeOptions& opts);
 
 /// The report of run_visible_tests, ending with the note about the reference.
 std::string visible_report(const std::vector<VisibleChapter>& chapters, bool colour);

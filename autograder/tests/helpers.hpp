@@ -57,8 +57,10 @@ inline RunOutcome grader(const std::vector<std::string>& args, double wall_s = 6
 
 /// The arguments that point the grader at the toy chapters and a private work folder.
 inline std::vector<std::string> toy_args(std::vector<std::string> extra) {
-  std::vector<std::string> a{"--rubric", (fixtures() / "toy" / "rubric.json").string(), "--chapter", "toy_",
-                             "--work-dir", (work() / "grade").string(), "--jobs", "2"};
+  std::vector<std::string> a{"--rubric",   (fixtures() / "toy" / "rubric.json").string(),
+                             "--chapter",  "toy_",
+                             "--work-dir", (work() / "grade").string(),
+                             "--jobs",     "2"};
   extra.insert(extra.end(), a.begin(), a.end());
   return extra;
 }
@@ -68,9 +70,11 @@ inline std::vector<std::string> toy_args(std::vector<std::string> extra) {
 inline fs::path toy_submission(const fs::path& where, const std::string& kind) {
   fs::create_directories(where / "toy_a");
   fs::create_directories(where / "toy_b");
-  fs::path a = kind.empty() ? fixtures() / "toy/skeleton/toy_a/toy_a.cpp" : fixtures() / "submissions" / kind / "toy_a/toy_a.cpp";
+  fs::path a = kind.empty() ? fixtures() / "toy/skeleton/toy_a/toy_a.cpp"
+                            : fixtures() / "submissions" / kind / "toy_a/toy_a.cpp";
   fs::copy_file(a, where / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
-  fs::copy_file(fixtures() / "toy/solution/toy_b/toy_b.cpp", where / "toy_b/toy_b.cpp", fs::copy_options::overwrite_existing);
+  fs::copy_file(fixtures() / "toy/solution/toy_b/toy_b.cpp", where / "toy_b/toy_b.cpp",
+                fs::copy_options::overwrite_existing);
   return where;
 }
 

@@ -16,7 +16,9 @@ Rubric rubric_with_fp64(double rtol, double atol) {
   return r;
 }
 
-json value(json data, const char* dtype = "fp64") { return {{"dtype", dtype}, {"data", std::move(data)}}; }
+json value(json data, const char* dtype = "fp64") {
+  return {{"dtype", dtype}, {"data", std::move(data)}};
+}
 
 }  // namespace
 
@@ -52,7 +54,8 @@ TEST_CASE("compare_values reports the first mismatches and the largest errors") 
   CHECK(ok.ok);
   json bad = {{"v", value({1.0, 2.5, 3.0, 8.0})}, {"s", value(10.0)}};
   Comparison c = compare_values(bad, ref, r, spec);
-  MESSAGE("reason: " << c.reason << "; max abs " << c.max_abs_error << ", max rel " << c.max_rel_error);
+  MESSAGE("reason: " << c.reason << "; max abs " << c.max_abs_error << ", max rel "
+                     << c.max_rel_error);
   CHECK_FALSE(c.ok);
   CHECK(c.max_abs_error == doctest::Approx(4.0));
   CHECK(c.max_rel_error == doctest::Approx(1.0));
@@ -80,14 +83,18 @@ TEST_CASE("a per-rank value names the rank, and a clean factor of the rank count
   json grads = value({0.5, -1.0, 2.0});
   json ref = {{"ranks", value(4.0)}, {"grads", grads}, {"peak", value({100.0, 100.0})}};
   ref["peak"]["index"] = "rank";
-  json student = {{"ranks", value(4.0)}, {"grads", value({2.0, -4.0, 8.0})}, {"peak", value({100.0, 150.0})}};
+  json student = {
+      {"ranks", value(4.0)}, {"grads", value({2.0, -4.0, 8.0})}, {"peak", value({100.0, 150.0})}};
   Comparison c = compare_values(student, ref, r, spec);
   CHECK_FALSE(c.ok);
   MESSAGE(c.detail());
   REQUIRE(c.hints.size() == 1);
-  CHECK(c.hints[0] == "every wrong element of grads is 4x the reference: summed over the 4 ranks instead of averaged?");
+  CHECK(c.hints[0] ==
+        "every wrong element of grads is 4x the reference: summed over the 4 ranks instead of "
+        "averaged?");
   CHECK(c.reason.find("summed over the 4 ranks") != std::string::npos);
-  CHECK(c.detail().find("first wrong: peak on rank 1: got 150, expected 100 (1.5x, +50)") != std::string::npos);
+  CHECK(c.detail().find("first wrong: peak on rank 1: got 150, expected 100 (1.5x, +50)") !=
+        std::string::npos);
 }
 
 TEST_CASE("a missing value, a wrong shape and non-numbers are wrong answers") {
@@ -105,7 +112,8 @@ TEST_CASE("a missing value, a wrong shape and non-numbers are wrong answers") {
 
 TEST_CASE("tolerances come from the emitted dtype, then the case, then the value") {
   Rubric r = parse_rubric(R"({"chapters": {"c": {"files": ["a.cpp"], "cases": {
-      "c.x": {"tolerance": {"rtol": 0.1}, "values": {"tight": {"rtol": 0, "atol": 0}}}}}}})", "t.json");
+      "c.x": {"tolerance": {"rtol": 0.1}, "values": {"tight": {"rtol": 0, "atol": 0}}}}}}})",
+                          "t.json");
   const CaseSpec& spec = r.chapters[0].cases[0];
   Tolerance bf = r.tolerance_for(spec, "loose", "bf16");
   CHECK(bf.rtol == 0.1);
@@ -115,7 +123,8 @@ TEST_CASE("tolerances come from the emitted dtype, then the case, then the value
   CHECK(tight.atol == 0);
   json ref = {{"loose", value(1.0, "bf16")}, {"tight", value(1.0, "bf16")}};
   CHECK(compare_values(json{{"loose", value(1.05)}, {"tight", value(1.0)}}, ref, r, spec).ok);
-  CHECK_FALSE(compare_values(json{{"loose", value(1.0)}, {"tight", value(1.0 + 1e-12)}}, ref, r, spec).ok);
+  CHECK_FALSE(
+      compare_values(json{{"loose", value(1.0)}, {"tight", value(1.0 + 1e-12)}}, ref, r, spec).ok);
   // A value emitted per point matches its entry by the last dotted part; its own name wins.
   CHECK(r.tolerance_for(spec, "tp2_pp2.tight", "fp64").rtol == 0);
   CHECK(r.tolerance_for(spec, "tight.other", "fp64").rtol == 0.1);
@@ -132,7 +141,8 @@ TEST_CASE("a budget passes at or under reference * factor and fails above") {
   CHECK(over.line.find("2x") != std::string::npos);
   CHECK_FALSE(check_budget(b, json::object(), ref).ok);
   CHECK_FALSE(check_budget(b, json{{"bytes_sent", "nan"}}, ref).ok);
-  CHECK_FALSE(check_budget(b, json{{"bytes_sent", 0.0}}, ref).below_floor);  // no floor: cheap is fine
+  CHECK_FALSE(
+      check_budget(b, json{{"bytes_sent", 0.0}}, ref).below_floor);  // no floor: cheap is fine
 }
 
 TEST_CASE("a budget's floor makes a measure below what correct code needs a wrong answer") {
@@ -142,7 +152,8 @@ TEST_CASE("a budget's floor makes a measure below what correct code needs a wron
   BudgetCheck under = check_budget(b, json{{"bytes_sent", 0.0}}, ref);
   CHECK(under.below_floor);
   CHECK_FALSE(under.ok);
-  CHECK(under.line == "bytes_sent 0 is below what any correct code needs (1x the reference's 1000): "
-                      "data reached other ranks outside the communicator");
+  CHECK(under.line ==
+        "bytes_sent 0 is below what any correct code needs (1x the reference's 1000): "
+        "data reached other ranks outside the communicator");
   CHECK(check_budget(b, json::object(), ref).below_floor);
 }

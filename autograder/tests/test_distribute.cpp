@@ -28,7 +28,8 @@ std::string zip_listing(const fs::path& zip) {
 void git(const fs::path& repo, std::vector<std::string> args) {
   RunSpec spec;
   spec.exe = "git";
-  spec.args = {"-C", repo.string(), "-c", "user.name=course", "-c", "user.email=course@example.org"};
+  spec.args = {
+      "-C", repo.string(), "-c", "user.name=course", "-c", "user.email=course@example.org"};
   spec.args.insert(spec.args.end(), args.begin(), args.end());
   spec.isolate = false;
   RunOutcome o = run_process(spec);
@@ -50,8 +51,8 @@ Project mini_course(const std::string& name) {
   put(root / "gpu_labs/lab/ring.cpp", "// lab skeleton\n");
   fs::create_directories(root / "autograder/gradescope");
   for (const char* s : {"setup.sh", "run_autograder"})
-    fs::copy_file(this_project().root / "autograder/gradescope" / s, root / "autograder/gradescope" / s,
-                  fs::copy_options::overwrite_existing);
+    fs::copy_file(this_project().root / "autograder/gradescope" / s,
+                  root / "autograder/gradescope" / s, fs::copy_options::overwrite_existing);
   put(root / "README.md",
       "# Course\n<!-- instructor-only -->\nCompare with solutions/.\n<!-- /instructor-only -->\n"
       "<!-- student-only\nYour work is graded by your instructor.\n-->\nBoth read this.\n");
@@ -72,32 +73,43 @@ Project mini_course(const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("the release is HEAD for students: no reference, no graded cases, the pristine skeleton, student READMEs" * doctest::skip(!can_grade())) {
+TEST_CASE(
+    "the release is HEAD for students: no reference, no graded cases, the pristine skeleton, "
+    "student READMEs" *
+    doctest::skip(!can_grade())) {
   Project p = mini_course("release_repo");
   put(p.root / "stray.svg", "<svg/>");  // untracked: never ships
   fs::path out = fresh_dir("release") / "course";
   Shipment s = write_release(p, out, false);
   CHECK(s.files > 5);
   CHECK(s.left_out.empty());
-  for (const char* gone : {"solutions", "autograder/cases", "autograder/chaff", "autograder/gradescope", "stray.svg", ".git"})
+  for (const char* gone : {"solutions", "autograder/cases", "autograder/chaff",
+                           "autograder/gradescope", "stray.svg", ".git"})
     CHECK_MESSAGE(!fs::exists(out / gone), gone);
   CHECK(read_text(out / "chapters/c1/c1.cpp") == "// TODO: write me\n");
   CHECK(read_text(out / kShippedSkeleton / "chapters/c1/c1.cpp") == "// TODO: write me\n");
   CHECK(read_text(out / kShippedSkeleton / "gpu_labs/lab/ring.cpp") == "// lab skeleton\n");
   CHECK_FALSE(fs::exists(out / kShippedSkeleton / "chapters/c1/tests"));
-  CHECK(read_text(out / "README.md") == "# Course\nYour work is graded by your instructor.\nBoth read this.\n");
+  CHECK(read_text(out / "README.md") ==
+        "# Course\nYour work is graded by your instructor.\nBoth read this.\n");
   const std::string presets = read_text(out / "CMakePresets.json");
   CHECK(presets.find("\"student\"") != std::string::npos);
   CHECK(presets.find("\"solution\"") == std::string::npos);
   CHECK(presets.find("\"ci\"") == std::string::npos);
-  CHECK_THROWS_WITH_AS(write_release(p, out, false), doctest::Contains("not empty"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(write_release(p, out, false), doctest::Contains("not empty"),
+                       std::runtime_error);
 }
 
-TEST_CASE("a release from a checkout with edited chapters is refused, and with --allow-dirty ships the committed files" * doctest::skip(!can_grade())) {
+TEST_CASE(
+    "a release from a checkout with edited chapters is refused, and with --allow-dirty ships the "
+    "committed files" *
+    doctest::skip(!can_grade())) {
   Project p = mini_course("dirty_repo");
-  put(p.root / "chapters/c1/c1.cpp", "int f() { return 42; }  // finished in the instructor's copy\n");
+  put(p.root / "chapters/c1/c1.cpp",
+      "int f() { return 42; }  // finished in the instructor's copy\n");
   fs::path dir = fresh_dir("dirty_release");
-  CHECK_THROWS_WITH_AS(write_release(p, dir / "refused", false), doctest::Contains("chapters/c1/c1.cpp"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(write_release(p, dir / "refused", false),
+                       doctest::Contains("chapters/c1/c1.cpp"), std::runtime_error);
   CHECK_FALSE(fs::exists(dir / "refused" / "chapters"));
   Shipment s = write_release(p, dir / "allowed", true);
   CHECK(s.left_out == std::vector<std::string>{"chapters/c1/c1.cpp"});
@@ -108,7 +120,10 @@ TEST_CASE("a release from a checkout with edited chapters is refused, and with -
   CHECK_NOTHROW(write_release(q, dir / "solutions_dirty", false));
 }
 
-TEST_CASE("the pristine skeleton comes from HEAD in a checkout and from autograder/skeleton in a release" * doctest::skip(!can_grade())) {
+TEST_CASE(
+    "the pristine skeleton comes from HEAD in a checkout and from autograder/skeleton in a "
+    "release" *
+    doctest::skip(!can_grade())) {
   Project p = mini_course("pristine_repo");
   put(p.root / "chapters/c1/c1.cpp", "int f() { return 42; }\n");
   fs::path work_dir = fresh_dir("pristine_work");
@@ -120,10 +135,12 @@ TEST_CASE("the pristine skeleton comes from HEAD in a checkout and from autograd
   Project r;
   r.root = out;
   put(out / "chapters/c1/c1.cpp", "int f() { return 1; }  // the student's work\n");
-  CHECK(read_text(pristine_dir(r, pristine_root(r, work_dir), "chapters/c1") / "c1.cpp") == "// TODO: write me\n");
+  CHECK(read_text(pristine_dir(r, pristine_root(r, work_dir), "chapters/c1") / "c1.cpp") ==
+        "// TODO: write me\n");
   Project none;
   none.root = fresh_dir("not_a_checkout");
-  CHECK_THROWS_WITH_AS(pristine_root(none, work_dir), doctest::Contains("no pristine skeleton"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(pristine_root(none, work_dir), doctest::Contains("no pristine skeleton"),
+                       std::runtime_error);
 }
 
 TEST_CASE("markers that do not close are an error naming the file") {
@@ -138,13 +155,17 @@ TEST_CASE("submit zips exactly the manifest files, as chapters/<chapter>/<file>"
   fs::create_directories(chapters / "toy_a");
   std::ofstream(chapters / "toy_a" / "toy_a.cpp") << "// mine\n";
   std::ofstream(chapters / "toy_a" / "notes.txt") << "not graded\n";
-  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json", {fixtures() / "toy" / "rubric.json"});
+  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json",
+                          {fixtures() / "toy" / "rubric.json"});
   auto files = write_submission(r, chapters, dir / "upload.zip");
   CHECK(files == std::vector<std::string>{"chapters/toy_a/toy_a.cpp"});
   CHECK(zip_listing(dir / "upload.zip") == "chapters/toy_a/toy_a.cpp\n");
 }
 
-TEST_CASE("the Gradescope bundle: HEAD with the reference, the scripts at the top, private files and a secret" * doctest::skip(!can_grade())) {
+TEST_CASE(
+    "the Gradescope bundle: HEAD with the reference, the scripts at the top, private files and a "
+    "secret" *
+    doctest::skip(!can_grade())) {
   Project p = mini_course("bundle_repo");
   put(p.root / "solutions/c1/c1.cpp", "int f() { return 0; }  // uncommitted\n");
   fs::path dir = fresh_dir("bundle");
@@ -154,16 +175,20 @@ TEST_CASE("the Gradescope bundle: HEAD with the reference, the scripts at the to
   b.rubrics = {fixtures() / "toy" / "rubric.json"};
   b.cases_dirs = {dir / "cases"};
   b.scratch = dir / "staging";
-  CHECK_THROWS_WITH_AS(write_gradescope_bundle(p, b), doctest::Contains("solutions/c1/c1.cpp"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(write_gradescope_bundle(p, b), doctest::Contains("solutions/c1/c1.cpp"),
+                       std::runtime_error);
   b.allow_dirty = true;
   write_gradescope_bundle(p, b);
   std::string list = zip_listing(b.out);
-  for (const char* f : {"setup.sh\n", "run_autograder\n", "autograder/private/rubric-0.json\n", "autograder/private/secret\n",
-                        "autograder/private/cases-0/toy_a.cpp\n", "autograder/private/grade-args\n",
-                        "autograder/skeleton/chapters/c1/c1.cpp\n", "solutions/c1/c1.cpp\n", "autograder/cases/c1.cpp\n"})
+  for (const char* f :
+       {"setup.sh\n", "run_autograder\n", "autograder/private/rubric-0.json\n",
+        "autograder/private/secret\n", "autograder/private/cases-0/toy_a.cpp\n",
+        "autograder/private/grade-args\n", "autograder/skeleton/chapters/c1/c1.cpp\n",
+        "solutions/c1/c1.cpp\n", "autograder/cases/c1.cpp\n"})
     CHECK_MESSAGE(list.find(f) != std::string::npos, f);
   CHECK(list.find("autograder/chaff/") == std::string::npos);
   CHECK(read_text(b.scratch / "bundle/solutions/c1/c1.cpp") == "int f() { return 42; }\n");
   CHECK(read_text(b.scratch / "bundle/autograder/private/secret").size() >= 16);
-  CHECK((fs::status(b.scratch / "bundle/run_autograder").permissions() & fs::perms::owner_exec) != fs::perms::none);
+  CHECK((fs::status(b.scratch / "bundle/run_autograder").permissions() & fs::perms::owner_exec) !=
+        fs::perms::none);
 }

@@ -31,7 +31,9 @@ const char* kGpuSection = R"("gpu_labs": {
   })";
 
 std::string rubric_with(const std::string& gpu) {
-  return std::string(R"({"chapters": {"c": {"files": ["f.cpp"], "cases": {"c.x": {"points": 1}}}}, )") + gpu + "}";
+  return std::string(
+             R"({"chapters": {"c": {"files": ["f.cpp"], "cases": {"c.x": {"points": 1}}}}, )") +
+         gpu + "}";
 }
 
 }  // namespace
@@ -63,7 +65,8 @@ TEST_CASE("the rubric's gpu_labs section is read, and its mistakes are named wit
 
 TEST_CASE("a GPU case's error measure, tolerance and memory are read, and wrong ones named") {
   Rubric r = parse_rubric(rubric_with(R"("gpu_labs": {"files": {"zero3": ["zero3.cpp"]}, "cases": {
-      "gpu.zero3": {"lab": "zero3", "error": "norm_rel", "tolerance": 0.05, "memory_mb": 4096}}})"), "r.json");
+      "gpu.zero3": {"lab": "zero3", "error": "norm_rel", "tolerance": 0.05, "memory_mb": 4096}}})"),
+                          "r.json");
   REQUIRE(r.gpu_labs.has_value());
   const GpuLabCase& c = r.gpu_labs->cases.at(0);
   CHECK(c.error == LabError::norm_rel);
@@ -71,34 +74,42 @@ TEST_CASE("a GPU case's error measure, tolerance and memory are read, and wrong 
   CHECK(c.memory_mb == 4096);
   try {
     parse_rubric(rubric_with(R"("gpu_labs": {"files": {"zero3": ["zero3.cpp"]}, "cases": {
-        "gpu.zero3": {"lab": "zero3", "error": "l2", "tolerance": -1, "memory_mb": 0}}})"), "r.json");
+        "gpu.zero3": {"lab": "zero3", "error": "l2", "tolerance": -1, "memory_mb": 0}}})"),
+                 "r.json");
     FAIL("a wrong error measure was accepted");
   } catch (const RubricError& e) {
     const std::string m = e.what();
-    CHECK(m.find("gpu.zero3.error: unknown error measure \"l2\"; fix: use \"max_rel\" or \"norm_rel\"") != std::string::npos);
+    CHECK(m.find("gpu.zero3.error: unknown error measure \"l2\"; fix: use \"max_rel\" or "
+                 "\"norm_rel\"") != std::string::npos);
     CHECK(m.find("gpu.zero3.tolerance: expected a number >= 0") != std::string::npos);
     CHECK(m.find("gpu.zero3.memory_mb: expected a number > 0") != std::string::npos);
   }
 }
 
-TEST_CASE("a lab's outputs are compared with the reference's by scale, and every kind of wrong output fails") {
+TEST_CASE(
+    "a lab's outputs are compared with the reference's by scale, and every kind of wrong output "
+    "fails") {
   GpuLabCase c;
   c.tolerance = 0.02;
   const auto ref = nlohmann::json::parse(R"({"y": [0.0, 10.0, -5.0], "dx": [1.0, 2.0]})");
   // Within 2% of the output's largest element, though 0.1 against 0.0 is no relative error at all.
-  CHECK(compare_lab_values(nlohmann::json::parse(R"({"y": [0.1, 10.1, -5.0], "dx": [1.0, 2.0]})"), ref, c).ok);
+  CHECK(compare_lab_values(nlohmann::json::parse(R"({"y": [0.1, 10.1, -5.0], "dx": [1.0, 2.0]})"),
+                           ref, c)
+            .ok);
 
   auto fails = [&](const char* student, const std::string& why) {
     Comparison cmp = compare_lab_values(nlohmann::json::parse(student), ref, c);
     CHECK_FALSE(cmp.ok);
     CHECK_MESSAGE(cmp.reason.find(why) != std::string::npos, cmp.reason);
   };
-  fails(R"({"y": [0.0, 10.0, -5.0], "dx": [1.0, 2.5]})", "dx: max_rel error 0.25 over the tolerance 0.02");
+  fails(R"({"y": [0.0, 10.0, -5.0], "dx": [1.0, 2.5]})",
+        "dx: max_rel error 0.25 over the tolerance 0.02");
   fails(R"({"y": [0.0, 10.0, -5.0]})", "dx: missing (the reference lab writes it)");
   fails(R"({"y": [0.0, 10.0], "dx": [1.0, 2.0]})", "y: 2 elements, the reference has 3");
   fails(R"({"y": [0.0, "nan", -5.0], "dx": [1.0, 2.0]})", "y: max_rel error nan");
   fails(R"({"y": "pass", "dx": [1.0, 2.0]})", "y: not an array of numbers");
-  CHECK_FALSE(compare_lab_values(ref, nlohmann::json::object(), c).ok);  // a reference that wrote nothing judges nothing
+  CHECK_FALSE(compare_lab_values(ref, nlohmann::json::object(), c)
+                  .ok);  // a reference that wrote nothing judges nothing
 
   // norm_rel: a few far-off elements among many right ones count less than under max_rel.
   std::vector<double> want(100, 1.0), got(100, 1.0);
@@ -122,7 +133,9 @@ fs::path fake_lab(const fs::path& dir, const std::string& name, const std::strin
 
 }  // namespace
 
-TEST_CASE("a lab that prints a passing RESULT line but writes no outputs gets nothing; one with the reference's outputs passes") {
+TEST_CASE(
+    "a lab that prints a passing RESULT line but writes no outputs gets nothing; one with the "
+    "reference's outputs passes") {
   fs::path dir = fresh_dir("gpu_forged");
   ::chmod(dir.c_str(), 0755);
   GpuLabCase c;
@@ -133,27 +146,35 @@ TEST_CASE("a lab that prints a passing RESULT line but writes no outputs gets no
   c.memory_mb = 1024;
   const std::string outputs = R"(printf '{"status": "ok", "values": {"y": [1.0, 2.0]}}' >&3
 )";
-  const CaseRun ref = run_lab(fake_lab(dir, "reference", "echo 'RESULT lab=tp_ffn impl=solution check=pass'\n" + outputs), c);
+  const CaseRun ref = run_lab(
+      fake_lab(dir, "reference", "echo 'RESULT lab=tp_ffn impl=solution check=pass'\n" + outputs),
+      c);
   REQUIRE_MESSAGE(ref.status == Status::passed, ref.reason << "\n" << ref.output);
 
   // The attack: the verdict a lab prints, with no outputs for the grader.
-  const CaseRun forged = run_lab(fake_lab(dir, "forged", "echo 'RESULT lab=tp_ffn impl=student ranks=4 check=pass err=0'\n"), c);
+  const CaseRun forged = run_lab(
+      fake_lab(dir, "forged", "echo 'RESULT lab=tp_ffn impl=student ranks=4 check=pass err=0'\n"),
+      c);
   CaseGrade g = judge_lab(c, forged, ref);
   CHECK(g.status == Status::no_result);
   CHECK(g.score == 0);
   CHECK(g.max_score == 3);
-  CHECK_MESSAGE(g.reason.find("results printed on stdout are not read") != std::string::npos, g.reason);
+  CHECK_MESSAGE(g.reason.find("results printed on stdout are not read") != std::string::npos,
+                g.reason);
 
   // Outputs that are not the reference's, with a passing line beside them.
   const CaseRun wrong = run_lab(fake_lab(dir, "wrong", R"(echo 'RESULT lab=tp_ffn check=pass'
 printf '{"status": "ok", "values": {"y": [1.0, 3.0]}}' >&3
-)"), c);
+)"),
+                                c);
   g = judge_lab(c, wrong, ref);
   CHECK(g.status == Status::wrong);
   CHECK(g.score == 0);
 
-  // The same outputs as the reference, and a lab that failed its own check: the grader's verdict counts.
-  const CaseRun right = run_lab(fake_lab(dir, "right", "echo 'RESULT lab=tp_ffn check=fail'\n" + outputs), c);
+  // The same outputs as the reference, and a lab that failed its own check: the grader's verdict
+  // counts.
+  const CaseRun right =
+      run_lab(fake_lab(dir, "right", "echo 'RESULT lab=tp_ffn check=fail'\n" + outputs), c);
   g = judge_lab(c, right, ref);
   CHECK_MESSAGE(g.status == Status::passed, g.reason << "\n" << g.feedback);
   CHECK(g.score == 3);
@@ -163,7 +184,8 @@ printf '{"status": "ok", "values": {"y": [1.0, 3.0]}}' >&3
   CHECK(g.status == Status::reference_error);
 }
 
-TEST_CASE("a run with device nodes has them and no address-space limit; other cases keep the limit") {
+TEST_CASE(
+    "a run with device nodes has them and no address-space limit; other cases keep the limit") {
   RunSpec spec;
   spec.exe = "/bin/sh";
   spec.args = {"-c", "ulimit -v; test -c /dev/null && echo device-ok"};
@@ -181,22 +203,28 @@ TEST_CASE("MGPU_GRADE_GPU=0 turns GPU grading off; without a device the reason s
   const char* old = std::getenv("MGPU_GRADE_GPU");
   const std::string saved = old ? old : "";
   ::setenv("MGPU_GRADE_GPU", "0", 1);
-  CHECK(gpu_labs_unavailable(this_project().own_tree).find("MGPU_GRADE_GPU=0") != std::string::npos);
-  if (old) ::setenv("MGPU_GRADE_GPU", saved.c_str(), 1);
-  else ::unsetenv("MGPU_GRADE_GPU");
+  CHECK(gpu_labs_unavailable(this_project().own_tree).find("MGPU_GRADE_GPU=0") !=
+        std::string::npos);
+  if (old)
+    ::setenv("MGPU_GRADE_GPU", saved.c_str(), 1);
+  else
+    ::unsetenv("MGPU_GRADE_GPU");
   if (!old && visible_cuda_devices() == 0)
-    CHECK(gpu_labs_unavailable(this_project().own_tree) == "no CUDA device is visible on this machine");
+    CHECK(gpu_labs_unavailable(this_project().own_tree) ==
+          "no CUDA device is visible on this machine");
 }
 
-TEST_CASE("without a CUDA device every GPU case is skipped, shown as skipped, and not counted" * doctest::skip(!can_grade())) {
+TEST_CASE("without a CUDA device every GPU case is skipped, shown as skipped, and not counted" *
+          doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("gpu_skipped");
   // The toy chapters plus a gpu_labs section naming a real lab (it never runs here).
   std::ofstream(dir / "gpu.json") << "{\"chapters\": {}, " << kGpuSection << "}";
   fs::path json = dir / "grade.json", junit = dir / "junit.xml", gs = dir / "results.json";
   RunSpec spec;
   spec.exe = MGPU_GRADE_EXE;
-  spec.args = toy_args({"grade", "--solution", "--json", json.string(), "--junit", junit.string(), "--gradescope",
-                        gs.string(), "--rubric", (dir / "gpu.json").string(), "--chapter", "gpu"});
+  spec.args = toy_args({"grade", "--solution", "--json", json.string(), "--junit", junit.string(),
+                        "--gradescope", gs.string(), "--rubric", (dir / "gpu.json").string(),
+                        "--chapter", "gpu"});
   spec.isolate = false;
   spec.wall_s = 600;
   spec.merge_output = true;
@@ -206,7 +234,8 @@ TEST_CASE("without a CUDA device every GPU case is skipped, shown as skipped, an
   RunOutcome o = run_process(spec);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
-  const std::string reason = device ? "GPU grading is turned off (MGPU_GRADE_GPU=0)" : "no CUDA device is visible on this machine";
+  const std::string reason = device ? "GPU grading is turned off (MGPU_GRADE_GPU=0)"
+                                    : "no CUDA device is visible on this machine";
 
   auto j = nlohmann::json::parse(read_text(json));
   CHECK(j["max_score"].get<double>() == 6);  // the toy chapters' points only
@@ -226,10 +255,12 @@ TEST_CASE("without a CUDA device every GPU case is skipped, shown as skipped, an
   }
   CHECK(seen);
   CHECK(o.out.find("skipped         gpu.allreduce_bw") != std::string::npos);  // terminal table
-  CHECK(o.out.find("GPU labs skipped: " + reason) != std::string::npos);     // and its note
+  CHECK(o.out.find("GPU labs skipped: " + reason) != std::string::npos);       // and its note
 
   const std::string xml = read_text(junit);
-  CHECK(xml.find("<testsuite name=\"gpu_labs\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"2\"") != std::string::npos);
+  CHECK(xml.find(
+            "<testsuite name=\"gpu_labs\" tests=\"2\" failures=\"0\" errors=\"0\" skipped=\"2\"") !=
+        std::string::npos);
   CHECK(xml.find("<skipped message=\"" + reason + "\"/>") != std::string::npos);
   CHECK(xml.find("type=\"skipped\"") == std::string::npos);  // not a failure
 
@@ -249,14 +280,17 @@ TEST_CASE("without a CUDA device every GPU case is skipped, shown as skipped, an
   CHECK(g["output"].get<std::string>().find("2 tests skipped") != std::string::npos);
 }
 
-TEST_CASE("--chapter filters leave the GPU labs out unless they name them" * doctest::skip(!can_grade())) {
+TEST_CASE("--chapter filters leave the GPU labs out unless they name them" *
+          doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("gpu_filtered");
   std::ofstream(dir / "gpu.json") << "{\"chapters\": {}, " << kGpuSection << "}";
   fs::path json = dir / "grade.json";
-  RunOutcome o = grader(toy_args({"grade", "--solution", "--json", json.string(), "--rubric", (dir / "gpu.json").string()}));
+  RunOutcome o = grader(toy_args(
+      {"grade", "--solution", "--json", json.string(), "--rubric", (dir / "gpu.json").string()}));
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
-  for (const auto& ch : nlohmann::json::parse(read_text(json))["chapters"]) CHECK(ch["name"] != "gpu_labs");
+  for (const auto& ch : nlohmann::json::parse(read_text(json))["chapters"])
+    CHECK(ch["name"] != "gpu_labs");
 }
 
 TEST_CASE("the repository rubric's GPU lab manifests are exactly the labs' IMPL files") {
@@ -274,11 +308,14 @@ TEST_CASE("the repository rubric's GPU lab manifests are exactly the labs' IMPL 
   CHECK(!declared.empty());
   CHECK(r.gpu_labs->files == declared);
   for (const auto& [name, files] : r.gpu_labs->files)
-    for (const auto& f : files) CHECK_MESSAGE(fs::is_regular_file(p.root / "gpu_labs" / name / f), name << "/" << f);
-  for (const auto& c : r.gpu_labs->cases) CHECK_MESSAGE(r.gpu_labs->files.count(c.lab) == 1, c.name);
+    for (const auto& f : files)
+      CHECK_MESSAGE(fs::is_regular_file(p.root / "gpu_labs" / name / f), name << "/" << f);
+  for (const auto& c : r.gpu_labs->cases)
+    CHECK_MESSAGE(r.gpu_labs->files.count(c.lab) == 1, c.name);
 }
 
-TEST_CASE("submit also zips the GPU lab files that sit beside chapters/, as gpu_labs/<lab>/<file>") {
+TEST_CASE(
+    "submit also zips the GPU lab files that sit beside chapters/, as gpu_labs/<lab>/<file>") {
   fs::path dir = fresh_dir("submit_gpu");
   fs::create_directories(dir / "chapters" / "toy_a");
   fs::create_directories(dir / "gpu_labs" / "allreduce_bw");
@@ -289,13 +326,17 @@ TEST_CASE("submit also zips the GPU lab files that sit beside chapters/, as gpu_
   Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json",
                           {fixtures() / "toy" / "rubric.json", dir / "gpu.json"});
   auto files = write_submission(r, dir / "chapters", dir / "upload.zip");
-  CHECK(files == std::vector<std::string>{"chapters/toy_a/toy_a.cpp", "gpu_labs/allreduce_bw/ring.cpp"});
+  CHECK(files ==
+        std::vector<std::string>{"chapters/toy_a/toy_a.cpp", "gpu_labs/allreduce_bw/ring.cpp"});
 }
 
-TEST_CASE("a student tree finds packages where the grader's own tree did: cache values are read exactly by name") {
+TEST_CASE(
+    "a student tree finds packages where the grader's own tree did: cache values are read exactly "
+    "by name") {
   fs::path dir = fresh_dir("cache_value");
-  put(dir / "CMakeCache.txt", "// comment\nCMAKE_PREFIX_PATH_EXTRA:STRING=wrong\nCMAKE_PREFIX_PATH:PATH=/opt/deps/root\n"
-                              "MGPU_NCCL_LIBRARY:FILEPATH=\n");
+  put(dir / "CMakeCache.txt",
+      "// comment\nCMAKE_PREFIX_PATH_EXTRA:STRING=wrong\nCMAKE_PREFIX_PATH:PATH=/opt/deps/root\n"
+      "MGPU_NCCL_LIBRARY:FILEPATH=\n");
   CHECK(cache_value(dir, "CMAKE_PREFIX_PATH") == "/opt/deps/root");
   CHECK(cache_value(dir, "MGPU_NCCL_LIBRARY").empty());
   CHECK(cache_value(dir, "MGPU_NCCL_INCLUDE").empty());

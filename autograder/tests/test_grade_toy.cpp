@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <fstream>
+#include <thread>
 
 #include "batch.hpp"
 #include "grade.hpp"
@@ -23,7 +23,8 @@ TEST_CASE("an exception on a worker thread reaches the caller instead of ending 
   std::atomic<int> done{0};
   CHECK_THROWS_WITH(parallel_for(100, 2,
                                  [&](std::size_t, int worker) {
-                                   if (worker == 1) throw std::runtime_error("a case failed on thread 1");
+                                   if (worker == 1)
+                                     throw std::runtime_error("a case failed on thread 1");
                                    std::this_thread::sleep_for(std::chrono::milliseconds(2));
                                    ++done;
                                  }),
@@ -41,7 +42,8 @@ TEST_CASE("grading the toy reference gives full marks" * doctest::skip(!can_grad
   CHECK(j["score"].get<double>() == j["max_score"].get<double>());
 }
 
-TEST_CASE("grading the toy skeleton gives zero with every case not-implemented" * doctest::skip(!can_grade())) {
+TEST_CASE("grading the toy skeleton gives zero with every case not-implemented" *
+          doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("toy_skeleton");
   fs::create_directories(dir / "submission");  // no chapter files: everything is the skeleton
   fs::path out = dir / "grade.json";
@@ -54,7 +56,8 @@ TEST_CASE("grading the toy skeleton gives zero with every case not-implemented" 
     for (const auto& c : ch["cases"]) CHECK_MESSAGE(c["status"] == "not-implemented", c["name"]);
 }
 
-TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's grade stands" * doctest::skip(!can_grade())) {
+TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's grade stands" *
+          doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("toy_batch");
   const std::map<std::string, std::pair<std::string, std::string>> expect{
       // fixture -> (case, status)
@@ -71,15 +74,19 @@ TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's g
   toy_submission(dir / "subs" / "wasteful", "wasteful");
   // One submission arrives as a zip, as uploads do.
   toy_submission(dir / "zipped", "wrong_answer");
-  REQUIRE(std::system(("cd " + (dir / "zipped").string() + " && zip -q -r ../subs/zipped_wrong.zip toy_a toy_b").c_str()) == 0);
+  REQUIRE(std::system(("cd " + (dir / "zipped").string() +
+                       " && zip -q -r ../subs/zipped_wrong.zip toy_a toy_b")
+                          .c_str()) == 0);
 
   fs::path csv = dir / "grades.csv";
-  RunOutcome o = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", csv.string(), "--reports",
-                                  (dir / "reports").string()}),
+  RunOutcome o = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", csv.string(),
+                                  "--reports", (dir / "reports").string()}),
                         900);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
-  auto report = [&](const std::string& name) { return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json"))); };
+  auto report = [&](const std::string& name) {
+    return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json")));
+  };
   for (const auto& [kind, cs] : expect) {
     auto j = report(kind);
     CHECK_MESSAGE(case_status(j, cs.first) == cs.second, kind);
@@ -103,7 +110,8 @@ TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's g
   };
   CHECK(reason("segfault", "toy_a.scale").find("SIGSEGV") != std::string::npos);
   CHECK(reason("fake_stdout", "toy_a.scale").find("stdout are not read") != std::string::npos);
-  CHECK(reason("compile_error", "toy_a.scale").find("chapters/toy_a/toy_a.cpp") != std::string::npos);
+  CHECK(reason("compile_error", "toy_a.scale").find("chapters/toy_a/toy_a.cpp") !=
+        std::string::npos);
   CHECK(reason("throws", "toy_a.series").find("std::out_of_range") != std::string::npos);
 
   // The gradebook: a header and one row per submission; a rerun grades nothing new.
@@ -116,7 +124,8 @@ TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's g
   auto first = lines();
   REQUIRE(first.size() == expect.size() + 3);
   CHECK(first[0].rfind("submission,score,max_score,toy_a,toy_b", 0) == 0);
-  RunOutcome again = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", csv.string()}));
+  RunOutcome again =
+      grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", csv.string()}));
   CHECK(again.out.find("0 to grade") != std::string::npos);
   CHECK(lines() == first);
 
@@ -124,8 +133,9 @@ TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's g
   std::vector<std::string> shard_args;
   for (int i = 1; i <= 3; ++i) {
     fs::path part = dir / ("shard" + std::to_string(i) + ".csv");
-    RunOutcome s = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", part.string(), "--shard",
-                                    std::to_string(i) + "/3"}), 900);
+    RunOutcome s = grader(toy_args({"grade-batch", (dir / "subs").string(), "--csv", part.string(),
+                                    "--shard", std::to_string(i) + "/3"}),
+                          900);
     INFO(s.out);
     REQUIRE(s.exit_code == 0);
     shard_args.push_back(part.string());
@@ -157,11 +167,13 @@ TEST_CASE("every misbehaviour gets its own status, and the untouched chapter's g
   CHECK_THROWS_WITH(parse_shard("4/3", bad), doctest::Contains("1 <= I <= N"));
 }
 
-TEST_CASE("one grade writes the same result as terminal table, JSON, Gradescope and JUnit" * doctest::skip(!can_grade())) {
+TEST_CASE("one grade writes the same result as terminal table, JSON, Gradescope and JUnit" *
+          doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("toy_reports");
   toy_submission(dir / "sub", "wrong_answer");
-  RunOutcome o = grader(toy_args({"grade", (dir / "sub").string(), "--json", (dir / "g.json").string(), "--gradescope",
-                                  (dir / "results.json").string(), "--junit", (dir / "junit.xml").string(), "--timings"}));
+  RunOutcome o = grader(toy_args(
+      {"grade", (dir / "sub").string(), "--json", (dir / "g.json").string(), "--gradescope",
+       (dir / "results.json").string(), "--junit", (dir / "junit.xml").string(), "--timings"}));
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto j = nlohmann::json::parse(read_text(dir / "g.json"));

@@ -34,27 +34,33 @@ ChapterGrade chapter(const std::string& name, double points) {
 
 }  // namespace
 
-TEST_CASE("the rubric's hint_cost is three prices, none by default, and a wrong one is named with a fix") {
+TEST_CASE(
+    "the rubric's hint_cost is three prices, none by default, and a wrong one is named with a "
+    "fix") {
   CHECK(parse_rubric(R"({"chapters": {}})", "r.json").hint_cost == std::array<double, 3>{0, 0, 0});
   CHECK(parse_rubric(kRubric, "r.json").hint_cost == std::array<double, 3>{0, 0.5, 1.5});
   try {
     parse_rubric(R"({"chapters": {}, "hint_cost": [1, -1]})", "r.json");
     FAIL("a malformed hint_cost was accepted");
   } catch (const RubricError& e) {
-    CHECK(std::string(e.what()).find("r.json: hint_cost: expected three numbers >= 0") != std::string::npos);
+    CHECK(std::string(e.what()).find("r.json: hint_cost: expected three numbers >= 0") !=
+          std::string::npos);
   }
 }
 
-TEST_CASE("the record is read per chapter, keeping each TODO's highest level; what fits nothing is noted") {
+TEST_CASE(
+    "the record is read per chapter, keeping each TODO's highest level; what fits nothing is "
+    "noted") {
   const Rubric r = parse_rubric(kRubric, "r.json");
   fs::path dir = fresh_dir("hints_record");
-  put(dir / "hints.tsv", "11_2\tring reduce-scatter\t1\t2026-11-30T10:00:00Z\n"
-                         "11_2_data_parallel\tring reduce-scatter\t2\t2026-11-30T10:05:00Z\n"
-                         "11_2\tring reduce-scatter\t1\t2026-11-30T10:09:00Z\n"
-                         "11_3_zero\tshard\t3\t2026-11-30T11:00:00Z\n"
-                         "tp_ffn\tforward\t1\t2026-11-30T12:00:00Z\n"
-                         "11_9_unknown\tx\t1\t2026-11-30T12:00:00Z\n"
-                         "11_3_zero\tshard\t7\t2026-11-30T12:00:00Z\n");
+  put(dir / "hints.tsv",
+      "11_2\tring reduce-scatter\t1\t2026-11-30T10:00:00Z\n"
+      "11_2_data_parallel\tring reduce-scatter\t2\t2026-11-30T10:05:00Z\n"
+      "11_2\tring reduce-scatter\t1\t2026-11-30T10:09:00Z\n"
+      "11_3_zero\tshard\t3\t2026-11-30T11:00:00Z\n"
+      "tp_ffn\tforward\t1\t2026-11-30T12:00:00Z\n"
+      "11_9_unknown\tx\t1\t2026-11-30T12:00:00Z\n"
+      "11_3_zero\tshard\t7\t2026-11-30T12:00:00Z\n");
   std::vector<std::string> notes;
   const HintsSeen seen = read_hints(dir / "hints.tsv", r, notes);
   CHECK(seen.at("11_2_data_parallel").at("ring reduce-scatter") == 2);
@@ -70,7 +76,8 @@ TEST_CASE("the record is read per chapter, keeping each TODO's highest level; wh
   CHECK(none.empty());
 
   // Priced: level 2 costs 0.5 and level 3 costs 1.5; a chapter never drops below 0.
-  std::vector<ChapterGrade> chapters{chapter("11_2_data_parallel", 2), chapter("11_3_zero", 1), chapter("gpu_labs", 3)};
+  std::vector<ChapterGrade> chapters{chapter("11_2_data_parallel", 2), chapter("11_3_zero", 1),
+                                     chapter("gpu_labs", 3)};
   apply_hints(chapters, seen, r);
   CHECK(chapters[0].hint_cost == 0.5);
   CHECK(chapters[0].score() == 1.5);
@@ -83,23 +90,29 @@ TEST_CASE("the record is read per chapter, keeping each TODO's highest level; wh
   g.submission = "sub";
   g.chapters = chapters;
   CHECK(g.score() == 4.5);
-  CHECK(terminal_report(g, false, false).find("  hints opened: ring reduce-scatter (level 2); -0.5 points") != std::string::npos);
+  CHECK(terminal_report(g, false, false)
+            .find("  hints opened: ring reduce-scatter (level 2); -0.5 points") !=
+        std::string::npos);
   const auto j = json_report(g);
   CHECK(j["chapters"][0]["hints"]["ring reduce-scatter"] == 2);
   CHECK(j["chapters"][0]["hint_cost"] == 0.5);
   const auto gs = gradescope_report(g);
   CHECK(gs["score"] == 4.5);
-  CHECK(gs["output"].get<std::string>().find("11_3_zero: hints opened: shard (level 3); -1.5 points") != std::string::npos);
+  CHECK(gs["output"].get<std::string>().find(
+            "11_3_zero: hints opened: shard (level 3); -1.5 points") != std::string::npos);
 }
 
-TEST_CASE("a graded submission's hint record reaches the report, and submit packs it" * doctest::skip(!can_grade())) {
+TEST_CASE("a graded submission's hint record reaches the report, and submit packs it" *
+          doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("hints_grade");
   fs::path sub = toy_submission(dir / "sub", "");
-  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
+                fs::copy_options::overwrite_existing);
   put(sub / kHintsRecord, "toy_a\tscale\t2\t2026-11-30T10:00:00Z\n");
   put(dir / "priced.json", R"({"chapters": {}, "hint_cost": [0, 1, 2]})");
   fs::path json = dir / "grade.json";
-  RunOutcome o = grader(toy_args({"grade", sub.string(), "--json", json.string(), "--rubric", (dir / "priced.json").string()}));
+  RunOutcome o = grader(toy_args({"grade", sub.string(), "--json", json.string(), "--rubric",
+                                  (dir / "priced.json").string()}));
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   CHECK(o.out.find("hints opened: scale (level 2); -1 points") != std::string::npos);
@@ -112,7 +125,8 @@ TEST_CASE("a graded submission's hint record reaches the report, and submit pack
   fs::create_directories(checkout / "chapters" / "toy_a");
   put(checkout / "chapters" / "toy_a" / "toy_a.cpp", "// mine\n");
   put(checkout / kHintsRecord, "toy_a\tscale\t1\t2026-11-30T10:00:00Z\n");
-  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json", {fixtures() / "toy" / "rubric.json"});
+  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json",
+                          {fixtures() / "toy" / "rubric.json"});
   auto files = write_submission(r, checkout / "chapters", dir / "upload.zip");
   CHECK(files.back() == ".mgpu/hints.tsv");
 }

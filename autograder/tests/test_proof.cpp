@@ -15,7 +15,8 @@ const char* kRubric = R"({"chapters": {"toy_a": {"files": ["toy_a.cpp"], "cases"
     "toy_a.add": {"points": 2}, "toy_a.bytes": {"points": 1}}}}})";
 
 // A project root holding one chapter's reference and the given chaff/wheat files.
-Project fake_project(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+Project fake_project(const std::string& name,
+                     const std::vector<std::pair<std::string, std::string>>& files) {
   fs::path root = fresh_dir("proof_" + name);
   write_text(root / "solutions/toy_a/toy_a.cpp", "int add(int a, int b) { return a + b; }\n");
   for (const auto& [rel, text] : files) write_text(root / rel, text);
@@ -44,13 +45,16 @@ Grade grade_with(std::vector<std::pair<double, double>> scores) {
 
 }  // namespace
 
-TEST_CASE("a chaff's edit is applied to the reference, and stale text is an error naming the file") {
+TEST_CASE(
+    "a chaff's edit is applied to the reference, and stale text is an error naming the file") {
   Rubric r = parse_rubric(kRubric, "t.json");
-  Project p = fake_project("edit", {{"autograder/chaff/toy_a/minus.json",
-                                     R"({"description": "subtracts", "must_lose": ["toy_a.add"],
+  Project p = fake_project(
+      "edit",
+      {{"autograder/chaff/toy_a/minus.json",
+        R"({"description": "subtracts", "must_lose": ["toy_a.add"],
                                          "edits": [{"file": "toy_a.cpp", "find": "a + b", "replace": "a - b"}]})"},
-                                    {"autograder/wheat/toy_a/swapped.json",
-                                     R"({"description": "b + a", "edits": [{"file": "toy_a.cpp", "find": "a + b", "replace": "b + a"}]})"}});
+       {"autograder/wheat/toy_a/swapped.json",
+        R"({"description": "b + a", "edits": [{"file": "toy_a.cpp", "find": "a + b", "replace": "b + a"}]})"}});
   auto proofs = load_proofs(p, r, {});
   REQUIRE(proofs.size() == 2);
   CHECK(proofs[0].chaff);
@@ -61,15 +65,17 @@ TEST_CASE("a chaff's edit is applied to the reference, and stale text is an erro
 
   Proof stale = proofs[0];
   stale.edits[0].find = "a * b";
-  CHECK_THROWS_WITH_AS(stage_proof(stale, p, r, out),
-                       doctest::Contains("edits[0]: its \"find\" text occurs 0 times in solutions/toy_a/toy_a.cpp"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(
+      stage_proof(stale, p, r, out),
+      doctest::Contains("edits[0]: its \"find\" text occurs 0 times in solutions/toy_a/toy_a.cpp"),
+      std::runtime_error);
 }
 
 TEST_CASE("a malformed chaff is rejected with every problem named") {
   Rubric r = parse_rubric(kRubric, "t.json");
-  Project p = fake_project("bad", {{"autograder/chaff/toy_a/bad.json",
-                                    R"({"edits": [{"file": "other.cpp", "find": "x", "replace": "y"}],
+  Project p =
+      fake_project("bad", {{"autograder/chaff/toy_a/bad.json",
+                            R"({"edits": [{"file": "other.cpp", "find": "x", "replace": "y"}],
                                         "must_lose": ["toy_a.nope"], "colour": 1})"}});
   std::string msg;
   try {
@@ -79,11 +85,13 @@ TEST_CASE("a malformed chaff is rejected with every problem named") {
   }
   CHECK(msg.find("\"description\" missing") != std::string::npos);
   CHECK(msg.find("other.cpp is not one of chapter toy_a's files") != std::string::npos);
-  CHECK(msg.find("must_lose names toy_a.nope, which is not a case of chapter toy_a") != std::string::npos);
+  CHECK(msg.find("must_lose names toy_a.nope, which is not a case of chapter toy_a") !=
+        std::string::npos);
   CHECK(msg.find("unknown field \"colour\"") != std::string::npos);
 }
 
-TEST_CASE("a chaff is caught only when every named case loses points; a wheat only with full marks") {
+TEST_CASE(
+    "a chaff is caught only when every named case loses points; a wheat only with full marks") {
   Proof chaff;
   chaff.chapter = "toy_a";
   chaff.name = "minus";

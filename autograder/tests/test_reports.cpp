@@ -25,16 +25,19 @@ Grade sample_grade() {
   ChapterGrade a;
   a.name = "11_5_pipeline";
   a.title = "11.5 Pipeline parallelism";
-  a.cases.push_back({"11_5.bubble", a.name, Visibility::visible, Status::passed, 2, 2, "", "max abs error 0", 0.1});
-  a.cases.push_back({"11_5.in_flight", a.name, Visibility::hidden, Status::wrong, 0, 1, "gpipe outside tolerance",
-                     "gpipe[0]: got 3, expected <4> & \"5\"\x01", 0.2});
-  a.cases.push_back({"11_5.sum", a.name, Visibility::after_due_date, Status::passed, 1, 2, "correct, but over budget", "", 0.1});
+  a.cases.push_back({"11_5.bubble", a.name, Visibility::visible, Status::passed, 2, 2, "",
+                     "max abs error 0", 0.1});
+  a.cases.push_back({"11_5.in_flight", a.name, Visibility::hidden, Status::wrong, 0, 1,
+                     "gpipe outside tolerance", "gpipe[0]: got 3, expected <4> & \"5\"\x01", 0.2});
+  a.cases.push_back({"11_5.sum", a.name, Visibility::after_due_date, Status::passed, 1, 2,
+                     "correct, but over budget", "", 0.1});
   ChapterGrade b;
   b.name = "11_2_data_parallel";
   b.title = "11.2 Data parallelism";
   b.build_failed = true;
   b.build_error = "chapters/11_2_data_parallel/formulas.cpp:3:1: error: expected ';'";
-  b.cases.push_back({"11_2.ring", b.name, Visibility::visible, Status::build_failed, 0, 3, b.build_error, b.build_error, 0});
+  b.cases.push_back({"11_2.ring", b.name, Visibility::visible, Status::build_failed, 0, 3,
+                     b.build_error, b.build_error, 0});
   g.chapters = {a, b};
   return g;
 }
@@ -49,11 +52,13 @@ TEST_CASE("Gradescope results.json has score, execution_time, output, visibility
   CHECK(j["score"].get<double>() == 3);
   CHECK(j["execution_time"].is_number_integer());
   CHECK(j["output"].is_string());
-  CHECK(j["output"].get<std::string>().find("11_2_data_parallel does not compile") != std::string::npos);
+  CHECK(j["output"].get<std::string>().find("11_2_data_parallel does not compile") !=
+        std::string::npos);
   CHECK(j["visibility"] == "visible");
   REQUIRE(j["tests"].is_array());
   REQUIRE(j["tests"].size() == 4);
-  const std::set<std::string> visibilities{"visible", "hidden", "after_due_date", "after_published"};
+  const std::set<std::string> visibilities{"visible", "hidden", "after_due_date",
+                                           "after_published"};
   for (const auto& t : j["tests"]) {
     CHECK(t["name"].is_string());
     CHECK(t["number"].is_string());
@@ -72,12 +77,15 @@ TEST_CASE("Gradescope results.json has score, execution_time, output, visibility
   CHECK(gradescope_schema_errors(j).empty());
 }
 
-TEST_CASE("with hidden tests the student sees the visible subtotal, not a total that gives the hidden ones away") {
+TEST_CASE(
+    "with hidden tests the student sees the visible subtotal, not a total that gives the hidden "
+    "ones away") {
   nlohmann::json j = gradescope_report(sample_grade());
   const std::string out = j["output"];
   INFO(out);
-  CHECK(out.find("Visible tests: 2 of 5 points") != std::string::npos);  // 11_5.bubble 2/2 and 11_2.ring 0/3
-  CHECK(out.find("3 more points") != std::string::npos);                 // one hidden, one after the due date
+  CHECK(out.find("Visible tests: 2 of 5 points") !=
+        std::string::npos);                               // 11_5.bubble 2/2 and 11_2.ring 0/3
+  CHECK(out.find("3 more points") != std::string::npos);  // one hidden, one after the due date
   CHECK(out.find("Score") == std::string::npos);
   CHECK(out.find("of 8") == std::string::npos);
   // Every text is plain text: `std::vector<double>` in a compiler message must not become HTML.
@@ -118,7 +126,8 @@ TEST_CASE("the fallback results.json lists every case as failed, with the reason
 TEST_CASE("the schema checker rejects what Gradescope would") {
   CHECK_FALSE(gradescope_schema_errors({{"score", "3"}}).empty());
   CHECK_FALSE(gradescope_schema_errors({{"score", 1}, {"visibility", "secret"}}).empty());
-  CHECK_FALSE(gradescope_schema_errors({{"score", 1}, {"tests", {{{"status", "skipped"}}}}}).empty());
+  CHECK_FALSE(
+      gradescope_schema_errors({{"score", 1}, {"tests", {{{"status", "skipped"}}}}}).empty());
   CHECK_FALSE(gradescope_schema_errors({{"score", 1}, {"tset", nlohmann::json::array()}}).empty());
   CHECK_FALSE(gradescope_schema_errors({{"output", "no score anywhere"}}).empty());
   CHECK(gradescope_schema_errors({{"score", 1}}).empty());
@@ -127,8 +136,10 @@ TEST_CASE("the schema checker rejects what Gradescope would") {
 TEST_CASE("JUnit XML is well-formed, escaped, and counts failures") {
   std::string xml = junit_report(sample_grade());
   CHECK(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0) == 0);
-  CHECK(xml.find("<testsuites name=\"mgpu-grade\" tests=\"4\" failures=\"3\" errors=\"0\"") != std::string::npos);
-  CHECK(xml.find("<testsuite name=\"11_5_pipeline\" tests=\"3\" failures=\"2\"") != std::string::npos);
+  CHECK(xml.find("<testsuites name=\"mgpu-grade\" tests=\"4\" failures=\"3\" errors=\"0\"") !=
+        std::string::npos);
+  CHECK(xml.find("<testsuite name=\"11_5_pipeline\" tests=\"3\" failures=\"2\"") !=
+        std::string::npos);
   CHECK(xml.find("&lt;4&gt; &amp; &quot;5&quot;") != std::string::npos);
   CHECK(xml.find('\x01') == std::string::npos);
   CHECK(xml.find("type=\"build-failed\"") != std::string::npos);

@@ -53,7 +53,8 @@ TEST_CASE("output beyond the cap is dropped, and the flood does not block the ru
   CHECK(o.result == "done\n");
 }
 
-TEST_CASE("stdin is empty, the environment scrubbed, the folder private, and root gives up its uid") {
+TEST_CASE(
+    "stdin is empty, the environment scrubbed, the folder private, and root gives up its uid") {
   ::setenv("MGPU_SECRET_TOKEN", "hunter2", 1);
   RunOutcome o = sh("cat; env; pwd; ls -A | wc -l; id -u");
   ::unsetenv("MGPU_SECRET_TOKEN");
@@ -61,8 +62,10 @@ TEST_CASE("stdin is empty, the environment scrubbed, the folder private, and roo
   CHECK(o.out.find("hunter2") == std::string::npos);
   CHECK(o.out.find("PATH=/usr/bin:/bin") != std::string::npos);
   // The folder is /case inside namespaces, a fresh mgpu-case-* folder outside them.
-  CHECK((o.out.find("\n/case\n") != std::string::npos || o.out.find("mgpu-case-") != std::string::npos));
-  CHECK(o.out.find("\n1\n") != std::string::npos);  // the working folder holds only the program's link
+  CHECK((o.out.find("\n/case\n") != std::string::npos ||
+         o.out.find("mgpu-case-") != std::string::npos));
+  CHECK(o.out.find("\n1\n") !=
+        std::string::npos);  // the working folder holds only the program's link
   const std::string uid = o.out.substr(o.out.rfind('\n', o.out.size() - 2) + 1);  // the last line
   if (::geteuid() == 0) CHECK(uid != "0\n");
 }

@@ -41,18 +41,22 @@ int toy_case_processes() {
 
 void attack_batch(const std::string& mode) {
   fs::path dir = fresh_dir("attacks_" + mode);
-  const std::vector<std::string> attacks{"steal_reference", "exec_reference", "setsid_escape", "memory_children"};
+  const std::vector<std::string> attacks{"steal_reference", "exec_reference", "setsid_escape",
+                                         "memory_children"};
   for (const auto& a : attacks) {
     fs::path sub = toy_submission(dir / "subs" / a, "");
-    fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+    fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
+                  fs::copy_options::overwrite_existing);
   }
   // Compile time: submissions that answer right only when the compiler can see a file it must not:
   // the reference; the compiler cache (in the grader's home; it holds the reference's objects);
-  // a running case's folder in /tmp; the previous submission's object and library in a reused batch slot
-  // (graded last, so its slot has had another submission). Written here, since the paths differ
-  // from machine to machine.
-  const fs::path home_marker = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") / ".cache" / "mgpu-grade-test-marker.h";
-  const fs::path tmp_folder = fs::temp_directory_path() / ("mgpu-grade-test-" + std::to_string(::getpid()));
+  // a running case's folder in /tmp; the previous submission's object and library in a reused batch
+  // slot (graded last, so its slot has had another submission). Written here, since the paths
+  // differ from machine to machine.
+  const fs::path home_marker = fs::path(std::getenv("HOME") ? std::getenv("HOME") : "/root") /
+                               ".cache" / "mgpu-grade-test-marker.h";
+  const fs::path tmp_folder =
+      fs::temp_directory_path() / ("mgpu-grade-test-" + std::to_string(::getpid()));
   put(home_marker, "// a file of the grader's user\n");
   fs::create_directories(tmp_folder);
   fs::permissions(tmp_folder, fs::perms::owner_all, fs::perm_options::replace);
@@ -62,13 +66,15 @@ void attack_batch(const std::string& mode) {
   // source outside the source tree (".." becomes "__").
   auto toy_object = [&](const std::string& slot) {
     const fs::path tests = this_project().root / "autograder" / "tests";
-    std::string rel = fs::relative(slots / slot / "src/chapters/toy_a/toy_a.cpp", tests).generic_string();
+    std::string rel =
+        fs::relative(slots / slot / "src/chapters/toy_a/toy_a.cpp", tests).generic_string();
     for (std::size_t at; (at = rel.find("..")) != std::string::npos;) rel.replace(at, 2, "__");
     return slots / slot / "build/autograder/tests/CMakeFiles/mgpu_toy_a.dir" / (rel + ".o");
   };
   std::vector<fs::path> previous;
   for (const std::string slot : {"batch-slot-0", "batch-slot-1"})
-    previous.insert(previous.end(), {toy_object(slot), slots / slot / "build/autograder/tests/libmgpu_toy_a.a"});
+    previous.insert(previous.end(),
+                    {toy_object(slot), slots / slot / "build/autograder/tests/libmgpu_toy_a.a"});
   const std::map<std::string, std::vector<fs::path>> peeks{
       {"include_reference", {this_project().root / "solutions/11_1_memory/formulas.cpp"}},
       {"include_compiler_cache", {home_marker}},
@@ -80,15 +86,18 @@ void attack_batch(const std::string& mode) {
     const std::string body = "double toy_scale(double x, int k) { return x * k; }";
     REQUIRE(text.find(body) != std::string::npos);
     std::string seen;
-    for (const auto& path : paths) seen += (seen.empty() ? "" : " || ") + ("__has_include(\"" + path.string() + "\")");
+    for (const auto& path : paths)
+      seen += (seen.empty() ? "" : " || ") + ("__has_include(\"" + path.string() + "\")");
     text.replace(text.find(body), body.size(),
-                 "#if " + seen + "\ndouble toy_scale(double x, int k) { return x * k; }\n#else\n"
-                 "double toy_scale(double, int) { return -1; }\n#endif");
+                 "#if " + seen +
+                     "\ndouble toy_scale(double x, int k) { return x * k; }\n#else\n"
+                     "double toy_scale(double, int) { return -1; }\n#endif");
     std::ofstream(sub / "toy_a/toy_a.cpp") << text;
   }
   // A correct submission graded beside them must keep its full marks.
   fs::path good = toy_submission(dir / "subs" / "zz_correct", "");
-  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", good / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", good / "toy_a/toy_a.cpp",
+                fs::copy_options::overwrite_existing);
   // The exec attack finds the reference's case program from the work folder's name; it must be
   // really there, or the attack would lose for the wrong reason.
   const Project p = this_project();
@@ -99,8 +108,9 @@ void attack_batch(const std::string& mode) {
 
   RunSpec spec;
   spec.exe = MGPU_GRADE_EXE;
-  spec.args = toy_args({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(), "--reports",
-                        (dir / "reports").string(), "--seed", kSeed});
+  spec.args =
+      toy_args({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
+                "--reports", (dir / "reports").string(), "--seed", kSeed});
   spec.isolate = false;
   spec.wall_s = 600;
   spec.merge_output = true;
@@ -108,7 +118,9 @@ void attack_batch(const std::string& mode) {
   RunOutcome o = run_process(spec);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
-  auto report = [&](const std::string& name) { return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json"))); };
+  auto report = [&](const std::string& name) {
+    return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json")));
+  };
   CHECK(case_status(report("steal_reference"), "toy_a.scale") == "wrong");
   CHECK(case_status(report("exec_reference"), "toy_a.scale") == "wrong");
   // The build could not read what it peeked at: hidden (namespaces: the answer is wrong) or
@@ -159,17 +171,20 @@ int processes_with(const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("a grader that is not root still seals its cases: namespaces, or a refusal naming the fix" *
-          doctest::skip(::geteuid() != 0)) {
+TEST_CASE(
+    "a grader that is not root still seals its cases: namespaces, or a refusal naming the fix" *
+    doctest::skip(::geteuid() != 0)) {
   // The grader's user here is nobody; its private folder stands for the reference results.
   const uid_t nobody = 65534;
-  const fs::path secret_dir = fs::temp_directory_path() / ("mgpu-nonroot-" + std::to_string(::getpid()));
+  const fs::path secret_dir =
+      fs::temp_directory_path() / ("mgpu-nonroot-" + std::to_string(::getpid()));
   put(secret_dir / "reference.json", "{\"answer\": 42}\n");
   REQUIRE(::chown(secret_dir.c_str(), nobody, nobody) == 0);
   REQUIRE(::chown((secret_dir / "reference.json").c_str(), nobody, nobody) == 0);
   fs::permissions(secret_dir, fs::perms::owner_all, fs::perm_options::replace);
   const std::string needle = "37.25";  // the leftover's sleep, found by its argument
-  const fs::path report = fs::temp_directory_path() / ("mgpu-nonroot-" + std::to_string(::getpid()) + ".txt");
+  const fs::path report =
+      fs::temp_directory_path() / ("mgpu-nonroot-" + std::to_string(::getpid()) + ".txt");
   fs::remove(report);
 
   const pid_t child = ::fork();
@@ -179,11 +194,14 @@ TEST_CASE("a grader that is not root still seals its cases: namespaces, or a ref
     if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) ::_exit(90);
     RunSpec spec;
     spec.exe = "/bin/sh";
-    spec.args = {"-c", "cat " + (secret_dir / "reference.json").string() + " 2>/dev/null || echo unreadable; "
-                       "setsid sleep " + needle + " >/dev/null 2>&1 & echo started"};
+    spec.args = {"-c", "cat " + (secret_dir / "reference.json").string() +
+                           " 2>/dev/null || echo unreadable; "
+                           "setsid sleep " +
+                           needle + " >/dev/null 2>&1 & echo started"};
     spec.wall_s = 20;
     RunOutcome o = run_process(spec);
-    std::ofstream(report) << to_string(sandbox().kind) << "\n" << (o.started ? o.out : "refused: " + o.start_error);
+    std::ofstream(report) << to_string(sandbox().kind) << "\n"
+                          << (o.started ? o.out : "refused: " + o.start_error);
     ::_exit(0);
   }
   int status = 0;
@@ -193,12 +211,14 @@ TEST_CASE("a grader that is not root still seals its cases: namespaces, or a ref
   const std::string got = read_text(report);
   MESSAGE(got);
   if (got.rfind("namespaces", 0) == 0) {
-    CHECK(got.find("unreadable") != std::string::npos);  // the grader's own file is not in the case's view
+    CHECK(got.find("unreadable") !=
+          std::string::npos);  // the grader's own file is not in the case's view
     CHECK(got.find("42") == std::string::npos);
     CHECK(got.find("started") != std::string::npos);
     // The PID namespace takes the leftover with it; the kernel's SIGKILL to its members may
     // need a moment to land, so wait a little before counting it as escaped.
-    for (int i = 0; i < 50 && processes_with(needle) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int i = 0; i < 50 && processes_with(needle) > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(processes_with(needle) == 0);
   } else {
     // No namespaces for a normal user here: nothing may run, and the message names the fix.

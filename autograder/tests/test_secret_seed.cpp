@@ -23,8 +23,10 @@ fs::path secret_file() {
   return f;
 }
 
-nlohmann::json grade_as(const fs::path& sub, const std::vector<std::string>& extra, const fs::path& out) {
-  std::vector<std::string> args{"grade", sub.string(), "--quiet", "--json", out.string(), "--seed", "20251129"};
+nlohmann::json grade_as(const fs::path& sub, const std::vector<std::string>& extra,
+                        const fs::path& out) {
+  std::vector<std::string> args{"grade",      sub.string(), "--quiet", "--json",
+                                out.string(), "--seed",     "20251129"};
   args.insert(args.end(), extra.begin(), extra.end());
   RunOutcome o = grader(toy_args(args));
   INFO(o.out);
@@ -35,7 +37,9 @@ nlohmann::json grade_as(const fs::path& sub, const std::vector<std::string>& ext
 
 }  // namespace
 
-TEST_CASE("a seed derived from a secret and a student id is stable, differs between students and is not the secret") {
+TEST_CASE(
+    "a seed derived from a secret and a student id is stable, differs between students and is not "
+    "the secret") {
   CHECK(derive_seed(kSecret, "alice") == derive_seed(kSecret, "alice"));
   CHECK(derive_seed(kSecret, "alice") != derive_seed(kSecret, "bob"));
   CHECK(derive_seed(kSecret, "alice") != derive_seed("another-secret-of-16+", "alice"));
@@ -43,8 +47,10 @@ TEST_CASE("a seed derived from a secret and a student id is stable, differs betw
   CHECK(derive_seed(kSecret, "alice") < 1000000000ull);
 }
 
-TEST_CASE("an answer table for the public seed wins the hidden case without a secret and loses it with one" *
-          doctest::skip(!can_grade())) {
+TEST_CASE(
+    "an answer table for the public seed wins the hidden case without a secret and loses it with "
+    "one" *
+    doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("public_seed_table");
   fs::path sub = toy_submission(dir / "submission", "");
   fs::copy_file(fixtures() / "attacks/public_seed_table/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
@@ -54,28 +60,36 @@ TEST_CASE("an answer table for the public seed wins the hidden case without a se
   CHECK_FALSE(open.contains("hidden_seed"));
 
   fs::path secret = secret_file();
-  auto sealed = grade_as(sub, {"--secret", secret.string(), "--student-id", "alice"}, dir / "sealed.json");
+  auto sealed =
+      grade_as(sub, {"--secret", secret.string(), "--student-id", "alice"}, dir / "sealed.json");
   CHECK(case_status(sealed, "toy_a.series") == "wrong");
   CHECK(case_status(sealed, "toy_a.scale") == "passed");  // visible cases keep the public seed
   CHECK(sealed["seed"] == 20251129);
   CHECK(sealed["hidden_seed"] == derive_seed(kSecret, "alice"));
 }
 
-TEST_CASE("with a secret the reference still gets full marks, and each student's hidden inputs are their own" *
-          doctest::skip(!can_grade())) {
+TEST_CASE(
+    "with a secret the reference still gets full marks, and each student's hidden inputs are their "
+    "own" *
+    doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("secret_solution");
   fs::path sub = toy_submission(dir / "submission", "");
-  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp", fs::copy_options::overwrite_existing);
+  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
+                fs::copy_options::overwrite_existing);
   fs::path secret = secret_file();
-  auto alice = grade_as(sub, {"--secret", secret.string(), "--student-id", "alice"}, dir / "alice.json");
+  auto alice =
+      grade_as(sub, {"--secret", secret.string(), "--student-id", "alice"}, dir / "alice.json");
   auto bob = grade_as(sub, {"--secret", secret.string(), "--student-id", "bob"}, dir / "bob.json");
   CHECK(alice["score"] == alice["max_score"]);
   CHECK(bob["score"] == bob["max_score"]);
   CHECK(alice["hidden_seed"] != bob["hidden_seed"]);
-  // Gradescope's metadata names the student; a group's ids are sorted, so any member gives the same.
+  // Gradescope's metadata names the student; a group's ids are sorted, so any member gives the
+  // same.
   fs::path meta = dir / "submission_metadata.json";
-  std::ofstream(meta) << R"({"id": 99, "users": [{"id": 7, "email": "b@x"}, {"id": 3, "email": "a@x"}]})";
-  auto group = grade_as(sub, {"--secret", secret.string(), "--submission-metadata", meta.string()}, dir / "group.json");
+  std::ofstream(meta)
+      << R"({"id": 99, "users": [{"id": 7, "email": "b@x"}, {"id": 3, "email": "a@x"}]})";
+  auto group = grade_as(sub, {"--secret", secret.string(), "--submission-metadata", meta.string()},
+                        dir / "group.json");
   CHECK(group["hidden_seed"] == derive_seed(kSecret, "3+7"));
 }
 

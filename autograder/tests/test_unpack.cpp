@@ -42,24 +42,28 @@ fs::path make_zip(const fs::path& path, const std::vector<ZipEntry>& entries) {
     if (!e.name.empty() && e.name.back() == '/') {
       idx = zip_dir_add(z, e.name.c_str(), ZIP_FL_ENC_UTF_8);
     } else {
-      zip_source_t* src = zip_source_buffer(z, e.content.data(), e.content.size(), 0);  // read at zip_close
+      zip_source_t* src =
+          zip_source_buffer(z, e.content.data(), e.content.size(), 0);  // read at zip_close
       REQUIRE(src != nullptr);
       idx = zip_file_add(z, e.name.c_str(), src, ZIP_FL_ENC_UTF_8);
     }
     REQUIRE_MESSAGE(idx >= 0, e.name << ": " << zip_strerror(z));
-    zip_file_set_external_attributes(z, static_cast<zip_uint64_t>(idx), 0, ZIP_OPSYS_UNIX, e.mode << 16);
+    zip_file_set_external_attributes(z, static_cast<zip_uint64_t>(idx), 0, ZIP_OPSYS_UNIX,
+                                     e.mode << 16);
   }
   REQUIRE(zip_close(z) == 0);
   return path;
 }
 
-// The zip an attacker makes with the standard tool: its only entry is `chapters -> ../../solutions`.
+// The zip an attacker makes with the standard tool: its only entry is `chapters ->
+// ../../solutions`.
 fs::path symlink_zip(const fs::path& dir) {
   fs::path src = dir / "link-src";
   fs::create_directories(src);
   fs::create_directory_symlink("../../solutions", src / "chapters");
   fs::path zip = dir / "symlink.zip";
-  REQUIRE(std::system(("cd " + src.string() + " && zip -q --symlinks " + zip.string() + " chapters").c_str()) == 0);
+  REQUIRE(std::system(("cd " + src.string() + " && zip -q --symlinks " + zip.string() + " chapters")
+                          .c_str()) == 0);
   return zip;
 }
 
@@ -88,17 +92,21 @@ TEST_CASE("valid_utf8 keeps valid text and replaces each invalid sequence by one
   CHECK(valid_utf8("plain ascii\n") == "plain ascii\n");
   const std::string ok = "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9D\x84\x9E";  // é, €, 𝄞
   CHECK(valid_utf8(ok) == ok);
-  CHECK(valid_utf8("a\xFF\xFE" "b") == "a" + kReplacement + kReplacement + "b");
-  CHECK(valid_utf8("cut \xE2\x82") == "cut " + kReplacement);           // a character cut at the end
-  CHECK(valid_utf8("\xE2\x82" "x") == kReplacement + "x");              // ... or in the middle
-  CHECK(valid_utf8("\xC0\xAF") == kReplacement + kReplacement);         // overlong '/'
+  CHECK(valid_utf8("a\xFF\xFE"
+                   "b") == "a" + kReplacement + kReplacement + "b");
+  CHECK(valid_utf8("cut \xE2\x82") == "cut " + kReplacement);  // a character cut at the end
+  CHECK(valid_utf8("\xE2\x82"
+                   "x") == kReplacement + "x");                  // ... or in the middle
+  CHECK(valid_utf8("\xC0\xAF") == kReplacement + kReplacement);  // overlong '/'
   CHECK(valid_utf8("\xED\xA0\x80") == kReplacement + kReplacement + kReplacement);  // a surrogate
-  CHECK(valid_utf8("\xF4\x90\x80\x80").find('\xF4') == std::string::npos);          // beyond U+10FFFF
-  CHECK(valid_utf8(std::string("nul\0ok", 6)) == std::string("nul\0ok", 6));       // NUL is valid UTF-8
+  CHECK(valid_utf8("\xF4\x90\x80\x80").find('\xF4') == std::string::npos);    // beyond U+10FFFF
+  CHECK(valid_utf8(std::string("nul\0ok", 6)) == std::string("nul\0ok", 6));  // NUL is valid UTF-8
 }
 
 TEST_CASE("truncate_utf8 never cuts inside a character") {
-  const std::string euro = "a\xE2\x82\xAC" "b";  // a € b: 5 bytes
+  const std::string euro =
+      "a\xE2\x82\xAC"
+      "b";  // a € b: 5 bytes
   CHECK(truncate_utf8(euro, 10) == euro);
   CHECK(truncate_utf8(euro, 5) == euro);
   CHECK(truncate_utf8(euro, 4) == "a\xE2\x82\xAC");
@@ -131,8 +139,10 @@ TEST_CASE("every report is written, as valid UTF-8, from feedback holding invali
   REQUIRE_NOTHROW(json = json_report(g).dump());
   REQUIRE_NOTHROW(gradescope = gradescope_report(g).dump());
   auto j = nlohmann::json::parse(json);  // the parser rejects invalid UTF-8
-  CHECK(j["chapters"][0]["cases"][0]["feedback"] == "stdout: " + kReplacement + kReplacement + " then a cut euro " + kReplacement);
-  CHECK(nlohmann::json::parse(gradescope)["tests"][0]["output"].get<std::string>().find(kReplacement) != std::string::npos);
+  CHECK(j["chapters"][0]["cases"][0]["feedback"] ==
+        "stdout: " + kReplacement + kReplacement + " then a cut euro " + kReplacement);
+  CHECK(nlohmann::json::parse(gradescope)["tests"][0]["output"].get<std::string>().find(
+            kReplacement) != std::string::npos);
   std::string junit = junit_report(g), table = terminal_report(g, false, false);
   CHECK(valid_utf8(junit) == junit);
   CHECK(junit.find(kReplacement) != std::string::npos);
@@ -163,8 +173,14 @@ TEST_CASE("a zip whose only entry is the symlink chapters -> ../../solutions is 
   CHECK(why.find("fix:") != std::string::npos);
   CHECK(entries_in(dir / "out") == 0);
   // A link that libzip writes the same way, and a device node, are refused too.
-  CHECK(!rejection([&] { extract_zip(make_zip(dir / "l.zip", {{"toy_a/toy_a.cpp", "/etc/passwd", S_IFLNK | 0777}}), dir / "out"); }).empty());
-  std::string dev = rejection([&] { extract_zip(make_zip(dir / "d.zip", {{"null", "", S_IFCHR | 0666}}), dir / "out"); });
+  CHECK(!rejection([&] {
+           extract_zip(
+               make_zip(dir / "l.zip", {{"toy_a/toy_a.cpp", "/etc/passwd", S_IFLNK | 0777}}),
+               dir / "out");
+         }).empty());
+  std::string dev = rejection([&] {
+    extract_zip(make_zip(dir / "d.zip", {{"null", "", S_IFCHR | 0666}}), dir / "out");
+  });
   CHECK(dev.find("device") != std::string::npos);
 }
 
@@ -172,15 +188,21 @@ TEST_CASE("a zip with a `..` or absolute path is rejected before anything is wri
   fs::path dir = fresh_dir("unpack_traversal");
   // The harmless entry comes first: it must not be written either.
   std::string why = rejection([&] {
-    extract_zip(make_zip(dir / "evil.zip", {{"toy_a/toy_a.cpp", kToyA}, {"../evil.cpp", "int evil;"}}), dir / "out");
+    extract_zip(
+        make_zip(dir / "evil.zip", {{"toy_a/toy_a.cpp", kToyA}, {"../evil.cpp", "int evil;"}}),
+        dir / "out");
   });
   INFO(why);
   CHECK(why.find("`../evil.cpp`") != std::string::npos);
   CHECK(why.find("..") != std::string::npos);
   CHECK(!fs::exists(dir / "evil.cpp"));
   CHECK(entries_in(dir / "out") == 0);
-  CHECK(!rejection([&] { extract_zip(make_zip(dir / "deep.zip", {{"a/../../evil.cpp", "x"}}), dir / "out"); }).empty());
-  std::string abs = rejection([&] { extract_zip(make_zip(dir / "abs.zip", {{"/tmp/evil.cpp", "x"}}), dir / "out"); });
+  CHECK(!rejection([&] {
+           extract_zip(make_zip(dir / "deep.zip", {{"a/../../evil.cpp", "x"}}), dir / "out");
+         }).empty());
+  std::string abs = rejection([&] {
+    extract_zip(make_zip(dir / "abs.zip", {{"/tmp/evil.cpp", "x"}}), dir / "out");
+  });
   CHECK(abs.find("absolute") != std::string::npos);
 }
 
@@ -188,7 +210,9 @@ TEST_CASE("zip bombs stop at the caps: one file, all files, number of entries") 
   fs::path dir = fresh_dir("unpack_bomb");
   // 2 MiB of zeros deflate to a few KiB: the cap is counted on what comes out, not on the header.
   std::string big(kMaxSubmissionFileBytes + 1, '\0');
-  std::string why = rejection([&] { extract_zip(make_zip(dir / "bomb.zip", {{"toy_a/toy_a.cpp", big}}), dir / "out"); });
+  std::string why = rejection([&] {
+    extract_zip(make_zip(dir / "bomb.zip", {{"toy_a/toy_a.cpp", big}}), dir / "out");
+  });
   INFO(why);
   CHECK(fs::file_size(dir / "bomb.zip") < 64 * 1024);
   CHECK(why.find("`toy_a/toy_a.cpp`") != std::string::npos);
@@ -196,13 +220,17 @@ TEST_CASE("zip bombs stop at the caps: one file, all files, number of entries") 
 
   std::string just_under(kMaxSubmissionFileBytes, 'a');
   std::vector<ZipEntry> many;
-  for (std::uint64_t i = 0; i * kMaxSubmissionFileBytes <= kMaxSubmissionBytes; ++i) many.push_back({fmt::format("f{}.txt", i), just_under});
-  std::string total = rejection([&] { extract_zip(make_zip(dir / "total.zip", many), dir / "out"); });
+  for (std::uint64_t i = 0; i * kMaxSubmissionFileBytes <= kMaxSubmissionBytes; ++i)
+    many.push_back({fmt::format("f{}.txt", i), just_under});
+  std::string total =
+      rejection([&] { extract_zip(make_zip(dir / "total.zip", many), dir / "out"); });
   CHECK(total.find("16 MiB") != std::string::npos);
 
   std::vector<ZipEntry> crowd;
-  for (std::size_t i = 0; i <= kMaxSubmissionEntries; ++i) crowd.push_back({fmt::format("f{}.txt", i), ""});
-  std::string count = rejection([&] { extract_zip(make_zip(dir / "crowd.zip", crowd), dir / "out"); });
+  for (std::size_t i = 0; i <= kMaxSubmissionEntries; ++i)
+    crowd.push_back({fmt::format("f{}.txt", i), ""});
+  std::string count =
+      rejection([&] { extract_zip(make_zip(dir / "crowd.zip", crowd), dir / "out"); });
   CHECK(count.find("at most 200") != std::string::npos);
 }
 
@@ -232,7 +260,8 @@ TEST_CASE("a folder submission with a link anywhere, a special file or over the 
   fs::remove(sub / "chapters");
 
   fs::create_symlink("toy_a.cpp", sub / "toy_a/inside.cpp");  // even one that points inside
-  CHECK(rejection([&] { check_submission_folder(sub); }).find("toy_a/inside.cpp") != std::string::npos);
+  CHECK(rejection([&] { check_submission_folder(sub); }).find("toy_a/inside.cpp") !=
+        std::string::npos);
   fs::remove(sub / "toy_a/inside.cpp");
 
   fs::create_hard_link(sub / "toy_a/toy_a.cpp", sub / "toy_a/twin.cpp");
@@ -247,12 +276,14 @@ TEST_CASE("a folder submission with a link anywhere, a special file or over the 
   CHECK(rejection([&] { check_submission_folder(sub); }).find("`big.bin`") != std::string::npos);
   fs::remove(sub / "big.bin");
 
-  for (std::size_t i = 0; i < kMaxSubmissionEntries; ++i) std::ofstream(sub / fmt::format("f{}.txt", i));
+  for (std::size_t i = 0; i < kMaxSubmissionEntries; ++i)
+    std::ofstream(sub / fmt::format("f{}.txt", i));
   CHECK(rejection([&] { check_submission_folder(sub); }).find("at most 200") != std::string::npos);
 }
 
 TEST_CASE("a rejected submission's grade: every case rejected, 0 points, its maximum kept") {
-  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json", {fixtures() / "toy" / "rubric.json"});
+  Rubric r = load_rubrics(this_project().root / "autograder" / "rubric.json",
+                          {fixtures() / "toy" / "rubric.json"});
   auto chapters = select_chapters(r, {"toy_"});
   Grade g;
   g.submission = "evil.zip";
@@ -283,7 +314,8 @@ TEST_CASE("every gradebook row has exactly the header's columns") {
     g.chapters.push_back(ch);
   }
   for (const std::vector<std::string>& blocks :
-       {std::vector<std::string>{"toy_a", "toy_b", "gpu_labs"}, std::vector<std::string>{"toy_a", "toy_b"}}) {
+       {std::vector<std::string>{"toy_a", "toy_b", "gpu_labs"},
+        std::vector<std::string>{"toy_a", "toy_b"}}) {
     auto header = csv_header(blocks);
     auto row = csv_row("alice", g, blocks);
     REQUIRE(row.size() == header.size());
@@ -298,13 +330,15 @@ TEST_CASE("every gradebook row has exactly the header's columns") {
   Grade rejected = rejected_grade(Grade{}, {}, "x.zip: `chapters` is a symbolic link");
   ChapterGrade ch;
   ch.name = "toy_a";
-  ch.cases.push_back({"toy_a.x", "toy_a", Visibility::visible, Status::rejected_submission, 0, 2, "why", "", 0});
+  ch.cases.push_back(
+      {"toy_a.x", "toy_a", Visibility::visible, Status::rejected_submission, 0, 2, "why", "", 0});
   rejected.chapters.push_back(ch);
   auto row = csv_row("mallory", rejected, {"toy_a", "toy_b"});
   const auto header = csv_header({"toy_a", "toy_b"});
   REQUIRE(row.size() == header.size());
   auto cell = [&](const std::string& column) {
-    return row.at(static_cast<std::size_t>(std::find(header.begin(), header.end(), column) - header.begin()));
+    return row.at(
+        static_cast<std::size_t>(std::find(header.begin(), header.end(), column) - header.begin()));
   };
   CHECK(cell("toy_b") == "");         // not in the grade
   CHECK(cell("failed_cases") == "");  // none listed: the status says it all
@@ -313,8 +347,10 @@ TEST_CASE("every gradebook row has exactly the header's columns") {
   CHECK(csv_field("bad \xFF") == "bad " + kReplacement);
 }
 
-TEST_CASE("grade-batch: hostile uploads get rejected-submission rows, invalid UTF-8 output still gets a grade" *
-          doctest::skip(!can_grade())) {
+TEST_CASE(
+    "grade-batch: hostile uploads get rejected-submission rows, invalid UTF-8 output still gets a "
+    "grade" *
+    doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("toy_hostile");
   fs::path subs = dir / "subs";
   fs::create_directories(subs);
@@ -350,8 +386,10 @@ TEST_CASE("grade-batch: hostile uploads get rejected-submission rows, invalid UT
     rows[row.at(0)] = row;
   }
   REQUIRE(rows.size() == 5);
-  const std::map<std::string, std::string> named{
-      {"symlink", "`chapters`"}, {"traversal", "`../evil.cpp`"}, {"bomb", "`toy_a/toy_a.cpp`"}, {"folder_link", "`chapters`"}};
+  const std::map<std::string, std::string> named{{"symlink", "`chapters`"},
+                                                 {"traversal", "`../evil.cpp`"},
+                                                 {"bomb", "`toy_a/toy_a.cpp`"},
+                                                 {"folder_link", "`chapters`"}};
   for (const auto& [sub, entry] : named) {
     const std::string& status = rows[sub].at(col("status"));
     CHECK_MESSAGE(status.rfind("rejected-submission: ", 0) == 0, sub << ": " << status);
@@ -367,15 +405,18 @@ TEST_CASE("grade-batch: hostile uploads get rejected-submission rows, invalid UT
   auto report = nlohmann::json::parse(read_text(dir / "reports" / "invalid_utf8.json"));
   for (const auto& ch : report["chapters"])
     for (const auto& c : ch["cases"])
-      if (c["name"] == "toy_a.scale") CHECK(c["feedback"].get<std::string>().find(kReplacement) != std::string::npos);
+      if (c["name"] == "toy_a.scale")
+        CHECK(c["feedback"].get<std::string>().find(kReplacement) != std::string::npos);
 }
 
-TEST_CASE("grade: a submission printing invalid UTF-8 still gets JSON, Gradescope and JUnit reports" *
-          doctest::skip(!can_grade())) {
+TEST_CASE(
+    "grade: a submission printing invalid UTF-8 still gets JSON, Gradescope and JUnit reports" *
+    doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("toy_invalid_utf8");
   fs::path sub = toy_submission(dir / "sub", "invalid_utf8");
-  RunOutcome o = grader(toy_args({"grade", sub.string(), "--json", (dir / "g.json").string(), "--gradescope",
-                                  (dir / "results.json").string(), "--junit", (dir / "junit.xml").string()}));
+  RunOutcome o =
+      grader(toy_args({"grade", sub.string(), "--json", (dir / "g.json").string(), "--gradescope",
+                       (dir / "results.json").string(), "--junit", (dir / "junit.xml").string()}));
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto j = nlohmann::json::parse(read_text(dir / "g.json"));  // throws on invalid UTF-8
@@ -383,7 +424,8 @@ TEST_CASE("grade: a submission printing invalid UTF-8 still gets JSON, Gradescop
   auto gs = nlohmann::json::parse(read_text(dir / "results.json"));
   CHECK(gs["score"].get<double>() == j["score"].get<double>());
   bool replaced = false;
-  for (const auto& t : gs["tests"]) replaced = replaced || t["output"].get<std::string>().find(kReplacement) != std::string::npos;
+  for (const auto& t : gs["tests"])
+    replaced = replaced || t["output"].get<std::string>().find(kReplacement) != std::string::npos;
   CHECK(replaced);
   std::string junit = read_text(dir / "junit.xml");
   CHECK(valid_utf8(junit) == junit);

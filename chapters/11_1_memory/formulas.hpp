@@ -35,8 +35,8 @@ double training_state_bytes(double params, const PrecisionRecipe& recipe);
 
 /// How the layer is split across GPUs and what is recomputed, for activation_bytes_per_layer.
 struct ActivationOptions {
-  std::int64_t tensor_parallel = 1;  ///< t: tensor-parallel degree (1 = no tensor parallelism)
-  bool sequence_parallel = false;    ///< shard layer norms and dropouts along the sequence too
+  std::int64_t tensor_parallel = 1;       ///< t: tensor-parallel degree (1 = no tensor parallelism)
+  bool sequence_parallel = false;         ///< shard layer norms and dropouts along the sequence too
   Recompute recompute = Recompute::none;  ///< what is recomputed instead of stored
 };
 

@@ -37,9 +37,9 @@ std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_b
   throw NotImplemented("11.2 plan_buckets");
 }
 
-double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
-                                     model::Adam& adam, const model::Batch& global,
-                                     std::span<const Bucket> buckets) {
+double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model,
+                                     model::Replica& replica, model::Adam& adam,
+                                     const model::Batch& global, std::span<const Bucket> buckets) {
   // TODO(11.2 data_parallel_step_overlapped): bitwise the result of data_parallel_step with the
   //   runtime averager, but each bucket's reduction is in flight while backward still computes
   //   the units below it. Calls: model.forward_backward's optional hook (called with a unit's
@@ -57,8 +57,8 @@ MixedReplica make_mixed_replica(MemoryLedger& ledger, const model::Model& model,
   throw NotImplemented("11.2 make_mixed_replica");
 }
 
-double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model, MixedReplica& replica,
-                                const model::Batch& global) {
+double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model,
+                                MixedReplica& replica, const model::Batch& global) {
   // TODO(11.2 data_parallel_step_mixed): data_parallel_step in the mixed recipe. The model reads
   //   and writes fp32, the replica keeps bf16, and the ranks must agree on a gradient that went
   //   over the wire as bf16 (half the bytes of fp32), averaged, not summed. Adam updates the fp32

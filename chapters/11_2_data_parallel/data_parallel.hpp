@@ -5,8 +5,8 @@
 #pragma once
 
 #include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen/Dense is not needed here and costs compile time
-#include "mgpu/not_implemented.hpp"
 #include "mgpu/model/model.hpp"
+#include "mgpu/not_implemented.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -77,9 +77,9 @@ std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_b
 /// The result is bitwise the same as the unbucketed step (averaging is element-wise); the
 /// virtual step time falls from compute + communication towards max(compute, communication).
 /// As there, replica.grads holds the averaged gradients on return.
-double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
-                                     model::Adam& adam, const model::Batch& global,
-                                     std::span<const Bucket> buckets);
+double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model,
+                                     model::Replica& replica, model::Adam& adam,
+                                     const model::Batch& global, std::span<const Bucket> buckets);
 
 /// A data-parallel replica in the course's bf16 mixed-precision recipe (mgpu::kBf16MixedAdam,
 /// {2, 2, 4, 8} bytes per parameter), the recipe 11.3's Precision::bf16_mixed shards. Every
@@ -146,7 +146,7 @@ MixedReplica make_mixed_replica(MemoryLedger& ledger, const model::Model& model,
 /// rounding (at most 2^-9 of a weight) plus what the rounded gradients changed in Adam's updates
 /// (at most 2 lr per step for a weight whose gradient is near zero, far less typically); the
 /// losses differ by about what 2^-9 of every weight changes in the forward.
-double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model, MixedReplica& replica,
-                                const model::Batch& global);
+double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model,
+                                MixedReplica& replica, const model::Batch& global);
 
 }  // namespace mgpu::data_parallel

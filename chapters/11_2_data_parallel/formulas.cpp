@@ -43,7 +43,8 @@ double all_reduce_bus_bandwidth(std::int64_t ranks, double algorithm_bytes_per_s
   throw NotImplemented("11.2 all_reduce_bus_bandwidth");
 }
 
-double gradient_all_reduce_bytes_per_rank(std::int64_t ranks, double params, double bytes_per_grad) {
+double gradient_all_reduce_bytes_per_rank(std::int64_t ranks, double params,
+                                          double bytes_per_grad) {
   // TODO(11.2 gradient_all_reduce_bytes_per_rank): the bytes one rank sends to all-reduce a
   // gradient of `params` values of `bytes_per_grad` bytes each; bad input throws.
   throw NotImplemented("11.2 gradient_all_reduce_bytes_per_rank");

@@ -39,8 +39,12 @@ void ring(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
 
 }  // namespace
 
-void ring_all_reduce(Comm& comm, std::span<float> data, MemoryLedger& ledger) { ring(comm, data, ledger); }
+void ring_all_reduce(Comm& comm, std::span<float> data, MemoryLedger& ledger) {
+  ring(comm, data, ledger);
+}
 
-void ring_all_reduce(Comm& comm, std::span<bf16> data, MemoryLedger& ledger) { ring(comm, data, ledger); }
+void ring_all_reduce(Comm& comm, std::span<bf16> data, MemoryLedger& ledger) {
+  ring(comm, data, ledger);
+}
 
 }  // namespace mgpu::data_parallel

@@ -24,13 +24,15 @@ namespace mgpu::data_parallel {
 ///    one from rank (r-1+N) % N, adding the received values into its own copy of that chunk.
 ///    Choose the chunk indices so that after the last step each rank holds one chunk fully summed.
 ///  - all-gather, N-1 more steps around the same ring: each rank forwards the fully-summed chunk
-///    it received last (starting with its own), overwriting its copy, until all N chunks are complete.
+///    it received last (starting with its own), overwriting its copy, until all N chunks are
+///    complete.
 ///
 /// Contract the tests check:
 ///  - any N >= 1 and any length, 0 included (not only multiples of N);
 ///  - N = 1 sends nothing and leaves `data` as it is;
 ///  - for N > 1 each rank sends exactly 2(N-1) messages, even when some chunks are empty, and
-///    their sizes add up to all chunks but one, twice: 2(N-1)/N of the buffer on average over ranks;
+///    their sizes add up to all chunks but one, twice: 2(N-1)/N of the buffer on average over
+///    ranks;
 ///  - every rank ends with bitwise identical values (the all-gather copies, never re-adds).
 ///
 /// Receive each chunk into a staging buffer of ring_chunk(data.size(), N, 0).count elements

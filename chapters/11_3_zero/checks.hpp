@@ -12,7 +12,9 @@
 namespace mgpu::zero {
 
 /// Given: throws std::invalid_argument, naming `where`, unless `stage` is a ZeRO stage (0 to 3).
-inline void check_stage(const char* where, int stage) { args::check_zero_stage(where, "stage", stage); }
+inline void check_stage(const char* where, int stage) {
+  args::check_zero_stage(where, "stage", stage);
+}
 
 /// Given: the checks zero_state_per_gpu and zero_traffic_per_gpu share. Throws
 /// std::invalid_argument unless `params` is finite and >= 0, `recipe` is valid

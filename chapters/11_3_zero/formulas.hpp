@@ -48,11 +48,11 @@ double zero_state_bytes_per_gpu(double params, const PrecisionRecipe& recipe, in
 
 /// Bytes one GPU sends per training step, by collective, for a ring implementation.
 struct TrafficBytes {
-  double all_reduce_bytes = 0;             ///< gradient all-reduce (stage 0)
-  double reduce_scatter_bytes = 0;         ///< gradient reduce-scatter (stages 1..3)
-  double all_gather_forward_bytes = 0;     ///< weight all-gather before the forward (stage 3),
-                                           ///< or of the updated weights after the step (1, 2)
-  double all_gather_backward_bytes = 0;    ///< weight all-gather again for the backward (stage 3)
+  double all_reduce_bytes = 0;           ///< gradient all-reduce (stage 0)
+  double reduce_scatter_bytes = 0;       ///< gradient reduce-scatter (stages 1..3)
+  double all_gather_forward_bytes = 0;   ///< weight all-gather before the forward (stage 3),
+                                         ///< or of the updated weights after the step (1, 2)
+  double all_gather_backward_bytes = 0;  ///< weight all-gather again for the backward (stage 3)
   /// Sum of all collectives.
   [[nodiscard]] double total_bytes() const {
     return all_reduce_bytes + reduce_scatter_bytes + all_gather_forward_bytes +
@@ -102,11 +102,11 @@ struct DeepSpeedEstimate {
 
 /// Where DeepSpeed's estimators place the state and how many GPUs they spread it over.
 struct DeepSpeedSetup {
-  std::int64_t gpus_per_node = 1;   ///< GPUs in each node, 1 or more
-  std::int64_t nodes = 1;           ///< nodes, 1 or more
-  bool cpu_offload = false;         ///< optimizer state (and fp32 gradients) in host memory
-  bool cpu_offload_params = false;  ///< stage 3 only: parameters in host memory too
-  bool zero_init = true;            ///< stage 3 only: model built already partitioned
+  std::int64_t gpus_per_node = 1;         ///< GPUs in each node, 1 or more
+  std::int64_t nodes = 1;                 ///< nodes, 1 or more
+  bool cpu_offload = false;               ///< optimizer state (and fp32 gradients) in host memory
+  bool cpu_offload_params = false;        ///< stage 3 only: parameters in host memory too
+  bool zero_init = true;                  ///< stage 3 only: model built already partitioned
   double additional_buffer_factor = 1.5;  ///< slack DeepSpeed multiplies host memory by
 };
 

@@ -18,8 +18,8 @@ ShardLayout plan_shards(const model::Model& model, int ranks) {
   throw NotImplemented("11.3 plan_shards");
 }
 
-ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                          const model::AdamConfig& adam, Precision precision) {
+ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage,
+                          std::uint64_t seed, const model::AdamConfig& adam, Precision precision) {
   // TODO(11.3 make_zero_state): the ZeroState table of zero.hpp, every buffer in the ledger
   //   under its category, so that the ledger's peaks equal zero_state_per_gpu(P, kZeroRecipe)
   //   up to padding. All ranks start from the same parameters without communicating; a stage-3
@@ -33,8 +33,8 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
   throw NotImplemented("11.3 make_zero_state");
 }
 
-Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                     std::span<const float> owned) {
+Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                     const ShardLayout& layout, int u, std::span<const float> owned) {
   // TODO(11.3 gather_unit): once the returned `done` is waited, `full` holds unit u's weights in
   //   the model's layout followed by zero padding, on every rank. The gather is only posted
   //   here, never waited (prefetch depends on that). A wrong-length `owned` throws. Calls:
@@ -42,15 +42,16 @@ Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, 
   throw NotImplemented("11.3 gather_unit");
 }
 
-Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                       std::span<const bf16> owned) {
+Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                       const ShardLayout& layout, int u, std::span<const bf16> owned) {
   // TODO(11.3 gather_unit_bf16): gather_unit again with bf16 elements (Buffer<bf16>), so the
   //   wire carries 2 bytes per weight. Writing the fp32 one as a template saves writing it twice.
   throw NotImplemented("11.3 gather_unit (bf16)");
 }
 
-void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                         std::span<const float> unit_grads, std::span<float> shard_grads) {
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                         std::span<float> shard_grads) {
   // TODO(11.3 reduce_scatter_unit): shard_grads ends with the group's average of the gradient
   //   elements this rank owns, zero in the padding, and the unit's gradient is never summed in
   //   full anywhere. Wrong lengths throw. Calls: a Category::comm Buffer<float>,
@@ -58,15 +59,17 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
   throw NotImplemented("11.3 reduce_scatter_unit");
 }
 
-void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                         std::span<const bf16> unit_grads, std::span<bf16> shard_grads) {
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                         std::span<bf16> shard_grads) {
   // TODO(11.3 reduce_scatter_unit_bf16): reduce_scatter_unit with bf16 elements: the padded copy
   //   is bf16 and the reduce-scatter runs on bf16, half the bytes of the fp32 one.
   throw NotImplemented("11.3 reduce_scatter_unit (bf16)");
 }
 
 Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                                   const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                                   const ShardLayout& layout, int u,
+                                   std::span<const float> unit_grads,
                                    std::span<float> shard_grads) {
   // TODO(11.3 zero2_overlap): reduce_scatter_unit split in two: post the reduce-scatter and
   //   return the padded copy with its Request, unwaited. Then let reduce_scatter_unit call this
@@ -77,7 +80,8 @@ Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::
 }
 
 Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                                     const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                                     const ShardLayout& layout, int u,
+                                     std::span<const bf16> unit_grads,
                                      std::span<bf16> shard_grads) {
   // TODO(11.3 zero2_overlap): the same with bf16 elements (a template serves both).
   throw NotImplemented("11.3 start_reduce_scatter_unit (bf16)");
@@ -90,8 +94,8 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
   throw NotImplemented("11.3 zero_local_batch");
 }
 
-double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch, bool overlap) {
+double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                 const model::Batch& global, bool prefetch, bool overlap) {
   // TODO(11.3 zero_step): stages 0 and 1 (stage 3 hands over to fsdp_step, a bf16_mixed state
   //   to mixed_step). Done when, after every step, each rank's full weights equal plain data
   //   parallelism's up to fp32 rounding,
@@ -108,8 +112,8 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   throw NotImplemented("11.3 zero_step");
 }
 
-double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch) {
+double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                 const model::Batch& global, bool prefetch) {
   // TODO(11.3 fsdp_step): the same weights as stage 0 while a rank keeps only shards: a unit's
   //   full weights exist only around its forward and again around its backward, and each unit's
   //   gradient is reduced into the shard before the next unit's backward needs memory. The comm
@@ -122,8 +126,8 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   throw NotImplemented("11.3 fsdp_step");
 }
 
-double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                  bool prefetch, bool overlap) {
+double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                  const model::Batch& global, bool prefetch, bool overlap) {
   // TODO(11.3 mixed_step): one bf16 mixed-precision step at any stage (zero_step hands over when
   //   state.precision is bf16_mixed). Done when the ledger's state peaks stay those of
   //   make_zero_state, every collective carries bf16 (half the fp32 bytes), the loss falls as
@@ -136,7 +140,8 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
   throw NotImplemented("11.3 mixed_step");
 }
 
-std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
+std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model,
+                                const ZeroState& state) {
   // TODO(11.3 full_weights): the model's full parameters in its layout, identical on every rank
   //   and at every stage. At stage 3 this is a collective: every rank of dp calls it. With
   //   bf16_mixed, the bf16 weights16 widened to fp32.

@@ -5,8 +5,8 @@
 
 #include "11_3_zero/formulas.hpp"
 #include "mgpu/cluster.hpp"
-#include "mgpu/not_implemented.hpp"
 #include "mgpu/model/model.hpp"
+#include "mgpu/not_implemented.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -21,7 +21,8 @@ namespace mgpu::zero {
 /// The precision recipe the running chapter trains with by default (Precision::fp32): fp32
 /// weights and gradients and Adam's two fp32 moments, no separate master copy (the fp32 weights
 /// are the master), {4, 4, 0, 8}. fp32 throughout keeps every stage bitwise comparable with
-/// plain data parallelism; compare the ledger with zero_state_per_gpu(params, kZeroRecipe, stage, N).
+/// plain data parallelism; compare the ledger with zero_state_per_gpu(params, kZeroRecipe, stage,
+/// N).
 inline constexpr PrecisionRecipe kZeroRecipe = kFp32Adam;
 
 /// The recipe of Precision::bf16_mixed, the course text's: bf16 weights and gradients, an fp32
@@ -58,7 +59,8 @@ struct OwnedRange {
   [[nodiscard]] std::size_t size() const { return last - first; }
 };
 
-/// Given: OwnedRange of group rank `r` in unit `u` of `layout`, for a unit of `unit_count` elements.
+/// Given: OwnedRange of group rank `r` in unit `u` of `layout`, for a unit of `unit_count`
+/// elements.
 inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size_t unit_count) {
   const std::size_t s = layout.unit_shard.at(static_cast<std::size_t>(u));
   const std::size_t first = std::min(unit_count, static_cast<std::size_t>(r) * s);
@@ -92,18 +94,18 @@ inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size
 /// copies, one unit's gradient, a unit's weights widened to fp32 for the compute) go under
 /// Category::comm, which zero_state_per_gpu does not count.
 struct ZeroState {
-  int stage = 0;                 ///< 0 (plain data parallelism), 1, 2 or 3
+  int stage = 0;                          ///< 0 (plain data parallelism), 1, 2 or 3
   Precision precision = Precision::fp32;  ///< which set of buffers below is allocated
-  ShardLayout layout;            ///< how shards are cut
-  model::AdamConfig adam;        ///< optimizer hyper-parameters
-  std::int64_t steps = 0;        ///< Adam steps taken (the bias correction counts from 1)
-  Buffer<float> weights;         ///< fp32 weights, see the table (empty in bf16_mixed)
-  Buffer<float> grads;           ///< fp32 gradients, see the table (empty in bf16_mixed)
-  Buffer<bf16> weights16;        ///< bf16 working weights, see the table (empty in fp32)
-  Buffer<bf16> grads16;          ///< bf16 gradients, see the table (empty in fp32)
-  Buffer<float> master;          ///< fp32 master weights, see the table (empty in fp32)
-  Buffer<float> adam_m;          ///< Adam's first moment, see the table
-  Buffer<float> adam_v;          ///< Adam's second moment, see the table
+  ShardLayout layout;                     ///< how shards are cut
+  model::AdamConfig adam;                 ///< optimizer hyper-parameters
+  std::int64_t steps = 0;                 ///< Adam steps taken (the bias correction counts from 1)
+  Buffer<float> weights;                  ///< fp32 weights, see the table (empty in bf16_mixed)
+  Buffer<float> grads;                    ///< fp32 gradients, see the table (empty in bf16_mixed)
+  Buffer<bf16> weights16;                 ///< bf16 working weights, see the table (empty in fp32)
+  Buffer<bf16> grads16;                   ///< bf16 gradients, see the table (empty in fp32)
+  Buffer<float> master;                   ///< fp32 master weights, see the table (empty in fp32)
+  Buffer<float> adam_m;                   ///< Adam's first moment, see the table
+  Buffer<float> adam_v;                   ///< Adam's second moment, see the table
 };
 
 /// A unit's weights being all-gathered: `full` holds N * s_u elements (Category::comm) whose
@@ -139,8 +141,9 @@ ShardLayout plan_shards(const model::Model& model, int ranks);
 /// second table of ZeroState. The fp32 master (full at stage 0, the owned ranges at stages 1-3)
 /// holds the parameters as model.init_params makes them, weights16 their bf16 rounding
 /// (model::to_bf16) in its layout; `weights` and `grads` stay empty.
-ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                          const model::AdamConfig& adam = {}, Precision precision = Precision::fp32);
+ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage,
+                          std::uint64_t seed, const model::AdamConfig& adam = {},
+                          Precision precision = Precision::fp32);
 
 /// Starts the all-gather of unit `u`'s weights from each rank's owned part `owned` (the
 /// owned_range of this rank, owned.size() elements, possibly fewer than s_u or none).
@@ -149,16 +152,16 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
 /// this rank's slot [r * s_u, r * s_u + owned.size()), then post dp.iall_gather with that slot
 /// (all s_u elements) as input and `full` as output (in place) and return without waiting.
 /// @throws std::invalid_argument when owned.size() differs from this rank's owned_range.
-Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
-                     int u, std::span<const float> owned);
+Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                     const ShardLayout& layout, int u, std::span<const float> owned);
 
 /// gather_unit for bf16 weights (Precision::bf16_mixed): the same layout and the same posted,
 /// unwaited in-place all-gather, of bf16 elements, so it sends half the bytes of the fp32 one.
 ///
 /// TODO 16 of 11.3 (gather_unit_bf16).
 /// @throws std::invalid_argument as gather_unit.
-Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
-                       int u, std::span<const bf16> owned);
+Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                       const ShardLayout& layout, int u, std::span<const bf16> owned);
 
 /// Reduce-scatters unit `u`'s gradient `unit_grads` (count_u elements, this rank's sum over its
 /// slice) into `shard_grads` (s_u elements): afterwards it holds the average over the group of
@@ -167,8 +170,9 @@ Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model
 /// TODO 10 of 11.3. Copy unit_grads into a zero-padded Category::comm buffer of N * s_u elements
 /// and dp.reduce_scatter it into shard_grads with ReduceOp::avg (in and out must not overlap).
 /// @throws std::invalid_argument when the lengths are not count_u and s_u.
-void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
-                         int u, std::span<const float> unit_grads, std::span<float> shard_grads);
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                         std::span<float> shard_grads);
 
 /// A unit's gradient on its way to the shard: `padded` (N * s_u elements, Category::comm) is the
 /// zero-padded copy the reduce-scatter reads, so it must stay alive until `done` has been waited;
@@ -200,16 +204,16 @@ inline constexpr std::size_t kMaxReduceScattersInFlight = 2;
 /// TODO 19 of 11.3 (zero2_overlap), with the overlap in zero_step and mixed_step.
 /// @throws std::invalid_argument as reduce_scatter_unit.
 Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                                   const ShardLayout& layout, int u, std::span<const float> unit_grads,
-                                   std::span<float> shard_grads);
+                                   const ShardLayout& layout, int u,
+                                   std::span<const float> unit_grads, std::span<float> shard_grads);
 
 /// start_reduce_scatter_unit for bf16 gradients: a bf16 padded copy and a bf16 reduce-scatter.
 ///
 /// TODO 19 of 11.3 (zero2_overlap).
 /// @throws std::invalid_argument as reduce_scatter_unit.
 Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                                     const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
-                                     std::span<bf16> shard_grads);
+                                     const ShardLayout& layout, int u,
+                                     std::span<const bf16> unit_grads, std::span<bf16> shard_grads);
 
 /// reduce_scatter_unit for bf16 gradients (Precision::bf16_mixed): the padded copy is a bf16
 /// Category::comm buffer and the reduce-scatter runs on bf16 (the runtime sums in fp32 and
@@ -217,8 +221,9 @@ Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model
 ///
 /// TODO 17 of 11.3 (reduce_scatter_unit_bf16).
 /// @throws std::invalid_argument as reduce_scatter_unit.
-void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
-                         int u, std::span<const bf16> unit_grads, std::span<bf16> shard_grads);
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                         std::span<bf16> shard_grads);
 
 /// The sequences of `global` that group rank `rank` of `ranks` trains on: contiguous, equal
 /// slices in rank order that together are the whole batch, the split plain data parallelism
@@ -258,8 +263,8 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
 /// bitwise those without `overlap`; only the step time falls. Stages 0, 1 and 3 ignore
 /// `overlap` (as stages 0-2 ignore `prefetch`).
 /// @throws std::invalid_argument when the batch does not split over the group (zero_local_batch).
-double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch = false, bool overlap = false);
+double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                 const model::Batch& global, bool prefetch = false, bool overlap = false);
 
 /// One ZeRO-3 (FSDP) step: weights live only as shards; each unit is gathered, used, released.
 ///
@@ -270,8 +275,8 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 /// weights and gradients and stays zero). With `prefetch`, post the next unit's gather
 /// (the next in forward order, the previous one in backward) before computing the current unit,
 /// so it travels while the compute stream works: at most two gathered units are alive.
-double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch);
+double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                 const model::Batch& global, bool prefetch);
 
 /// One bf16 mixed-precision step (state.precision == Precision::bf16_mixed) at any stage, on this
 /// rank's slice of `global`; returns the slice's loss. The model computes in fp32, so each unit's
@@ -298,8 +303,8 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 ///
 /// TODO 18 of 11.3 (mixed_step).
 /// @throws std::invalid_argument when state.precision is not bf16_mixed, or as zero_step.
-double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                  bool prefetch = false, bool overlap = false);
+double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                  const model::Batch& global, bool prefetch = false, bool overlap = false);
 
 /// The full parameters (model layout, num_params elements) as every rank sees them: a copy of
 /// state.weights for stages 0..2, the per-unit all-gather of the shards for stage 3 (a
@@ -307,6 +312,7 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
 /// weights16, widened to fp32 (exactly): the weights the next forward computes with.
 ///
 /// TODO 14 of 11.3.
-std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state);
+std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model,
+                                const ZeroState& state);
 
 }  // namespace mgpu::zero

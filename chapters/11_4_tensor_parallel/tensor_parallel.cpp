@@ -30,8 +30,8 @@ void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, model::VecIn b
   throw NotImplemented("11.4 row_parallel_forward");
 }
 
-void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
-                           MatOut dw_shard, model::VecOut db) {
+void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard, MatOut dw_shard,
+                           model::VecOut db) {
   // TODO(11.4 row_parallel_backward): dx_shard is this rank's columns of the unsplit input
   //   gradient, dw_shard and db accumulate this rank's share of theirs (db may have size 0).
   //   The traffic meter must show that this pass sends nothing: say to yourself why that is

@@ -121,8 +121,8 @@ void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, model::VecIn b
 /// sums of dy: the whole bias gradient, the same on every rank (model::linear_backward does all
 /// three).
 /// @throws std::invalid_argument when the shapes do not match (db of size other than 0 or out).
-void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
-                           MatOut dw_shard, model::VecOut db);
+void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard, MatOut dw_shard,
+                           model::VecOut db);
 
 // ------------------------------------------------------------------------------ FFN block
 
@@ -167,8 +167,8 @@ TpFfn make_tp_ffn(Rank& rank, Comm& tp, std::int64_t hidden, std::int64_t ffn_hi
 /// every rank. x (n, h) is the whole input, which every rank holds. Returns the cache.
 ///
 /// TODO 12 of 11.4. Allocate the cache (Category::activations), column_parallel_forward into h,
-/// model::gelu_forward into a, row_parallel_forward (no bias) into y: exactly one all-reduce. Charge the
-/// matmuls to the clock: rank.compute(model::ffn_flops(n, h, f/t), "tp_ffn_forward").
+/// model::gelu_forward into a, row_parallel_forward (no bias) into y: exactly one all-reduce.
+/// Charge the matmuls to the clock: rank.compute(model::ffn_flops(n, h, f/t), "tp_ffn_forward").
 /// @throws std::invalid_argument when x or y is not (n, hidden).
 TpFfnCache tp_ffn_forward(Rank& rank, Comm& tp, const TpFfn& ffn, MatIn x, MatOut y);
 

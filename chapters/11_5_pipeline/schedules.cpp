@@ -24,9 +24,9 @@ PipelineSchedule one_f_one_b_schedule(int p, int m) {
   throw NotImplemented("11.5 one_f_one_b_schedule");
 }
 
-double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const PipelineSchedule& schedule,
-                    std::span<const float> params, std::span<float> grads,
-                    std::span<const model::Batch> micro_batches) {
+double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
+                    const PipelineSchedule& schedule, std::span<const float> params,
+                    std::span<float> grads, std::span<const model::Batch> micro_batches) {
   // TODO(11.5 run_pipeline): the executor: this stage runs its program of any valid schedule in
   //   order and returns the mean loss over the micro-batches on the stage holding the last model
   //   chunk (0 elsewhere). Done when the accumulated grads equal model.forward_backward on the

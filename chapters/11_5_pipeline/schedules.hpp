@@ -76,21 +76,26 @@ inline void check_schedule(const PipelineSchedule& schedule) {
   const auto fail = [](const std::string& what, const std::string& fix) {
     throw std::invalid_argument("check_schedule: " + what + "; " + fix);
   };
-  const std::string once = "every stage must run each micro-batch's forward, then its backward, exactly once per chunk";
+  const std::string once =
+      "every stage must run each micro-batch's forward, then its backward, exactly once per chunk";
   const int p = schedule.stages, m = schedule.micro_batches, v = schedule.chunks;
   if (p < 1 || m < 1 || v < 1)
-    fail("stages=" + std::to_string(p) + ", micro_batches=" + std::to_string(m) + " and chunks=" +
-             std::to_string(v) + " must all be at least 1",
+    fail("stages=" + std::to_string(p) + ", micro_batches=" + std::to_string(m) +
+             " and chunks=" + std::to_string(v) + " must all be at least 1",
          once);
   if (schedule.per_stage.size() != static_cast<std::size_t>(p))
-    fail(std::to_string(schedule.per_stage.size()) + " programs for " + std::to_string(p) + " stages", once);
+    fail(std::to_string(schedule.per_stage.size()) + " programs for " + std::to_string(p) +
+             " stages",
+         once);
   // Flags are indexed by k * v + c, one per (micro-batch, chunk) of a stage.
   const auto slots = static_cast<std::size_t>(m) * static_cast<std::size_t>(v);
   const auto slot = [v](const Action& a) {
-    return static_cast<std::size_t>(a.micro_batch) * static_cast<std::size_t>(v) + static_cast<std::size_t>(a.chunk);
+    return static_cast<std::size_t>(a.micro_batch) * static_cast<std::size_t>(v) +
+           static_cast<std::size_t>(a.chunk);
   };
   const auto at = [](int s, std::size_t i, const Action& a) {
-    return "stage " + std::to_string(s) + ", position " + std::to_string(i) + " (" + describe(a) + ")";
+    return "stage " + std::to_string(s) + ", position " + std::to_string(i) + " (" + describe(a) +
+           ")";
   };
   for (int s = 0; s < p; ++s) {
     const auto& program = schedule.per_stage[static_cast<std::size_t>(s)];
@@ -98,7 +103,9 @@ inline void check_schedule(const PipelineSchedule& schedule) {
     for (std::size_t i = 0; i < program.size(); ++i) {
       const Action& a = program[i];
       if (a.chunk < 0 || a.chunk >= v)
-        fail(at(s, i, a) + ": chunk " + std::to_string(a.chunk) + " is outside [0, " + std::to_string(v) + ")", once);
+        fail(at(s, i, a) + ": chunk " + std::to_string(a.chunk) + " is outside [0, " +
+                 std::to_string(v) + ")",
+             once);
       if (a.micro_batch < 0 || a.micro_batch >= m)
         fail(at(s, i, a) + ": micro-batch " + std::to_string(a.micro_batch) + " is outside [0, " +
                  std::to_string(m) + ")",
@@ -115,8 +122,8 @@ inline void check_schedule(const PipelineSchedule& schedule) {
       if (fwd[k] != 1 || bwd[k] != 1) {
         const Action missing{fwd[k] == 1 ? Pass::backward : Pass::forward, static_cast<int>(k) / v,
                              static_cast<int>(k) % v};
-        fail("stage " + std::to_string(s) + " never runs the " + describe(missing) + " (its program has " +
-                 std::to_string(program.size()) + " actions)",
+        fail("stage " + std::to_string(s) + " never runs the " + describe(missing) +
+                 " (its program has " + std::to_string(program.size()) + " actions)",
              once);
       }
   }
@@ -130,9 +137,11 @@ inline void check_schedule(const PipelineSchedule& schedule) {
   const auto producer = [&](int s, const Action& a) -> std::pair<int, Action> {
     const int j = a.chunk * p + s;
     if (a.pass == Pass::forward)
-      return j == 0 ? std::pair{-1, a} : std::pair{(j - 1) % p, Action{Pass::forward, a.micro_batch, (j - 1) / p}};
+      return j == 0 ? std::pair{-1, a}
+                    : std::pair{(j - 1) % p, Action{Pass::forward, a.micro_batch, (j - 1) / p}};
     // The last chunk's backward starts from the loss its own forward left (checked above).
-    return j == last ? std::pair{-1, a} : std::pair{(j + 1) % p, Action{Pass::backward, a.micro_batch, (j + 1) / p}};
+    return j == last ? std::pair{-1, a}
+                     : std::pair{(j + 1) % p, Action{Pass::backward, a.micro_batch, (j + 1) / p}};
   };
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   for (bool moved = true; moved;) {
@@ -159,18 +168,20 @@ inline void check_schedule(const PipelineSchedule& schedule) {
     const std::size_t i = next[static_cast<std::size_t>(s)];
     if (i == program.size()) continue;
     const auto [from, need] = producer(s, program[i]);
-    stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) + " waits at position " +
-             std::to_string(i) + " (" + describe(program[i]) + ") for stage " + std::to_string(from) + "'s " +
-             describe(need);
+    stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
+             " waits at position " + std::to_string(i) + " (" + describe(program[i]) +
+             ") for stage " + std::to_string(from) + "'s " + describe(need);
   }
   if (!stuck.empty())
     fail("deadlock: " + stuck,
-         "order each program so that every action's input comes from an action its neighbour can reach first");
+         "order each program so that every action's input comes from an action its neighbour can "
+         "reach first");
 }
 
 /// Given: the most (micro-batch, chunk) pairs stage `stage`'s program holds at once (forwards
 /// run whose backward has not run yet): what the schedule asks of the stage's activation memory,
-/// in chunk-micro-batches (one chunk's activations for one micro-batch; a whole stage's when v = 1).
+/// in chunk-micro-batches (one chunk's activations for one micro-batch; a whole stage's when v =
+/// 1).
 inline std::int64_t schedule_in_flight(const PipelineSchedule& schedule, int stage) {
   std::int64_t now = 0, peak = 0;
   for (const Action& a : schedule.per_stage.at(static_cast<std::size_t>(stage))) {
@@ -188,18 +199,19 @@ struct StageUnits {
   friend bool operator==(const StageUnits&, const StageUnits&) = default;
 };
 
-/// Given: the stage split the chapter uses: the n_layers blocks in p equal runs (as layers_per_stage),
-/// with the embedding added to stage 0 and the head to stage p - 1, so stages cost the same up
-/// to those two small units.
-/// The same split gives the model chunks of an interleaved pipeline: with v chunks per stage,
-/// stage_units(model, p * v, j) are the units of model chunk j (embedding in chunk 0, head in
-/// chunk p*v - 1), and which stage holds chunk j is the executor's business (PipelineSchedule).
+/// Given: the stage split the chapter uses: the n_layers blocks in p equal runs (as
+/// layers_per_stage), with the embedding added to stage 0 and the head to stage p - 1, so stages
+/// cost the same up to those two small units. The same split gives the model chunks of an
+/// interleaved pipeline: with v chunks per stage, stage_units(model, p * v, j) are the units of
+/// model chunk j (embedding in chunk 0, head in chunk p*v - 1), and which stage holds chunk j is
+/// the executor's business (PipelineSchedule).
 /// @throws std::invalid_argument when p does not divide n_layers or stage is not in [0, p).
 inline StageUnits stage_units(const model::Model& model, int p, int stage) {
   const std::int64_t layers = model.config().n_layers;
   if (p < 1 || layers % p != 0)
-    throw std::invalid_argument("stage_units: p=" + std::to_string(p) + " does not divide n_layers=" +
-                                std::to_string(layers) + "; stages must have equal depth");
+    throw std::invalid_argument("stage_units: p=" + std::to_string(p) +
+                                " does not divide n_layers=" + std::to_string(layers) +
+                                "; stages must have equal depth");
   const std::int64_t per = layers / p;
   if (stage < 0 || stage >= p)
     throw std::invalid_argument("stage_units: stage " + std::to_string(stage) + " is outside [0, " +
@@ -290,9 +302,9 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 ///   schedule pairs sends and receives correctly.
 /// @throws std::invalid_argument when the schedule is invalid (check_schedule), its p is not
 ///         pp.size(), its m is not micro_batches.size(), or p*v does not divide the model's layers.
-double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const PipelineSchedule& schedule,
-                    std::span<const float> params, std::span<float> grads,
-                    std::span<const model::Batch> micro_batches);
+double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
+                    const PipelineSchedule& schedule, std::span<const float> params,
+                    std::span<float> grads, std::span<const model::Batch> micro_batches);
 
 /// Given: run_pipeline with the stage's units spelled out, for schedules of one chunk per stage
 /// (GPipe, 1F1B). `units` must be stage_units(model, pp.size(), pp.rank()), which the form above
@@ -303,11 +315,13 @@ inline double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, Stag
                            const PipelineSchedule& schedule, std::span<const float> params,
                            std::span<float> grads, std::span<const model::Batch> micro_batches) {
   if (schedule.chunks != 1)
-    throw std::invalid_argument("run_pipeline: a schedule of " + std::to_string(schedule.chunks) +
-                                " chunks per stage has no single range of units; call the form without units");
+    throw std::invalid_argument(
+        "run_pipeline: a schedule of " + std::to_string(schedule.chunks) +
+        " chunks per stage has no single range of units; call the form without units");
   if (units != stage_units(model, pp.size(), pp.rank()))
     throw std::invalid_argument("run_pipeline: units [" + std::to_string(units.first) + ", " +
-                                std::to_string(units.last) + ") are not stage " + std::to_string(pp.rank()) +
+                                std::to_string(units.last) + ") are not stage " +
+                                std::to_string(pp.rank()) +
                                 "'s; pass stage_units(model, pp.size(), pp.rank())");
   return run_pipeline(rank, pp, model, schedule, params, grads, micro_batches);
 }

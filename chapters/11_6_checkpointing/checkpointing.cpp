@@ -13,8 +13,9 @@
 
 namespace mgpu::checkpointing {
 
-void recompute_segment(Rank& rank, const model::Model& model, std::span<const float> params, Segment seg,
-                       Buffer<float> checkpoint, std::int64_t tokens, std::vector<model::UnitCache>& caches) {
+void recompute_segment(Rank& rank, const model::Model& model, std::span<const float> params,
+                       Segment seg, Buffer<float> checkpoint, std::int64_t tokens,
+                       std::vector<model::UnitCache>& caches) {
   // TODO(11.6 recompute_segment): afterwards caches[i] is what a plain cached forward leaves for
   //   block seg.first + i, and the checkpoint's memory was reused rather than copied, so no
   //   activation is held twice. A caches vector of the wrong size throws, naming both sizes.
@@ -23,8 +24,9 @@ void recompute_segment(Rank& rank, const model::Model& model, std::span<const fl
   throw NotImplemented("11.6 recompute_segment");
 }
 
-double checkpointed_forward_backward(Rank& rank, const model::Model& model, std::span<const float> params,
-                                     std::span<float> grads, const model::Batch& batch, std::int64_t k) {
+double checkpointed_forward_backward(Rank& rank, const model::Model& model,
+                                     std::span<const float> params, std::span<float> grads,
+                                     const model::Batch& batch, std::int64_t k) {
   // TODO(11.6 checkpointed_forward): the forward keeps only the segments' inputs (under
   //   Category::activations) and the embedding's and head's caches; blocks run without a cache,
   //   so the memory between blocks is the checkpoints plus the current activation. segments(L, k)
@@ -43,18 +45,21 @@ std::int64_t best_interval(const model::Model& model, std::int64_t tokens) {
   throw NotImplemented("11.6 best_interval");
 }
 
-void recompute_attention_core(Rank& rank, const model::Model& model, int u, model::UnitCache& cache) {
+void recompute_attention_core(Rank& rank, const model::Model& model, int u,
+                              model::UnitCache& cache) {
   // TODO(11.6 recompute_attention_core): afterwards cache.p and cache.o hold, bit for bit, what
   //   the block's forward computed and dropped, in ledger-tracked activations, and the clock has
   //   been charged the core's FLOPs under "recompute attention core <unit name>". The core needs
   //   only the saved q, k, v (its inputs) and the model's shape; a model without attention has
   //   nothing to rebuild; a unit that is not a block, or an empty cache, throws.
-  //   Calls: model::attention_core_forward, mgpu::as_matrix, attention_core_recompute_flops (given).
+  //   Calls: model::attention_core_forward, mgpu::as_matrix, attention_core_recompute_flops
+  //   (given).
   throw NotImplemented("11.6 recompute_attention_core");
 }
 
-double selective_forward_backward(Rank& rank, const model::Model& model, std::span<const float> params,
-                                  std::span<float> grads, const model::Batch& batch) {
+double selective_forward_backward(Rank& rank, const model::Model& model,
+                                  std::span<const float> params, std::span<float> grads,
+                                  const model::Batch& batch) {
   // TODO(11.6 selective_forward_backward): gradients and loss bitwise those of
   //   Model::forward_backward, the blocks storing their activations without the attention core,
   //   and at most one core held at any time in the backward. Wrong span sizes throw.

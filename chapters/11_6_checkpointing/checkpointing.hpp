@@ -63,8 +63,9 @@ inline std::vector<Segment> segments(std::int64_t blocks, std::int64_t k) {
 /// instead of a second copy; chain the outputs through the segment; drop the last output (the
 /// next segment's checkpoint already holds it). `params` is the whole flat parameter buffer.
 /// @throws std::invalid_argument when caches.size() differs from seg.count (name both).
-void recompute_segment(Rank& rank, const model::Model& model, std::span<const float> params, Segment seg,
-                       Buffer<float> checkpoint, std::int64_t tokens, std::vector<model::UnitCache>& caches);
+void recompute_segment(Rank& rank, const model::Model& model, std::span<const float> params,
+                       Segment seg, Buffer<float> checkpoint, std::int64_t tokens,
+                       std::vector<model::UnitCache>& caches);
 
 /// Forward and backward over the whole model on `batch` with a checkpoint every `k` blocks;
 /// returns the mean loss. Gradients are ACCUMULATED into `grads`, bitwise what
@@ -92,8 +93,9 @@ void recompute_segment(Rank& rank, const model::Model& model, std::span<const fl
 /// separate count of it is one C too many), and the incoming and outgoing gradients (2 C).
 /// @throws std::invalid_argument when k is not in [1, L] (check_interval), or when params or
 ///         grads do not have model.num_params() elements.
-double checkpointed_forward_backward(Rank& rank, const model::Model& model, std::span<const float> params,
-                                     std::span<float> grads, const model::Batch& batch, std::int64_t k);
+double checkpointed_forward_backward(Rank& rank, const model::Model& model,
+                                     std::span<const float> params, std::span<float> grads,
+                                     const model::Batch& batch, std::int64_t k);
 
 /// The checkpoint interval to use for `model` on `tokens` tokens: the k minimising
 /// checkpointed_peak_bytes for its L blocks, checkpoint size block_checkpoint_bytes and segment
@@ -119,7 +121,8 @@ inline std::size_t attention_core_bytes(const model::Model& model, std::int64_t 
 }
 
 /// Given: the FLOPs of rerunning one block's attention core on `tokens` tokens: its two matmuls,
-/// Q K^T and P V, model::attention_core_flops = 4 * tokens * seq_len * d_model. 0 without attention.
+/// Q K^T and P V, model::attention_core_flops = 4 * tokens * seq_len * d_model. 0 without
+/// attention.
 inline double attention_core_recompute_flops(const model::Model& model, std::int64_t tokens) {
   const model::ModelConfig& c = model.config();
   return c.attention ? model::attention_core_flops(tokens, c.seq_len, c.d_model) : 0.0;
@@ -136,7 +139,8 @@ inline double attention_core_recompute_flops(const model::Model& model, std::int
 /// attention has no core: return without allocating or charging anything.
 /// @throws std::invalid_argument when u is not a block (0 is the embedding, L + 1 the head), or
 ///         when the cache holds no saved forward (cache.filled is false).
-void recompute_attention_core(Rank& rank, const model::Model& model, int u, model::UnitCache& cache);
+void recompute_attention_core(Rank& rank, const model::Model& model, int u,
+                              model::UnitCache& cache);
 
 /// Forward and backward over the whole model on `batch` with selective recomputation; returns
 /// the mean loss. Gradients are ACCUMULATED into `grads`, bitwise what Model::forward_backward
@@ -155,7 +159,8 @@ void recompute_attention_core(Rank& rank, const model::Model& model, int u, mode
 /// attention, the head's backward with the loss gradient, as in plain training). The clock is
 /// charged L times attention_core_recompute_flops more than the plain step.
 /// @throws std::invalid_argument when params or grads do not have model.num_params() elements.
-double selective_forward_backward(Rank& rank, const model::Model& model, std::span<const float> params,
-                                  std::span<float> grads, const model::Batch& batch);
+double selective_forward_backward(Rank& rank, const model::Model& model,
+                                  std::span<const float> params, std::span<float> grads,
+                                  const model::Batch& batch);
 
 }  // namespace mgpu::checkpointing

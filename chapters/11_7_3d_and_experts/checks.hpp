@@ -25,8 +25,9 @@ inline void check_grid(const char* where, const Layout& layout, int world_size) 
   check_degrees(where, layout);
   const std::int64_t gpus = layout.tp * layout.pp * layout.dp;
   if (gpus != world_size)
-    args::fail(where, "layout", std::to_string(layout.tp) + "x" + std::to_string(layout.pp) + "x" +
-                                    std::to_string(layout.dp),
+    args::fail(where, "layout",
+               std::to_string(layout.tp) + "x" + std::to_string(layout.pp) + "x" +
+                   std::to_string(layout.dp),
                "needs " + std::to_string(gpus) + " ranks but the communicator has " +
                    std::to_string(world_size) + ": choose degrees whose product is " +
                    std::to_string(world_size));

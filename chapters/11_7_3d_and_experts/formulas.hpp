@@ -57,18 +57,18 @@ std::int64_t global_rank(const RankCoords& coords, const Layout& layout);
 
 /// Everything the per-GPU memory and traffic of a layout depend on.
 struct LayoutModel {
-  double params = 0;                       ///< Psi, the model's parameter count
+  double params = 0;                        ///< Psi, the model's parameter count
   PrecisionRecipe recipe = kBf16MixedAdam;  ///< bytes per parameter by kind
-  Layout layout;                           ///< tp, pp, dp
-  int zero_stage = 0;                      ///< ZeRO stage 0..3 over the dp group
-  TransformerShape shape;                  ///< seq, micro_batch, hidden, heads, layers
-  std::int64_t micro_batches = 1;          ///< m: micro-batches per step per pipeline
+  Layout layout;                            ///< tp, pp, dp
+  int zero_stage = 0;                       ///< ZeRO stage 0..3 over the dp group
+  TransformerShape shape;                   ///< seq, micro_batch, hidden, heads, layers
+  std::int64_t micro_batches = 1;           ///< m: micro-batches per step per pipeline
   /// Activations one layer keeps per micro-batch on one GPU, already for this tp, sequence
   /// parallelism and recompute choice (compute it with memory::activation_bytes_per_layer).
   double activation_bytes_per_layer = 0;
-  double bytes_per_activation = 2;         ///< element size of communicated activations
+  double bytes_per_activation = 2;        ///< element size of communicated activations
   Recompute recompute = Recompute::none;  ///< full recompute repeats the
-                                                          ///< forward all-reduces
+                                          ///< forward all-reduces
 };
 
 /// Memory of one GPU under a layout, by kind.

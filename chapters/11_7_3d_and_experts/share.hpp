@@ -43,13 +43,13 @@ struct ShareTensor {
 /// order). Stage s holds blocks [s L/pp, (s+1) L/pp); stage 0 also the embedding, the last
 /// stage also the head.
 struct Share {
-  int first_unit = 0;                    ///< first unit of the stage (Model unit index)
-  int end_unit = 0;                      ///< one past its last unit
-  std::vector<ShareTensor> tensors;      ///< every tensor held, in flat order
-  std::vector<std::size_t> unit_begin;   ///< flat offset of each unit, then the end (units + 1)
-  std::size_t count = 0;                 ///< elements held
-  std::size_t padded = 0;                ///< count rounded up to a multiple of dp (ZeRO-1 flat)
-  std::size_t shard = 0;                 ///< padded / dp: the elements one dp rank updates
+  int first_unit = 0;                   ///< first unit of the stage (Model unit index)
+  int end_unit = 0;                     ///< one past its last unit
+  std::vector<ShareTensor> tensors;     ///< every tensor held, in flat order
+  std::vector<std::size_t> unit_begin;  ///< flat offset of each unit, then the end (units + 1)
+  std::size_t count = 0;                ///< elements held
+  std::size_t padded = 0;               ///< count rounded up to a multiple of dp (ZeRO-1 flat)
+  std::size_t shard = 0;                ///< padded / dp: the elements one dp rank updates
   /// Number of units on the stage.
   [[nodiscard]] int units() const { return end_unit - first_unit; }
   /// The part of a share-long flat buffer that belongs to Model unit `unit` of this stage.
@@ -65,9 +65,9 @@ namespace detail {
 inline void require_divides(const char* what, std::int64_t value, const char* by_name,
                             std::int64_t by) {
   if (value % by != 0) {
-    throw std::invalid_argument(std::string("plan_share: ") + what + " = " +
-                                std::to_string(value) + " is not divisible by " + by_name +
-                                " = " + std::to_string(by) + "; pick sizes it divides");
+    throw std::invalid_argument(std::string("plan_share: ") + what + " = " + std::to_string(value) +
+                                " is not divisible by " + by_name + " = " + std::to_string(by) +
+                                "; pick sizes it divides");
   }
 }
 
@@ -80,12 +80,12 @@ inline constexpr Cut kBlockCuts[] = {Cut::columns, Cut::columns, Cut::columns, C
 /// Given: the share of the rank at `coords` in `layout` for `model`. The model must have
 /// attention, and n_heads, d_ff (and so d_model) divisible by tp, n_layers by pp.
 /// @throws std::invalid_argument naming the first of those that fails.
-inline Share plan_share(const model::Model& model, const Layout& layout,
-                        const RankCoords& coords) {
+inline Share plan_share(const model::Model& model, const Layout& layout, const RankCoords& coords) {
   const model::ModelConfig& c = model.config();
   if (!c.attention) {
-    throw std::invalid_argument("plan_share: the 3D step needs blocks with attention "
-                                "(ModelConfig::attention = true)");
+    throw std::invalid_argument(
+        "plan_share: the 3D step needs blocks with attention "
+        "(ModelConfig::attention = true)");
   }
   detail::require_divides("n_heads", c.n_heads, "tp", layout.tp);
   detail::require_divides("d_ff", c.d_ff, "tp", layout.tp);
@@ -126,16 +126,16 @@ inline void cut_share(const model::Model& model, const Share& share, const RankC
   if (full.size() != model.num_params() || local.size() != share.padded) {
     throw std::invalid_argument("cut_share: full holds " + std::to_string(full.size()) +
                                 " values (model: " + std::to_string(model.num_params()) +
-                                "), local " + std::to_string(local.size()) + " (share: " +
-                                std::to_string(share.padded) + ")");
+                                "), local " + std::to_string(local.size()) +
+                                " (share: " + std::to_string(share.padded) + ")");
   }
   std::fill(local.begin(), local.end(), 0.0f);
   for (const ShareTensor& t : share.tensors) {
     const model::TensorInfo& info = model.tensors()[static_cast<std::size_t>(t.tensor)];
     const auto whole = as_matrix(full, static_cast<std::size_t>(info.rows),
                                  static_cast<std::size_t>(info.cols), info.offset);
-    auto mine = as_matrix(local, static_cast<std::size_t>(t.rows),
-                          static_cast<std::size_t>(t.cols), t.offset);
+    auto mine = as_matrix(local, static_cast<std::size_t>(t.rows), static_cast<std::size_t>(t.cols),
+                          t.offset);
     const auto r0 = t.cut == Cut::rows ? coords.tp * t.rows : 0;
     const auto c0 = t.cut == Cut::columns ? coords.tp * t.cols : 0;
     mine = whole.block(r0, c0, t.rows, t.cols);
@@ -162,8 +162,7 @@ struct BlockSlices {
 /// (Share::unit_view).
 /// @throws std::invalid_argument when `unit` is not a block's share for this config and tp.
 template <class T>
-BlockSlices<T> block_slices(const model::ModelConfig& config, std::int64_t tp,
-                            std::span<T> unit) {
+BlockSlices<T> block_slices(const model::ModelConfig& config, std::int64_t tp, std::span<T> unit) {
   const auto d = static_cast<std::size_t>(config.d_model);
   const auto f = static_cast<std::size_t>(config.d_ff);
   const auto dl = d / static_cast<std::size_t>(tp), fl = f / static_cast<std::size_t>(tp);

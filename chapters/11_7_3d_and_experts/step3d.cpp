@@ -30,8 +30,7 @@ Buffer<float> tp_block_backward(Rank& rank, Comm& tp, const model::Model& model,
   throw NotImplemented("11.7 tp_block_backward");
 }
 
-void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor,
-                   int tag) {
+void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor, int tag) {
   // TODO(11.7 send_boundary): every tp rank holds the same tensor. Which part does this rank
   //   send, and to which rank of grid.pp()?
   throw NotImplemented("11.7 send_boundary");
@@ -52,8 +51,7 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state) {
 }
 
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,
-                                    State3d& state, const model::Batch& global,
-                                    int micro_batches) {
+                                    State3d& state, const model::Batch& global, int micro_batches) {
   // TODO(11.7 train_step_3d): check the batch splits (see the contract), clear the gradients,
   //   take this replica's sequences and cut them into micro-batches. Walk one_f_one_b_order: a
   //   forward runs the stage's units (blocks through tp_block_forward, embedding and head

@@ -67,8 +67,7 @@ enum class Direction {
 /// the stage sends each tensor once. Requires tokens divisible by tp.
 ///
 /// TODO 17 of 11.7 (step3d.cpp).
-void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor,
-                   int tag);
+void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor, int tag);
 
 /// The other side of send_boundary: receives this rank's slice from the neighbouring stage in
 /// `direction` (the previous stage for Direction::forward) over grid.pp() with `tag`, and
@@ -101,7 +100,6 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state);
 ///
 /// TODO 20 of 11.7 (step3d.cpp).
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,
-                                    State3d& state, const model::Batch& global,
-                                    int micro_batches);
+                                    State3d& state, const model::Batch& global, int micro_batches);
 
 }  // namespace mgpu::layout

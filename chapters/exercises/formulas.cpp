@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "mgpu/course.hpp"  // kBf16MixedAdam
 #include "11_3_zero/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
+#include "mgpu/course.hpp"  // kBf16MixedAdam
 #include "mgpu/not_implemented.hpp"
 
 namespace mgpu::exercises {

@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
       options.figures = argv[++i];
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: mgpu-md-filter [--root DIR] [--mainpage FILE] [--figures DIR] FILE\n"
-                   "GitHub Markdown FILE (math, README links, figure comments) as Doxygen Markdown on stdout.\n"
-                   "--root: the repository (default .); --mainpage: the main page's file, relative to it\n"
+                   "GitHub Markdown FILE (math, README links, figure comments) as Doxygen Markdown "
+                   "on stdout.\n"
+                   "--root: the repository (default .); --mainpage: the main page's file, relative "
+                   "to it\n"
                    "(default README.md); --figures: the folder of generated figures.\n";
       return 0;
     } else if (!a.starts_with("--") && file.empty()) {

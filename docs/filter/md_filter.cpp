@@ -67,7 +67,9 @@ bool is_heading(std::string_view line, std::size_t& level) {
   return true;
 }
 
-bool starts_comment(std::string_view line) { return line.substr(indent_of(line)).starts_with("<!--"); }
+bool starts_comment(std::string_view line) {
+  return line.substr(indent_of(line)).starts_with("<!--");
+}
 
 // "a/b/../c" -> "a/c", without touching the disk.
 std::string normalize(const std::string& path) {
@@ -78,7 +80,10 @@ std::string normalize(const std::string& path) {
     if (end == std::string::npos) end = path.size();
     std::string part = path.substr(start, end - start);
     if (part == "..") {
-      if (!parts.empty() && parts.back() != "..") parts.pop_back(); else parts.push_back(part);
+      if (!parts.empty() && parts.back() != "..")
+        parts.pop_back();
+      else
+        parts.push_back(part);
     } else if (!part.empty() && part != ".") {
       parts.push_back(part);
     }
@@ -135,7 +140,8 @@ class Converter {
         out += math ? std::string(indent_of(line), ' ') + "\\f[" + eol(line) : std::string(line);
         for (++i; i < lines.size(); ++i) {
           if (closes_fence(lines[i], fence)) {
-            out += math ? std::string(indent_of(lines[i]), ' ') + "\\f]" + eol(lines[i]) : std::string(lines[i]);
+            out += math ? std::string(indent_of(lines[i]), ' ') + "\\f]" + eol(lines[i])
+                        : std::string(lines[i]);
             ++i;
             break;
           }
@@ -149,7 +155,10 @@ class Converter {
         std::size_t from = indent_of(line) + 4;
         for (; i < lines.size(); ++i, from = 0) {
           out += lines[i];
-          if (lines[i].find("-->", from) != std::string_view::npos) { ++i; break; }
+          if (lines[i].find("-->", from) != std::string_view::npos) {
+            ++i;
+            break;
+          }
         }
       } else if (is_heading(line, level)) {
         heading(line, level, out);
@@ -212,7 +221,8 @@ class Converter {
     // A level-1 heading is the page's title, which Doxygen also shows, unformatted, in the tree
     // view and the page list: a code span there would read "<tt>mgpu-grade</tt>".
     if (level == 1) std::erase(converted, '`');
-    if (level >= 2 && text.find("{#") == std::string::npos) converted += " {#" + id_ + "_" + slug + "}";
+    if (level >= 2 && text.find("{#") == std::string::npos)
+      converted += " {#" + id_ + "_" + slug + "}";
     out += converted + eol(line);
   }
 
@@ -233,7 +243,8 @@ class Converter {
       if (!path.ends_with(".md")) return target;
       std::string rel = normalize(dir_.empty() ? path : dir_ + "/" + path);
       std::error_code ec;
-      if (rel.starts_with("..") || (!o_.root.empty() && !fs::is_regular_file(o_.root / rel, ec))) return target;
+      if (rel.starts_with("..") || (!o_.root.empty() && !fs::is_regular_file(o_.root / rel, ec)))
+        return target;
       page_name = page_id(rel, o_.mainpage);
     }
     return "@ref " + page_name + (frag.empty() ? "" : "_" + frag);
@@ -252,7 +263,10 @@ class Converter {
     // The next run of exactly `len` backticks at or after `from`, or npos.
     auto closing_ticks = [&](std::size_t from, std::size_t len) {
       for (std::size_t j = from; j < n;) {
-        if (s[j] != '`') { ++j; continue; }
+        if (s[j] != '`') {
+          ++j;
+          continue;
+        }
         std::size_t k = run_of(j, '`');
         if (k == len) return j;
         j += k;
@@ -340,7 +354,10 @@ class Converter {
     const std::size_t n = s.size();
     if (open + 1 >= n || is_space(s[open + 1])) return std::string::npos;
     for (std::size_t j = open + 1; j < n; ++j) {
-      if (s[j] == '\\') { ++j; continue; }  // \$ and \\ inside a formula
+      if (s[j] == '\\') {
+        ++j;
+        continue;
+      }  // \$ and \\ inside a formula
       if (s[j] != '$') continue;
       if (j + 1 < n && s[j + 1] == '$') return std::string::npos;
       if (is_space(s[j - 1])) return std::string::npos;

@@ -13,16 +13,16 @@ namespace mgpu::gpu {
 
 /// One line of the table: one collective at one size.
 struct BwRow {
-  std::string op;                  ///< all_reduce, all_gather, reduce_scatter or ring_all_reduce
-  std::size_t bytes = 0;           ///< size as nccl-tests counts it (the larger of input, output)
-  std::size_t count = 0;           ///< elements in that buffer
-  DType type = DType::f32;         ///< element type
-  double us = 0.0;                 ///< mean time per call, microseconds (averaged over ranks)
-  double algbw = 0.0;              ///< bytes / time, GB/s
-  double busbw = 0.0;              ///< algbw * busbw_factor(op, ranks), GB/s
-  unsigned long long wrong = 0;    ///< elements differing from the expected sum, over all ranks
-  bool implemented = true;         ///< false when the student's ring threw NotImplemented
-  std::vector<double> sample;      ///< ring_all_reduce only: this rank's result at kSamplePoints spots
+  std::string op;                ///< all_reduce, all_gather, reduce_scatter or ring_all_reduce
+  std::size_t bytes = 0;         ///< size as nccl-tests counts it (the larger of input, output)
+  std::size_t count = 0;         ///< elements in that buffer
+  DType type = DType::f32;       ///< element type
+  double us = 0.0;               ///< mean time per call, microseconds (averaged over ranks)
+  double algbw = 0.0;            ///< bytes / time, GB/s
+  double busbw = 0.0;            ///< algbw * busbw_factor(op, ranks), GB/s
+  unsigned long long wrong = 0;  ///< elements differing from the expected sum, over all ranks
+  bool implemented = true;       ///< false when the student's ring threw NotImplemented
+  std::vector<double> sample;  ///< ring_all_reduce only: this rank's result at kSamplePoints spots
 };
 
 /// How many evenly spaced elements of each ring result a row keeps for the grader (the last
@@ -34,7 +34,8 @@ BwRow make_row(const std::string& op, std::size_t bytes, std::size_t count, DTyp
                unsigned long long wrong, int ranks);
 
 /// Sizes min, min*factor, ... up to and including max (bytes; factor >= 2; min >= 4).
-std::vector<std::size_t> size_sweep(std::size_t min_bytes, std::size_t max_bytes, std::size_t factor);
+std::vector<std::size_t> size_sweep(std::size_t min_bytes, std::size_t max_bytes,
+                                    std::size_t factor);
 
 /// The two header lines of the table (column names, then units).
 std::string format_header();
@@ -43,12 +44,12 @@ std::string format_row(const BwRow& row);
 
 /// What to run in the sweep.
 struct SweepOptions {
-  std::size_t min_bytes = 1024;         ///< smallest size
-  std::size_t max_bytes = 64u << 20;    ///< largest size
-  std::size_t factor = 4;               ///< growth between sizes
-  int warmup = 2;                       ///< untimed calls per size
-  int iters = 10;                       ///< timed calls per size (fewer above 16 MiB)
-  bool ring = true;                     ///< also run the student's ring_all_reduce
+  std::size_t min_bytes = 1024;       ///< smallest size
+  std::size_t max_bytes = 64u << 20;  ///< largest size
+  std::size_t factor = 4;             ///< growth between sizes
+  int warmup = 2;                     ///< untimed calls per size
+  int iters = 10;                     ///< timed calls per size (fewer above 16 MiB)
+  bool ring = true;                   ///< also run the student's ring_all_reduce
 };
 
 /// Runs the sweep on this rank (call on every rank); returns the same rows on every rank,

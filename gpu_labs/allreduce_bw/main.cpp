@@ -13,7 +13,8 @@
 using namespace mgpu::gpu;
 
 int main(int argc, char** argv) {
-  CLI::App app{"allreduce_bw: NCCL collectives and a ring all-reduce on send/recv, timed and checked"};
+  CLI::App app{
+      "allreduce_bw: NCCL collectives and a ring all-reduce on send/recv, timed and checked"};
   CommonOptions common;
   SweepOptions sweep;
   common.add_to(app);
@@ -30,7 +31,8 @@ int main(int argc, char** argv) {
     if (!cluster.prints()) return static_cast<int>(lab_pass);
     const std::vector<BwRow>& rows = per_rank[0];  // identical on every rank
 
-    std::printf("%s, float sum\n%s\n", lab_header("allreduce_bw", cluster).c_str(), format_header().c_str());
+    std::printf("%s, float sum\n%s\n", lab_header("allreduce_bw", cluster).c_str(),
+                format_header().c_str());
     unsigned long long wrong = 0, elements = 0;
     bool ring_done = true;
     const BwRow* nccl_big = nullptr;
@@ -48,19 +50,24 @@ int main(int argc, char** argv) {
       if (rows[i].op != "ring_all_reduce" || !rows[i].implemented) continue;
       std::vector<double> samples;
       for (const std::vector<BwRow>& mine : per_rank)
-        if (i < mine.size()) samples.insert(samples.end(), mine[i].sample.begin(), mine[i].sample.end());
+        if (i < mine.size())
+          samples.insert(samples.end(), mine[i].sample.begin(), mine[i].sample.end());
       graded.add("ring_" + std::to_string(rows[i].bytes), samples);
     }
     print_timing_note(cluster);
     const char* check = wrong > 0 ? "fail" : (ring_done ? "pass" : "not_implemented");
     if (!ring_done) graded.set_not_implemented("gpu allreduce_bw ring_all_reduce");
     ResultLine line = lab_result("allreduce_bw", cluster);
-    line.add("check", check).add("err", static_cast<double>(wrong) / static_cast<double>(elements ? elements : 1));
+    line.add("check", check)
+        .add("err", static_cast<double>(wrong) / static_cast<double>(elements ? elements : 1));
     if (nccl_big != nullptr) {
-      line.add_int("bytes", static_cast<long long>(nccl_big->bytes)).add("ms", nccl_big->us / 1000.0).add("busbw", nccl_big->busbw);
+      line.add_int("bytes", static_cast<long long>(nccl_big->bytes))
+          .add("ms", nccl_big->us / 1000.0)
+          .add("busbw", nccl_big->busbw);
     }
     if (ring_big != nullptr && nccl_big != nullptr && nccl_big->busbw > 0) {
-      line.add("ring_busbw", ring_big->busbw).add("ring_vs_nccl", ring_big->busbw / nccl_big->busbw);
+      line.add("ring_busbw", ring_big->busbw)
+          .add("ring_vs_nccl", ring_big->busbw / nccl_big->busbw);
     }
     std::printf("%s\n", line.str().c_str());
     if (wrong > 0) return static_cast<int>(lab_fail);

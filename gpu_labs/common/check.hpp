@@ -48,4 +48,5 @@ inline void check_nccl(ncclResult_t status, const char* expr, const char* file, 
 /// Checks an NCCL call.
 #define MGPU_NCCL_CHECK(expr) ::mgpu::gpu::check_nccl((expr), #expr, __FILE__, __LINE__)
 /// Checks that the last kernel launch was accepted (launch errors surface here, not at sync).
-#define MGPU_CUDA_CHECK_LAUNCH() ::mgpu::gpu::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+#define MGPU_CUDA_CHECK_LAUNCH() \
+  ::mgpu::gpu::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)

@@ -17,9 +17,12 @@ namespace mgpu::gpu {
 
 const char* backend_name(Backend b) {
   switch (b) {
-    case Backend::automatic: return "automatic";
-    case Backend::nccl: return "nccl";
-    case Backend::emulated: return "emulated";
+    case Backend::automatic:
+      return "automatic";
+    case Backend::nccl:
+      return "nccl";
+    case Backend::emulated:
+      return "emulated";
   }
   return "?";
 }
@@ -33,25 +36,31 @@ Backend parse_backend(const std::string& text) {
 
 namespace {
 
-std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
 
 }  // namespace
 
 std::string DeviceQuery::describe() const {
   if (status == cudaSuccess) {
     if (count == 0) return "no CUDA device visible: check nvidia-smi and CUDA_VISIBLE_DEVICES";
-    return std::to_string(count) + " CUDA device(s), driver supports CUDA " + cuda_version_text(driver_version) +
-           ", runtime CUDA " + cuda_version_text(runtime_version);
+    return std::to_string(count) + " CUDA device(s), driver supports CUDA " +
+           cuda_version_text(driver_version) + ", runtime CUDA " +
+           cuda_version_text(runtime_version);
   }
-  std::string what = std::string(cudaGetErrorName(status)) + " (" + std::to_string(static_cast<int>(status)) + ": " +
-                     cudaGetErrorString(status) + ")";
-  if (status == cudaErrorNoDevice) return "no CUDA device visible, " + what + ": check nvidia-smi and CUDA_VISIBLE_DEVICES";
+  std::string what = std::string(cudaGetErrorName(status)) + " (" +
+                     std::to_string(static_cast<int>(status)) + ": " + cudaGetErrorString(status) +
+                     ")";
+  if (status == cudaErrorNoDevice)
+    return "no CUDA device visible, " + what + ": check nvidia-smi and CUDA_VISIBLE_DEVICES";
   std::string out = "CUDA device query failed: " + what;
   if (driver_version == 0) {
     out += "; no NVIDIA driver is loaded on this machine";
   } else if (driver_version < runtime_version) {
-    out += "; the driver supports CUDA " + cuda_version_text(driver_version) + " but this program was built for CUDA " +
-           cuda_version_text(runtime_version) + ": update the driver";
+    out += "; the driver supports CUDA " + cuda_version_text(driver_version) +
+           " but this program was built for CUDA " + cuda_version_text(runtime_version) +
+           ": update the driver";
   }
   return out;
 }
@@ -87,8 +96,9 @@ std::optional<int> env_int(const char* name) {
 ncclUniqueId exchange_id_through_file(int rank) {
   const char* path = std::getenv("MGPU_NCCL_ID_FILE");
   if (path == nullptr || *path == '\0') {
-    throw std::invalid_argument("MGPU_WORLD_SIZE is set but MGPU_NCCL_ID_FILE is not: point it at a "
-                                "path on a file system every node sees (rank 0 writes the NCCL id there)");
+    throw std::invalid_argument(
+        "MGPU_WORLD_SIZE is set but MGPU_NCCL_ID_FILE is not: point it at a "
+        "path on a file system every node sees (rank 0 writes the NCCL id there)");
   }
   ncclUniqueId id{};
   if (rank == 0) {
@@ -105,8 +115,9 @@ ncclUniqueId exchange_id_through_file(int rank) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!std::filesystem::exists(path)) {
     if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error(std::string("rank ") + std::to_string(rank) + " waited 120 s for rank 0 to write " +
-                               path + ": is rank 0 running, and is the path shared between nodes?");
+      throw std::runtime_error(std::string("rank ") + std::to_string(rank) +
+                               " waited 120 s for rank 0 to write " + path +
+                               ": is rank 0 running, and is the path shared between nodes?");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -125,11 +136,13 @@ DeviceCluster::DeviceCluster(ClusterOptions options) : backend_(options.backend)
     }
   }
   const DeviceQuery query = query_devices();
-  if (!query.usable()) throw std::runtime_error("the GPU labs need a CUDA device: " + query.describe());
+  if (!query.usable())
+    throw std::runtime_error("the GPU labs need a CUDA device: " + query.describe());
   const int devices = query.count;
   // Emulation is always local to this process, so the launcher's variables do not apply to it
   // (a lab's one-GPU reference or baseline may run beside a multi-process job).
-  const std::optional<int> world = backend_ == Backend::emulated ? std::nullopt : env_int("MGPU_WORLD_SIZE");
+  const std::optional<int> world =
+      backend_ == Backend::emulated ? std::nullopt : env_int("MGPU_WORLD_SIZE");
   if (world) {
     const std::optional<int> rank = env_int("MGPU_RANK");
     if (!rank || *rank < 0 || *rank >= *world) {
@@ -137,8 +150,9 @@ DeviceCluster::DeviceCluster(ClusterOptions options) : backend_(options.backend)
                                   " needs MGPU_RANK in [0, " + std::to_string(*world) + ")");
     }
     if (options.ranks != 0 && options.ranks != *world) {
-      throw std::invalid_argument("--ranks " + std::to_string(options.ranks) + " disagrees with MGPU_WORLD_SIZE=" +
-                                  std::to_string(*world) + ": drop one of them");
+      throw std::invalid_argument("--ranks " + std::to_string(options.ranks) +
+                                  " disagrees with MGPU_WORLD_SIZE=" + std::to_string(*world) +
+                                  ": drop one of them");
     }
     backend_ = Backend::nccl;
     ranks_ = *world;
@@ -147,13 +161,16 @@ DeviceCluster::DeviceCluster(ClusterOptions options) : backend_(options.backend)
     return;
   }
   ranks_ = options.ranks > 0 ? options.ranks : devices;
-  if (backend_ == Backend::automatic) backend_ = ranks_ <= devices ? Backend::nccl : Backend::emulated;
+  if (backend_ == Backend::automatic)
+    backend_ = ranks_ <= devices ? Backend::nccl : Backend::emulated;
   if (backend_ == Backend::nccl && ranks_ > devices) {
-    throw std::invalid_argument(std::to_string(ranks_) + " NCCL ranks but only " + std::to_string(devices) +
-                                " GPUs visible: use --ranks <= " + std::to_string(devices) + " or --backend emulated");
+    throw std::invalid_argument(
+        std::to_string(ranks_) + " NCCL ranks but only " + std::to_string(devices) +
+        " GPUs visible: use --ranks <= " + std::to_string(devices) + " or --backend emulated");
   }
   if (backend_ == Backend::emulated && ranks_ > kMaxEmulatedRanks) {
-    throw std::invalid_argument(std::to_string(ranks_) + " emulated ranks: the emulation supports at most " +
+    throw std::invalid_argument(std::to_string(ranks_) +
+                                " emulated ranks: the emulation supports at most " +
                                 std::to_string(kMaxEmulatedRanks));
   }
   first_rank_ = 0;
@@ -178,24 +195,27 @@ void DeviceCluster::run(const std::function<void(DeviceComm&)>& body) {
   // waiting for a rank that never comes.
   AbortableBarrier started(local_ranks_);
 
-  run_rank_threads(local_ranks_, first_rank_, [&](int rank) {
-    std::unique_ptr<DeviceComm> comm;
-    if (backend_ == Backend::emulated) {
-      comm = detail::make_emulated_comm(hub, rank);
-    } else {
-      const int device = local_ranks_ == ranks_ ? rank : local_rank.value_or(rank % devices);
-      nccl_rank_thread = true;  // see device_buffer.hpp: no device-wide waits while unwinding
-      MGPU_CUDA_CHECK(cudaSetDevice(device));
-      started.wait();
-      comm = detail::make_nccl_comm(id, ranks_, rank, device, aborted);
-    }
-    body(*comm);
-    comm->synchronize(nullptr);
-  }, [&] {
-    aborted->store(true);
-    started.abort();
-    if (hub) detail::abort_emulated_hub(*hub);
-  });
+  run_rank_threads(
+      local_ranks_, first_rank_,
+      [&](int rank) {
+        std::unique_ptr<DeviceComm> comm;
+        if (backend_ == Backend::emulated) {
+          comm = detail::make_emulated_comm(hub, rank);
+        } else {
+          const int device = local_ranks_ == ranks_ ? rank : local_rank.value_or(rank % devices);
+          nccl_rank_thread = true;  // see device_buffer.hpp: no device-wide waits while unwinding
+          MGPU_CUDA_CHECK(cudaSetDevice(device));
+          started.wait();
+          comm = detail::make_nccl_comm(id, ranks_, rank, device, aborted);
+        }
+        body(*comm);
+        comm->synchronize(nullptr);
+      },
+      [&] {
+        aborted->store(true);
+        started.abort();
+        if (hub) detail::abort_emulated_hub(*hub);
+      });
 }
 
 }  // namespace mgpu::gpu

@@ -16,9 +16,10 @@ namespace mgpu::gpu {
 
 /// How ranks talk.
 enum class Backend {
-  automatic,  ///< nccl when there is a GPU per rank (or the multi-process env is set), else emulated
-  nccl,       ///< NCCL: one GPU per rank, one thread per GPU in this process, or one process per GPU
-  emulated,   ///< all ranks on device 0, each with its own stream; collectives by device copies
+  automatic,  ///< nccl when there is a GPU per rank (or the multi-process env is set), else
+              ///< emulated
+  nccl,      ///< NCCL: one GPU per rank, one thread per GPU in this process, or one process per GPU
+  emulated,  ///< all ranks on device 0, each with its own stream; collectives by device copies
 };
 
 /// "nccl", "emulated" or "automatic".
@@ -67,7 +68,8 @@ class DeviceComm {
   /// Receives `count` elements from rank `peer` into buf.
   virtual void recv(void* buf, std::size_t count, DType type, int peer,
                     cudaStream_t stream = nullptr) = 0;
-  /// Waits until this rank's stream (or `stream`) is idle; throws RankAborted if another rank failed.
+  /// Waits until this rank's stream (or `stream`) is idle; throws RankAborted if another rank
+  /// failed.
   virtual void synchronize(cudaStream_t stream = nullptr) = 0;
   /// Waits until every rank's stream is idle and every rank has reached this point.
   virtual void barrier() = 0;
@@ -92,11 +94,12 @@ inline constexpr int kMaxEmulatedRanks = 16;
 
 /// How to start a DeviceCluster.
 struct ClusterOptions {
-  int ranks = 0;                        ///< number of ranks; 0: one per visible GPU (or MGPU_WORLD_SIZE)
-  Backend backend = Backend::automatic; ///< see Backend; env MGPU_BACKEND overrides automatic
+  int ranks = 0;  ///< number of ranks; 0: one per visible GPU (or MGPU_WORLD_SIZE)
+  Backend backend = Backend::automatic;  ///< see Backend; env MGPU_BACKEND overrides automatic
 };
 
-/// Starts the ranks and runs per-rank code on them: DeviceCluster(opts).run([](DeviceComm& c){...}).
+/// Starts the ranks and runs per-rank code on them: DeviceCluster(opts).run([](DeviceComm&
+/// c){...}).
 ///
 /// One process, several GPUs: one thread per rank, cudaSetDevice(rank), NCCL communicators made
 /// with ncclCommInitRank from one shared ncclUniqueId. Several nodes: one process per GPU, with

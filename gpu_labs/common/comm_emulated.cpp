@@ -55,7 +55,8 @@ class EmulatedHub {
   bool aborted = false;
 
   /// Waits on `cv` until `ready()` holds; throws RankAborted if the hub is aborted meanwhile.
-  void wait_for(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready, const char* where) {
+  void wait_for(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready,
+                const char* where) {
     cv.wait(lock, [&] { return aborted || ready(); });
     if (aborted) throw RankAborted(where);
   }
@@ -65,7 +66,8 @@ namespace {
 
 class EmulatedComm final : public DeviceComm {
  public:
-  EmulatedComm(std::shared_ptr<EmulatedHub> hub, int rank) : hub_(std::move(hub)), rank_(rank), ledger_(rank) {
+  EmulatedComm(std::shared_ptr<EmulatedHub> hub, int rank)
+      : hub_(std::move(hub)), rank_(rank), ledger_(rank) {
     MGPU_CUDA_CHECK(cudaSetDevice(0));
     MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     for (int p = 0; p < 2; ++p) {
@@ -91,7 +93,8 @@ class EmulatedComm final : public DeviceComm {
   MemoryLedger& ledger() override { return ledger_; }
   ncclComm_t nccl() const override { return nullptr; }
 
-  void all_reduce(const void* send, void* recv, std::size_t count, DType type, cudaStream_t s) override {
+  void all_reduce(const void* send, void* recv, std::size_t count, DType type,
+                  cudaStream_t s) override {
     s = pick(s);
     // Stage first: in place, this rank would overwrite its input while others still read it.
     const void* staged = stage(send, count * dtype_bytes(type), s);
@@ -100,7 +103,8 @@ class EmulatedComm final : public DeviceComm {
     });
   }
 
-  void all_gather(const void* send, void* recv, std::size_t send_count, DType type, cudaStream_t s) override {
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType type,
+                  cudaStream_t s) override {
     s = pick(s);
     const std::size_t bytes = send_count * dtype_bytes(type);
     // No staging needed: a rank writes only its own recv, and in place its own block is its input.
@@ -115,7 +119,8 @@ class EmulatedComm final : public DeviceComm {
     });
   }
 
-  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, cudaStream_t s) override {
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                      cudaStream_t s) override {
     s = pick(s);
     const std::size_t block = recv_count * dtype_bytes(type);
     const void* staged = stage(send, block * static_cast<std::size_t>(size()), s);
@@ -127,7 +132,8 @@ class EmulatedComm final : public DeviceComm {
 
   void group_start() override { ++group_depth_; }
   void group_end() override {
-    if (group_depth_ == 0) throw std::logic_error("group_end without group_start on rank " + std::to_string(rank_));
+    if (group_depth_ == 0)
+      throw std::logic_error("group_end without group_start on rank " + std::to_string(rank_));
     if (--group_depth_ == 0) flush();
   }
   void send(const void* buf, std::size_t count, DType type, int peer, cudaStream_t s) override {
@@ -160,7 +166,8 @@ class EmulatedComm final : public DeviceComm {
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size()) {
       throw std::out_of_range(std::string(what) + " on rank " + std::to_string(rank_) + ": peer " +
-                              std::to_string(peer) + " outside [0, " + std::to_string(size()) + ")");
+                              std::to_string(peer) + " outside [0, " + std::to_string(size()) +
+                              ")");
     }
   }
 
@@ -169,7 +176,8 @@ class EmulatedComm final : public DeviceComm {
       // Everything that might still read the old staging buffer is ordered before this point
       // on our streams (each collective ends waiting on every rank's done event).
       MGPU_CUDA_CHECK(cudaDeviceSynchronize());
-      staging_ = DeviceBuffer<unsigned char>(ledger_, Category::comm, bytes, "emulated collective staging");
+      staging_ = DeviceBuffer<unsigned char>(ledger_, Category::comm, bytes,
+                                             "emulated collective staging");
     }
     MGPU_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), src, bytes, cudaMemcpyDeviceToDevice, s));
     return staging_.data();
@@ -191,10 +199,11 @@ class EmulatedComm final : public DeviceComm {
     hub_->barrier.wait();
     const Post& first = posts[0];
     if (std::string(first.op) != op || first.count != count || first.type != type) {
-      throw std::invalid_argument("rank " + std::to_string(rank_) + " called " + op + "(count " +
-                                  std::to_string(count) + ", " + dtype_name(type) + ") while rank 0 called " +
-                                  first.op + "(count " + std::to_string(first.count) + ", " +
-                                  dtype_name(first.type) + "): every rank must issue the same collectives in the same order");
+      throw std::invalid_argument(
+          "rank " + std::to_string(rank_) + " called " + op + "(count " + std::to_string(count) +
+          ", " + dtype_name(type) + ") while rank 0 called " + first.op + "(count " +
+          std::to_string(first.count) + ", " + dtype_name(first.type) +
+          "): every rank must issue the same collectives in the same order");
     }
     for (const Post& p : posts) MGPU_CUDA_CHECK(cudaStreamWaitEvent(s, p.ready, 0));
     use(posts);
@@ -229,17 +238,20 @@ class EmulatedComm final : public DeviceComm {
       {
         std::unique_lock lock(hub_->mu);
         auto& box = hub_->mail[{op.peer, rank_}];
-        hub_->wait_for(lock, [&] { return !box.empty(); }, "recv");
+        hub_->wait_for(
+            lock, [&] { return !box.empty(); }, "recv");
         msg = box.front();
         box.pop_front();
       }
       if (msg->bytes != op.bytes) {
-        throw std::invalid_argument("rank " + std::to_string(rank_) + " receives " + std::to_string(op.bytes) +
-                                    " bytes from rank " + std::to_string(op.peer) + ", which sent " +
-                                    std::to_string(msg->bytes) + ": match send and recv counts and types");
+        throw std::invalid_argument(
+            "rank " + std::to_string(rank_) + " receives " + std::to_string(op.bytes) +
+            " bytes from rank " + std::to_string(op.peer) + ", which sent " +
+            std::to_string(msg->bytes) + ": match send and recv counts and types");
       }
       MGPU_CUDA_CHECK(cudaStreamWaitEvent(op.stream, msg->ready, 0));
-      MGPU_CUDA_CHECK(cudaMemcpyAsync(op.buf, msg->data, op.bytes, cudaMemcpyDeviceToDevice, op.stream));
+      MGPU_CUDA_CHECK(
+          cudaMemcpyAsync(op.buf, msg->data, op.bytes, cudaMemcpyDeviceToDevice, op.stream));
       MGPU_CUDA_CHECK(cudaEventRecord(msg->consumed, op.stream));
       {
         std::lock_guard lock(hub_->mu);
@@ -254,7 +266,8 @@ class EmulatedComm final : public DeviceComm {
       const std::shared_ptr<Message>& msg = sent[i++];
       {
         std::unique_lock lock(hub_->mu);
-        hub_->wait_for(lock, [&] { return msg->consumed_posted; }, "send");
+        hub_->wait_for(
+            lock, [&] { return msg->consumed_posted; }, "send");
       }
       MGPU_CUDA_CHECK(cudaStreamWaitEvent(op.stream, msg->consumed, 0));
       cudaEventDestroy(msg->ready);
@@ -276,7 +289,9 @@ class EmulatedComm final : public DeviceComm {
 
 }  // namespace
 
-std::shared_ptr<EmulatedHub> make_emulated_hub(int ranks) { return std::make_shared<EmulatedHub>(ranks); }
+std::shared_ptr<EmulatedHub> make_emulated_hub(int ranks) {
+  return std::make_shared<EmulatedHub>(ranks);
+}
 
 void abort_emulated_hub(EmulatedHub& hub) {
   hub.barrier.abort();

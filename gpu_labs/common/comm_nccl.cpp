@@ -77,17 +77,22 @@ class NcclComm final : public DeviceComm {
   MemoryLedger& ledger() override { return ledger_; }
   ncclComm_t nccl() const override { return comm_; }
 
-  void all_reduce(const void* send, void* recv, std::size_t count, DType type, cudaStream_t s) override {
+  void all_reduce(const void* send, void* recv, std::size_t count, DType type,
+                  cudaStream_t s) override {
     enter("all_reduce");
-    settle(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, pick(s)), "ncclAllReduce");
+    settle(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, pick(s)),
+           "ncclAllReduce");
   }
-  void all_gather(const void* send, void* recv, std::size_t send_count, DType type, cudaStream_t s) override {
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType type,
+                  cudaStream_t s) override {
     enter("all_gather");
     settle(ncclAllGather(send, recv, send_count, nccl_type(type), comm_, pick(s)), "ncclAllGather");
   }
-  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, cudaStream_t s) override {
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                      cudaStream_t s) override {
     enter("reduce_scatter");
-    settle(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, comm_, pick(s)), "ncclReduceScatter");
+    settle(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, comm_, pick(s)),
+           "ncclReduceScatter");
   }
   void group_start() override {
     enter("group_start");
@@ -157,14 +162,16 @@ class NcclComm final : public DeviceComm {
   // A peer's failure, a network error: NCCL reports them on the communicator, not on a call.
   void check_async(const char* what) {
     ncclResult_t state = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
+    if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress) {
       throw_nccl(state, what);
     }
   }
 
   [[noreturn]] void throw_nccl(ncclResult_t result, const char* what) {
-    std::string msg = std::string("NCCL error ") + ncclGetErrorString(result) + " in " + what + " on rank " +
-                      std::to_string(rank_) + " (device " + std::to_string(device_) + ")";
+    std::string msg = std::string("NCCL error ") + ncclGetErrorString(result) + " in " + what +
+                      " on rank " + std::to_string(rank_) + " (device " + std::to_string(device_) +
+                      ")";
     const char* last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
     if (last != nullptr && *last != '\0') msg += ": " + std::string(last);
     msg += " (run with NCCL_DEBUG=WARN for details)";

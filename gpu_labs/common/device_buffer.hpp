@@ -85,8 +85,9 @@ class DeviceBuffer {
   /// Copies host[0, size()) in, ordered on `stream`, and waits for it (setup, not timed loops).
   void upload(const std::vector<T>& host, cudaStream_t stream) {
     if (host.size() != count_) {
-      throw std::invalid_argument("DeviceBuffer::upload: host vector has " + std::to_string(host.size()) +
-                                  " elements but the buffer " + std::to_string(count_) + ": size them alike");
+      throw std::invalid_argument("DeviceBuffer::upload: host vector has " +
+                                  std::to_string(host.size()) + " elements but the buffer " +
+                                  std::to_string(count_) + ": size them alike");
     }
     MGPU_CUDA_CHECK(cudaMemcpyAsync(data_, host.data(), bytes(), cudaMemcpyHostToDevice, stream));
     MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -95,8 +96,9 @@ class DeviceBuffer {
   /// of bf16 values) and waits for it.
   void upload_raw(const void* host, std::size_t host_bytes, cudaStream_t stream) {
     if (host_bytes != bytes()) {
-      throw std::invalid_argument("DeviceBuffer::upload_raw: " + std::to_string(host_bytes) + " bytes for a buffer of " +
-                                  std::to_string(bytes()) + ": size them alike");
+      throw std::invalid_argument("DeviceBuffer::upload_raw: " + std::to_string(host_bytes) +
+                                  " bytes for a buffer of " + std::to_string(bytes()) +
+                                  ": size them alike");
     }
     MGPU_CUDA_CHECK(cudaMemcpyAsync(data_, host, host_bytes, cudaMemcpyHostToDevice, stream));
     MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));

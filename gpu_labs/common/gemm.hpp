@@ -16,8 +16,8 @@ enum class Trans { no, yes };
 /// Row-major C(M, N) = alpha op(A) op(B) + beta C with op(A) (M, K), op(B) (K, N).
 /// A is stored (M, K), or (K, M) when trans_a is yes; B is stored (K, N), or (N, K) when trans_b
 /// is yes; C is stored (M, N) in `c_type` (bf16 or f32). Enqueued on the handle's stream.
-void gemm(cublasHandle_t handle, Trans trans_a, Trans trans_b, int M, int N, int K,
-          const bf16* A, const bf16* B, void* C, DType c_type, float alpha = 1.0f, float beta = 0.0f);
+void gemm(cublasHandle_t handle, Trans trans_a, Trans trans_b, int M, int N, int K, const bf16* A,
+          const bf16* B, void* C, DType c_type, float alpha = 1.0f, float beta = 0.0f);
 
 /// FLOPs of one such GEMM: 2 M N K.
 constexpr double gemm_flops(double M, double N, double K) { return 2.0 * M * N * K; }

@@ -165,19 +165,22 @@ void bf16_to_f32(const bf16* src, float* dst, std::size_t count, cudaStream_t st
   MGPU_CUDA_CHECK_LAUNCH();
 }
 
-void fill_uniform(bf16* x, std::size_t count, float scale, std::uint32_t seed, cudaStream_t stream) {
+void fill_uniform(bf16* x, std::size_t count, float scale, std::uint32_t seed,
+                  cudaStream_t stream) {
   fill_uniform_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, scale, seed);
   MGPU_CUDA_CHECK_LAUNCH();
 }
 
-void fill_pattern(float* x, std::size_t count, float factor, std::size_t offset, cudaStream_t stream) {
+void fill_pattern(float* x, std::size_t count, float factor, std::size_t offset,
+                  cudaStream_t stream) {
   fill_pattern_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, count, factor, offset);
   MGPU_CUDA_CHECK_LAUNCH();
 }
 
 void count_wrong(const float* y, std::size_t count, float factor, std::size_t offset,
                  std::size_t segment, unsigned long long* wrong, cudaStream_t stream) {
-  count_wrong_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, count, factor, offset, segment, wrong);
+  count_wrong_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, count, factor, offset, segment,
+                                                                 wrong);
   MGPU_CUDA_CHECK_LAUNCH();
 }
 
@@ -189,10 +192,12 @@ void mse_grad(const bf16* y, const bf16* target, bf16* dy, std::size_t count, fl
 
 void adam_step(float* master, float* m, float* v, const bf16* grad, bf16* param, std::size_t count,
                const AdamConfig& cfg, int step, cudaStream_t stream) {
-  if (step < 1) throw std::invalid_argument("adam_step: step " + std::to_string(step) + "; steps count from 1");
+  if (step < 1)
+    throw std::invalid_argument("adam_step: step " + std::to_string(step) + "; steps count from 1");
   const float c1 = 1.0f - std::pow(cfg.beta1, static_cast<float>(step));
   const float c2 = 1.0f - std::pow(cfg.beta2, static_cast<float>(step));
-  adam_kernel<<<blocks_for(count), kThreads, 0, stream>>>(master, m, v, grad, param, count, cfg, c1, c2);
+  adam_kernel<<<blocks_for(count), kThreads, 0, stream>>>(master, m, v, grad, param, count, cfg, c1,
+                                                          c2);
   MGPU_CUDA_CHECK_LAUNCH();
 }
 

@@ -37,7 +37,8 @@ void fill_uniform(bf16* x, std::size_t count, float scale, std::uint32_t seed, c
 
 /// The test pattern of the bandwidth lab: x[i] = factor * ((i + offset) % 7 + 1). Small
 /// integers, so sums over up to thousands of ranks are exact in fp32.
-void fill_pattern(float* x, std::size_t count, float factor, std::size_t offset, cudaStream_t stream);
+void fill_pattern(float* x, std::size_t count, float factor, std::size_t offset,
+                  cudaStream_t stream);
 
 /// Adds to *wrong (device counter) the number of i where y[i] != expect(i), with
 /// expect(i) = f(i) * ((i + offset) % 7 + 1) and f(i) = factor if segment == 0, else

@@ -51,7 +51,8 @@ class GradedValues {
 /// 2; any other exception: the message on stderr, `check=error`, and 1. When result_fd >= 0 it
 /// then writes one JSON document there, closes it and returns 0 (the verdict is the grader's):
 /// {"status": "ok", "values": {...}}, or status "not-implemented" / "exception" with a "message".
-int guarded_main(const std::string& lab, int result_fd, const std::function<int(GradedValues& values)>& body);
+int guarded_main(const std::string& lab, int result_fd,
+                 const std::function<int(GradedValues& values)>& body);
 
 /// "solution" or "student": the MGPU_IMPL this program was built with.
 const char* built_impl();
@@ -77,12 +78,14 @@ struct StepOptions {
 
 /// Registers one dimension of the two shapes a lab runs: `--<name>` sets it in the timing shape
 /// (`timing`), `--check-<name>` in the small shape checked against the reference (`check`).
-void add_shape_option(CLI::App& app, const std::string& name, int& timing, int& check, const std::string& what);
+void add_shape_option(CLI::App& app, const std::string& name, int& timing, int& check,
+                      const std::string& what);
 
 /// Runs `body(comm)` on each of this process's ranks and returns what each returned, indexed by
 /// rank. Slots of ranks driven by other processes (multi-process launch) keep a default value.
 template <class Body>
-auto run_ranks(DeviceCluster& cluster, Body&& body) -> std::vector<std::invoke_result_t<Body&, DeviceComm&>> {
+auto run_ranks(DeviceCluster& cluster, Body&& body)
+    -> std::vector<std::invoke_result_t<Body&, DeviceComm&>> {
   using Result = std::invoke_result_t<Body&, DeviceComm&>;
   std::vector<Result> results(static_cast<std::size_t>(cluster.ranks()));
   std::mutex mu;

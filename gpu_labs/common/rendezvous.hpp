@@ -35,7 +35,9 @@ class AbortableBarrier {
  public:
   /// A barrier for `n` threads (n >= 1).
   explicit AbortableBarrier(int n) : n_(n) {
-    if (n < 1) throw std::invalid_argument("AbortableBarrier: " + std::to_string(n) + " threads; use at least 1");
+    if (n < 1)
+      throw std::invalid_argument("AbortableBarrier: " + std::to_string(n) +
+                                  " threads; use at least 1");
   }
   /// Blocks until n threads have called wait() in this round. Throws RankAborted if aborted.
   void wait() {
@@ -76,8 +78,8 @@ class AbortableBarrier {
 /// first, calls `on_abort` (when given) and throws RankAborted(where). An exception from `done()`
 /// (a CUDA or NCCL error) propagates as it is. This is how a rank waits on device work that a
 /// dead peer may never complete: a blocking wait would never return.
-inline void wait_until(const std::function<bool()>& done, const std::atomic<bool>& aborted, const std::string& where,
-                       const std::function<void()>& on_abort = {},
+inline void wait_until(const std::function<bool()>& done, const std::atomic<bool>& aborted,
+                       const std::string& where, const std::function<void()>& on_abort = {},
                        std::chrono::microseconds pause = std::chrono::microseconds(20)) {
   for (;;) {
     if (done()) return;
@@ -93,7 +95,8 @@ inline void wait_until(const std::function<bool()>& done, const std::atomic<bool
 /// The first rank to throw calls `on_failure` (once, from its thread), which must wake every rank
 /// that could be waiting for it (abort barriers, set the flag polled by wait_until); those then
 /// fail with RankAborted. After every thread has ended:
-/// - an mgpu::NotImplemented from any rank is rethrown as it is (the lab reports "not implemented");
+/// - an mgpu::NotImplemented from any rank is rethrown as it is (the lab reports "not
+/// implemented");
 /// - otherwise the lowest rank that failed first-hand is rethrown as std::runtime_error
 ///   "rank r: <message>"; a RankAborted is reported only when no rank failed first-hand.
 /// Returns normally when every rank returned.
@@ -133,7 +136,8 @@ inline void run_rank_threads(int n, int first_rank, const std::function<void(int
     }
   }
   if (!first) first = fallback;
-  if (first) throw std::runtime_error("rank " + std::to_string(first->first) + ": " + first->second);
+  if (first)
+    throw std::runtime_error("rank " + std::to_string(first->first) + ": " + first->second);
 }
 
 }  // namespace mgpu::gpu

@@ -9,7 +9,8 @@ namespace mgpu::gpu {
 
 namespace {
 void check_split(int parts, int index) {
-  if (parts < 1) throw std::invalid_argument("split into " + std::to_string(parts) + " parts: use at least 1");
+  if (parts < 1)
+    throw std::invalid_argument("split into " + std::to_string(parts) + " parts: use at least 1");
   if (index < 0 || index >= parts) {
     throw std::out_of_range("shard index " + std::to_string(index) + " outside [0, " +
                             std::to_string(parts) + ")");
@@ -45,8 +46,9 @@ double busbw_factor(const char* collective, int n) {
   if (c == "all_reduce" || c == "ring_all_reduce") return 2.0 * (dn - 1.0) / dn;
   if (c == "all_gather" || c == "reduce_scatter") return (dn - 1.0) / dn;
   if (c == "sendrecv") return 1.0;
-  throw std::invalid_argument(std::string("busbw_factor: unknown collective '") + collective +
-                              "': use all_reduce, ring_all_reduce, all_gather, reduce_scatter or sendrecv");
+  throw std::invalid_argument(
+      std::string("busbw_factor: unknown collective '") + collective +
+      "': use all_reduce, ring_all_reduce, all_gather, reduce_scatter or sendrecv");
 }
 
 double zero3_state_bytes(double params, int n) { return 16.0 * params / n; }

@@ -43,8 +43,10 @@ class EventTimer {
 /// calls between two events. `step` must enqueue its work on `stream`. `wait`, when given, is how
 /// to wait for the stream before the events are read: a rank's DeviceComm::synchronize, which
 /// gives up when another rank failed, where a plain event wait would hang on a dead peer.
-inline double time_per_call(cudaStream_t stream, int warmup, int iters, const std::function<void()>& step,
-                            const std::function<void()>& sync = {}, const std::function<void()>& wait = {}) {
+inline double time_per_call(cudaStream_t stream, int warmup, int iters,
+                            const std::function<void()>& step,
+                            const std::function<void()>& sync = {},
+                            const std::function<void()>& wait = {}) {
   for (int i = 0; i < warmup; ++i) step();
   if (sync) sync();
   EventTimer timer;

@@ -22,7 +22,9 @@ inline bool gpu_required() {
 
 /// Whether device tests are skipped, given what the device query found and whether a GPU is
 /// required: skipped only when no device can be used and none is required.
-inline bool skip_device_tests(const DeviceQuery& query, bool required) { return !query.usable() && !required; }
+inline bool skip_device_tests(const DeviceQuery& query, bool required) {
+  return !query.usable() && !required;
+}
 
 /// The device query, made once per test program. When no device can be used, prints one line
 /// with the query's error name, code and message, and whether the device tests skip or fail.
@@ -31,7 +33,8 @@ inline const DeviceQuery& device_query() {
     const DeviceQuery q = DeviceCluster::query_devices();
     if (!q.usable()) {
       std::printf("gpu_labs: device tests %s: %s\n",
-                  gpu_required() ? "FAIL (MGPU_REQUIRE_GPU is set)" : "skipped (set MGPU_REQUIRE_GPU=1 to fail them)",
+                  gpu_required() ? "FAIL (MGPU_REQUIRE_GPU is set)"
+                                 : "skipped (set MGPU_REQUIRE_GPU=1 to fail them)",
                   q.describe().c_str());
       std::fflush(stdout);
     }
@@ -47,10 +50,12 @@ inline bool skip_device_tests() { return skip_device_tests(device_query(), gpu_r
 
 /// A test that needs a CUDA device: in test suite "device" (`-ts=device` runs only these), and
 /// skipped where no device can be used unless MGPU_REQUIRE_GPU is set.
-#define MGPU_DEVICE_TEST_CASE(name) \
-  TEST_CASE(name * doctest::test_suite("device") * doctest::skip(::mgpu::gpu::test::skip_device_tests()))
+#define MGPU_DEVICE_TEST_CASE(name)               \
+  TEST_CASE(name* doctest::test_suite("device") * \
+            doctest::skip(::mgpu::gpu::test::skip_device_tests()))
 
 /// First line of every device test: fails it with the query's reason when there is no usable
 /// device (reached only when MGPU_REQUIRE_GPU is set, since the test is skipped otherwise).
-#define MGPU_REQUIRE_DEVICE() \
-  REQUIRE_MESSAGE(::mgpu::gpu::test::device_query().usable(), ::mgpu::gpu::test::device_query().describe())
+#define MGPU_REQUIRE_DEVICE()                                 \
+  REQUIRE_MESSAGE(::mgpu::gpu::test::device_query().usable(), \
+                  ::mgpu::gpu::test::device_query().describe())

@@ -24,7 +24,8 @@ TEST_CASE("size sweep grows by the factor and stops at the maximum") {
 }
 
 TEST_CASE("a table row's bus bandwidth is algbw times the collective's factor") {
-  const BwRow r = make_row("all_reduce", 1000000000, 250000000, DType::f32, 1e6, 0, 8);  // 1 GB in 1 s
+  const BwRow r =
+      make_row("all_reduce", 1000000000, 250000000, DType::f32, 1e6, 0, 8);  // 1 GB in 1 s
   CHECK(r.algbw == doctest::Approx(1.0));
   CHECK(r.busbw == doctest::Approx(2.0 * 7 / 8));
   const std::string line = format_row(r);
@@ -50,7 +51,8 @@ std::vector<float> host_pattern(std::size_t n, float factor, std::size_t offset)
 
 }  // namespace
 
-MGPU_DEVICE_TEST_CASE("emulated all_reduce, all_gather and reduce_scatter give exact sums on every rank") {
+MGPU_DEVICE_TEST_CASE(
+    "emulated all_reduce, all_gather and reduce_scatter give exact sums on every rank") {
   MGPU_REQUIRE_DEVICE();
   for (int n : {1, 3, 4}) {
     const std::size_t block = 37, full = block * static_cast<std::size_t>(n);
@@ -74,17 +76,20 @@ MGPU_DEVICE_TEST_CASE("emulated all_reduce, all_gather and reduce_scatter give e
         wrong += sum[i] != total * static_cast<float>(i % 7 + 1);
         wrong += ag[i] != static_cast<float>(i / block + 1) * static_cast<float>(i % 7 + 1);
       }
-      for (std::size_t i = 0; i < block; ++i) wrong += rs[i] != total * static_cast<float>((r * block + i) % 7 + 1);
+      for (std::size_t i = 0; i < block; ++i)
+        wrong += rs[i] != total * static_cast<float>((r * block + i) % 7 + 1);
       return wrong;
     });
     CHECK(bad == 0);
   }
 }
 
-MGPU_DEVICE_TEST_CASE("ring all-reduce equals the exact sum for any length, also shorter than the ring") {
+MGPU_DEVICE_TEST_CASE(
+    "ring all-reduce equals the exact sum for any length, also shorter than the ring") {
   MGPU_REQUIRE_DEVICE();
   for (int n : {2, 3, 5}) {
-    for (std::size_t count : {std::size_t{1}, std::size_t{4}, std::size_t{1000}, std::size_t{4099}}) {
+    for (std::size_t count :
+         {std::size_t{1}, std::size_t{4}, std::size_t{1000}, std::size_t{4099}}) {
       const int bad = wrong_on_emulated(n, [&](DeviceComm& c) {
         MemoryLedger& led = c.ledger();
         DeviceBuffer<float> data(led, Category::comm, count);
@@ -94,7 +99,8 @@ MGPU_DEVICE_TEST_CASE("ring all-reduce equals the exact sum for any length, also
         const std::vector<float> got = data.download(c.stream());
         const float total = static_cast<float>(n * (n + 1) / 2);
         int wrong = 0;
-        for (std::size_t i = 0; i < count; ++i) wrong += got[i] != total * static_cast<float>(i % 7 + 1);
+        for (std::size_t i = 0; i < count; ++i)
+          wrong += got[i] != total * static_cast<float>(i % 7 + 1);
         return wrong;
       });
       INFO("ranks " << n << ", count " << count);
@@ -106,36 +112,37 @@ MGPU_DEVICE_TEST_CASE("ring all-reduce equals the exact sum for any length, also
 MGPU_DEVICE_TEST_CASE("a rank that fails stops the others and its message reaches the caller") {
   MGPU_REQUIRE_DEVICE();
   CHECK_THROWS_WITH_AS(DeviceCluster({3, Backend::emulated}).run([](DeviceComm& c) {
-                         if (c.rank() == 1) throw std::runtime_error("boom");
-                         c.barrier();  // ranks 0 and 2 would wait here forever
-                       }),
+    if (c.rank() == 1) throw std::runtime_error("boom");
+    c.barrier();  // ranks 0 and 2 would wait here forever
+  }),
                        "rank 1: boom", std::runtime_error);
 }
 
-MGPU_DEVICE_TEST_CASE("one failing rank releases ranks waiting in a collective, emulated and over NCCL") {
+MGPU_DEVICE_TEST_CASE(
+    "one failing rank releases ranks waiting in a collective, emulated and over NCCL") {
   MGPU_REQUIRE_DEVICE();
   // Emulated: rank 2 fails before the all-reduce that ranks 0 and 1 are already waiting in.
   CHECK_THROWS_WITH_AS(DeviceCluster({3, Backend::emulated}).run([](DeviceComm& c) {
-                         DeviceBuffer<float> b(c.ledger(), Category::comm, 1024);
-                         b.zero(c.stream());
-                         if (c.rank() == 2) throw std::runtime_error("rank two gave up");
-                         c.all_reduce(b.data(), b.data(), 1024, DType::f32);
-                         c.synchronize();
-                       }),
+    DeviceBuffer<float> b(c.ledger(), Category::comm, 1024);
+    b.zero(c.stream());
+    if (c.rank() == 2) throw std::runtime_error("rank two gave up");
+    c.all_reduce(b.data(), b.data(), 1024, DType::f32);
+    c.synchronize();
+  }),
                        "rank 2: rank two gave up", std::runtime_error);
   // NCCL, one rank per visible GPU: the last rank fails after one good all-reduce, while the
   // others (if any) wait in the second; its communicator is aborted before its memory is freed.
   const int n = DeviceCluster::device_count();
   const std::string want = "rank " + std::to_string(n - 1) + ": last rank gave up";
   CHECK_THROWS_WITH_AS(DeviceCluster({n, Backend::nccl}).run([n](DeviceComm& c) {
-                         DeviceBuffer<float> b(c.ledger(), Category::comm, 1024);
-                         b.zero(c.stream());
-                         c.all_reduce(b.data(), b.data(), 1024, DType::f32);
-                         c.synchronize();
-                         if (c.rank() == n - 1) throw std::runtime_error("last rank gave up");
-                         c.all_reduce(b.data(), b.data(), 1024, DType::f32);
-                         c.synchronize();
-                       }),
+    DeviceBuffer<float> b(c.ledger(), Category::comm, 1024);
+    b.zero(c.stream());
+    c.all_reduce(b.data(), b.data(), 1024, DType::f32);
+    c.synchronize();
+    if (c.rank() == n - 1) throw std::runtime_error("last rank gave up");
+    c.all_reduce(b.data(), b.data(), 1024, DType::f32);
+    c.synchronize();
+  }),
                        want.c_str(), std::runtime_error);
   // Nothing is left behind: a new communicator starts and works.
   DeviceCluster({1, Backend::nccl}).run([](DeviceComm& c) { c.barrier(); });

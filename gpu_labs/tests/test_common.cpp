@@ -9,8 +9,8 @@
 #include "common/report.hpp"
 #include "device.hpp"
 
-#include <CLI/CLI.hpp>
 #include <doctest/doctest.h>
+#include <CLI/CLI.hpp>
 #include <mgpu/not_implemented.hpp>
 #include <nlohmann/json.hpp>
 
@@ -49,7 +49,8 @@ TEST_CASE("peak_table lists every category's peak and the peak of the total") {
   };
   for (std::size_t c = 0; c < mgpu::kCategoryCount; ++c) {
     const auto category = static_cast<Category>(c);
-    CHECK(row(mgpu::to_string(category)).ends_with(format_bytes(static_cast<double>(led.peak(category)))));
+    CHECK(row(mgpu::to_string(category))
+              .ends_with(format_bytes(static_cast<double>(led.peak(category)))));
   }
   // The total peaked with weights + activations (5 MiB), not at the sum of the peaks (6 MiB).
   CHECK(row("peak total").ends_with(format_bytes(static_cast<double>(led.peak_total()))));
@@ -82,10 +83,12 @@ TEST_CASE("a NaN anywhere in a result makes every error check fail") {
   CHECK(worse_error(1e-3, 2e-3) == 2e-3);
   CHECK(within_tolerance(1e-3, 2e-2));
   CHECK_FALSE(within_tolerance(std::numeric_limits<double>::infinity(), 2e-2));
-  CHECK(max_rel_error(std::vector<double>{1.0}, std::vector<double>{0.0}) == std::numeric_limits<double>::infinity());
+  CHECK(max_rel_error(std::vector<double>{1.0}, std::vector<double>{0.0}) ==
+        std::numeric_limits<double>::infinity());
 }
 
-TEST_CASE("a failed device query is reported with its error name, code and cause, not as no device") {
+TEST_CASE(
+    "a failed device query is reported with its error name, code and cause, not as no device") {
   DeviceQuery no_driver{cudaErrorInsufficientDriver, 0, 0, 13000};
   const std::string a = no_driver.describe();
   MESSAGE(a);
@@ -110,7 +113,8 @@ TEST_CASE("a failed device query is reported with its error name, code and cause
 }
 
 TEST_CASE("device tests skip without a usable device, and fail instead when a GPU is required") {
-  const DeviceQuery broken{cudaErrorInsufficientDriver, 0, 0, 13000}, good{cudaSuccess, 1, 13000, 13000};
+  const DeviceQuery broken{cudaErrorInsufficientDriver, 0, 0, 13000},
+      good{cudaSuccess, 1, 13000, 13000};
   CHECK(test::skip_device_tests(broken, false));
   CHECK_FALSE(test::skip_device_tests(broken, true));  // runs, and MGPU_REQUIRE_DEVICE fails it
   CHECK_FALSE(test::skip_device_tests(good, false));
@@ -128,7 +132,8 @@ TEST_CASE("device tests skip without a usable device, and fail instead when a GP
   }
 }
 
-TEST_CASE("on a machine whose device query fails, a lab stops with that error, not with no device") {
+TEST_CASE(
+    "on a machine whose device query fails, a lab stops with that error, not with no device") {
   const DeviceQuery q = DeviceCluster::query_devices();
   MESSAGE("this machine: " << q.describe());
   if (q.usable()) return;  // a GPU machine: nothing to provoke here
@@ -143,7 +148,12 @@ TEST_CASE("on a machine whose device query fails, a lab stops with that error, n
 }
 
 TEST_CASE("a RESULT line is one line of key=value fields") {
-  const std::string s = ResultLine("tp_ffn").add("check", "pass").add("err", 0.00123).add_int("ranks", 4).add("note", "a b").str();
+  const std::string s = ResultLine("tp_ffn")
+                            .add("check", "pass")
+                            .add("err", 0.00123)
+                            .add_int("ranks", 4)
+                            .add("note", "a b")
+                            .str();
   CHECK(s == "RESULT lab=tp_ffn check=pass err=0.00123 ranks=4 note=a_b");
 }
 
@@ -176,14 +186,16 @@ std::pair<nlohmann::json, int> graded_run(const std::function<int(GradedValues&)
   const int code = guarded_main("lab", fds[1], body);  // closes fds[1]
   std::string text;
   char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
   ::close(fds[0]);
   return {nlohmann::json::parse(text), code};
 }
 
 }  // namespace
 
-TEST_CASE("a graded run writes its outputs, not its verdict, to the grader's descriptor and exits 0") {
+TEST_CASE(
+    "a graded run writes its outputs, not its verdict, to the grader's descriptor and exits 0") {
   auto [doc, code] = graded_run([](GradedValues& v) {
     const double y[] = {1.5, std::numeric_limits<double>::quiet_NaN(), -INFINITY};
     v.add("y", y);
@@ -194,7 +206,8 @@ TEST_CASE("a graded run writes its outputs, not its verdict, to the grader's des
   CHECK(doc["values"]["y"] == nlohmann::json::parse(R"([1.5, "nan", "-inf"])"));
   CHECK_FALSE(doc.contains("check"));
 
-  std::tie(doc, code) = graded_run([](GradedValues&) -> int { throw mgpu::NotImplemented("gpu lab part"); });
+  std::tie(doc, code) =
+      graded_run([](GradedValues&) -> int { throw mgpu::NotImplemented("gpu lab part"); });
   CHECK(code == 0);
   CHECK(doc["status"] == "not-implemented");
   CHECK(doc["message"].get<std::string>().find("gpu lab part") != std::string::npos);
@@ -207,11 +220,13 @@ TEST_CASE("a graded run writes its outputs, not its verdict, to the grader's des
   CHECK(doc["status"] == "not-implemented");
   CHECK_FALSE(doc.contains("values"));
 
-  std::tie(doc, code) = graded_run([](GradedValues&) -> int { throw std::runtime_error("no device"); });
+  std::tie(doc, code) =
+      graded_run([](GradedValues&) -> int { throw std::runtime_error("no device"); });
   CHECK(doc["status"] == "exception");
   CHECK(doc["message"] == "no device");
   // Without a descriptor the exit status is the lab's own verdict, as check.sh reads it.
-  CHECK(guarded_main("lab", -1, [](GradedValues&) { return static_cast<int>(lab_fail); }) == lab_fail);
+  CHECK(guarded_main("lab", -1, [](GradedValues&) { return static_cast<int>(lab_fail); }) ==
+        lab_fail);
 }
 
 TEST_CASE("abortable barrier releases every round together and stops waiters on abort") {
@@ -263,8 +278,9 @@ TEST_CASE("wait_until returns when done, and gives up with RankAborted once anot
   CHECK(aborts == 1);
   // An error found while polling (a CUDA or NCCL error) comes through as it is.
   std::atomic<bool> fine{false};
-  CHECK_THROWS_WITH_AS(wait_until([]() -> bool { throw std::runtime_error("NCCL error"); }, fine, "x"), "NCCL error",
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(
+      wait_until([]() -> bool { throw std::runtime_error("NCCL error"); }, fine, "x"), "NCCL error",
+      std::runtime_error);
 }
 
 TEST_CASE("when one rank fails, the others are woken, and the caller sees the first-hand error") {
@@ -279,38 +295,48 @@ TEST_CASE("when one rank fails, the others are woken, and the caller sees the fi
     aborted = true;
     started.abort();
   };
-  CHECK_THROWS_WITH_AS(run_rank_threads(n, 0, [&](int rank) {
-                         try {
-                           if (rank == 2) throw std::runtime_error("cudaSetDevice failed");
-                           started.wait();
-                         } catch (const RankAborted&) {
-                           ++stopped;
-                           throw;
-                         }
-                       }, on_failure),
+  CHECK_THROWS_WITH_AS(run_rank_threads(
+                           n, 0,
+                           [&](int rank) {
+                             try {
+                               if (rank == 2) throw std::runtime_error("cudaSetDevice failed");
+                               started.wait();
+                             } catch (const RankAborted&) {
+                               ++stopped;
+                               throw;
+                             }
+                           },
+                           on_failure),
                        "rank 2: cudaSetDevice failed", std::runtime_error);
   CHECK(failures == 1);
   CHECK(stopped == n - 1);
 
   // Past the barrier: rank 1 fails while the others wait on "device work" that never finishes.
   aborted = false;
-  CHECK_THROWS_WITH_AS(run_rank_threads(3, 0, [&](int rank) {
-                         if (rank == 1) throw std::runtime_error("boom");
-                         wait_until([] { return false; }, aborted, "synchronize");
-                       }, [&] { aborted = true; }),
+  CHECK_THROWS_WITH_AS(run_rank_threads(
+                           3, 0,
+                           [&](int rank) {
+                             if (rank == 1) throw std::runtime_error("boom");
+                             wait_until([] { return false; }, aborted, "synchronize");
+                           },
+                           [&] { aborted = true; }),
                        "rank 1: boom", std::runtime_error);
 
   // An unfinished exercise stays NotImplemented, so the lab can say so.
   aborted = false;
-  CHECK_THROWS_AS(run_rank_threads(2, 0, [&](int rank) {
-                    if (rank == 0) throw mgpu::NotImplemented("gpu zero3 zero3_forward");
-                    wait_until([] { return false; }, aborted, "synchronize");
-                  }, [&] { aborted = true; }),
+  CHECK_THROWS_AS(run_rank_threads(
+                      2, 0,
+                      [&](int rank) {
+                        if (rank == 0) throw mgpu::NotImplemented("gpu zero3 zero3_forward");
+                        wait_until([] { return false; }, aborted, "synchronize");
+                      },
+                      [&] { aborted = true; }),
                   mgpu::NotImplemented);
 
   // Ranks of a multi-process launch are numbered from first_rank; success returns normally.
   std::atomic<int> sum{0};
-  run_rank_threads(2, 6, [&](int rank) { sum += rank; }, [] {});
+  run_rank_threads(
+      2, 6, [&](int rank) { sum += rank; }, [] {});
   CHECK(sum == 13);
 }
 
@@ -344,6 +370,7 @@ TEST_CASE("a failing NCCL rank skips device-wide waits while it unwinds, and onl
       throw std::runtime_error("rank failed");
     } catch (const std::runtime_error&) {
     }
-  }).join();
+  })
+      .join();
   CHECK_FALSE(seen);
 }

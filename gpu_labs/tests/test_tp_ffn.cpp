@@ -44,9 +44,10 @@ TEST_CASE("ffn reference gradients match finite differences of <y, dy>") {
       MatD plus = m, minus = m;
       plus.data()[i] += eps;
       minus.data()[i] -= eps;
-      const double fd = which == 0   ? (objective(plus, p.w1, p.w2) - objective(minus, p.w1, p.w2)) / (2 * eps)
-                        : which == 1 ? (objective(p.x, plus, p.w2) - objective(p.x, minus, p.w2)) / (2 * eps)
-                                     : (objective(p.x, p.w1, plus) - objective(p.x, p.w1, minus)) / (2 * eps);
+      const double fd =
+          which == 0   ? (objective(plus, p.w1, p.w2) - objective(minus, p.w1, p.w2)) / (2 * eps)
+          : which == 1 ? (objective(p.x, plus, p.w2) - objective(p.x, minus, p.w2)) / (2 * eps)
+                       : (objective(p.x, p.w1, plus) - objective(p.x, p.w1, minus)) / (2 * eps);
       worst = std::max(worst, std::abs(fd - grad.data()[i]));
     }
   };
@@ -107,8 +108,8 @@ MGPU_DEVICE_TEST_CASE("gelu kernels match the float64 reference within bf16 roun
   MGPU_REQUIRE_DEVICE();
   DeviceCluster({1, Backend::emulated}).run([](DeviceComm& c) {
     const MatD h = random_bf16_matrix(1, 4096, 3.0, 3), da = random_bf16_matrix(1, 4096, 1.0, 4);
-    DeviceBuffer<bf16> dh(c.ledger(), Category::activations, 4096), dda(c.ledger(), Category::activations, 4096),
-        out(c.ledger(), Category::activations, 4096);
+    DeviceBuffer<bf16> dh(c.ledger(), Category::activations, 4096),
+        dda(c.ledger(), Category::activations, 4096), out(c.ledger(), Category::activations, 4096);
     const auto hb = to_bf16_bits(h), dab = to_bf16_bits(da);
     dh.upload_raw(hb.data(), hb.size() * 2, c.stream());
     dda.upload_raw(dab.data(), dab.size() * 2, c.stream());
@@ -123,7 +124,8 @@ MGPU_DEVICE_TEST_CASE("gelu kernels match the float64 reference within bf16 roun
     for (int i = 0; i < 4096; ++i) {
       const double x = h(0, i);
       ea = worse_error(ea, std::abs(a(0, i) - gelu_ref(x)) / std::max(1.0, std::abs(gelu_ref(x))));
-      eg = worse_error(eg, std::abs(g(0, i) - da(0, i) * gelu_grad_ref(x)) / std::max(1.0, std::abs(da(0, i))));
+      eg = worse_error(
+          eg, std::abs(g(0, i) - da(0, i) * gelu_grad_ref(x)) / std::max(1.0, std::abs(da(0, i))));
     }
     MESSAGE("gelu forward err " << ea << ", backward err " << eg);
     CHECK(ea < 1e-2);
@@ -138,9 +140,12 @@ MGPU_DEVICE_TEST_CASE("row-major gemm helper matches Eigen for every transpose c
     const int M = 24, N = 40, K = 16;
     for (Trans ta : {Trans::no, Trans::yes}) {
       for (Trans tb : {Trans::no, Trans::yes}) {
-        const MatD A = ta == Trans::no ? random_bf16_matrix(M, K, 1, 1) : random_bf16_matrix(K, M, 1, 1);
-        const MatD B = tb == Trans::no ? random_bf16_matrix(K, N, 1, 2) : random_bf16_matrix(N, K, 1, 2);
-        const MatD want = (ta == Trans::no ? A : MatD(A.transpose())) * (tb == Trans::no ? B : MatD(B.transpose()));
+        const MatD A =
+            ta == Trans::no ? random_bf16_matrix(M, K, 1, 1) : random_bf16_matrix(K, M, 1, 1);
+        const MatD B =
+            tb == Trans::no ? random_bf16_matrix(K, N, 1, 2) : random_bf16_matrix(N, K, 1, 2);
+        const MatD want = (ta == Trans::no ? A : MatD(A.transpose())) *
+                          (tb == Trans::no ? B : MatD(B.transpose()));
         DeviceBuffer<bf16> a(c.ledger(), Category::activations, static_cast<std::size_t>(A.size())),
             b(c.ledger(), Category::activations, static_cast<std::size_t>(B.size()));
         DeviceBuffer<float> out(c.ledger(), Category::activations, static_cast<std::size_t>(M * N));
@@ -151,7 +156,8 @@ MGPU_DEVICE_TEST_CASE("row-major gemm helper matches Eigen for every transpose c
         const std::vector<float> got = out.download(c.stream());
         std::vector<double> g(got.begin(), got.end()), w(want.data(), want.data() + want.size());
         const double e = max_rel_error(g, w);
-        MESSAGE("gemm transA=" << (ta == Trans::yes) << " transB=" << (tb == Trans::yes) << " err " << e);
+        MESSAGE("gemm transA=" << (ta == Trans::yes) << " transB=" << (tb == Trans::yes) << " err "
+                               << e);
         CHECK(e < 1e-5);  // bf16-exact inputs, fp32 accumulation: only fp32 rounding remains
       }
     }
@@ -163,7 +169,9 @@ MGPU_DEVICE_TEST_CASE("tensor-parallel FFN on 2 emulated ranks matches the float
   const FfnProblem problem = make_problem({64, 64, 256}, 11);
   DeviceCluster cluster({2, Backend::emulated});
   double err = 0.0;
-  for (const FfnRankResult& r : run_ranks(cluster, [&](DeviceComm& c) { return tp_ffn_rank(c, problem, {64, 64, 256}, 0, 1); })) {
+  for (const FfnRankResult& r : run_ranks(cluster, [&](DeviceComm& c) {
+         return tp_ffn_rank(c, problem, {64, 64, 256}, 0, 1);
+       })) {
     err = worse_error(err, r.err);
   }
   MESSAGE("tp_ffn max rel error " << err);

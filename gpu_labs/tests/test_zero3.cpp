@@ -45,8 +45,10 @@ TEST_CASE("linear stack gradient matches finite differences") {
   const int L = 3, d = 4, rows = 5;
   const HostModel m = make_host_model({L, d, rows}, 1, 2);
   std::vector<double> w(m.weights.begin(), m.weights.end()), x, t, grad, unused;
-  for (std::uint16_t bits : m.x) x.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits)));
-  for (std::uint16_t bits : m.target) t.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits)));
+  for (std::uint16_t bits : m.x)
+    x.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits)));
+  for (std::uint16_t bits : m.target)
+    t.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits)));
   linear_stack_loss_grad(w, x, t, L, d, rows, grad);
   double worst = 0.0;
   for (std::size_t i = 0; i < w.size(); ++i) {
@@ -54,7 +56,8 @@ TEST_CASE("linear stack gradient matches finite differences") {
     plus[i] += 1e-6;
     minus[i] -= 1e-6;
     const double fd = (linear_stack_loss_grad(plus, x, t, L, d, rows, unused) -
-                       linear_stack_loss_grad(minus, x, t, L, d, rows, unused)) / 2e-6;
+                       linear_stack_loss_grad(minus, x, t, L, d, rows, unused)) /
+                      2e-6;
     worst = std::max(worst, std::abs(fd - grad[i]));
   }
   MESSAGE("max gradient error vs finite differences " << worst);
@@ -70,8 +73,9 @@ MGPU_DEVICE_TEST_CASE("Adam kernel matches the float64 step") {
       w[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
       g32[i] = static_cast<float>(Eigen::bfloat16(0.003f * static_cast<float>(i % 13) - 0.02f));
     }
-    DeviceBuffer<float> master(c.ledger(), Category::master, n), m(c.ledger(), Category::optimizer, n),
-        v(c.ledger(), Category::optimizer, n), gf(c.ledger(), Category::grads, n);
+    DeviceBuffer<float> master(c.ledger(), Category::master, n),
+        m(c.ledger(), Category::optimizer, n), v(c.ledger(), Category::optimizer, n),
+        gf(c.ledger(), Category::grads, n);
     DeviceBuffer<bf16> g(c.ledger(), Category::grads, n), param(c.ledger(), Category::weights, n);
     master.upload(w, c.stream());
     gf.upload(g32, c.stream());
@@ -81,7 +85,8 @@ MGPU_DEVICE_TEST_CASE("Adam kernel matches the float64 step") {
     AdamConfig cfg;
     std::vector<double> wr(w.begin(), w.end()), mr(n, 0.0), vr(n, 0.0), gr(g32.begin(), g32.end());
     for (int step = 1; step <= 3; ++step) {
-      adam_step(master.data(), m.data(), v.data(), g.data(), param.data(), n, cfg, step, c.stream());
+      adam_step(master.data(), m.data(), v.data(), g.data(), param.data(), n, cfg, step,
+                c.stream());
       adam_step_ref(wr, mr, vr, gr, cfg, step);
     }
     const std::vector<float> got = master.download(c.stream());
@@ -96,7 +101,8 @@ MGPU_DEVICE_TEST_CASE("Adam kernel matches the float64 step") {
   });
 }
 
-MGPU_DEVICE_TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU reference after 3 steps") {
+MGPU_DEVICE_TEST_CASE(
+    "ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU reference after 3 steps") {
   MGPU_REQUIRE_DEVICE();
   const Zero3Shape shape{3, 64, 32};
   AdamConfig adam;
@@ -108,7 +114,8 @@ MGPU_DEVICE_TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU refe
       MemoryLedger led;
       CublasHandle cublas(c.stream());
       DpRank dp = make_dp_rank(c, led, shape, n, &model, 0);
-      for (int k = 1; k <= 3; ++k) dp_train_step(c, cublas.get(), dp, adam, k, n * shape.tokens, nullptr);
+      for (int k = 1; k <= 3; ++k)
+        dp_train_step(c, cublas.get(), dp, adam, k, n * shape.tokens, nullptr);
       ref = dp.master.download(c.stream());
     });
     DeviceCluster cluster({n, Backend::emulated});
@@ -119,8 +126,8 @@ MGPU_DEVICE_TEST_CASE("ZeRO-3 on 2 and 3 emulated ranks matches the one-GPU refe
       for (int k = 1; k <= 3; ++k) zero3_train_step(c, cublas.get(), z.p, k % 2 == 0, adam, k);
       std::vector<float> w = gather_master(c, z.p);  // the full weights, the same on every rank
       // The state each rank holds is 16 bytes per parameter of its shard.
-      CHECK(led.current(Category::weights) + led.current(Category::grads) + led.current(Category::master) +
-                led.current(Category::optimizer) ==
+      CHECK(led.current(Category::weights) + led.current(Category::grads) +
+                led.current(Category::master) + led.current(Category::optimizer) ==
             16 * z.p.shard * static_cast<std::size_t>(shape.layers));
       return w;
     });
@@ -148,9 +155,12 @@ MGPU_DEVICE_TEST_CASE("one-GPU reference loss matches the float64 CPU loss") {
     dp_train_step(c, cublas.get(), dp, AdamConfig{}, 1, 2 * shape.tokens, &loss);
   });
   std::vector<double> w(model.weights.begin(), model.weights.end()), x, t, grad;
-  for (std::uint16_t b : model.x) x.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b)));
-  for (std::uint16_t b : model.target) t.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b)));
-  const double want = linear_stack_loss_grad(w, x, t, shape.layers, shape.d, 2 * shape.tokens, grad);
+  for (std::uint16_t b : model.x)
+    x.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b)));
+  for (std::uint16_t b : model.target)
+    t.push_back(static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(b)));
+  const double want =
+      linear_stack_loss_grad(w, x, t, shape.layers, shape.d, 2 * shape.tokens, grad);
   MESSAGE("loss gpu " << loss << " cpu " << want);
   CHECK(loss == doctest::Approx(want).epsilon(2e-2));
 }

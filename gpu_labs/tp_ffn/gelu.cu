@@ -18,7 +18,8 @@ void gelu_forward(const bf16* h, bf16* a, std::size_t count, cudaStream_t stream
 // TODO(gpu tp_ffn gelu_backward): dh[i] = da[i] * gelu'(h[i]), the derivative of the tanh form
 // in gelu.hpp (gelu_grad_ref in reference.hpp is the host version to compare with). dh may be
 // the same buffer as da. Same launch rules as gelu_forward.
-void gelu_backward(const bf16* h, const bf16* da, bf16* dh, std::size_t count, cudaStream_t stream) {
+void gelu_backward(const bf16* h, const bf16* da, bf16* dh, std::size_t count,
+                   cudaStream_t stream) {
   (void)h, (void)da, (void)dh, (void)count, (void)stream;
   throw mgpu::NotImplemented("gpu tp_ffn gelu_backward");
 }

@@ -18,20 +18,23 @@ double ffn_step_flops(const FfnShape& s, int ranks) {
 
 void validate_shape(const FfnShape& s, int ranks, const std::string& what) {
   if (s.tokens <= 0 || s.d <= 0 || s.f <= 0 || ranks <= 0 || s.f % ranks != 0) {
-    throw std::invalid_argument(what + " shape tokens=" + std::to_string(s.tokens) + " d=" + std::to_string(s.d) +
-                                " f=" + std::to_string(s.f) + " on " + std::to_string(ranks) +
+    throw std::invalid_argument(what + " shape tokens=" + std::to_string(s.tokens) +
+                                " d=" + std::to_string(s.d) + " f=" + std::to_string(s.f) + " on " +
+                                std::to_string(ranks) +
                                 " ranks: sizes must be positive and f divisible by the rank count");
   }
 }
 
 int fit_hidden_to_ranks(int f, int ranks, int align) {
-  if (ranks <= 0 || align <= 0) throw std::invalid_argument("fit_hidden_to_ranks: ranks and align must be positive");
+  if (ranks <= 0 || align <= 0)
+    throw std::invalid_argument("fit_hidden_to_ranks: ranks and align must be positive");
   if (f > 0 && f % ranks == 0) return f;
   const int step = ranks * align;
   const int fitted = f / step * step;
   if (fitted <= 0) {
-    throw std::invalid_argument("hidden width f=" + std::to_string(f) + " is too small for " + std::to_string(ranks) +
-                                " ranks: pass --f (and --check-f) as a multiple of " + std::to_string(step));
+    throw std::invalid_argument(
+        "hidden width f=" + std::to_string(f) + " is too small for " + std::to_string(ranks) +
+        " ranks: pass --f (and --check-f) as a multiple of " + std::to_string(step));
   }
   return fitted;
 }
@@ -89,12 +92,14 @@ MatD download(const DeviceBuffer<bf16>& src, int rows, int cols, cudaStream_t s)
   return from_bf16_bits(bits, rows, cols);
 }
 
-std::span<const double> flat(const MatD& m) { return {m.data(), static_cast<std::size_t>(m.size())}; }
+std::span<const double> flat(const MatD& m) {
+  return {m.data(), static_cast<std::size_t>(m.size())};
+}
 
 }  // namespace
 
-FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const FfnShape& perf, int warmup,
-                          int iters) {
+FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const FfnShape& perf,
+                          int warmup, int iters) {
   const int t = comm.size(), r = comm.rank();
   cudaStream_t s = comm.stream();
   CublasHandle cublas(s);
@@ -115,7 +120,8 @@ FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const Ffn
     out.dx = download(b.dx, cs.tokens, cs.d, s);
     out.dw1 = download(b.p.dw1, cs.d, fl, s);
     out.dw2 = download(b.p.dw2, fl, cs.d, s);
-    const MatD want_dw1 = column_block(problem.dw1, r * fl, fl), want_dw2 = row_block(problem.dw2, r * fl, fl);
+    const MatD want_dw1 = column_block(problem.dw1, r * fl, fl),
+               want_dw2 = row_block(problem.dw2, r * fl, fl);
     const std::pair<const MatD*, const MatD*> pairs[] = {
         {&out.y, &problem.y}, {&out.dx, &problem.dx}, {&out.dw1, &want_dw1}, {&out.dw2, &want_dw2}};
     for (const auto& [got, want] : pairs) {
@@ -158,17 +164,24 @@ FfnBaseline ffn_baselines(const FfnShape& perf, int ranks, int warmup, int iters
       const int B = perf.tokens, d = perf.d, f = perf.f / ranks;
       auto gemms = [&] {
         const cublasHandle_t h = cublas.get();
-        gemm(h, Trans::no, Trans::no, B, f, d, b.x.data(), b.p.w1.data(), b.p.h.data(), DType::bf16);
-        gemm(h, Trans::no, Trans::no, B, d, f, b.p.a.data(), b.p.w2.data(), b.y.data(), DType::bf16);
-        gemm(h, Trans::yes, Trans::no, f, d, B, b.p.a.data(), b.dy.data(), b.p.dw2.data(), DType::bf16);
-        gemm(h, Trans::no, Trans::yes, B, f, d, b.dy.data(), b.p.w2.data(), b.p.da.data(), DType::bf16);
-        gemm(h, Trans::yes, Trans::no, d, f, B, b.x.data(), b.p.da.data(), b.p.dw1.data(), DType::bf16);
-        gemm(h, Trans::no, Trans::yes, B, d, f, b.p.da.data(), b.p.w1.data(), b.dx.data(), DType::bf16);
+        gemm(h, Trans::no, Trans::no, B, f, d, b.x.data(), b.p.w1.data(), b.p.h.data(),
+             DType::bf16);
+        gemm(h, Trans::no, Trans::no, B, d, f, b.p.a.data(), b.p.w2.data(), b.y.data(),
+             DType::bf16);
+        gemm(h, Trans::yes, Trans::no, f, d, B, b.p.a.data(), b.dy.data(), b.p.dw2.data(),
+             DType::bf16);
+        gemm(h, Trans::no, Trans::yes, B, f, d, b.dy.data(), b.p.w2.data(), b.p.da.data(),
+             DType::bf16);
+        gemm(h, Trans::yes, Trans::no, d, f, B, b.x.data(), b.p.da.data(), b.p.dw1.data(),
+             DType::bf16);
+        gemm(h, Trans::no, Trans::yes, B, d, f, b.p.da.data(), b.p.w1.data(), b.dx.data(),
+             DType::bf16);
       };
       out.gemm_ms = time_rank_steps(comm, warmup, iters, gemms);
     }
     RankBuffers b(comm.ledger(), perf, 1);
-    for (DeviceBuffer<bf16>* buf : {&b.p.w1, &b.p.w2, &b.x, &b.dy}) fill_uniform(buf->data(), buf->size(), 0.05f, 7, s);
+    for (DeviceBuffer<bf16>* buf : {&b.p.w1, &b.p.w2, &b.x, &b.dy})
+      fill_uniform(buf->data(), buf->size(), 0.05f, 7, s);
     auto ffn = [&] {
       tp_ffn_forward(comm, cublas.get(), perf, b.p, b.x.data(), b.y.data());
       tp_ffn_backward(comm, cublas.get(), perf, b.p, b.x.data(), b.dy.data(), b.dx.data());

@@ -25,15 +25,15 @@ int fit_hidden_to_ranks(int f, int ranks, int align = 8);
 
 /// The check problem: inputs rounded to bf16 and the float64 reference outputs.
 struct FfnProblem {
-  FfnShape shape;          ///< sizes
-  MatD x;                  ///< (B, d) input
-  MatD w1;                 ///< (d, f)
-  MatD w2;                 ///< (f, d)
-  MatD dy;                 ///< (B, d) incoming gradient
-  MatD y;                  ///< (B, d) reference output
-  MatD dx;                 ///< (B, d) reference input gradient
-  MatD dw1;                ///< (d, f) reference gradient of w1
-  MatD dw2;                ///< (f, d) reference gradient of w2
+  FfnShape shape;  ///< sizes
+  MatD x;          ///< (B, d) input
+  MatD w1;         ///< (d, f)
+  MatD w2;         ///< (f, d)
+  MatD dy;         ///< (B, d) incoming gradient
+  MatD y;          ///< (B, d) reference output
+  MatD dx;         ///< (B, d) reference input gradient
+  MatD dw1;        ///< (d, f) reference gradient of w1
+  MatD dw2;        ///< (f, d) reference gradient of w2
 };
 
 /// Random inputs for `shape` (seeded) and their reference outputs.
@@ -41,14 +41,14 @@ FfnProblem make_problem(const FfnShape& shape, std::uint32_t seed);
 
 /// One rank's measured results.
 struct FfnRankResult {
-  double err = 0.0;        ///< largest max_rel_error over y, dx, dw1, dw2 (this rank's blocks)
-  double err_norm = 0.0;   ///< largest norm_rel_error over the same
-  MatD y;                  ///< this rank's y on the check problem (replicated)
-  MatD dx;                 ///< this rank's dx on the check problem (replicated)
-  MatD dw1;                ///< this rank's block of dW1 on the check problem
-  MatD dw2;                ///< this rank's block of dW2 on the check problem
-  double ms = 0.0;         ///< mean forward + backward time on the timing shape
-  MemoryLedger memory;     ///< a copy of this rank's ledger after the timing shape ran
+  double err = 0.0;       ///< largest max_rel_error over y, dx, dw1, dw2 (this rank's blocks)
+  double err_norm = 0.0;  ///< largest norm_rel_error over the same
+  MatD y;                 ///< this rank's y on the check problem (replicated)
+  MatD dx;                ///< this rank's dx on the check problem (replicated)
+  MatD dw1;               ///< this rank's block of dW1 on the check problem
+  MatD dw2;               ///< this rank's block of dW2 on the check problem
+  double ms = 0.0;        ///< mean forward + backward time on the timing shape
+  MemoryLedger memory;    ///< a copy of this rank's ledger after the timing shape ran
 };
 
 /// On one rank: check against `problem`, then time `perf` (warmup + iters steps).

@@ -17,7 +17,8 @@ namespace {
 
 // For the grader: y and dx of every rank one after the other, and dW1 and dW2 whole, each rank's
 // block where its shard of W1 (columns) and W2 (rows) sits.
-void add_graded_outputs(GradedValues& graded, const FfnShape& check, const std::vector<FfnRankResult>& results) {
+void add_graded_outputs(GradedValues& graded, const FfnShape& check,
+                        const std::vector<FfnRankResult>& results) {
   const int t = static_cast<int>(results.size()), fl = check.f / t;
   std::vector<double> y, dx;
   MatD dw1 = MatD::Zero(check.d, check.f), dw2 = MatD::Zero(check.f, check.d);
@@ -61,8 +62,9 @@ int main(int argc, char** argv) {
     auto fit_default = [&](FfnShape& shape, const char* option) {
       if (app.get_option(option)->count() > 0 || shape.f % t == 0) return;
       const int f = fit_hidden_to_ranks(shape.f, t);
-      std::printf("note: %s default %d is not divisible by %d ranks; using %d (pass %s to choose)\n", option, shape.f,
-                  t, f, option);
+      std::printf(
+          "note: %s default %d is not divisible by %d ranks; using %d (pass %s to choose)\n",
+          option, shape.f, t, f, option);
       shape.f = f;
     };
     fit_default(check, "--check-f");
@@ -70,8 +72,9 @@ int main(int argc, char** argv) {
     validate_shape(check, t, "check");
     validate_shape(perf, t, "timing");
     const FfnProblem problem = make_problem(check, 42);
-    const std::vector<FfnRankResult> results =
-        run_ranks(cluster, [&](DeviceComm& comm) { return tp_ffn_rank(comm, problem, perf, steps.warmup, steps.iters); });
+    const std::vector<FfnRankResult> results = run_ranks(cluster, [&](DeviceComm& comm) {
+      return tp_ffn_rank(comm, problem, perf, steps.warmup, steps.iters);
+    });
     if (!cluster.prints()) return static_cast<int>(lab_pass);
 
     double err = 0, err_norm = 0, ms = 0;
@@ -84,10 +87,14 @@ int main(int argc, char** argv) {
     add_graded_outputs(graded, check, results);
     const double tflops = ffn_step_flops(perf, t) / (ms * 1e-3) / 1e12;
     std::printf("%s\n", lab_header("tp_ffn", cluster).c_str());
-    std::printf("check  tokens=%d d=%d f=%d vs float64 reference: max rel err %.3e, norm rel err %.3e (tol %.1e): %s\n",
-                check.tokens, check.d, check.f, err, err_norm, tol, pass ? "pass" : "FAIL");
-    std::printf("timing tokens=%d d=%d f=%d (f/t=%d per GPU), forward+backward, slowest rank, %.3g TFLOP per GPU per step:\n",
-                perf.tokens, perf.d, perf.f, perf.f / t, ffn_step_flops(perf, t) / 1e12);
+    std::printf(
+        "check  tokens=%d d=%d f=%d vs float64 reference: max rel err %.3e, norm rel err %.3e (tol "
+        "%.1e): %s\n",
+        check.tokens, check.d, check.f, err, err_norm, tol, pass ? "pass" : "FAIL");
+    std::printf(
+        "timing tokens=%d d=%d f=%d (f/t=%d per GPU), forward+backward, slowest rank, %.3g TFLOP "
+        "per GPU per step:\n",
+        perf.tokens, perf.d, perf.f, perf.f / t, ffn_step_flops(perf, t) / 1e12);
     std::printf("  %-44s %10s %14s %10s\n", "what", "ms", "TFLOP/s/GPU", "vs GEMMs");
     ResultLine line = lab_result("tp_ffn", cluster);
     line.add("check", pass ? "pass" : "fail").add("err", err).add("ms", ms).add("tflops", tflops);
@@ -95,25 +102,32 @@ int main(int argc, char** argv) {
       const FfnBaseline base = ffn_baselines(perf, t, steps.warmup, steps.iters);
       const double gemm_tf = ffn_step_flops(perf, t) / (base.gemm_ms * 1e-3) / 1e12;
       const double ffn_tf = ffn_step_flops(perf, 1) / (base.ffn_ms * 1e-3) / 1e12;
-      const std::string mine = "tp_ffn on " + std::to_string(t) + " rank(s), " + backend_name(cluster.backend());
+      const std::string mine =
+          "tp_ffn on " + std::to_string(t) + " rank(s), " + backend_name(cluster.backend());
       std::printf("  %-44s %10.3f %14.1f %10.2f\n", mine.c_str(), ms, tflops, tflops / gemm_tf);
-      std::printf("  %-44s %10.3f %14.1f %10.2f\n", "bare cuBLAS GEMMs of one rank's shapes, 1 GPU", base.gemm_ms, gemm_tf,
-                  1.0);
+      std::printf("  %-44s %10.3f %14.1f %10.2f\n", "bare cuBLAS GEMMs of one rank's shapes, 1 GPU",
+                  base.gemm_ms, gemm_tf, 1.0);
       // Its own GEMMs have the full f: comparable with the row above only at t = 1.
       char unsplit_vs[32] = "-";
       if (t == 1) std::snprintf(unsplit_vs, sizeof unsplit_vs, "%.2f", ffn_tf / gemm_tf);
-      std::printf("  %-44s %10.3f %14.1f %10s\n", "unsplit FFN (t=1, full f), 1 GPU", base.ffn_ms, ffn_tf, unsplit_vs);
-      std::printf("tp per-GPU rate / unsplit FFN rate %.2f; speed-up over the unsplit FFN %.2fx on %d GPU(s)\n",
-                  tflops / ffn_tf, base.ffn_ms / ms, t);
+      std::printf("  %-44s %10.3f %14.1f %10s\n", "unsplit FFN (t=1, full f), 1 GPU", base.ffn_ms,
+                  ffn_tf, unsplit_vs);
+      std::printf(
+          "tp per-GPU rate / unsplit FFN rate %.2f; speed-up over the unsplit FFN %.2fx on %d "
+          "GPU(s)\n",
+          tflops / ffn_tf, base.ffn_ms / ms, t);
       if (t == 1) {
-        std::printf("goal at t=1: FFN >= 0.8x the bare GEMM rate: %s (%.2f)\n", tflops / gemm_tf >= 0.8 ? "met" : "not met",
-                    tflops / gemm_tf);
+        std::printf("goal at t=1: FFN >= 0.8x the bare GEMM rate: %s (%.2f)\n",
+                    tflops / gemm_tf >= 0.8 ? "met" : "not met", tflops / gemm_tf);
       }
-      line.add("gemm_tflops", gemm_tf).add("vs_unsplit", tflops / ffn_tf).add("vs_gemm", tflops / gemm_tf);
+      line.add("gemm_tflops", gemm_tf)
+          .add("vs_unsplit", tflops / ffn_tf)
+          .add("vs_gemm", tflops / gemm_tf);
     } else {
       std::printf("  %-44s %10.3f %14.1f %10s\n", "tp_ffn", ms, tflops, "-");
     }
-    std::printf("memory per GPU, timing shape, peak bytes by category on rank 0:\n%s", peak_table(results[0].memory).c_str());
+    std::printf("memory per GPU, timing shape, peak bytes by category on rank 0:\n%s",
+                peak_table(results[0].memory).c_str());
     print_timing_note(cluster);
     std::printf("%s\n", line.str().c_str());
     return static_cast<int>(pass ? lab_pass : lab_fail);

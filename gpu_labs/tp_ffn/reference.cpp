@@ -15,7 +15,9 @@ constexpr double kCubic = 0.044715;
 std::uint16_t bits_of(Eigen::bfloat16 b) { return Eigen::numext::bit_cast<std::uint16_t>(b); }
 }  // namespace
 
-double gelu_ref(double x) { return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x))); }
+double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+}
 
 double gelu_grad_ref(double x) {
   const double t = std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x));
@@ -24,18 +26,18 @@ double gelu_grad_ref(double x) {
 
 void ffn_forward_ref(const Eigen::Ref<const MatD>& x, const Eigen::Ref<const MatD>& w1,
                      const Eigen::Ref<const MatD>& w2, Eigen::Ref<MatD> h, Eigen::Ref<MatD> y) {
-  h = x * w1;                                     // (B, f)
-  y = h.unaryExpr(&gelu_ref) * w2;                // (B, d)
+  h = x * w1;                       // (B, f)
+  y = h.unaryExpr(&gelu_ref) * w2;  // (B, d)
 }
 
 void ffn_backward_ref(const Eigen::Ref<const MatD>& x, const Eigen::Ref<const MatD>& w1,
                       const Eigen::Ref<const MatD>& w2, const Eigen::Ref<const MatD>& dy,
                       Eigen::Ref<MatD> dx, Eigen::Ref<MatD> dw1, Eigen::Ref<MatD> dw2) {
-  const MatD h = x * w1;                                                     // (B, f)
-  dw2 = h.unaryExpr(&gelu_ref).transpose() * dy;                             // (f, d)
+  const MatD h = x * w1;                                                            // (B, f)
+  dw2 = h.unaryExpr(&gelu_ref).transpose() * dy;                                    // (f, d)
   const MatD dh = (dy * w2.transpose()).cwiseProduct(h.unaryExpr(&gelu_grad_ref));  // (B, f)
-  dw1 = x.transpose() * dh;                                                  // (d, f)
-  dx = dh * w1.transpose();                                                  // (B, d)
+  dw1 = x.transpose() * dh;                                                         // (d, f)
+  dx = dh * w1.transpose();                                                         // (B, d)
 }
 
 MatD random_bf16_matrix(int rows, int cols, double stddev, std::uint32_t seed) {
@@ -43,7 +45,8 @@ MatD random_bf16_matrix(int rows, int cols, double stddev, std::uint32_t seed) {
   std::normal_distribution<double> dist(0.0, stddev);
   MatD m(rows, cols);
   for (Eigen::Index i = 0; i < m.size(); ++i) {
-    m.data()[i] = static_cast<double>(static_cast<float>(Eigen::bfloat16(static_cast<float>(dist(gen)))));
+    m.data()[i] =
+        static_cast<double>(static_cast<float>(Eigen::bfloat16(static_cast<float>(dist(gen)))));
   }
   return m;
 }
@@ -74,8 +77,9 @@ std::vector<std::uint16_t> to_bf16_bits(const MatD& m) {
 
 MatD from_bf16_bits(const std::vector<std::uint16_t>& bits, int rows, int cols) {
   if (bits.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols)) {
-    throw std::invalid_argument("from_bf16_bits: " + std::to_string(bits.size()) + " values for a (" +
-                                std::to_string(rows) + ", " + std::to_string(cols) + ") matrix");
+    throw std::invalid_argument("from_bf16_bits: " + std::to_string(bits.size()) +
+                                " values for a (" + std::to_string(rows) + ", " +
+                                std::to_string(cols) + ") matrix");
   }
   MatD m(rows, cols);
   for (std::size_t i = 0; i < bits.size(); ++i) {

@@ -15,7 +15,9 @@ namespace {
 std::size_t sz(int a, int b) { return static_cast<std::size_t>(a) * static_cast<std::size_t>(b); }
 
 float round_bf16(float v) { return static_cast<float>(Eigen::bfloat16(v)); }
-std::uint16_t bits_bf16(float v) { return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(v)); }
+std::uint16_t bits_bf16(float v) {
+  return Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(v));
+}
 
 // Random bf16 values with a given scale, derived from the weights' distribution for speed.
 void fill_random(DeviceBuffer<bf16>& b, float scale, std::uint32_t seed, cudaStream_t s) {
@@ -29,7 +31,8 @@ HostModel make_host_model(const Zero3Shape& shape, int ranks, std::uint32_t seed
   m.shape = shape;
   m.ranks = ranks;
   std::mt19937 gen(seed);
-  std::normal_distribution<float> w(0.0f, 1.0f / std::sqrt(static_cast<float>(shape.d))), u(0.0f, 1.0f);
+  std::normal_distribution<float> w(0.0f, 1.0f / std::sqrt(static_cast<float>(shape.d))),
+      u(0.0f, 1.0f);
   m.weights.resize(static_cast<std::size_t>(shape.layers) * sz(shape.d, shape.d));
   for (float& v : m.weights) v = round_bf16(w(gen));
   const std::size_t rows = sz(ranks, shape.tokens);
@@ -42,9 +45,12 @@ HostModel make_host_model(const Zero3Shape& shape, int ranks, std::uint32_t seed
 
 double zero3_params(const Zero3Shape& s) { return static_cast<double>(s.layers) * s.d * s.d; }
 
-double zero3_step_flops(const Zero3Shape& s) { return 3.0 * s.layers * gemm_flops(s.tokens, s.d, s.d); }
+double zero3_step_flops(const Zero3Shape& s) {
+  return 3.0 * s.layers * gemm_flops(s.tokens, s.d, s.d);
+}
 
-Zero3Setup::Zero3Setup(DeviceComm& comm, MemoryLedger& led, const Zero3Shape& shape, const HostModel* model) {
+Zero3Setup::Zero3Setup(DeviceComm& comm, MemoryLedger& led, const Zero3Shape& shape,
+                       const HostModel* model) {
   const int n = comm.size(), r = comm.rank();
   cudaStream_t s = comm.stream();
   const std::size_t dd = sz(shape.d, shape.d), act = sz(shape.tokens, shape.d);
@@ -75,7 +81,8 @@ Zero3Setup::Zero3Setup(DeviceComm& comm, MemoryLedger& led, const Zero3Shape& sh
       for (std::size_t i = 0; i < mine.count; ++i) shard[i] = w[mine.begin + i];
       layer.master.upload(shard, s);
     } else {
-      fill_random(layer.param, 1.7f / std::sqrt(static_cast<float>(shape.d)), 100u + static_cast<std::uint32_t>(l), s);
+      fill_random(layer.param, 1.7f / std::sqrt(static_cast<float>(shape.d)),
+                  100u + static_cast<std::uint32_t>(l), s);
       bf16_to_f32(layer.param.data(), layer.master.data(), p.shard, s);
     }
     f32_to_bf16(layer.master.data(), layer.param.data(), p.shard, s);
@@ -118,7 +125,8 @@ void zero3_train_step(DeviceComm& comm, cublasHandle_t cublas, Zero3Rank& p, boo
   const Zero3Shape& s = p.shape;
   zero3_forward(comm, cublas, p, prefetch);
   const float scale = 1.0f / static_cast<float>(s.tokens * comm.size());
-  mse_grad(p.acts.back().data(), p.target.data(), p.dy.data(), sz(s.tokens, s.d), scale, comm.stream());
+  mse_grad(p.acts.back().data(), p.target.data(), p.dy.data(), sz(s.tokens, s.d), scale,
+           comm.stream());
   zero3_backward(comm, cublas, p, prefetch);
   zero3_optimizer_step(comm, p, adam, step);
 }
@@ -126,7 +134,8 @@ void zero3_train_step(DeviceComm& comm, cublasHandle_t cublas, Zero3Rank& p, boo
 std::vector<float> gather_master(DeviceComm& comm, Zero3Rank& p) {
   const std::size_t dd = sz(p.shape.d, p.shape.d);
   MemoryLedger scratch;  // not part of the training footprint
-  DeviceBuffer<float> full(scratch, Category::comm, p.shard * static_cast<std::size_t>(comm.size()));
+  DeviceBuffer<float> full(scratch, Category::comm,
+                           p.shard * static_cast<std::size_t>(comm.size()));
   std::vector<float> out;
   for (Zero3Layer& layer : p.layers) {
     comm.all_gather(layer.master.data(), full.data(), p.shard, DType::f32);
@@ -179,8 +188,8 @@ DpRank make_dp_rank(DeviceComm& comm, MemoryLedger& led, const Zero3Shape& shape
   return p;
 }
 
-void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const AdamConfig& adam, int step,
-                   int global_rows, double* loss) {
+void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const AdamConfig& adam,
+                   int step, int global_rows, double* loss) {
   const int L = p.shape.layers, d = p.shape.d, b = p.shape.tokens;
   const std::size_t dd = sz(d, d), act = sz(b, d), total = static_cast<std::size_t>(L) * dd;
   cudaStream_t s = comm.stream();
@@ -189,28 +198,32 @@ void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const Ada
     const bf16* target = p.target.data() + static_cast<std::size_t>(m) * act;
     for (int l = 0; l < L; ++l) {
       const bf16* in = l == 0 ? x : p.acts[static_cast<std::size_t>(l - 1)].data();
-      gemm(cublas, Trans::no, Trans::no, b, d, d, in, p.params.data() + static_cast<std::size_t>(l) * dd,
+      gemm(cublas, Trans::no, Trans::no, b, d, d, in,
+           p.params.data() + static_cast<std::size_t>(l) * dd,
            p.acts[static_cast<std::size_t>(l)].data(), DType::bf16);
     }
     if (loss != nullptr) {
       comm.synchronize();  // earlier steps' all-reduces are on this stream too
       const std::vector<bf16> y = p.acts.back().download(s);
       std::vector<bf16> t(act);
-      MGPU_CUDA_CHECK(cudaMemcpyAsync(t.data(), target, act * sizeof(bf16), cudaMemcpyDeviceToHost, s));
+      MGPU_CUDA_CHECK(
+          cudaMemcpyAsync(t.data(), target, act * sizeof(bf16), cudaMemcpyDeviceToHost, s));
       MGPU_CUDA_CHECK(cudaStreamSynchronize(s));
       double sum = 0.0;
       for (std::size_t i = 0; i < act; ++i) {
-        const double e = static_cast<double>(__bfloat162float(y[i])) - static_cast<double>(__bfloat162float(t[i]));
+        const double e = static_cast<double>(__bfloat162float(y[i])) -
+                         static_cast<double>(__bfloat162float(t[i]));
         sum += e * e;
       }
       *loss += 0.5 * sum / global_rows;
     }
-    mse_grad(p.acts.back().data(), target, p.dy.data(), act, 1.0f / static_cast<float>(global_rows), s);
+    mse_grad(p.acts.back().data(), target, p.dy.data(), act, 1.0f / static_cast<float>(global_rows),
+             s);
     for (int l = L - 1; l >= 0; --l) {
       const bf16* in = l == 0 ? x : p.acts[static_cast<std::size_t>(l - 1)].data();
       const bf16* w = p.params.data() + static_cast<std::size_t>(l) * dd;
-      gemm(cublas, Trans::yes, Trans::no, d, d, b, in, p.dy.data(), p.grads.data() + static_cast<std::size_t>(l) * dd,
-           DType::bf16);
+      gemm(cublas, Trans::yes, Trans::no, d, d, b, in, p.dy.data(),
+           p.grads.data() + static_cast<std::size_t>(l) * dd, DType::bf16);
       gemm(cublas, Trans::no, Trans::yes, b, d, d, p.dy.data(), w, p.dx.data(), DType::bf16);
       std::swap(p.dy, p.dx);
     }
@@ -223,7 +236,8 @@ void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const Ada
     p.grad_acc.zero(s);
   }
   comm.all_reduce(p.grads.data(), p.grads.data(), total, DType::bf16);
-  adam_step(p.master.data(), p.adam_m.data(), p.adam_v.data(), p.grads.data(), p.params.data(), total, adam, step, s);
+  adam_step(p.master.data(), p.adam_m.data(), p.adam_v.data(), p.grads.data(), p.params.data(),
+            total, adam, step, s);
 }
 
 }  // namespace mgpu::gpu

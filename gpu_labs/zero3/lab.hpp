@@ -13,11 +13,11 @@ namespace mgpu::gpu {
 
 /// Initial weights and the global batch, on the host, identical for every rank and the reference.
 struct HostModel {
-  Zero3Shape shape;                  ///< tokens = rows per rank
-  int ranks = 1;                     ///< N: the global batch is N * tokens rows
-  std::vector<float> weights;        ///< (L, d, d) row-major, every value exact in bf16
-  std::vector<std::uint16_t> x;      ///< (N tokens, d) bf16 bits
-  std::vector<std::uint16_t> target; ///< (N tokens, d) bf16 bits
+  Zero3Shape shape;                   ///< tokens = rows per rank
+  int ranks = 1;                      ///< N: the global batch is N * tokens rows
+  std::vector<float> weights;         ///< (L, d, d) row-major, every value exact in bf16
+  std::vector<std::uint16_t> x;       ///< (N tokens, d) bf16 bits
+  std::vector<std::uint16_t> target;  ///< (N tokens, d) bf16 bits
 };
 
 /// Seeded random model: W_l ~ N(0, 1/d) (keeps activations of order one through the stack),
@@ -35,7 +35,8 @@ class Zero3Setup {
  public:
   /// Allocates this rank's shards and buffers in `ledger`; fills them from `model` (its shard of
   /// each layer, its rows of the batch), or with random values when `model` is null.
-  Zero3Setup(DeviceComm& comm, MemoryLedger& ledger, const Zero3Shape& shape, const HostModel* model);
+  Zero3Setup(DeviceComm& comm, MemoryLedger& ledger, const Zero3Shape& shape,
+             const HostModel* model);
   Zero3Setup(const Zero3Setup&) = delete;
   Zero3Setup& operator=(const Zero3Setup&) = delete;
   ~Zero3Setup();
@@ -53,16 +54,16 @@ std::vector<float> gather_master(DeviceComm& comm, Zero3Rank& p);
 
 /// Plain data parallelism, the baseline: full replicas of everything on every rank.
 struct DpRank {
-  Zero3Shape shape;                      ///< tokens = rows per micro-batch
-  int micro = 1;                         ///< micro-batches per step (gradient accumulation)
-  DeviceBuffer<bf16> params;             ///< (L d d) bf16 weights        (weights)
-  DeviceBuffer<bf16> grads;              ///< (L d d) bf16 gradients      (grads)
-  DeviceBuffer<float> grad_acc;          ///< (L d d) fp32 sum over micro-batches, when micro > 1 (grads)
-  DeviceBuffer<float> master;            ///< (L d d) fp32 master         (master)
-  DeviceBuffer<float> adam_m;            ///< (L d d) Adam first moment   (optimizer)
-  DeviceBuffer<float> adam_v;            ///< (L d d) Adam second moment  (optimizer)
-  DeviceBuffer<bf16> x;                  ///< (micro tokens, d) this rank's input rows
-  DeviceBuffer<bf16> target;             ///< (micro tokens, d) their targets
+  Zero3Shape shape;              ///< tokens = rows per micro-batch
+  int micro = 1;                 ///< micro-batches per step (gradient accumulation)
+  DeviceBuffer<bf16> params;     ///< (L d d) bf16 weights        (weights)
+  DeviceBuffer<bf16> grads;      ///< (L d d) bf16 gradients      (grads)
+  DeviceBuffer<float> grad_acc;  ///< (L d d) fp32 sum over micro-batches, when micro > 1 (grads)
+  DeviceBuffer<float> master;    ///< (L d d) fp32 master         (master)
+  DeviceBuffer<float> adam_m;    ///< (L d d) Adam first moment   (optimizer)
+  DeviceBuffer<float> adam_v;    ///< (L d d) Adam second moment  (optimizer)
+  DeviceBuffer<bf16> x;          ///< (micro tokens, d) this rank's input rows
+  DeviceBuffer<bf16> target;     ///< (micro tokens, d) their targets
   std::vector<DeviceBuffer<bf16>> acts;  ///< L of (tokens, d): outputs of each layer
   DeviceBuffer<bf16> dy;                 ///< (tokens, d) gradient arriving at a layer's output
   DeviceBuffer<bf16> dx;                 ///< (tokens, d) gradient leaving it
@@ -77,7 +78,7 @@ DpRank make_dp_rank(DeviceComm& comm, MemoryLedger& ledger, const Zero3Shape& sh
 /// over micro-batches, in order), all-reduce of the bf16 gradients, Adam on the full master.
 /// The loss gradient is scaled by 1 / `global_rows`. If `loss` is given, adds the step's loss
 /// (0.5 / global_rows * sum of squares) to it, synchronising to read the outputs.
-void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const AdamConfig& adam, int step,
-                   int global_rows, double* loss);
+void dp_train_step(DeviceComm& comm, cublasHandle_t cublas, DpRank& p, const AdamConfig& adam,
+                   int step, int global_rows, double* loss);
 
 }  // namespace mgpu::gpu

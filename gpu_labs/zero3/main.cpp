@@ -28,7 +28,7 @@ struct RankOut {
   MemoryLedger dp_memory;                           // the same for data parallelism
   std::size_t ledger_setup = 0;                     // ZeRO-3 ledger total right after its setup
   long long device_setup = 0;                       // device memory the setup took (cudaMemGetInfo)
-  long long device_steps = 0;                       // ... and after the timed steps (adds workspaces)
+  long long device_steps = 0;  // ... and after the timed steps (adds workspaces)
 };
 
 // Free device memory as the device reports it. The ranks meet before and after each reading, so
@@ -43,13 +43,15 @@ long long device_free(DeviceComm& comm) {
 }
 
 std::string signed_bytes(long long bytes) {
-  return bytes < 0 ? "-" + format_bytes(static_cast<double>(-bytes)) : format_bytes(static_cast<double>(bytes));
+  return bytes < 0 ? "-" + format_bytes(static_cast<double>(-bytes))
+                   : format_bytes(static_cast<double>(bytes));
 }
 
 // Peak bytes of the training state: weights + grads + master + optimizer (16 Psi in total).
 std::size_t state_bytes(const MemoryLedger& led) {
   std::size_t sum = 0;
-  for (Category c : {Category::weights, Category::grads, Category::master, Category::optimizer}) sum += led.peak(c);
+  for (Category c : {Category::weights, Category::grads, Category::master, Category::optimizer})
+    sum += led.peak(c);
   return sum;
 }
 
@@ -89,16 +91,18 @@ int main(int argc, char** argv) {
     // The reference: one GPU, the whole batch as n micro-batches, plain Adam on full replicas.
     std::vector<float> ref_master;
     std::vector<double> ref_loss(static_cast<std::size_t>(check_steps), 0.0);
-    if (cluster.prints()) DeviceCluster({1, Backend::emulated}).run([&](DeviceComm& comm) {
-      MemoryLedger led;
-      CublasHandle cublas(comm.stream());
-      DpRank ref = make_dp_rank(comm, led, check, n, &model, 0);
-      for (int k = 1; k <= check_steps; ++k) {
-        dp_train_step(comm, cublas.get(), ref, check_adam, k, n * check.tokens, &ref_loss[static_cast<std::size_t>(k - 1)]);
-      }
-      comm.synchronize();
-      ref_master = ref.master.download(comm.stream());
-    });
+    if (cluster.prints())
+      DeviceCluster({1, Backend::emulated}).run([&](DeviceComm& comm) {
+        MemoryLedger led;
+        CublasHandle cublas(comm.stream());
+        DpRank ref = make_dp_rank(comm, led, check, n, &model, 0);
+        for (int k = 1; k <= check_steps; ++k) {
+          dp_train_step(comm, cublas.get(), ref, check_adam, k, n * check.tokens,
+                        &ref_loss[static_cast<std::size_t>(k - 1)]);
+        }
+        comm.synchronize();
+        ref_master = ref.master.download(comm.stream());
+      });
 
     const std::vector<RankOut> outs = run_ranks(cluster, [&](DeviceComm& comm) {
       RankOut out;
@@ -110,7 +114,8 @@ int main(int argc, char** argv) {
       {
         MemoryLedger led;
         Zero3Setup z(comm, led, check, &model);
-        for (int k = 1; k <= check_steps; ++k) zero3_train_step(comm, cublas.get(), z.p, true, check_adam, k);
+        for (int k = 1; k <= check_steps; ++k)
+          zero3_train_step(comm, cublas.get(), z.p, true, check_adam, k);
         out.master = gather_master(comm, z.p);
       }
       {
@@ -119,8 +124,10 @@ int main(int argc, char** argv) {
         Zero3Setup z(comm, led, perf, nullptr);
         out.device_setup = before - device_free(comm);
         out.ledger_setup = led.current_total();
-        out.ms_plain = time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, false, adam, k); });
-        out.ms_prefetch = time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, true, adam, k); });
+        out.ms_plain =
+            time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, false, adam, k); });
+        out.ms_prefetch =
+            time_steps([&](int k) { zero3_train_step(comm, cublas.get(), z.p, true, adam, k); });
         out.device_steps = before - device_free(comm);
         out.zero3_memory = led;
       }
@@ -128,7 +135,9 @@ int main(int argc, char** argv) {
         MemoryLedger led;
         DpRank dp = make_dp_rank(comm, led, perf, 1, nullptr, comm.rank() * perf.tokens);
         step = 0;
-        out.ms_dp = time_steps([&](int k) { dp_train_step(comm, cublas.get(), dp, adam, k, n * perf.tokens, nullptr); });
+        out.ms_dp = time_steps([&](int k) {
+          dp_train_step(comm, cublas.get(), dp, adam, k, n * perf.tokens, nullptr);
+        });
         out.dp_memory = led;
       }
       return out;
@@ -157,31 +166,40 @@ int main(int argc, char** argv) {
     const double tflops = zero3_step_flops(perf) / (ms_pre * 1e-3) / 1e12;
 
     std::printf("%s\n", lab_header("zero3", cluster).c_str());
-    std::printf("check  layers=%d d=%d tokens/rank=%d, %d Adam steps vs one-GPU reference: update rel err %.3e "
-                "(max %.3e, tol %.1e): %s\n", check.layers, check.d, check.tokens, check_steps, err, err_max, tol,
-                pass ? "pass" : "FAIL");
+    std::printf(
+        "check  layers=%d d=%d tokens/rank=%d, %d Adam steps vs one-GPU reference: update rel err "
+        "%.3e "
+        "(max %.3e, tol %.1e): %s\n",
+        check.layers, check.d, check.tokens, check_steps, err, err_max, tol,
+        pass ? "pass" : "FAIL");
     std::printf("reference loss per step:");
     for (double l : ref_loss) std::printf(" %.5f", l);
-    std::printf("\nmemory per GPU, layers=%d d=%d (Psi = %.3g params), N = %d, peak bytes by category on rank 0:\n",
-                perf.layers, perf.d, psi, n);
+    std::printf(
+        "\nmemory per GPU, layers=%d d=%d (Psi = %.3g params), N = %d, peak bytes by category on "
+        "rank 0:\n",
+        perf.layers, perf.d, psi, n);
     std::printf("  %-12s %12s %14s %12s %12s\n", "category", "zero3", "formula", "=", "data par.");
-    // Mixed-precision Adam per parameter: bf16 weights 2, bf16 grads 2, fp32 master 4, Adam m and v 8.
-    const std::pair<Category, double> per_param[] = {
-        {Category::weights, 2}, {Category::grads, 2}, {Category::master, 4}, {Category::optimizer, 8}};
+    // Mixed-precision Adam per parameter: bf16 weights 2, bf16 grads 2, fp32 master 4, Adam m and
+    // v 8.
+    const std::pair<Category, double> per_param[] = {{Category::weights, 2},
+                                                     {Category::grads, 2},
+                                                     {Category::master, 4},
+                                                     {Category::optimizer, 8}};
     for (const auto& [category, bytes] : per_param) {
       const std::string formula = std::to_string(static_cast<int>(bytes)) + " Psi / N";
       std::printf("  %-12s %12s %14s %12s %12s\n", std::string(mgpu::to_string(category)).c_str(),
-                  format_bytes(static_cast<double>(r0.zero3_memory.peak(category))).c_str(), formula.c_str(),
-                  format_bytes(bytes * psi / n).c_str(),
+                  format_bytes(static_cast<double>(r0.zero3_memory.peak(category))).c_str(),
+                  formula.c_str(), format_bytes(bytes * psi / n).c_str(),
                   format_bytes(static_cast<double>(r0.dp_memory.peak(category))).c_str());
     }
     for (Category category : {Category::activations, Category::comm}) {
       std::printf("  %-12s %12s %14s %12s %12s\n", std::string(mgpu::to_string(category)).c_str(),
-                  format_bytes(static_cast<double>(r0.zero3_memory.peak(category))).c_str(), "-", "-",
-                  format_bytes(static_cast<double>(r0.dp_memory.peak(category))).c_str());
+                  format_bytes(static_cast<double>(r0.zero3_memory.peak(category))).c_str(), "-",
+                  "-", format_bytes(static_cast<double>(r0.dp_memory.peak(category))).c_str());
     }
-    std::printf("  %-12s %12s %14s %12s %12s\n", "state", format_bytes(static_cast<double>(state)).c_str(),
-                "16 Psi / N", format_bytes(zero3_state_bytes(psi, n)).c_str(),
+    std::printf("  %-12s %12s %14s %12s %12s\n", "state",
+                format_bytes(static_cast<double>(state)).c_str(), "16 Psi / N",
+                format_bytes(zero3_state_bytes(psi, n)).c_str(),
                 format_bytes(static_cast<double>(state_bytes(r0.dp_memory))).c_str());
     std::printf("  %-12s %12s %14s %12s %12s\n", "peak total",
                 format_bytes(static_cast<double>(r0.zero3_memory.peak_total())).c_str(), "", "",
@@ -193,20 +211,32 @@ int main(int argc, char** argv) {
       ledger_setup = 0;
       for (const RankOut& o : outs) ledger_setup += o.ledger_setup;
     }
-    std::printf("device memory (cudaMemGetInfo) taken by the ZeRO-3 setup%s: %s; ledger: %s (ratio %.3f); after the "
-                "timed steps: %s (adds cuBLAS and NCCL workspaces and allocator rounding)\n",
-                cluster.timing_representative() ? " on rank 0's GPU" : ", all emulated ranks on GPU 0",
-                signed_bytes(r0.device_setup).c_str(), format_bytes(static_cast<double>(ledger_setup)).c_str(),
-                ledger_setup > 0 ? static_cast<double>(r0.device_setup) / static_cast<double>(ledger_setup) : 0.0,
-                signed_bytes(r0.device_steps).c_str());
-    std::printf("timing tokens/rank=%d: zero3 step %.3f ms (no prefetch %.3f ms), data-parallel step %.3f ms, "
-                "ratio %.2f (goal <= 1.3); %.1f TFLOP/s per GPU\n", perf.tokens, ms_pre, ms_plain, ms_dp,
-                ms_pre / ms_dp, tflops);
+    std::printf(
+        "device memory (cudaMemGetInfo) taken by the ZeRO-3 setup%s: %s; ledger: %s (ratio %.3f); "
+        "after the "
+        "timed steps: %s (adds cuBLAS and NCCL workspaces and allocator rounding)\n",
+        cluster.timing_representative() ? " on rank 0's GPU" : ", all emulated ranks on GPU 0",
+        signed_bytes(r0.device_setup).c_str(),
+        format_bytes(static_cast<double>(ledger_setup)).c_str(),
+        ledger_setup > 0 ? static_cast<double>(r0.device_setup) / static_cast<double>(ledger_setup)
+                         : 0.0,
+        signed_bytes(r0.device_steps).c_str());
+    std::printf(
+        "timing tokens/rank=%d: zero3 step %.3f ms (no prefetch %.3f ms), data-parallel step %.3f "
+        "ms, "
+        "ratio %.2f (goal <= 1.3); %.1f TFLOP/s per GPU\n",
+        perf.tokens, ms_pre, ms_plain, ms_dp, ms_pre / ms_dp, tflops);
     print_timing_note(cluster);
     ResultLine line = lab_result("zero3", cluster);
-    line.add("check", pass ? "pass" : "fail").add("err", err).add("ms", ms_pre).add("tflops", tflops);
-    line.add("dp_ms", ms_dp).add("vs_dp", ms_pre / ms_dp).add("state_bytes", static_cast<double>(state));
-    line.add("formula_bytes", zero3_state_bytes(psi, n)).add("device_bytes", static_cast<double>(r0.device_setup));
+    line.add("check", pass ? "pass" : "fail")
+        .add("err", err)
+        .add("ms", ms_pre)
+        .add("tflops", tflops);
+    line.add("dp_ms", ms_dp)
+        .add("vs_dp", ms_pre / ms_dp)
+        .add("state_bytes", static_cast<double>(state));
+    line.add("formula_bytes", zero3_state_bytes(psi, n))
+        .add("device_bytes", static_cast<double>(r0.device_setup));
     line.add("ledger_bytes", static_cast<double>(ledger_setup));
     std::printf("%s\n", line.str().c_str());
     return static_cast<int>(pass ? lab_pass : lab_fail);

@@ -30,18 +30,22 @@ double linear_stack_loss_grad(const std::vector<double>& weights, const std::vec
   using CMap = Eigen::Map<const Mat>;
   const std::size_t dd = static_cast<std::size_t>(d) * static_cast<std::size_t>(d);
   if (weights.size() != dd * static_cast<std::size_t>(layers) ||
-      x.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(d) || target.size() != x.size()) {
-    throw std::invalid_argument("linear_stack_loss_grad: sizes do not match layers=" + std::to_string(layers) +
-                                " d=" + std::to_string(d) + " rows=" + std::to_string(rows));
+      x.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(d) ||
+      target.size() != x.size()) {
+    throw std::invalid_argument(
+        "linear_stack_loss_grad: sizes do not match layers=" + std::to_string(layers) +
+        " d=" + std::to_string(d) + " rows=" + std::to_string(rows));
   }
   std::vector<Mat> acts{CMap(x.data(), rows, d)};  // acts[l] feeds layer l
-  for (int l = 0; l < layers; ++l) acts.push_back(acts.back() * CMap(weights.data() + l * dd, d, d));
+  for (int l = 0; l < layers; ++l)
+    acts.push_back(acts.back() * CMap(weights.data() + l * dd, d, d));
   const Mat err = acts.back() - CMap(target.data(), rows, d);
   const double loss = 0.5 * err.squaredNorm() / rows;
   grad.assign(weights.size(), 0.0);
   Mat dy = err / rows;  // (rows, d)
   for (int l = layers - 1; l >= 0; --l) {
-    Eigen::Map<Mat>(grad.data() + l * dd, d, d) = acts[static_cast<std::size_t>(l)].transpose() * dy;
+    Eigen::Map<Mat>(grad.data() + l * dd, d, d) =
+        acts[static_cast<std::size_t>(l)].transpose() * dy;
     dy = (dy * CMap(weights.data() + l * dd, d, d).transpose()).eval();
   }
   return loss;

@@ -14,7 +14,8 @@
 namespace mgpu::gpu {
 
 /// The model: `layers` bias-free linear layers of width d, x_{l+1} = x_l W_l, trained on
-/// `tokens` rows per rank with loss 0.5 / (N tokens) * sum over all ranks' rows of |x_L - target|^2.
+/// `tokens` rows per rank with loss 0.5 / (N tokens) * sum over all ranks' rows of |x_L -
+/// target|^2.
 struct Zero3Shape {
   int layers = 0;  ///< L
   int d = 0;       ///< width; each W_l is (d, d)
@@ -33,21 +34,22 @@ struct Zero3Layer {
 
 /// Everything one rank holds. The harness allocates and fills it; the exercise only uses it.
 struct Zero3Rank {
-  Zero3Shape shape;                        ///< sizes
-  std::size_t shard = 0;                   ///< elements of each layer per rank (padded)
-  std::vector<Zero3Layer> layers;          ///< L shards
-  std::vector<DeviceBuffer<bf16>> acts;    ///< L + 1 of (tokens, d): acts[0] = x, acts[l+1] = acts[l] W_l
-  DeviceBuffer<bf16> target;               ///< (tokens, d) the harness's regression target
-  DeviceBuffer<bf16> dy;                   ///< (tokens, d) gradient arriving at the current layer's output
-  DeviceBuffer<bf16> dx;                   ///< (tokens, d) gradient leaving it; swap with dy per layer
+  Zero3Shape shape;                ///< sizes
+  std::size_t shard = 0;           ///< elements of each layer per rank (padded)
+  std::vector<Zero3Layer> layers;  ///< L shards
+  std::vector<DeviceBuffer<bf16>>
+      acts;                   ///< L + 1 of (tokens, d): acts[0] = x, acts[l+1] = acts[l] W_l
+  DeviceBuffer<bf16> target;  ///< (tokens, d) the harness's regression target
+  DeviceBuffer<bf16> dy;      ///< (tokens, d) gradient arriving at the current layer's output
+  DeviceBuffer<bf16> dx;      ///< (tokens, d) gradient leaving it; swap with dy per layer
   /// Two (N * shard) buffers for gathered full layers: layer l uses gathered[l % 2], so the next
   /// layer can be gathered while this one computes. "Discard" = the slot is reused.  (comm)
   DeviceBuffer<bf16> gathered[2];
-  DeviceBuffer<bf16> full_grad;            ///< (N * shard) one layer's local gradient, padding zero (comm)
-  cudaStream_t side = nullptr;             ///< second stream, for prefetching gathers
-  cudaEvent_t gathered_ready[2] = {};      ///< recorded after a gather into gathered[i]
-  cudaEvent_t gathered_free[2] = {};       ///< recorded after the last use of gathered[i]
-  cudaEvent_t main_ready = nullptr;        ///< for ordering p.side after work already on the main stream
+  DeviceBuffer<bf16> full_grad;  ///< (N * shard) one layer's local gradient, padding zero (comm)
+  cudaStream_t side = nullptr;   ///< second stream, for prefetching gathers
+  cudaEvent_t gathered_ready[2] = {};  ///< recorded after a gather into gathered[i]
+  cudaEvent_t gathered_free[2] = {};   ///< recorded after the last use of gathered[i]
+  cudaEvent_t main_ready = nullptr;  ///< for ordering p.side after work already on the main stream
 };
 
 /// Forward: for l = 0..L-1, all-gather W_l's bf16 shards into gathered[l % 2], then

@@ -5,8 +5,8 @@
 // model's business.
 #include "mgpu/mgpu.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -48,7 +48,9 @@ struct Row {
 
 /// Bytes one rank holds for a call of `op` with a full buffer of `s` bytes: the buffer (and a
 /// shard), or for sendrecv the outgoing and incoming buffers and the runtime's copy of the message.
-std::size_t bytes_per_rank(mgpu::OpKind op, std::size_t s) { return op == mgpu::OpKind::send ? 3 * s : s; }
+std::size_t bytes_per_rank(mgpu::OpKind op, std::size_t s) {
+  return op == mgpu::OpKind::send ? 3 * s : s;
+}
 
 /// Wall seconds per call of `op` on `n` ranks with a full buffer of `count` floats: the mean
 /// over `iters` back-to-back calls, best of `trials` such runs. OpKind::send stands for
@@ -74,10 +76,17 @@ double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials)
           out.wait();
           break;
         }
-        case mgpu::OpKind::all_reduce: w.all_reduce(full); break;
-        case mgpu::OpKind::all_gather: w.all_gather(shard, std::span<float>(full.data(), part * nn)); break;
-        case mgpu::OpKind::reduce_scatter: w.reduce_scatter(std::span<const float>(full.data(), part * nn), shard); break;
-        default: break;
+        case mgpu::OpKind::all_reduce:
+          w.all_reduce(full);
+          break;
+        case mgpu::OpKind::all_gather:
+          w.all_gather(shard, std::span<float>(full.data(), part * nn));
+          break;
+        case mgpu::OpKind::reduce_scatter:
+          w.reduce_scatter(std::span<const float>(full.data(), part * nn), shard);
+          break;
+        default:
+          break;
       }
     };
     once();  // warm-up: first touch of pages and thread wake-ups
@@ -88,7 +97,8 @@ double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials)
       w.barrier();  // after it every rank has written its start, and none writes the next one yet
       if (r.id() == 0) {
         const auto t0 = *std::min_element(starts.begin(), starts.end());
-        seconds = std::min(seconds, std::chrono::duration<double>(Clock::now() - t0).count() / iters);
+        seconds =
+            std::min(seconds, std::chrono::duration<double>(Clock::now() - t0).count() / iters);
       }
     }
   });
@@ -98,7 +108,8 @@ double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials)
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
+  CLI::App app{
+      "mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
   // 256 and 1024 show how the runtime scales: a call's cost per rank should not grow with ranks.
   std::vector<int> ranks{2, 4, 8, 256, 1024};
   std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
@@ -108,15 +119,26 @@ int main(int argc, char** argv) {
   int iters = 0;
   int trials = 5;
   std::string json_path;
-  app.add_option("--ranks", ranks, "world sizes to run, e.g. 2,4,8")->delimiter(',')->capture_default_str();
-  app.add_option("--ops", ops, "operations, e.g. all_reduce,all_gather,reduce_scatter,sendrecv")->delimiter(',')->capture_default_str();
-  app.add_option("--min-bytes", min_bytes, "smallest buffer size S in bytes")->capture_default_str();
-  app.add_option("--max-bytes", max_bytes, "largest buffer size S in bytes")->capture_default_str();
-  app.add_option("--step-factor", factor, "multiply S by this between rows")->check(CLI::Range(2, 64))->capture_default_str();
-  app.add_option("--max-memory", max_memory, "skip rows whose buffers on all ranks together exceed this (bytes)")
+  app.add_option("--ranks", ranks, "world sizes to run, e.g. 2,4,8")
+      ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--iters", iters, "timed calls per row (0: about 1 GiB moved over all ranks, 3..50)");
-  app.add_option("--trials", trials, "repeat each row this many times and keep the fastest")->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--ops", ops, "operations, e.g. all_reduce,all_gather,reduce_scatter,sendrecv")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--min-bytes", min_bytes, "smallest buffer size S in bytes")
+      ->capture_default_str();
+  app.add_option("--max-bytes", max_bytes, "largest buffer size S in bytes")->capture_default_str();
+  app.add_option("--step-factor", factor, "multiply S by this between rows")
+      ->check(CLI::Range(2, 64))
+      ->capture_default_str();
+  app.add_option("--max-memory", max_memory,
+                 "skip rows whose buffers on all ranks together exceed this (bytes)")
+      ->capture_default_str();
+  app.add_option("--iters", iters,
+                 "timed calls per row (0: about 1 GiB moved over all ranks, 3..50)");
+  app.add_option("--trials", trials, "repeat each row this many times and keep the fastest")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--json", json_path, "also write the results to this JSON file");
   CLI11_PARSE(app, argc, argv);
 
@@ -124,23 +146,34 @@ int main(int argc, char** argv) {
   const double mem_bw = memcpy_bandwidth(memcpy_bytes, 10);
   // Per-row time: mean over back-to-back calls, best of --trials; memcpy: best of 10 copies.
   // Taking the best on both sides compares the two at their least disturbed on a shared host.
-  fmt::print("# mgpu-bench: wall-clock time of the simulated cluster's collectives and sendrecv on this host (float)\n");
-  fmt::print("# memcpy bandwidth: {:.2f} GB/s (one std::memcpy of 64 MiB, bytes copied / time, best of 10)\n",
-             mem_bw / 1e9);
-  fmt::print("# S is the full buffer (nccl-tests convention); busbw = algbw x factor "
-             "(all_reduce 2(n-1)/n, sendrecv 1, others (n-1)/n)\n");
+  fmt::print(
+      "# mgpu-bench: wall-clock time of the simulated cluster's collectives and sendrecv on this "
+      "host (float)\n");
+  fmt::print(
+      "# memcpy bandwidth: {:.2f} GB/s (one std::memcpy of 64 MiB, bytes copied / time, best of "
+      "10)\n",
+      mem_bw / 1e9);
+  fmt::print(
+      "# S is the full buffer (nccl-tests convention); busbw = algbw x factor "
+      "(all_reduce 2(n-1)/n, sendrecv 1, others (n-1)/n)\n");
   fmt::print("# time: mean of back-to-back calls, best of {} trials; per rank: time / n\n", trials);
 
   std::vector<Row> rows;
   for (const auto& name : ops) {
     mgpu::OpKind op;
-    if (name == "all_reduce") op = mgpu::OpKind::all_reduce;
-    else if (name == "all_gather") op = mgpu::OpKind::all_gather;
-    else if (name == "reduce_scatter") op = mgpu::OpKind::reduce_scatter;
-    else if (name == "sendrecv") op = mgpu::OpKind::send;
+    if (name == "all_reduce")
+      op = mgpu::OpKind::all_reduce;
+    else if (name == "all_gather")
+      op = mgpu::OpKind::all_gather;
+    else if (name == "reduce_scatter")
+      op = mgpu::OpKind::reduce_scatter;
+    else if (name == "sendrecv")
+      op = mgpu::OpKind::send;
     else {
-      fmt::print(stderr, "mgpu-bench: unknown op '{}'; use all_reduce, all_gather, reduce_scatter or sendrecv\n",
-                 name);
+      fmt::print(
+          stderr,
+          "mgpu-bench: unknown op '{}'; use all_reduce, all_gather, reduce_scatter or sendrecv\n",
+          name);
       return 2;
     }
     for (int n : ranks) {
@@ -148,27 +181,32 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "mgpu-bench: --ranks {} must be >= 1\n", n);
         return 2;
       }
-      fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>14} {:>10} {:>10} {:>14}\n", name, n, "size(B)",
-                 "count", "type", "time(us)", "per rank(us)", "algbw", "busbw", "busbw/memcpy");
+      fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>14} {:>10} {:>10} {:>14}\n", name,
+                 n, "size(B)", "count", "type", "time(us)", "per rank(us)", "algbw", "busbw",
+                 "busbw/memcpy");
       const auto nn = static_cast<std::size_t>(n);
-      for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= static_cast<std::size_t>(factor)) {
+      for (std::size_t bytes = min_bytes; bytes <= max_bytes;
+           bytes *= static_cast<std::size_t>(factor)) {
         std::size_t count = bytes / sizeof(float);
         count -= count % nn;  // gather/scatter need n equal parts
         if (count == 0) continue;
         const std::size_t s = count * sizeof(float);
         if (nn * bytes_per_rank(op, s) > max_memory) {
-          fmt::print("{:>12} sizes from here skipped: {} ranks would hold {} B, over --max-memory {}\n", s, n,
-                     nn * bytes_per_rank(op, s), max_memory);
+          fmt::print(
+              "{:>12} sizes from here skipped: {} ranks would hold {} B, over --max-memory {}\n", s,
+              n, nn * bytes_per_rank(op, s), max_memory);
           break;
         }
         // Each rank reads or writes about S per call, n x S in all: aim for about 1 GiB per row.
-        const int it = iters > 0 ? iters : static_cast<int>(std::clamp<std::size_t>((1u << 30) / (nn * s), 3, 50));
+        const int it =
+            iters > 0 ? iters
+                      : static_cast<int>(std::clamp<std::size_t>((1u << 30) / (nn * s), 3, 50));
         const double secs = time_op(op, n, count, it, trials);
         const double alg = double(s) / secs;
         const double bus = alg * mgpu::bus_bandwidth_factor(op, n);
         rows.push_back({name, n, s, count, secs, secs / n, alg, bus});
-        fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>14.2f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s, count, "float",
-                   secs * 1e6, secs / n * 1e6, alg / 1e9, bus / 1e9, bus / mem_bw);
+        fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>14.2f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s,
+                   count, "float", secs * 1e6, secs / n * 1e6, alg / 1e9, bus / 1e9, bus / mem_bw);
       }
     }
   }
@@ -179,8 +217,10 @@ int main(int argc, char** argv) {
     if (r.op == "all_reduce" && r.ranks == 2 && r.bytes == (std::size_t(64) << 20)) floor_row = &r;
   if (floor_row) {
     const double ratio = floor_row->busbw / mem_bw;
-    fmt::print("\nfloor: all_reduce 64 MiB on 2 ranks busbw {:.2f} GB/s = {:.2f} x memcpy (need >= 0.5): {}\n",
-               floor_row->busbw / 1e9, ratio, ratio >= 0.5 ? "met" : "NOT met");
+    fmt::print(
+        "\nfloor: all_reduce 64 MiB on 2 ranks busbw {:.2f} GB/s = {:.2f} x memcpy (need >= 0.5): "
+        "{}\n",
+        floor_row->busbw / 1e9, ratio, ratio >= 0.5 ? "met" : "NOT met");
   }
 
   if (!json_path.empty()) {
@@ -189,10 +229,16 @@ int main(int argc, char** argv) {
     j["trials"] = trials;
     j["memcpy_definition"] = "bytes / time of one std::memcpy of 64 MiB, best of 10";
     for (const auto& r : rows) {
-      j["results"].push_back({{"op", r.op}, {"ranks", r.ranks}, {"bytes", r.bytes}, {"count", r.count},
-                              {"type", "float"}, {"time_s", r.seconds}, {"time_per_rank_s", r.per_rank},
+      j["results"].push_back({{"op", r.op},
+                              {"ranks", r.ranks},
+                              {"bytes", r.bytes},
+                              {"count", r.count},
+                              {"type", "float"},
+                              {"time_s", r.seconds},
+                              {"time_per_rank_s", r.per_rank},
                               {"algbw_bytes_per_s", r.algbw},
-                              {"busbw_bytes_per_s", r.busbw}, {"busbw_over_memcpy", r.busbw / mem_bw}});
+                              {"busbw_bytes_per_s", r.busbw},
+                              {"busbw_over_memcpy", r.busbw / mem_bw}});
     }
     std::ofstream f(json_path);
     if (!f) {

@@ -53,8 +53,10 @@ ClusterState::ClusterState(ClusterConfig c) : config(std::move(c)) {
   auto bad = [](const std::string& what) {
     throw std::invalid_argument("mgpu::ClusterConfig: " + what);
   };
-  if (config.world_size < 1) bad("world_size " + std::to_string(config.world_size) + " must be >= 1");
-  if (config.gpus_per_node < 1) bad("gpus_per_node " + std::to_string(config.gpus_per_node) + " must be >= 1");
+  if (config.world_size < 1)
+    bad("world_size " + std::to_string(config.world_size) + " must be >= 1");
+  if (config.gpus_per_node < 1)
+    bad("gpus_per_node " + std::to_string(config.gpus_per_node) + " must be >= 1");
   if (!(config.flops_per_second > 0)) bad("flops_per_second must be > 0");
   if (!(config.intra_node_bytes_per_second > 0) || !(config.inter_node_bytes_per_second > 0))
     bad("bandwidths must be > 0 (use a huge value, or infinity, for free communication)");
@@ -77,7 +79,8 @@ std::shared_ptr<Group> ClusterState::make_group(std::string name, std::vector<in
   g->unmatched.resize(n);
   g->posted.resize(n);
   bool one_node = true;
-  for (int m : g->members) one_node = one_node && (m / config.gpus_per_node == g->members[0] / config.gpus_per_node);
+  for (int m : g->members)
+    one_node = one_node && (m / config.gpus_per_node == g->members[0] / config.gpus_per_node);
   g->alpha = one_node ? config.intra_node_latency_seconds : config.inter_node_latency_seconds;
   g->beta = one_node ? config.intra_node_bytes_per_second : config.inter_node_bytes_per_second;
   return g;
@@ -140,7 +143,8 @@ void ClusterState::check_abort(const RankState& self) const {
   if (aborting.load()) {
     // The first line only: a deadlock report has a line per rank, and every rank throws this.
     const std::string reason = abort_reason.substr(0, abort_reason.find('\n'));
-    throw RankStopped("rank " + std::to_string(self.id) + " stopped because the run failed: " + reason);
+    throw RankStopped("rank " + std::to_string(self.id) +
+                      " stopped because the run failed: " + reason);
   }
 }
 
@@ -226,7 +230,9 @@ void ClusterState::wait(Operation& op) {
         continue;
       }
       try {
-        block(lk, self, [&op] { return op.progress_locked(); }, [&op] { return op.describe_locked(); });
+        block(
+            lk, self, [&op] { return op.progress_locked(); },
+            [&op] { return op.describe_locked(); });
       } catch (...) {
         op.cancel(lk);
         throw;
@@ -278,7 +284,8 @@ void ClusterState::run(const std::function<void(Rank&)>& body) {
       // Ranks already started may wait for this one forever: stop them before joining.
       start_error = std::current_exception();
       Lock lk(mu);
-      abort_locked("could not start the thread of rank " + std::to_string(r) + ": " + what_of(start_error));
+      abort_locked("could not start the thread of rank " + std::to_string(r) + ": " +
+                   what_of(start_error));
     }
   }
   for (auto& t : threads) t.join();
@@ -286,7 +293,8 @@ void ClusterState::run(const std::function<void(Rank&)>& body) {
   ran = true;
   // Timelines are moved, not copied: a ring over 1,024 ranks records tens of millions of spans,
   // and a copy would double the run's peak memory at its very end.
-  for (const auto& s : ranks) reports.push_back(RankReport{s->id, s->memory, s->traffic, std::move(s->clock)});
+  for (const auto& s : ranks)
+    reports.push_back(RankReport{s->id, s->memory, s->traffic, std::move(s->clock)});
   if (error) std::rethrow_exception(error);
 }
 
@@ -331,7 +339,8 @@ ClusterConfig with_world_size(int world_size) {
 }  // namespace
 
 Cluster::Cluster(int world_size) : Cluster(with_world_size(world_size)) {}
-Cluster::Cluster(ClusterConfig config) : state_(std::make_unique<detail::ClusterState>(std::move(config))) {}
+Cluster::Cluster(ClusterConfig config)
+    : state_(std::make_unique<detail::ClusterState>(std::move(config))) {}
 Cluster::~Cluster() = default;
 
 void Cluster::run(const std::function<void(Rank&)>& body) { state_->run(body); }

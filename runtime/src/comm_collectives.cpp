@@ -81,7 +81,8 @@ void CollectiveOp::run_slice(const Slice& s) {
       break;
     case OpKind::reduce_scatter: {
       const std::size_t m = P(s.a).out_count;
-      for (int r = 0; r < nn; ++r) ins[static_cast<std::size_t>(r)] = P(r).in + (s.a * m + s.lo) * es;
+      for (int r = 0; r < nn; ++r)
+        ins[static_cast<std::size_t>(r)] = P(r).in + (s.a * m + s.lo) * es;
       outs[0] = P(s.a).out + s.lo * es;
       reduce_slice(dtype, rop, ins.data(), nn, outs.data(), 1, len);
       break;
@@ -112,7 +113,8 @@ void CollectiveOp::run_slice(const Slice& s) {
       std::memcpy(P(s.a).out + (ro + s.lo) * es, P(s.b).in + (so + s.lo) * es, len * es);
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -146,30 +148,36 @@ std::string find_mismatch(const CollectiveOp& op, int r, int ref) {
   const Part& b = op.parts[static_cast<std::size_t>(ref)];
   const std::string seq = " (collective call #" + std::to_string(op.seq) + " on this group)";
   if (a.kind != b.kind) {
-    return "collective call #" + std::to_string(op.seq) + " in group " + op.group->describe() + ": rank " +
-           std::to_string(r) + " calls " + std::string(to_string(a.kind)) + " but rank " + std::to_string(ref) +
-           " calls " + std::string(to_string(b.kind)) + "; members must call the same collectives in the same order";
+    return "collective call #" + std::to_string(op.seq) + " in group " + op.group->describe() +
+           ": rank " + std::to_string(r) + " calls " + std::string(to_string(a.kind)) +
+           " but rank " + std::to_string(ref) + " calls " + std::string(to_string(b.kind)) +
+           "; members must call the same collectives in the same order";
   }
   auto differ = [&](const std::string& what, const std::string& mine, const std::string& theirs) {
-    return std::string(to_string(a.kind)) + " in group " + op.group->describe() + ": rank " + std::to_string(r) +
-           " " + what + " " + mine + " differs from rank " + std::to_string(ref) + "'s " + theirs + seq +
-           "; every member must pass the same " + what;
+    return std::string(to_string(a.kind)) + " in group " + op.group->describe() + ": rank " +
+           std::to_string(r) + " " + what + " " + mine + " differs from rank " +
+           std::to_string(ref) + "'s " + theirs + seq + "; every member must pass the same " + what;
   };
   if (a.kind == OpKind::barrier || a.kind == OpKind::split) return "";
-  if (a.dtype != b.dtype) return differ("dtype", std::string(to_string(a.dtype)), std::string(to_string(b.dtype)));
+  if (a.dtype != b.dtype)
+    return differ("dtype", std::string(to_string(a.dtype)), std::string(to_string(b.dtype)));
   switch (a.kind) {
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::all_to_all:
     case OpKind::broadcast:
-      if (a.in_count != b.in_count) return differ("count", std::to_string(a.in_count), std::to_string(b.in_count));
+      if (a.in_count != b.in_count)
+        return differ("count", std::to_string(a.in_count), std::to_string(b.in_count));
       break;
     case OpKind::reduce_scatter:
-      if (a.out_count != b.out_count) return differ("count", std::to_string(a.out_count), std::to_string(b.out_count));
+      if (a.out_count != b.out_count)
+        return differ("count", std::to_string(a.out_count), std::to_string(b.out_count));
       break;
-    default: break;
+    default:
+      break;
   }
-  if (a.kind == OpKind::broadcast && a.root != b.root) return differ("root", std::to_string(a.root), std::to_string(b.root));
+  if (a.kind == OpKind::broadcast && a.root != b.root)
+    return differ("root", std::to_string(a.root), std::to_string(b.root));
   if ((a.kind == OpKind::all_reduce || a.kind == OpKind::reduce_scatter) && a.rop != b.rop)
     return differ("reduce op", std::string(to_string(a.rop)), std::string(to_string(b.rop)));
   return "";
@@ -192,8 +200,8 @@ std::string arrived_mismatch(const CollectiveOp& op) {
 
 std::string waiting_for(const CollectiveOp& op) {
   std::ostringstream s;
-  s << to_string(op.kind) << " in group " << op.group->describe() << " (collective call #"
-    << op.seq << " on that group); group ranks " << list_ranks(*op.group, missing(op))
+  s << to_string(op.kind) << " in group " << op.group->describe() << " (collective call #" << op.seq
+    << " on that group); group ranks " << list_ranks(*op.group, missing(op))
     << " have not called it";
   const std::string m = arrived_mismatch(op);
   if (!m.empty()) s << "; those that have disagree: " << m;
@@ -265,7 +273,8 @@ struct MemberOp final : Operation {
 
 /// Cuts [0, len) of block (a, b) into slices of at most `chunk` elements.
 void add_slices(std::vector<Slice>& out, int a, int b, std::size_t len, std::size_t chunk) {
-  for (std::size_t lo = 0; lo < len; lo += chunk) out.push_back({a, b, lo, std::min(len, lo + chunk)});
+  for (std::size_t lo = 0; lo < len; lo += chunk)
+    out.push_back({a, b, lo, std::min(len, lo + chunk)});
 }
 
 /// Called by the last member to arrive: checks all_to_all_v counts, fixes the virtual time,
@@ -302,9 +311,10 @@ void start_collective(ClusterState& cluster, CollectiveOp& op) {
           const std::size_t s = P(i).send_counts[static_cast<std::size_t>(j)];
           const std::size_t r = P(j).recv_counts[static_cast<std::size_t>(i)];
           if (s != r) {
-            mismatch(cluster, "all_to_all_v in group " + op.group->describe() + ": rank " + std::to_string(i) +
-                                  " sends " + std::to_string(s) + " elements to rank " + std::to_string(j) +
-                                  " but rank " + std::to_string(j) + " expects " + std::to_string(r) +
+            mismatch(cluster, "all_to_all_v in group " + op.group->describe() + ": rank " +
+                                  std::to_string(i) + " sends " + std::to_string(s) +
+                                  " elements to rank " + std::to_string(j) + " but rank " +
+                                  std::to_string(j) + " expects " + std::to_string(r) +
                                   " from rank " + std::to_string(i) +
                                   "; send_counts[j] on rank i must equal recv_counts[i] on rank j");
           }
@@ -348,7 +358,8 @@ void start_collective(ClusterState& cluster, CollectiveOp& op) {
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
   double ready = 0.0;
   for (const auto& p : op.parts) ready = std::max(ready, p.ready);
@@ -358,11 +369,15 @@ void start_collective(ClusterState& cluster, CollectiveOp& op) {
 
   // Slices big enough to amortise the claim, small enough that every waiting member gets work.
   // 32K..256K elements: many slices per member keeps the load even when a thread is descheduled.
-  const std::size_t per = (total + 16 * static_cast<std::size_t>(n) - 1) / (16 * static_cast<std::size_t>(n));
-  const std::size_t chunk = std::clamp<std::size_t>(per, std::size_t(1) << 15, std::size_t(1) << 18);
+  const std::size_t per =
+      (total + 16 * static_cast<std::size_t>(n) - 1) / (16 * static_cast<std::size_t>(n));
+  const std::size_t chunk =
+      std::clamp<std::size_t>(per, std::size_t(1) << 15, std::size_t(1) << 18);
   switch (op.kind) {
     case OpKind::all_reduce:
-    case OpKind::broadcast: add_slices(op.slices, 0, 0, P(0).in_count, chunk); break;
+    case OpKind::broadcast:
+      add_slices(op.slices, 0, 0, P(0).in_count, chunk);
+      break;
     case OpKind::reduce_scatter:
       for (int d = 0; d < n; ++d) add_slices(op.slices, d, 0, P(0).out_count, chunk);
       break;
@@ -380,15 +395,17 @@ void start_collective(ClusterState& cluster, CollectiveOp& op) {
         for (int s = 0; s < n; ++s)
           add_slices(op.slices, d, s, P(d).recv_counts[static_cast<std::size_t>(s)], chunk);
       break;
-    default: break;
+    default:
+      break;
   }
   if (op.kind == OpKind::broadcast && n == 1) op.slices.clear();
   if (op.slices.empty()) op.complete = true;
 }
 
 /// What a ring algorithm moves for this member (see traffic.hpp and the README).
-TrafficCounts ring_traffic(OpKind kind, int n, int r, int root, std::size_t in_count, std::size_t out_count,
-                           std::span<const std::size_t> sc, std::span<const std::size_t> rc, std::size_t es) {
+TrafficCounts ring_traffic(OpKind kind, int n, int r, int root, std::size_t in_count,
+                           std::size_t out_count, std::span<const std::size_t> sc,
+                           std::span<const std::size_t> rc, std::size_t es) {
   TrafficCounts t;
   if (n <= 1) return t;
   const auto steps = static_cast<std::uint64_t>(n - 1);
@@ -433,8 +450,11 @@ TrafficCounts ring_traffic(OpKind kind, int n, int r, int root, std::size_t in_c
         if (sc[static_cast<std::size_t>(j)]) ++t.messages_sent;
       }
       break;
-    case OpKind::barrier: t.messages_sent = 2 * steps; break;
-    default: break;
+    case OpKind::barrier:
+      t.messages_sent = 2 * steps;
+      break;
+    default:
+      break;
   }
   return t;
 }
@@ -454,8 +474,9 @@ void settle_stream(RankState& self) {
     Lock lk(cluster.mu);
     while (!op->resolved) {
       cluster.check_abort(self);
-      cluster.block(lk, self, [op] { return op->resolved; },
-                    [op] { return "its comm stream to drain before posting: earlier " + waiting_for(*op); });
+      cluster.block(
+          lk, self, [op] { return op->resolved; },
+          [op] { return "its comm stream to drain before posting: earlier " + waiting_for(*op); });
     }
   }
   self.clock.record_comm(Stream::comm, SpanKind::collective, op->label(), op->start, op->end);
@@ -481,7 +502,8 @@ struct Arrival {
 };
 
 /// Joins this rank to the group's next collective; returns its member handle. Lock not held.
-std::shared_ptr<MemberOp> arrive(const std::shared_ptr<Group>& group, RankState& self, int rank, Arrival a) {
+std::shared_ptr<MemberOp> arrive(const std::shared_ptr<Group>& group, RankState& self, int rank,
+                                 Arrival a) {
   ClusterState& cluster = *self.cluster;
   cluster.check_abort(self);
   const bool on_stream = a.kind != OpKind::split;
@@ -537,45 +559,54 @@ std::shared_ptr<MemberOp> arrive(const std::shared_ptr<Group>& group, RankState&
 
 }  // namespace detail
 
-// ------------------------------------------------------------------------------------ Comm entry points
+// ------------------------------------------------------------------------------------ Comm entry
+// points
 
-Request Comm::icollective(OpKind kind, const void* in, void* out, std::size_t in_count, std::size_t out_count,
-                          DType dtype, ReduceOp op, int root) {
+Request Comm::icollective(OpKind kind, const void* in, void* out, std::size_t in_count,
+                          std::size_t out_count, DType dtype, ReduceOp op, int root) {
   check_valid();
   const int n = size();
   const std::size_t es = dtype_bytes(dtype);
   // The message (with the group's members) is built only on error, not on every call.
   auto bad = [&](const std::string& what) {
-    throw std::invalid_argument(std::string(to_string(kind)) + " in group " + describe() + " (rank " +
-                                std::to_string(rank_) + "): " + what);
+    throw std::invalid_argument(std::string(to_string(kind)) + " in group " + describe() +
+                                " (rank " + std::to_string(rank_) + "): " + what);
   };
   const auto nn = static_cast<std::size_t>(n);
   switch (kind) {
     case OpKind::reduce_scatter:
       if (in_count != nn * out_count)
-        bad("input has " + std::to_string(in_count) + " elements but must have group size " + std::to_string(n) +
-            " x output size " + std::to_string(out_count) + " = " + std::to_string(nn * out_count));
-      if (detail::overlap(in, in_count * es, out, out_count * es)) bad("input and output overlap; use separate buffers");
+        bad("input has " + std::to_string(in_count) + " elements but must have group size " +
+            std::to_string(n) + " x output size " + std::to_string(out_count) + " = " +
+            std::to_string(nn * out_count));
+      if (detail::overlap(in, in_count * es, out, out_count * es))
+        bad("input and output overlap; use separate buffers");
       break;
     case OpKind::all_gather:
       if (out_count != nn * in_count)
-        bad("output has " + std::to_string(out_count) + " elements but must have group size " + std::to_string(n) +
-            " x input size " + std::to_string(in_count) + " = " + std::to_string(nn * in_count));
+        bad("output has " + std::to_string(out_count) + " elements but must have group size " +
+            std::to_string(n) + " x input size " + std::to_string(in_count) + " = " +
+            std::to_string(nn * in_count));
       if (detail::overlap(in, in_count * es, out, out_count * es) &&
           in != static_cast<unsigned char*>(out) + static_cast<std::size_t>(rank_) * in_count * es)
-        bad("input overlaps the output other than exactly at this rank's slot; pass separate buffers or the slot");
+        bad("input overlaps the output other than exactly at this rank's slot; pass separate "
+            "buffers or the slot");
       break;
     case OpKind::broadcast:
       detail::check_peer(*group_, root, "broadcast root");
       break;
     case OpKind::all_to_all:
-      if (in_count != out_count) bad("input has " + std::to_string(in_count) + " elements, output " +
-                                     std::to_string(out_count) + "; they must be equal");
-      if (in_count % nn != 0) bad("count " + std::to_string(in_count) + " is not divisible by group size " +
-                                  std::to_string(n) + "; use all_to_all_v for uneven blocks");
-      if (detail::overlap(in, in_count * es, out, out_count * es)) bad("input and output overlap; use separate buffers");
+      if (in_count != out_count)
+        bad("input has " + std::to_string(in_count) + " elements, output " +
+            std::to_string(out_count) + "; they must be equal");
+      if (in_count % nn != 0)
+        bad("count " + std::to_string(in_count) + " is not divisible by group size " +
+            std::to_string(n) + "; use all_to_all_v for uneven blocks");
+      if (detail::overlap(in, in_count * es, out, out_count * es))
+        bad("input and output overlap; use separate buffers");
       break;
-    default: break;
+    default:
+      break;
   }
   detail::Arrival a;
   a.kind = kind;
@@ -586,30 +617,39 @@ Request Comm::icollective(OpKind kind, const void* in, void* out, std::size_t in
   a.part.out = static_cast<unsigned char*>(out);
   a.part.in_count = in_count;
   a.part.out_count = out_count;
-  self_->traffic.record(kind, group_->name,
-                        detail::ring_traffic(kind, n, rank_, root, in_count, out_count, {}, {}, es));
+  self_->traffic.record(
+      kind, group_->name,
+      detail::ring_traffic(kind, n, rank_, root, in_count, out_count, {}, {}, es));
   return Request(detail::arrive(group_, *self_, rank_, std::move(a)));
 }
 
-Request Comm::icollective_v(const void* in, std::size_t in_count, std::span<const std::size_t> send_counts,
-                            void* out, std::size_t out_count, std::span<const std::size_t> recv_counts,
+Request Comm::icollective_v(const void* in, std::size_t in_count,
+                            std::span<const std::size_t> send_counts, void* out,
+                            std::size_t out_count, std::span<const std::size_t> recv_counts,
                             DType dtype) {
   check_valid();
   const int n = size();
   const std::size_t es = dtype_bytes(dtype);
   auto bad = [&](const std::string& what) {  // built only on error, as in icollective
-    throw std::invalid_argument("all_to_all_v in group " + describe() + " (rank " + std::to_string(rank_) +
-                                "): " + what);
+    throw std::invalid_argument("all_to_all_v in group " + describe() + " (rank " +
+                                std::to_string(rank_) + "): " + what);
   };
-  if (send_counts.size() != static_cast<std::size_t>(n) || recv_counts.size() != static_cast<std::size_t>(n))
+  if (send_counts.size() != static_cast<std::size_t>(n) ||
+      recv_counts.size() != static_cast<std::size_t>(n))
     bad("send_counts has " + std::to_string(send_counts.size()) + " entries and recv_counts " +
-        std::to_string(recv_counts.size()) + "; both need one per group rank (" + std::to_string(n) + ")");
+        std::to_string(recv_counts.size()) + "; both need one per group rank (" +
+        std::to_string(n) + ")");
   std::size_t ssum = 0, rsum = 0;
   for (auto c : send_counts) ssum += c;
   for (auto c : recv_counts) rsum += c;
-  if (ssum != in_count) bad("send_counts sum to " + std::to_string(ssum) + " but the input has " + std::to_string(in_count));
-  if (rsum != out_count) bad("recv_counts sum to " + std::to_string(rsum) + " but the output has " + std::to_string(out_count));
-  if (detail::overlap(in, in_count * es, out, out_count * es)) bad("input and output overlap; use separate buffers");
+  if (ssum != in_count)
+    bad("send_counts sum to " + std::to_string(ssum) + " but the input has " +
+        std::to_string(in_count));
+  if (rsum != out_count)
+    bad("recv_counts sum to " + std::to_string(rsum) + " but the output has " +
+        std::to_string(out_count));
+  if (detail::overlap(in, in_count * es, out, out_count * es))
+    bad("input and output overlap; use separate buffers");
   detail::Arrival a;
   a.kind = OpKind::all_to_all_v;
   a.dtype = dtype;

@@ -69,7 +69,8 @@ struct RecvOp final : Operation {
     }
     if (m.nbytes) std::memcpy(data, m.bytes.get(), m.nbytes);
     const double done = std::max(posted_at, m.ready);
-    const std::string label = "recv from " + std::to_string(peer) + " tag " + std::to_string(tag) + " " + group->name;
+    const std::string label =
+        "recv from " + std::to_string(peer) + " tag " + std::to_string(tag) + " " + group->name;
     owner->clock.record_comm(Stream::recv, SpanKind::recv, label, posted_at, done);
     owner->clock.wait_until(done, "wait " + label);
     owner->traffic.record(OpKind::recv, group->name, {0, m.nbytes, 0});
@@ -95,8 +96,9 @@ struct RecvOp final : Operation {
 
 void Comm::check_valid() const {
   if (!group_) {
-    throw std::logic_error("mgpu::Comm: this communicator is invalid (default-constructed, or from "
-                           "split() with a negative color); use one returned by Rank::world() or split()");
+    throw std::logic_error(
+        "mgpu::Comm: this communicator is invalid (default-constructed, or from "
+        "split() with a negative color); use one returned by Rank::world() or split()");
   }
 }
 int Comm::size() const { return group_ ? group_->size() : 0; }
@@ -113,7 +115,9 @@ const std::vector<int>& Comm::members() const {
   check_valid();
   return group_->members;
 }
-std::string Comm::describe() const { return group_ ? group_->describe() : std::string("<invalid comm>"); }
+std::string Comm::describe() const {
+  return group_ ? group_->describe() : std::string("<invalid comm>");
+}
 
 // ------------------------------------------------------------------------------------ send / recv
 
@@ -143,7 +147,8 @@ Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int pe
   auto op = std::make_shared<detail::SendOp>();
   op->owner = &self;
   op->end = end;
-  op->label = "send to " + std::to_string(peer) + " tag " + std::to_string(tag) + " " + group_->name;
+  op->label =
+      "send to " + std::to_string(peer) + " tag " + std::to_string(tag) + " " + group_->name;
   self.clock.record_comm(Stream::comm, SpanKind::send, op->label, start, end);
   self.traffic.record(OpKind::send, group_->name, {bytes, 0, 1});
 
@@ -193,7 +198,8 @@ Request Comm::irecv_raw(void* data, std::size_t count, DType dtype, int peer, in
   op->posted_at = self.clock.now();
   detail::Lock lk(cluster.mu);
   auto& box = group_->unmatched[static_cast<std::size_t>(rank_)];
-  auto it = std::find_if(box.begin(), box.end(), [&](const auto& m) { return m->src == peer && m->tag == tag; });
+  auto it = std::find_if(box.begin(), box.end(),
+                         [&](const auto& m) { return m->src == peer && m->tag == tag; });
   if (it != box.end()) {
     op->msg = std::move(*it);
     box.erase(it);
@@ -224,7 +230,8 @@ Request::~Request() {
   } catch (...) {
     detail::Lock lk(cluster.mu);
     cluster.record_error_locked(std::current_exception());
-    cluster.abort_locked("rank " + std::to_string(id) + " failed waiting for a request in its destructor");
+    cluster.abort_locked("rank " + std::to_string(id) +
+                         " failed waiting for a request in its destructor");
   }
 }
 

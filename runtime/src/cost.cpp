@@ -21,7 +21,8 @@ double collective_seconds(OpKind kind, int n, double alpha, double beta, double 
       return 2.0 * steps * alpha;
     case OpKind::send:
     case OpKind::recv:
-    case OpKind::split: return 0.0;
+    case OpKind::split:
+      return 0.0;
   }
   return 0.0;
 }

@@ -16,8 +16,8 @@ A combine(ReduceOp op, A x, A y) {
 }
 
 template <class T>
-void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n, unsigned char* const* outs_b,
-                  int nouts, std::size_t len) {
+void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n,
+                  unsigned char* const* outs_b, int nouts, std::size_t len) {
   using A = typename ElementTraits<T>::Accum;
   auto in = [&](int r) { return reinterpret_cast<const T*>(ins_b[r]); };
   auto out = [&](int k) { return reinterpret_cast<T*>(outs_b[k]); };
@@ -83,9 +83,15 @@ void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n, unsigne
 void reduce_slice(DType dtype, ReduceOp op, const unsigned char* const* ins, int n,
                   unsigned char* const* outs, int nouts, std::size_t len) {
   switch (dtype) {
-    case DType::f32: reduce_typed<float>(op, ins, n, outs, nouts, len); break;
-    case DType::f64: reduce_typed<double>(op, ins, n, outs, nouts, len); break;
-    case DType::bf16: reduce_typed<bf16>(op, ins, n, outs, nouts, len); break;
+    case DType::f32:
+      reduce_typed<float>(op, ins, n, outs, nouts, len);
+      break;
+    case DType::f64:
+      reduce_typed<double>(op, ins, n, outs, nouts, len);
+      break;
+    case DType::bf16:
+      reduce_typed<bf16>(op, ins, n, outs, nouts, len);
+      break;
   }
 }
 

@@ -40,15 +40,16 @@ void MemoryLedger::allocate(Category category, std::size_t bytes, std::string_vi
   }
   current_[idx(category)] += bytes;
   current_total_ += bytes;
-  if (current_[idx(category)] > peak_[idx(category)]) peak_[idx(category)] = current_[idx(category)];
+  if (current_[idx(category)] > peak_[idx(category)])
+    peak_[idx(category)] = current_[idx(category)];
   if (current_total_ > peak_total_) peak_total_ = current_total_;
 }
 
 void MemoryLedger::release(Category category, std::size_t bytes) {
   if (bytes > current_[idx(category)]) {
-    throw std::logic_error("rank " + std::to_string(rank_) + ": releasing " + std::to_string(bytes) +
-                           " bytes of " + std::string(to_string(category)) + " but only " +
-                           std::to_string(current_[idx(category)]) +
+    throw std::logic_error("rank " + std::to_string(rank_) + ": releasing " +
+                           std::to_string(bytes) + " bytes of " + std::string(to_string(category)) +
+                           " but only " + std::to_string(current_[idx(category)]) +
                            " are held; release exactly what was allocated");
   }
   current_[idx(category)] -= bytes;

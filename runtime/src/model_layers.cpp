@@ -52,15 +52,17 @@ double attention_core_flops(std::int64_t n, std::int64_t seq, std::int64_t hd) {
 void linear_forward(MatIn x, MatIn w, VecIn b, MatOut y) {
   require(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols() &&
               (b.size() == 0 || b.size() == w.cols()),
-          "linear_forward: x " + shape(x) + ", w " + shape(w) + ", y " + shape(y) + " do not fit y = x w");
+          "linear_forward: x " + shape(x) + ", w " + shape(w) + ", y " + shape(y) +
+              " do not fit y = x w");
   y.noalias() = x * w;
   if (b.size() != 0) y.rowwise() += b;
 }
 
 void linear_backward(MatIn x, MatIn w, MatIn dy, MatOut dx, MatOut dw, VecOut db) {
-  require(dy.rows() == x.rows() && dy.cols() == w.cols() && dw.rows() == w.rows() && dw.cols() == w.cols(),
-          "linear_backward: x " + shape(x) + ", w " + shape(w) + ", dy " + shape(dy) + ", dw " + shape(dw) +
-              " do not fit y = x w");
+  require(dy.rows() == x.rows() && dy.cols() == w.cols() && dw.rows() == w.rows() &&
+              dw.cols() == w.cols(),
+          "linear_backward: x " + shape(x) + ", w " + shape(w) + ", dy " + shape(dy) + ", dw " +
+              shape(dw) + " do not fit y = x w");
   // y = x W + b  =>  dW = x^T dy, db = sum over rows of dy, dx = dy W^T.
   dw.noalias() += x.transpose() * dy;
   if (db.size() != 0) db += dy.colwise().sum();
@@ -74,12 +76,15 @@ constexpr float kGeluA = 0.044715f;
 }  // namespace
 
 void gelu_forward(MatIn h, MatOut a) {
-  require(h.rows() == a.rows() && h.cols() == a.cols(), "gelu_forward: h " + shape(h) + " vs a " + shape(a));
-  a = h.unaryExpr([](float z) { return 0.5f * z * (1.0f + std::tanh(kGeluC * (z + kGeluA * z * z * z))); });
+  require(h.rows() == a.rows() && h.cols() == a.cols(),
+          "gelu_forward: h " + shape(h) + " vs a " + shape(a));
+  a = h.unaryExpr(
+      [](float z) { return 0.5f * z * (1.0f + std::tanh(kGeluC * (z + kGeluA * z * z * z))); });
 }
 
 void gelu_backward(MatIn h, MatIn da, MatOut dh) {
-  require(h.rows() == da.rows() && h.cols() == da.cols() && dh.rows() == h.rows() && dh.cols() == h.cols(),
+  require(h.rows() == da.rows() && h.cols() == da.cols() && dh.rows() == h.rows() &&
+              dh.cols() == h.cols(),
           "gelu_backward: h " + shape(h) + ", da " + shape(da) + ", dh " + shape(dh) + " differ");
   dh = h.binaryExpr(da, [](float z, float g) {
     const float t = std::tanh(kGeluC * (z + kGeluA * z * z * z));
@@ -111,34 +116,35 @@ struct AttnShape {
   std::int64_t n, d, hd, seq, heads, dh, batch;
 };
 
-AttnShape attention_shape(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
-                          MatIn wo) {
+AttnShape attention_shape(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk,
+                          MatIn wv, MatIn wo) {
   AttnShape s{x.rows(), x.cols(), wq.cols(), seq, heads, 0, 0};
-  require(seq > 0 && s.n % seq == 0,
-          "attention: " + std::to_string(s.n) + " tokens is not a whole number of sequences of length " +
-              std::to_string(seq));
-  require(heads > 0 && s.hd % heads == 0,
-          "attention: inner width " + std::to_string(s.hd) + " does not split into " + std::to_string(heads) +
-              " heads");
+  require(seq > 0 && s.n % seq == 0, "attention: " + std::to_string(s.n) +
+                                         " tokens is not a whole number of sequences of length " +
+                                         std::to_string(seq));
+  require(heads > 0 && s.hd % heads == 0, "attention: inner width " + std::to_string(s.hd) +
+                                              " does not split into " + std::to_string(heads) +
+                                              " heads");
   require(wq.rows() == s.d && wk.rows() == s.d && wv.rows() == s.d && wk.cols() == s.hd &&
               wv.cols() == s.hd && wo.rows() == s.hd && wo.cols() == s.d,
-          "attention: x " + shape(x) + " with wq " + shape(wq) + ", wk " + shape(wk) + ", wv " + shape(wv) +
-              ", wo " + shape(wo) + ": expected (d, hd) projections and a (hd, d) output");
+          "attention: x " + shape(x) + " with wq " + shape(wq) + ", wk " + shape(wk) + ", wv " +
+              shape(wv) + ", wo " + shape(wo) +
+              ": expected (d, hd) projections and a (hd, d) output");
   s.dh = s.hd / heads;
   s.batch = s.n / seq;
   return s;
 }
 
 // Checks the core's shapes and returns (batch, dh).
-std::pair<std::int64_t, std::int64_t> core_shape(const char* who, MatIn q, MatIn k, MatIn v, std::int64_t seq,
-                                                 std::int64_t heads) {
+std::pair<std::int64_t, std::int64_t> core_shape(const char* who, MatIn q, MatIn k, MatIn v,
+                                                 std::int64_t seq, std::int64_t heads) {
   const std::int64_t n = q.rows(), hd = q.cols();
-  require(seq > 0 && n % seq == 0,
-          std::string(who) + ": " + std::to_string(n) + " tokens is not a whole number of sequences of length " +
-              std::to_string(seq));
-  require(heads > 0 && hd % heads == 0,
-          std::string(who) + ": inner width " + std::to_string(hd) + " does not split into " +
-              std::to_string(heads) + " heads");
+  require(seq > 0 && n % seq == 0, std::string(who) + ": " + std::to_string(n) +
+                                       " tokens is not a whole number of sequences of length " +
+                                       std::to_string(seq));
+  require(heads > 0 && hd % heads == 0, std::string(who) + ": inner width " + std::to_string(hd) +
+                                            " does not split into " + std::to_string(heads) +
+                                            " heads");
   require(k.rows() == n && k.cols() == hd && v.rows() == n && v.cols() == hd,
           std::string(who) + ": q " + shape(q) + ", k " + shape(k) + ", v " + shape(v) + " differ");
   return {n / seq, hd / heads};
@@ -146,8 +152,8 @@ std::pair<std::int64_t, std::int64_t> core_shape(const char* who, MatIn q, MatIn
 
 }  // namespace
 
-void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::int64_t heads, bool causal,
-                            MatOut p, MatOut o) {
+void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::int64_t heads,
+                            bool causal, MatOut p, MatOut o) {
   const auto [batch, dh] = core_shape("attention_core_forward", q, k, v, seq, heads);
   require(p.rows() == batch * heads * seq && p.cols() == seq,
           "attention_core_forward: p is " + shape(p) + ", expected (batch*heads*seq, seq)");
@@ -178,8 +184,10 @@ void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::in
 void attention_core_backward(MatIn q, MatIn k, MatIn v, MatIn p, MatIn d_o, std::int64_t seq,
                              std::int64_t heads, MatOut dq, MatOut dk, MatOut dv) {
   const auto [batch, dh] = core_shape("attention_core_backward", q, k, v, seq, heads);
-  require(p.rows() == batch * heads * seq && p.cols() == seq && d_o.rows() == q.rows() && d_o.cols() == q.cols(),
-          "attention_core_backward: p " + shape(p) + ", d_o " + shape(d_o) + " do not fit q " + shape(q));
+  require(p.rows() == batch * heads * seq && p.cols() == seq && d_o.rows() == q.rows() &&
+              d_o.cols() == q.cols(),
+          "attention_core_backward: p " + shape(p) + ", d_o " + shape(d_o) + " do not fit q " +
+              shape(q));
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   MatrixRM dp(seq, seq);
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -202,8 +210,9 @@ void attention_core_backward(MatIn q, MatIn k, MatIn v, MatIn p, MatIn d_o, std:
   }
 }
 
-void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq, MatIn wk,
-                       MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p, MatOut o, MatOut y) {
+void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq,
+                       MatIn wk, MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p,
+                       MatOut o, MatOut y) {
   attention_shape(x, seq, heads, wq, wk, wv, wo);
   q.noalias() = x * wq;  // (n, hd)
   k.noalias() = x * wk;
@@ -229,13 +238,14 @@ void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq,
 }
 
 // ------------------------------------------------------------------------------------ layer norm
-void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat, VecOut rstd, MatOut y) {
+void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat, VecOut rstd,
+                        MatOut y) {
   const Eigen::Index n = x.rows(), d = x.cols();
-  require(gamma.size() == d && beta.size() == d && xhat.rows() == n && xhat.cols() == d && rstd.size() == n &&
-              y.rows() == n && y.cols() == d,
-          "layer_norm_forward: x " + shape(x) + ", gamma " + std::to_string(gamma.size()) + ", beta " +
-              std::to_string(beta.size()) + ", xhat " + shape(xhat) + ", rstd " + std::to_string(rstd.size()) +
-              ", y " + shape(y));
+  require(gamma.size() == d && beta.size() == d && xhat.rows() == n && xhat.cols() == d &&
+              rstd.size() == n && y.rows() == n && y.cols() == d,
+          "layer_norm_forward: x " + shape(x) + ", gamma " + std::to_string(gamma.size()) +
+              ", beta " + std::to_string(beta.size()) + ", xhat " + shape(xhat) + ", rstd " +
+              std::to_string(rstd.size()) + ", y " + shape(y));
   require(eps > 0.0f, "layer_norm_forward: eps must be positive");
   if (d == 0) return;
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -250,11 +260,12 @@ void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat
 void layer_norm_backward(MatIn xhat, VecIn rstd, VecIn gamma, MatIn dy, MatOut dx, VecOut dgamma,
                          VecOut dbeta) {
   const Eigen::Index n = xhat.rows(), d = xhat.cols();
-  require(rstd.size() == n && gamma.size() == d && dy.rows() == n && dy.cols() == d && dx.rows() == n &&
-              dx.cols() == d && dgamma.size() == d && dbeta.size() == d,
-          "layer_norm_backward: xhat " + shape(xhat) + ", dy " + shape(dy) + ", dx " + shape(dx) + ", rstd " +
-              std::to_string(rstd.size()) + ", gamma/dgamma/dbeta " + std::to_string(gamma.size()) + "/" +
-              std::to_string(dgamma.size()) + "/" + std::to_string(dbeta.size()));
+  require(rstd.size() == n && gamma.size() == d && dy.rows() == n && dy.cols() == d &&
+              dx.rows() == n && dx.cols() == d && dgamma.size() == d && dbeta.size() == d,
+          "layer_norm_backward: xhat " + shape(xhat) + ", dy " + shape(dy) + ", dx " + shape(dx) +
+              ", rstd " + std::to_string(rstd.size()) + ", gamma/dgamma/dbeta " +
+              std::to_string(gamma.size()) + "/" + std::to_string(dgamma.size()) + "/" +
+              std::to_string(dbeta.size()));
   if (d == 0) return;
   dgamma += (dy.array() * xhat.array()).colwise().sum().matrix();
   dbeta += dy.colwise().sum();
@@ -291,8 +302,9 @@ void check_labels(MatIn logits, std::span<const std::int32_t> labels, const char
               std::to_string(logits.rows()) + " rows of logits");
   for (std::size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0 || labels[i] >= logits.cols()) {
-      throw std::out_of_range(std::string(who) + ": label " + std::to_string(labels[i]) + " at row " +
-                              std::to_string(i) + " is outside [0, " + std::to_string(logits.cols()) + ")");
+      throw std::out_of_range(std::string(who) + ": label " + std::to_string(labels[i]) +
+                              " at row " + std::to_string(i) + " is outside [0, " +
+                              std::to_string(logits.cols()) + ")");
     }
   }
 }
@@ -305,13 +317,15 @@ double cross_entropy_forward(MatIn logits, std::span<const std::int32_t> labels)
   for (std::int64_t r = 0; r < logits.rows(); ++r) {
     const auto row = logits.row(r);
     const float mx = row.maxCoeff();
-    const double lse = static_cast<double>(mx) + std::log((row.array() - mx).exp().cast<double>().sum());
+    const double lse =
+        static_cast<double>(mx) + std::log((row.array() - mx).exp().cast<double>().sum());
     total += lse - static_cast<double>(row(labels[static_cast<std::size_t>(r)]));
   }
   return total / static_cast<double>(logits.rows());
 }
 
-void cross_entropy_backward(MatIn logits, std::span<const std::int32_t> labels, MatOut dlogits, float scale) {
+void cross_entropy_backward(MatIn logits, std::span<const std::int32_t> labels, MatOut dlogits,
+                            float scale) {
   check_labels(logits, labels, "cross_entropy_backward");
   require(dlogits.rows() == logits.rows() && dlogits.cols() == logits.cols(),
           "cross_entropy_backward: dlogits " + shape(dlogits) + " vs logits " + shape(logits));

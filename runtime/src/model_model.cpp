@@ -22,14 +22,15 @@ using ConstRowVecMap = Eigen::Map<const Eigen::RowVectorXf>;
 
 void require_positive(std::int64_t value, const char* field) {
   if (value < 1) {
-    throw std::invalid_argument(std::string("ModelConfig.") + field + " = " + std::to_string(value) +
-                                " must be at least 1");
+    throw std::invalid_argument(std::string("ModelConfig.") + field + " = " +
+                                std::to_string(value) + " must be at least 1");
   }
 }
 
 void require_size(std::size_t have, std::size_t want, const std::string& what) {
   if (have != want) {
-    throw std::invalid_argument(what + " holds " + std::to_string(have) + " values, expected " + std::to_string(want));
+    throw std::invalid_argument(what + " holds " + std::to_string(have) + " values, expected " +
+                                std::to_string(want));
   }
 }
 
@@ -39,7 +40,8 @@ Buffer<float> activation(Rank& rank, std::size_t count, const std::string& label
 
 }  // namespace
 
-// ------------------------------------------------------------------------------------ config, batch
+// ------------------------------------------------------------------------------------ config,
+// batch
 void ModelConfig::validate() const {
   require_positive(d_in, "d_in");
   require_positive(d_model, "d_model");
@@ -49,8 +51,9 @@ void ModelConfig::validate() const {
   require_positive(seq_len, "seq_len");
   require_positive(d_out, "d_out");
   if (attention && d_model % n_heads != 0) {
-    throw std::invalid_argument("ModelConfig: d_model = " + std::to_string(d_model) + " is not divisible by n_heads = " +
-                                std::to_string(n_heads) + "; pick a head count that divides it");
+    throw std::invalid_argument("ModelConfig: d_model = " + std::to_string(d_model) +
+                                " is not divisible by n_heads = " + std::to_string(n_heads) +
+                                "; pick a head count that divides it");
   }
 }
 
@@ -65,7 +68,8 @@ Batch Batch::slice(std::int64_t first, std::int64_t count) const {
   out.seq_len = seq_len;
   out.d_in = d_in;
   out.d_out = d_out;
-  const auto t0 = static_cast<std::size_t>(first * seq_len), tn = static_cast<std::size_t>(count * seq_len);
+  const auto t0 = static_cast<std::size_t>(first * seq_len),
+             tn = static_cast<std::size_t>(count * seq_len);
   const auto din = static_cast<std::size_t>(d_in), dout = static_cast<std::size_t>(d_out);
   out.inputs.assign(inputs.begin() + static_cast<std::ptrdiff_t>(t0 * din),
                     inputs.begin() + static_cast<std::ptrdiff_t>((t0 + tn) * din));
@@ -97,18 +101,20 @@ void zero(std::span<float> data) { std::fill(data.begin(), data.end(), 0.0f); }
 Model::Model(const ModelConfig& config) : config_(config) {
   config_.validate();
   const std::int64_t d = config_.d_model, f = config_.d_ff;
-  auto add_unit = [&](std::string name, std::int64_t in, std::int64_t out,
-                      std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> shapes) {
-    UnitInfo info{name, num_params_, 0, in, out};
-    first_tensor_.push_back(static_cast<int>(tensors_.size()));
-    for (auto& [tname, rc] : shapes) {
-      TensorInfo t{name + "." + tname, static_cast<int>(units_.size()), num_params_, rc.first, rc.second};
-      num_params_ += t.size();
-      info.count += t.size();
-      tensors_.push_back(std::move(t));
-    }
-    units_.push_back(std::move(info));
-  };
+  auto add_unit =
+      [&](std::string name, std::int64_t in, std::int64_t out,
+          std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> shapes) {
+        UnitInfo info{name, num_params_, 0, in, out};
+        first_tensor_.push_back(static_cast<int>(tensors_.size()));
+        for (auto& [tname, rc] : shapes) {
+          TensorInfo t{name + "." + tname, static_cast<int>(units_.size()), num_params_, rc.first,
+                       rc.second};
+          num_params_ += t.size();
+          info.count += t.size();
+          tensors_.push_back(std::move(t));
+        }
+        units_.push_back(std::move(info));
+      };
   add_unit("embed", config_.d_in, d, {{"w", {config_.d_in, d}}, {"b", {1, d}}});
   for (std::int64_t l = 0; l < config_.n_layers; ++l) {
     std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> shapes;
@@ -154,7 +160,9 @@ Replica Model::make_replica(MemoryLedger& ledger, std::uint64_t seed) const {
 }
 
 Batch Model::make_batch(std::int64_t sequences, std::uint64_t seed) const {
-  if (sequences < 0) throw std::invalid_argument("Model::make_batch: sequences = " + std::to_string(sequences) + " < 0");
+  if (sequences < 0)
+    throw std::invalid_argument("Model::make_batch: sequences = " + std::to_string(sequences) +
+                                " < 0");
   Batch b;
   b.sequences = sequences;
   b.seq_len = config_.seq_len;
@@ -166,8 +174,9 @@ Batch Model::make_batch(std::int64_t sequences, std::uint64_t seed) const {
   rng.fill_normal(b.inputs, 1.0);
   // The teacher is fixed (not drawn from `seed`), so every batch asks the same question.
   MatrixRM teacher(config_.d_in, config_.d_out);
-  Rng(0x7eac4e5ULL).fill_normal(std::span<float>(teacher.data(), static_cast<std::size_t>(teacher.size())),
-                                1.0 / std::sqrt(static_cast<double>(config_.d_in)));
+  Rng(0x7eac4e5ULL)
+      .fill_normal(std::span<float>(teacher.data(), static_cast<std::size_t>(teacher.size())),
+                   1.0 / std::sqrt(static_cast<double>(config_.d_in)));
   const auto x = as_matrix(std::span<const float>(b.inputs), static_cast<std::size_t>(n),
                            static_cast<std::size_t>(config_.d_in));
   // Each token's target depends on itself and the running mean of its sequence so far.
@@ -183,8 +192,8 @@ Batch Model::make_batch(std::int64_t sequences, std::uint64_t seed) const {
   const MatrixRM z = mixed * teacher;  // (tokens, d_out)
   if (config_.loss == LossKind::mse) {
     b.targets.resize(static_cast<std::size_t>(z.size()));
-    as_matrix(std::span<float>(b.targets), static_cast<std::size_t>(n), static_cast<std::size_t>(config_.d_out)) =
-        z.array().tanh().matrix();
+    as_matrix(std::span<float>(b.targets), static_cast<std::size_t>(n),
+              static_cast<std::size_t>(config_.d_out)) = z.array().tanh().matrix();
   } else {
     b.labels.resize(static_cast<std::size_t>(n));
     for (std::int64_t r = 0; r < n; ++r) {
@@ -201,7 +210,8 @@ double Model::unit_forward_flops(int u, std::int64_t tokens) const {
   const UnitInfo& info = unit(u);
   if (u == 0 || u == num_units() - 1) return linear_flops(tokens, info.in_width, info.out_width);
   double flops = ffn_flops(tokens, config_.d_model, config_.d_ff);
-  if (config_.attention) flops += attention_flops(tokens, config_.seq_len, config_.d_model, config_.d_model);
+  if (config_.attention)
+    flops += attention_flops(tokens, config_.seq_len, config_.d_model, config_.d_model);
   return flops;
 }
 
@@ -212,23 +222,30 @@ double Model::forward_flops(std::int64_t tokens) const {
 }
 
 // ------------------------------------------------------------------------------------ forward
-Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
-                                  std::int64_t tokens, UnitCache* cache, Save save) const {
+Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit_params,
+                                  Buffer<float> x, std::int64_t tokens, UnitCache* cache,
+                                  Save save) const {
   const UnitInfo& info = unit(u);
   require_size(unit_params.size(), info.count, "Model::unit_forward: parameters of " + info.name);
-  require_size(x.size(), static_cast<std::size_t>(tokens * info.in_width), "Model::unit_forward: input of " + info.name);
+  require_size(x.size(), static_cast<std::size_t>(tokens * info.in_width),
+               "Model::unit_forward: input of " + info.name);
   if (tokens % config_.seq_len != 0) {
     throw std::invalid_argument("Model::unit_forward: " + std::to_string(tokens) +
-                                " tokens is not a whole number of sequences of " + std::to_string(config_.seq_len));
+                                " tokens is not a whole number of sequences of " +
+                                std::to_string(config_.seq_len));
   }
   const auto n = static_cast<std::size_t>(tokens);
   const auto base = info.offset;
-  const TensorInfo* t = &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
+  const TensorInfo* t =
+      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
   auto weight = [&](int i) {
     const TensorInfo& ti = t[i];
-    return as_matrix(unit_params, static_cast<std::size_t>(ti.rows), static_cast<std::size_t>(ti.cols), ti.offset - base);
+    return as_matrix(unit_params, static_cast<std::size_t>(ti.rows),
+                     static_cast<std::size_t>(ti.cols), ti.offset - base);
   };
-  auto bias = [&](int i) { return ConstRowVecMap(unit_params.data() + (t[i].offset - base), t[i].cols); };
+  auto bias = [&](int i) {
+    return ConstRowVecMap(unit_params.data() + (t[i].offset - base), t[i].cols);
+  };
   const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
 
   Buffer<float> y = activation(rank, n * width(info.out_width), info.name + ".out");
@@ -252,10 +269,11 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
       local.p = activation(rank, n * heads * seq, info.name + ".p");
       local.mid = activation(rank, n * d, info.name + ".mid");
       auto XM = as_matrix(local.mid.span(), n, d);
-      attention_forward(X, config_.seq_len, config_.n_heads, config_.causal, weight(0), weight(1), weight(2),
-                        weight(3), as_matrix(local.q.span(), n, d), as_matrix(local.k.span(), n, d),
-                        as_matrix(local.v.span(), n, d), as_matrix(local.p.span(), n * heads, seq),
-                        as_matrix(local.o.span(), n, d), XM);
+      attention_forward(X, config_.seq_len, config_.n_heads, config_.causal, weight(0), weight(1),
+                        weight(2), weight(3), as_matrix(local.q.span(), n, d),
+                        as_matrix(local.k.span(), n, d), as_matrix(local.v.span(), n, d),
+                        as_matrix(local.p.span(), n * heads, seq), as_matrix(local.o.span(), n, d),
+                        XM);
       XM += X;  // residual
       ffn_in = local.mid.span();
       next = 4;
@@ -263,11 +281,12 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
     local.h = activation(rank, n * f, info.name + ".h");
     local.a = activation(rank, n * f, info.name + ".a");
     const auto FI = as_matrix(ffn_in, n, d);
-    ffn_forward(FI, weight(next), bias(next + 1), weight(next + 2), bias(next + 3), as_matrix(local.h.span(), n, f),
-                as_matrix(local.a.span(), n, f), Y);
+    ffn_forward(FI, weight(next), bias(next + 1), weight(next + 2), bias(next + 3),
+                as_matrix(local.h.span(), n, f), as_matrix(local.a.span(), n, f), Y);
     Y += FI;  // residual
     if (save == Save::without_attention_core) {
-      // The core is a function of q, k, v alone: drop it now, the caller rebuilds it for the backward.
+      // The core is a function of q, k, v alone: drop it now, the caller rebuilds it for the
+      // backward.
       local.p.reset();
       local.o.reset();
     }
@@ -282,8 +301,9 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
 }
 
 // ------------------------------------------------------------------------------------ backward
-Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> unit_params, std::span<float> unit_grads,
-                                   UnitCache& cache, std::span<const float> dy) const {
+Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> unit_params,
+                                   std::span<float> unit_grads, UnitCache& cache,
+                                   std::span<const float> dy) const {
   const UnitInfo& info = unit(u);
   require_size(unit_params.size(), info.count, "Model::unit_backward: parameters of " + info.name);
   require_size(unit_grads.size(), info.count, "Model::unit_backward: gradients of " + info.name);
@@ -293,23 +313,28 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
   }
   const bool is_block = u != 0 && u != num_units() - 1;
   if (is_block && config_.attention && (cache.p.empty() || cache.o.empty())) {
-    throw std::logic_error("Model::unit_backward: " + info.name +
-                           " was saved without its attention core (Save::without_attention_core); rebuild "
-                           "cache.p and cache.o from cache.q, k, v with attention_core_forward first");
+    throw std::logic_error(
+        "Model::unit_backward: " + info.name +
+        " was saved without its attention core (Save::without_attention_core); rebuild "
+        "cache.p and cache.o from cache.q, k, v with attention_core_forward first");
   }
   const auto n = static_cast<std::size_t>(cache.tokens);
-  require_size(dy.size(), n * static_cast<std::size_t>(info.out_width), "Model::unit_backward: dy of " + info.name);
+  require_size(dy.size(), n * static_cast<std::size_t>(info.out_width),
+               "Model::unit_backward: dy of " + info.name);
   const auto base = info.offset;
-  const TensorInfo* t = &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
+  const TensorInfo* t =
+      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
   auto weight = [&](int i) {
-    return as_matrix(unit_params, static_cast<std::size_t>(t[i].rows), static_cast<std::size_t>(t[i].cols),
-                     t[i].offset - base);
+    return as_matrix(unit_params, static_cast<std::size_t>(t[i].rows),
+                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
   };
   auto dweight = [&](int i) {
-    return as_matrix(unit_grads, static_cast<std::size_t>(t[i].rows), static_cast<std::size_t>(t[i].cols),
-                     t[i].offset - base);
+    return as_matrix(unit_grads, static_cast<std::size_t>(t[i].rows),
+                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
   };
-  auto dbias = [&](int i) { return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols); };
+  auto dbias = [&](int i) {
+    return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols);
+  };
   auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
     return as_matrix(std::span<const float>(b.span()), rows, cols);
   };
@@ -319,22 +344,25 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
   auto DX = as_matrix(dx.span(), n, width(info.in_width));
   const auto DY = as_matrix(dy, n, width(info.out_width));
   if (!is_block) {
-    linear_backward(saved(cache.x, n, width(info.in_width)), weight(0), DY, DX, dweight(0), dbias(1));
+    linear_backward(saved(cache.x, n, width(info.in_width)), weight(0), DY, DX, dweight(0),
+                    dbias(1));
   } else {
     const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
     const int next = config_.attention ? 4 : 0;
-    const auto FI = saved(config_.attention ? cache.mid : cache.x, n, d);  // (tokens, d_model) the FFN's input
+    const auto FI =
+        saved(config_.attention ? cache.mid : cache.x, n, d);  // (tokens, d_model) the FFN's input
     // y = FI + ffn(FI): the residual passes dy straight through, the FFN adds its part.
     MatrixRM dmid(n, d);
-    ffn_backward(FI, weight(next), weight(next + 2), saved(cache.h, n, f), saved(cache.a, n, f), DY, dmid,
-                 dweight(next), dbias(next + 1), dweight(next + 2), dbias(next + 3));
+    ffn_backward(FI, weight(next), weight(next + 2), saved(cache.h, n, f), saved(cache.a, n, f), DY,
+                 dmid, dweight(next), dbias(next + 1), dweight(next + 2), dbias(next + 3));
     dmid += DY;
     if (config_.attention) {
       const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
-      attention_backward(saved(cache.x, n, d), config_.seq_len, config_.n_heads, weight(0), weight(1), weight(2),
-                         weight(3), saved(cache.q, n, d), saved(cache.k, n, d), saved(cache.v, n, d),
-                         saved(cache.p, n * heads, seq), saved(cache.o, n, d), dmid, DX, dweight(0), dweight(1),
-                         dweight(2), dweight(3));
+      attention_backward(saved(cache.x, n, d), config_.seq_len, config_.n_heads, weight(0),
+                         weight(1), weight(2), weight(3), saved(cache.q, n, d),
+                         saved(cache.k, n, d), saved(cache.v, n, d), saved(cache.p, n * heads, seq),
+                         saved(cache.o, n, d), dmid, DX, dweight(0), dweight(1), dweight(2),
+                         dweight(3));
       DX += dmid;
     } else {
       DX = dmid;
@@ -347,20 +375,25 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
 
 // ------------------------------------------------------------------------------------ loss
 double Model::loss_value(std::span<const float> out, const Batch& batch) const {
-  const auto n = static_cast<std::size_t>(batch.tokens()), c = static_cast<std::size_t>(config_.d_out);
+  const auto n = static_cast<std::size_t>(batch.tokens()),
+             c = static_cast<std::size_t>(config_.d_out);
   require_size(out.size(), n * c, "Model::loss_value: output");
   const auto Y = as_matrix(out, n, c);
-  if (config_.loss == LossKind::mse) return mse_forward(Y, as_matrix(std::span<const float>(batch.targets), n, c));
+  if (config_.loss == LossKind::mse)
+    return mse_forward(Y, as_matrix(std::span<const float>(batch.targets), n, c));
   return cross_entropy_forward(Y, batch.labels);
 }
 
-double Model::loss_backward(std::span<const float> out, const Batch& batch, std::span<float> dout, float scale) const {
-  const auto n = static_cast<std::size_t>(batch.tokens()), c = static_cast<std::size_t>(config_.d_out);
+double Model::loss_backward(std::span<const float> out, const Batch& batch, std::span<float> dout,
+                            float scale) const {
+  const auto n = static_cast<std::size_t>(batch.tokens()),
+             c = static_cast<std::size_t>(config_.d_out);
   require_size(dout.size(), n * c, "Model::loss_backward: dout");
   const double loss = loss_value(out, batch);
   const auto Y = as_matrix(out, n, c);
   if (config_.loss == LossKind::mse) {
-    mse_backward(Y, as_matrix(std::span<const float>(batch.targets), n, c), as_matrix(dout, n, c), scale);
+    mse_backward(Y, as_matrix(std::span<const float>(batch.targets), n, c), as_matrix(dout, n, c),
+                 scale);
   } else {
     cross_entropy_backward(Y, batch.labels, as_matrix(dout, n, c), scale);
   }
@@ -369,27 +402,30 @@ double Model::loss_backward(std::span<const float> out, const Batch& batch, std:
 
 // ------------------------------------------------------------------------------------ whole model
 Buffer<float> Model::input(Rank& rank, const Batch& batch) const {
-  require_size(batch.inputs.size(), static_cast<std::size_t>(batch.tokens() * config_.d_in), "Batch.inputs");
+  require_size(batch.inputs.size(), static_cast<std::size_t>(batch.tokens() * config_.d_in),
+               "Batch.inputs");
   Buffer<float> x = activation(rank, batch.inputs.size(), "input");
   std::copy(batch.inputs.begin(), batch.inputs.end(), x.begin());
   return x;
 }
 
-double Model::forward_backward(Rank& rank, std::span<const float> params, std::span<float> grads, const Batch& batch,
-                               const GradsReadyHook& on_grads_ready) const {
+double Model::forward_backward(Rank& rank, std::span<const float> params, std::span<float> grads,
+                               const Batch& batch, const GradsReadyHook& on_grads_ready) const {
   require_size(params.size(), num_params_, "Model::forward_backward: params");
   require_size(grads.size(), num_params_, "Model::forward_backward: grads");
   const std::int64_t tokens = batch.tokens();
   std::vector<UnitCache> caches(static_cast<std::size_t>(num_units()));
   Buffer<float> x = input(rank, batch);
   for (int u = 0; u < num_units(); ++u) {
-    x = unit_forward(rank, u, unit_view(params, u), std::move(x), tokens, &caches[static_cast<std::size_t>(u)]);
+    x = unit_forward(rank, u, unit_view(params, u), std::move(x), tokens,
+                     &caches[static_cast<std::size_t>(u)]);
   }
   Buffer<float> d = activation(rank, x.size(), "dloss");
   const double loss = loss_backward(x.span(), batch, d.span());
   x.reset();
   for (int u = num_units() - 1; u >= 0; --u) {
-    d = unit_backward(rank, u, unit_view(params, u), unit_view(grads, u), caches[static_cast<std::size_t>(u)], d.span());
+    d = unit_backward(rank, u, unit_view(params, u), unit_view(grads, u),
+                      caches[static_cast<std::size_t>(u)], d.span());
     if (on_grads_ready) on_grads_ready(u);
   }
   return loss;

@@ -58,7 +58,7 @@ struct Message {
   std::size_t count = 0;
   std::size_t nbytes = 0;
   std::unique_ptr<unsigned char[]> bytes;  // not zero-filled: the send overwrites it at once
-  double ready = 0.0;  // virtual time the last byte arrives
+  double ready = 0.0;                      // virtual time the last byte arrives
 };
 
 struct RecvOp;
@@ -76,10 +76,10 @@ inline constexpr std::size_t kListedRanks = 16;
 /// behind, since its operations are never matched or completed.
 struct Group {
   std::string name;
-  std::vector<int> members;  // global ranks, by group rank
-  double alpha = 0.0;        // latency of the slowest link between members
-  double beta = 1.0;         // bandwidth of the slowest link between members
-  std::vector<std::uint64_t> next_seq;                          // per group rank
+  std::vector<int> members;             // global ranks, by group rank
+  double alpha = 0.0;                   // latency of the slowest link between members
+  double beta = 1.0;                    // bandwidth of the slowest link between members
+  std::vector<std::uint64_t> next_seq;  // per group rank
   // lock: collectives some members have joined, by sequence number. Their members' handles
   // own them; an entry expires only when every member that joined gave up (the run is failing).
   std::map<std::uint64_t, std::weak_ptr<CollectiveOp>> pending;
@@ -88,7 +88,8 @@ struct Group {
   // them; a receive given up on withdraws itself (RecvOp::cancel) so it cannot take a message.
   std::vector<std::deque<std::weak_ptr<RecvOp>>> posted;
   /// Name and members, e.g. "tp{0,1,2,3}". A larger group than kListedRanks shows its first
-  /// kListedRanks - 1 members, "...", the last one and the count: "world{0,...,14,...,1023 (1024 ranks)}".
+  /// kListedRanks - 1 members, "...", the last one and the count: "world{0,...,14,...,1023 (1024
+  /// ranks)}".
   std::string describe() const;
   int size() const { return static_cast<int>(members.size()); }
 };
@@ -116,10 +117,10 @@ struct RankState {
 struct ClusterState {
   ClusterConfig config;
   std::mutex mu;
-  int live_ranks = 0;   // lock: ranks whose body has not returned
+  int live_ranks = 0;    // lock: ranks whose body has not returned
   int asleep_ranks = 0;  // lock: ranks asleep in block(); all live ones asleep may be a deadlock
   std::atomic<bool> aborting{false};
-  std::exception_ptr error;       // first primary error, else first RankStopped
+  std::exception_ptr error;  // first primary error, else first RankStopped
   bool error_is_primary = false;
   std::string abort_reason;
   std::vector<std::unique_ptr<RankState>> ranks;

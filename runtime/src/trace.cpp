@@ -12,13 +12,23 @@ std::string Cluster::chrome_trace() const {
   using nlohmann::json;
   json events = json::array();
   for (const auto& r : reports()) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", r.rank}, {"tid", 0},
-                      {"args", {{"name", "rank " + std::to_string(r.rank) + " (node " +
-                                             std::to_string(r.rank / config().gpus_per_node) + ")"}}}});
-    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", r.rank}, {"tid", 0},
+    events.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", r.rank},
+                      {"tid", 0},
+                      {"args",
+                       {{"name", "rank " + std::to_string(r.rank) + " (node " +
+                                     std::to_string(r.rank / config().gpus_per_node) + ")"}}}});
+    events.push_back({{"name", "process_sort_index"},
+                      {"ph", "M"},
+                      {"pid", r.rank},
+                      {"tid", 0},
                       {"args", {{"sort_index", r.rank}}}});
     for (Stream s : {Stream::compute, Stream::comm, Stream::recv}) {
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", r.rank}, {"tid", static_cast<int>(s)},
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", r.rank},
+                        {"tid", static_cast<int>(s)},
                         {"args", {{"name", std::string(to_string(s))}}}});
     }
     for (const Span& sp : r.clock.timeline()) {
@@ -42,7 +52,8 @@ void Cluster::write_chrome_trace(const std::string& path) const {
                              "' for writing; check that the folder exists and is writable");
   }
   f << chrome_trace() << '\n';
-  if (!f) throw std::runtime_error("mgpu::Cluster::write_chrome_trace: writing '" + path + "' failed");
+  if (!f)
+    throw std::runtime_error("mgpu::Cluster::write_chrome_trace: writing '" + path + "' failed");
 }
 
 }  // namespace mgpu

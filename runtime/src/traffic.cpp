@@ -9,16 +9,20 @@ double bus_bandwidth_factor(OpKind kind, int n) {
   if (n <= 0) return 0.0;
   const double nn = n;
   switch (kind) {
-    case OpKind::all_reduce: return 2.0 * (nn - 1.0) / nn;
+    case OpKind::all_reduce:
+      return 2.0 * (nn - 1.0) / nn;
     case OpKind::reduce_scatter:
     case OpKind::all_gather:
     case OpKind::all_to_all:
-    case OpKind::all_to_all_v: return (nn - 1.0) / nn;
+    case OpKind::all_to_all_v:
+      return (nn - 1.0) / nn;
     case OpKind::broadcast:
     case OpKind::send:
-    case OpKind::recv: return 1.0;
+    case OpKind::recv:
+      return 1.0;
     case OpKind::barrier:
-    case OpKind::split: return 0.0;
+    case OpKind::split:
+      return 0.0;
   }
   return 0.0;
 }
@@ -39,7 +43,8 @@ void TrafficMeter::record(OpKind kind, std::string_view group, const TrafficCoun
 }
 
 namespace {
-TrafficCounts find(const std::map<std::string, TrafficCounts, std::less<>>& m, std::string_view key) {
+TrafficCounts find(const std::map<std::string, TrafficCounts, std::less<>>& m,
+                   std::string_view key) {
   auto it = m.find(key);
   return it == m.end() ? TrafficCounts{} : it->second;
 }

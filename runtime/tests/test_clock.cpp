@@ -33,10 +33,12 @@ TEST_CASE("compute advances the clock by flops / rate") {
   CHECK(cluster.report(0).clock.idle_time() == 0.0);
 }
 
-TEST_CASE("a token passed around a ring takes one latency + bytes/bandwidth per hop, slower between nodes") {
+TEST_CASE(
+    "a token passed around a ring takes one latency + bytes/bandwidth per hop, slower between "
+    "nodes") {
   const int n = 4;
   const std::size_t count = 250000;  // 1 MB of floats
-  Cluster cluster(config(n, 2));      // nodes {0,1} and {2,3}: hop 1->2 crosses nodes
+  Cluster cluster(config(n, 2));     // nodes {0,1} and {2,3}: hop 1->2 crosses nodes
   cluster.run([&](Rank& r) {
     Comm& w = r.world();
     std::vector<float> token(count);
@@ -45,7 +47,8 @@ TEST_CASE("a token passed around a ring takes one latency + bytes/bandwidth per 
   });
   const double bytes = count * 4.0;
   const double intra = 2e-6 + bytes / 100e9, inter = 20e-6 + bytes / 10e9;
-  CHECK(cluster.report(1).clock.now() == doctest::Approx(intra + inter));  // recv, then its send to node 1
+  CHECK(cluster.report(1).clock.now() ==
+        doctest::Approx(intra + inter));  // recv, then its send to node 1
   CHECK(cluster.report(3).clock.now() == doctest::Approx(intra + inter + intra));
   std::printf("ring of 3 hops: %.3f us (model %.3f us)\n", cluster.report(3).clock.now() * 1e6,
               (2 * intra + inter) * 1e6);
@@ -150,7 +153,8 @@ TEST_CASE("virtual time and timelines are identical across runs") {
         Request q = r.world().iall_reduce(v);
         r.compute(2e6, "bwd");
         q.wait();
-        if (r.id() > 0) r.world().send(v, 0, step);
+        if (r.id() > 0)
+          r.world().send(v, 0, step);
         else
           for (int s = 1; s < 5; ++s) r.world().recv(v, s, step);
       }

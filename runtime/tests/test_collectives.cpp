@@ -57,7 +57,8 @@ double check_reduce_scatter(int n, std::size_t m, ReduceOp op) {
   double err = 0;
   for (int r = 0; r < n; ++r) {
     std::vector<T> want(m);
-    for (std::size_t j = 0; j < m; ++j) want[j] = naive_reduce(in, static_cast<std::size_t>(r) * m + j, op);
+    for (std::size_t j = 0; j < m; ++j)
+      want[j] = naive_reduce(in, static_cast<std::size_t>(r) * m + j, op);
     err = std::max(err, max_abs_diff(got[static_cast<std::size_t>(r)], want));
   }
   return err;
@@ -97,7 +98,8 @@ double check_broadcast(int n, std::size_t len, int root) {
     got[static_cast<std::size_t>(r.id())] = v;
   });
   double err = 0;
-  for (const auto& g : got) err = std::max(err, max_abs_diff(g, in[static_cast<std::size_t>(root)]));
+  for (const auto& g : got)
+    err = std::max(err, max_abs_diff(g, in[static_cast<std::size_t>(root)]));
   return err;
 }
 
@@ -163,7 +165,8 @@ void all_collectives_match_naive() {
   double worst = 0;
   for (int n : kWorlds) {
     const auto nn = static_cast<std::size_t>(n);
-    for (std::size_t len : {std::size_t(0), std::size_t(1), nn + 1, 5 * nn, std::size_t(1000), std::size_t(70001)}) {
+    for (std::size_t len :
+         {std::size_t(0), std::size_t(1), nn + 1, 5 * nn, std::size_t(1000), std::size_t(70001)}) {
       for (ReduceOp op : kOps) {
         CAPTURE(n);
         CAPTURE(len);
@@ -218,7 +221,8 @@ TEST_CASE("results are identical across runs and ranks (deterministic reduction 
     Cluster cluster(7);
     cluster.run([&](Rank& r) {
       std::vector<float> v(10007);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0f / float(1 + i + 13 * static_cast<std::size_t>(r.id()));
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = 1.0f / float(1 + i + 13 * static_cast<std::size_t>(r.id()));
       r.world().all_reduce(v);
       got[static_cast<std::size_t>(r.id())] = v;
     });
@@ -251,7 +255,9 @@ TEST_CASE("64 ranks all-reduce 1M floats correctly") {
   CHECK(std::count(ok.begin(), ok.end(), 1) == n);
 }
 
-TEST_CASE("non-blocking collectives complete in any wait order, and unwaited requests wait in their destructor") {
+TEST_CASE(
+    "non-blocking collectives complete in any wait order, and unwaited requests wait in their "
+    "destructor") {
   Cluster cluster(4);
   cluster.run([](Rank& r) {
     std::vector<double> a(1000, 1.0), b(333, 2.0), c(10, double(r.id()));

@@ -19,9 +19,9 @@ TEST_CASE("compare finds every element outside the tolerance and names the first
   CHECK(m.report.find("2 of 5 elements") != std::string::npos);
   CHECK(m.report.find("first at [1]: got 2.5, expected 2") != std::string::npos);
   CHECK(m.report.find("worst at [3]: got 7, expected 4") != std::string::npos);
-  CHECK(compare("x", got, want, {3, 0}).count == 0);            // absolute tolerance
-  CHECK(compare("x", got, want, {0, 0.75}).count == 0);         // relative: 3 <= 0.75 * 4
-  CHECK(compare("x", want, want).report.empty());               // equal: nothing to say
+  CHECK(compare("x", got, want, {3, 0}).count == 0);     // absolute tolerance
+  CHECK(compare("x", got, want, {0, 0.75}).count == 0);  // relative: 3 <= 0.75 * 4
+  CHECK(compare("x", want, want).report.empty());        // equal: nothing to say
 }
 
 TEST_CASE("compare treats NaN and different sizes as mismatches") {

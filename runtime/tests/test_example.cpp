@@ -21,7 +21,8 @@ TEST_CASE("the README example runs and its numbers follow the cost model") {
   const double S = 4.0 * (1 << 20);
   const double ar4 = 2 * 3 * (3e-6 + S / (4 * 450e9)), ar2 = 2 * 1 * (3e-6 + S / (2 * 450e9));
   CHECK(rep.memory.peak_total() == std::size_t(S));
-  CHECK(rep.clock.now() == doctest::Approx(3e12 / 4e14 + ar2));  // the first all-reduce hid under compute
+  CHECK(rep.clock.now() ==
+        doctest::Approx(3e12 / 4e14 + ar2));  // the first all-reduce hid under compute
   CHECK(rep.clock.idle_time() == doctest::Approx(ar2));
   CHECK(ar4 < 1e12 / 4e14);
 }

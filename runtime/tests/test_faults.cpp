@@ -27,7 +27,9 @@ std::string failure(int n, const std::function<void(Rank&)>& body) {
   CHECK(secs < 1.0);
   return msg;
 }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 }  // namespace
 
 TEST_CASE("two ranks that both receive first deadlock, and the report names each wait") {
@@ -77,39 +79,52 @@ TEST_CASE("a deadlock report mentions when the members that arrived already disa
     std::vector<float> v(r.id() == 1 ? 100 : 128);
     if (r.id() != 2) r.world().all_reduce(v);
   });
-  CHECK(has(msg, "disagree: all_reduce in group world{0,1,2}: rank 1 count 100 differs from rank 0's 128"));
+  CHECK(has(
+      msg,
+      "disagree: all_reduce in group world{0,1,2}: rank 1 count 100 differs from rank 0's 128"));
 }
 
 TEST_CASE("mismatched op, root, dtype and reduce op are reported") {
-  CHECK(has(failure<CollectiveMismatch>(2, [](Rank& r) {
-              std::vector<float> v(4), w(8);
-              if (r.id() == 0) r.world().all_reduce(v);
-              else r.world().all_gather(v, w);
-            }),
+  CHECK(has(failure<CollectiveMismatch>(2,
+                                        [](Rank& r) {
+                                          std::vector<float> v(4), w(8);
+                                          if (r.id() == 0)
+                                            r.world().all_reduce(v);
+                                          else
+                                            r.world().all_gather(v, w);
+                                        }),
             "calls"));
-  CHECK(has(failure<CollectiveMismatch>(2, [](Rank& r) {
-              std::vector<float> v(4);
-              r.world().broadcast(v, r.id());
-            }),
+  CHECK(has(failure<CollectiveMismatch>(2,
+                                        [](Rank& r) {
+                                          std::vector<float> v(4);
+                                          r.world().broadcast(v, r.id());
+                                        }),
             "root"));
-  CHECK(has(failure<CollectiveMismatch>(2, [](Rank& r) {
-              std::vector<float> f(4);
-              std::vector<double> d(4);
-              if (r.id() == 0) r.world().all_reduce(f);
-              else r.world().all_reduce(d);
-            }),
+  CHECK(has(failure<CollectiveMismatch>(2,
+                                        [](Rank& r) {
+                                          std::vector<float> f(4);
+                                          std::vector<double> d(4);
+                                          if (r.id() == 0)
+                                            r.world().all_reduce(f);
+                                          else
+                                            r.world().all_reduce(d);
+                                        }),
             "dtype"));
-  CHECK(has(failure<CollectiveMismatch>(2, [](Rank& r) {
-              std::vector<float> v(4);
-              r.world().all_reduce(v, r.id() == 0 ? ReduceOp::sum : ReduceOp::max);
-            }),
+  CHECK(has(failure<CollectiveMismatch>(2,
+                                        [](Rank& r) {
+                                          std::vector<float> v(4);
+                                          r.world().all_reduce(
+                                              v, r.id() == 0 ? ReduceOp::sum : ReduceOp::max);
+                                        }),
             "reduce op"));
-  CHECK(has(failure<CollectiveMismatch>(2, [](Rank& r) {
-              std::vector<std::size_t> sc{1, 1}, rc{1, r.id() == 0 ? 2u : 1u};
-              std::vector<float> in(2), out(r.id() == 0 ? 3 : 2);
-              r.world().all_to_all_v(in, sc, out, rc);
-            }),
-            "expects 2"));
+  CHECK(has(
+      failure<CollectiveMismatch>(2,
+                                  [](Rank& r) {
+                                    std::vector<std::size_t> sc{1, 1}, rc{1, r.id() == 0 ? 2u : 1u};
+                                    std::vector<float> in(2), out(r.id() == 0 ? 3 : 2);
+                                    r.world().all_to_all_v(in, sc, out, rc);
+                                  }),
+      "expects 2"));
 }
 
 TEST_CASE("an exception in one rank stops the others and reaches the caller with its type") {
@@ -151,8 +166,10 @@ TEST_CASE("invalid arguments throw std::invalid_argument with the fix in the mes
   CHECK(has(msg, "must have group size 2 x output size 4 = 8"));
   msg = failure<std::invalid_argument>(2, [](Rank& r) {
     std::vector<float> v(r.id() == 0 ? 3 : 4);
-    if (r.id() == 0) r.world().send(v, 1);
-    else r.world().recv(v, 0);
+    if (r.id() == 0)
+      r.world().send(v, 1);
+    else
+      r.world().recv(v, 0);
   });
   CHECK(has(msg, "the message holds 3 f32 elements but the receive buffer holds 4"));
   msg = failure<std::invalid_argument>(3, [](Rank& r) {

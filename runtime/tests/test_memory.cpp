@@ -84,7 +84,8 @@ TEST_CASE("each rank's peak is reported after the run") {
     { Buffer<float> act(r.memory(), Category::activations, 50, "act"); }
   });
   for (int r = 0; r < 3; ++r) {
-    CHECK(cluster.report(r).memory.peak(Category::weights) == 400u * static_cast<std::size_t>(r + 1));
+    CHECK(cluster.report(r).memory.peak(Category::weights) ==
+          400u * static_cast<std::size_t>(r + 1));
     CHECK(cluster.report(r).memory.peak_total() == 400u * static_cast<std::size_t>(r + 1) + 200);
     CHECK(cluster.report(r).memory.current_total() == 0);
   }

@@ -56,7 +56,8 @@ TEST_CASE("the whole model's gradient matches finite differences of its loss") {
           scale = std::max(scale, std::abs(fd));
         }
         std::printf("model (%s, attention=%d, %zu params): max |grad - fd| %.2e, relative %.2e\n",
-                    loss == LossKind::mse ? "mse" : "cross-entropy", attention, params.size(), worst, worst / scale);
+                    loss == LossKind::mse ? "mse" : "cross-entropy", attention, params.size(),
+                    worst, worst / scale);
         CHECK(worst / scale < 2e-3);
       });
     }
@@ -101,7 +102,8 @@ TEST_CASE("the layout is one contiguous range per unit, in forward order") {
   CHECK(t_next == net.num_params());
 }
 
-TEST_CASE("the ledger sees weights, grads, Adam state and activations; the clock sees 3x forward FLOPs") {
+TEST_CASE(
+    "the ledger sees weights, grads, Adam state and activations; the clock sees 3x forward FLOPs") {
   const Model net(tiny(LossKind::mse, true));
   const Batch batch = net.make_batch(4, 2);
   Cluster cluster(1);
@@ -132,7 +134,8 @@ TEST_CASE("an FFN-only model costs 6 FLOPs per weight per token (the 6ND rule)")
   std::size_t weights = 0;  // matrix entries only: biases cost no matmul FLOPs
   for (const TensorInfo& t : net.tensors()) weights += t.rows > 1 ? t.size() : 0;
   const std::int64_t tokens = 12;
-  CHECK(3.0 * net.forward_flops(tokens) == doctest::Approx(6.0 * static_cast<double>(weights) * tokens));
+  CHECK(3.0 * net.forward_flops(tokens) ==
+        doctest::Approx(6.0 * static_cast<double>(weights) * tokens));
 }
 
 TEST_CASE("Adam training lowers the loss of the synthetic task") {
@@ -149,7 +152,8 @@ TEST_CASE("Adam training lowers the loss of the synthetic task") {
       first = net.evaluate(r, rep.params.span(), eval);
       for (int s = 0; s < 60; ++s) {
         zero(rep.grads.span());
-        net.forward_backward(r, rep.params.span(), rep.grads.span(), net.make_batch(16, static_cast<std::uint64_t>(s)));
+        net.forward_backward(r, rep.params.span(), rep.grads.span(),
+                             net.make_batch(16, static_cast<std::uint64_t>(s)));
         adam.step(rep.params.span(), rep.grads.span());
       }
       last = net.evaluate(r, rep.params.span(), eval);
@@ -171,7 +175,8 @@ TEST_CASE("SGD with momentum follows its update rule") {
 }
 
 TEST_CASE("mixed-precision Adam keeps fp32 master weights and writes their bf16 rounding") {
-  std::vector<float> master = {1.0f, -0.3f, 2.5f}, grads = {0.1f, -0.2f, 0.0f}, m(3), v(3), ref = master;
+  std::vector<float> master = {1.0f, -0.3f, 2.5f}, grads = {0.1f, -0.2f, 0.0f}, m(3), v(3),
+                     ref = master;
   std::vector<float> m2(3), v2(3);
   std::vector<bf16> weights(3);
   adam_step_mixed(master, grads, m, v, 1, AdamConfig{}, weights);
@@ -183,7 +188,8 @@ TEST_CASE("mixed-precision Adam keeps fp32 master weights and writes their bf16 
   CHECK_THROWS_AS(to_bf16(master, std::span<bf16>(weights).first(2)), std::invalid_argument);
 }
 
-TEST_CASE("driving the units one by one (with a recomputed unit) gives forward_backward's gradients") {
+TEST_CASE(
+    "driving the units one by one (with a recomputed unit) gives forward_backward's gradients") {
   const Model net(tiny(LossKind::cross_entropy, true));
   const Batch batch = net.make_batch(3, 4);
   std::vector<float> whole, by_unit;
@@ -195,7 +201,8 @@ TEST_CASE("driving the units one by one (with a recomputed unit) gives forward_b
     zero(rep.grads.span());
     const std::span<const float> params = rep.params.span();
     std::vector<UnitCache> caches(static_cast<std::size_t>(net.num_units()));
-    std::vector<float> block1_input;  // a checkpoint: block 1 runs without a cache and is recomputed
+    std::vector<float>
+        block1_input;  // a checkpoint: block 1 runs without a cache and is recomputed
     Buffer<float> x = net.input(r, batch);
     for (int u = 0; u < net.num_units(); ++u) {
       const bool checkpointed = u == 2;
@@ -209,7 +216,8 @@ TEST_CASE("driving the units one by one (with a recomputed unit) gives forward_b
       if (u == 2) {  // recompute the forward of the checkpointed unit, this time keeping its cache
         Buffer<float> again(r.memory(), Category::activations, block1_input.size(), "recompute");
         std::copy(block1_input.begin(), block1_input.end(), again.begin());
-        net.unit_forward(r, u, net.unit_view(params, u), std::move(again), batch.tokens(), &caches[2]);
+        net.unit_forward(r, u, net.unit_view(params, u), std::move(again), batch.tokens(),
+                         &caches[2]);
       }
       d = net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(rep.grads.span(), u),
                             caches[static_cast<std::size_t>(u)], d.span());
@@ -219,11 +227,14 @@ TEST_CASE("driving the units one by one (with a recomputed unit) gives forward_b
   CHECK(whole == by_unit);
 }
 
-TEST_CASE("a block saved without its attention core keeps q, k, v and needs p, o rebuilt before its backward") {
+TEST_CASE(
+    "a block saved without its attention core keeps q, k, v and needs p, o rebuilt before its "
+    "backward") {
   const Model net(tiny(LossKind::mse, true));
   const Batch batch = net.make_batch(2, 5);
   const std::int64_t n = batch.tokens();
-  const auto d = static_cast<std::size_t>(net.config().d_model), seq = static_cast<std::size_t>(net.config().seq_len),
+  const auto d = static_cast<std::size_t>(net.config().d_model),
+             seq = static_cast<std::size_t>(net.config().seq_len),
              heads = static_cast<std::size_t>(net.config().n_heads);
   std::vector<float> whole, selective;
   Cluster(1).run([&](Rank& r) {
@@ -236,31 +247,35 @@ TEST_CASE("a block saved without its attention core keeps q, k, v and needs p, o
     std::vector<UnitCache> caches(static_cast<std::size_t>(net.num_units()));
     Buffer<float> x = net.input(r, batch);
     for (int u = 0; u < net.num_units(); ++u)
-      x = net.unit_forward(r, u, net.unit_view(params, u), std::move(x), n, &caches[static_cast<std::size_t>(u)],
-                           Save::without_attention_core);
+      x = net.unit_forward(r, u, net.unit_view(params, u), std::move(x), n,
+                           &caches[static_cast<std::size_t>(u)], Save::without_attention_core);
     const UnitCache& block = caches[1];
     CHECK(block.p.empty());
     CHECK(block.o.empty());
-    CHECK(block.bytes() == static_cast<std::size_t>(n) * (5 * d + 2 * static_cast<std::size_t>(net.config().d_ff)) * 4);
+    CHECK(block.bytes() == static_cast<std::size_t>(n) *
+                               (5 * d + 2 * static_cast<std::size_t>(net.config().d_ff)) * 4);
     Buffer<float> dy(r.memory(), Category::activations, x.size(), "dloss");
     net.loss_backward(x.span(), batch, dy.span());
     x.reset();
     for (int u = net.num_units() - 1; u >= 0; --u) {
       UnitCache& c = caches[static_cast<std::size_t>(u)];
       if (u >= 1 && u <= net.config().n_layers) {
-        CHECK_THROWS_AS(net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(rep.grads.span(), u), c,
-                                          dy.span()),
+        CHECK_THROWS_AS(net.unit_backward(r, u, net.unit_view(params, u),
+                                          net.unit_view(rep.grads.span(), u), c, dy.span()),
                         std::logic_error);
-        c.p = Buffer<float>(r.memory(), Category::activations, static_cast<std::size_t>(n) * heads * seq, "p");
-        c.o = Buffer<float>(r.memory(), Category::activations, static_cast<std::size_t>(n) * d, "o");
+        c.p = Buffer<float>(r.memory(), Category::activations,
+                            static_cast<std::size_t>(n) * heads * seq, "p");
+        c.o =
+            Buffer<float>(r.memory(), Category::activations, static_cast<std::size_t>(n) * d, "o");
         const auto N = static_cast<std::size_t>(n);
         attention_core_forward(as_matrix(std::span<const float>(c.q.span()), N, d),
                                as_matrix(std::span<const float>(c.k.span()), N, d),
-                               as_matrix(std::span<const float>(c.v.span()), N, d), net.config().seq_len,
-                               net.config().n_heads, net.config().causal, as_matrix(c.p.span(), N * heads, seq),
-                               as_matrix(c.o.span(), N, d));
+                               as_matrix(std::span<const float>(c.v.span()), N, d),
+                               net.config().seq_len, net.config().n_heads, net.config().causal,
+                               as_matrix(c.p.span(), N * heads, seq), as_matrix(c.o.span(), N, d));
       }
-      dy = net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(rep.grads.span(), u), c, dy.span());
+      dy = net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(rep.grads.span(), u), c,
+                             dy.span());
     }
     selective.assign(rep.grads.begin(), rep.grads.end());
     dy.reset();  // the embedding's dx, the last gradient

@@ -1,5 +1,6 @@
 // The model's hand-written backward passes against central finite differences of their forward
-// passes, for every layer and loss. Small shapes, fp32, relative tolerance; each check prints its error.
+// passes, for every layer and loss. Small shapes, fp32, relative tolerance; each check prints its
+// error.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,7 +23,8 @@ MatrixRM random_matrix(Rng& rng, int rows, int cols, double stddev = 1.0) {
   return m;
 }
 
-// Relative error of an analytic gradient against central differences of loss() over the entries of x.
+// Relative error of an analytic gradient against central differences of loss() over the entries of
+// x.
 double fd_relative_error(MatrixRM& x, const MatrixRM& analytic, const std::function<double()>& loss,
                          float h = 1e-2f) {
   double num = 0.0, den = 0.0;
@@ -68,8 +70,10 @@ TEST_CASE("linear backward matches finite differences") {
 TEST_CASE("FFN backward (with GELU) matches finite differences") {
   Rng rng(2);
   const int n = 6, d = 4, f = 8;
-  MatrixRM x = random_matrix(rng, n, d), w1 = random_matrix(rng, d, f, 0.5), w2 = random_matrix(rng, f, d, 0.5);
-  MatrixRM b1 = random_matrix(rng, 1, f, 0.1), b2 = random_matrix(rng, 1, d, 0.1), r = random_matrix(rng, n, d);
+  MatrixRM x = random_matrix(rng, n, d), w1 = random_matrix(rng, d, f, 0.5),
+           w2 = random_matrix(rng, f, d, 0.5);
+  MatrixRM b1 = random_matrix(rng, 1, f, 0.1), b2 = random_matrix(rng, 1, d, 0.1),
+           r = random_matrix(rng, n, d);
   MatrixRM h(n, f), a(n, f), y(n, d);
   auto loss = [&] {
     ffn_forward(x, w1, b1.row(0), w2, b2.row(0), h, a, y);
@@ -83,7 +87,8 @@ TEST_CASE("FFN backward (with GELU) matches finite differences") {
   const double e[] = {fd_relative_error(x, dx, loss), fd_relative_error(w1, dw1, loss),
                       fd_relative_error(b1, db1m, loss), fd_relative_error(w2, dw2, loss),
                       fd_relative_error(b2, db2m, loss)};
-  std::printf("ffn: rel err dx %.2e dw1 %.2e db1 %.2e dw2 %.2e db2 %.2e\n", e[0], e[1], e[2], e[3], e[4]);
+  std::printf("ffn: rel err dx %.2e dw1 %.2e db1 %.2e dw2 %.2e db2 %.2e\n", e[0], e[1], e[2], e[3],
+              e[4]);
   for (double err : e) CHECK(err < kTol);
 }
 
@@ -91,22 +96,23 @@ TEST_CASE("attention backward matches finite differences, causal and not") {
   for (bool causal : {false, true}) {
     Rng rng(causal ? 4 : 3);
     const int seq = 4, batch = 2, n = seq * batch, d = 6, heads = 2, hd = 6;
-    MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, hd, 0.5), wk = random_matrix(rng, d, hd, 0.5),
-             wv = random_matrix(rng, d, hd, 0.5), wo = random_matrix(rng, hd, d, 0.5), r = random_matrix(rng, n, d);
+    MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, hd, 0.5),
+             wk = random_matrix(rng, d, hd, 0.5), wv = random_matrix(rng, d, hd, 0.5),
+             wo = random_matrix(rng, hd, d, 0.5), r = random_matrix(rng, n, d);
     MatrixRM q(n, hd), k(n, hd), v(n, hd), p(batch * heads * seq, seq), o(n, hd), y(n, d);
     auto loss = [&] {
       attention_forward(x, seq, heads, causal, wq, wk, wv, wo, q, k, v, p, o, y);
       return static_cast<double>((y.array() * r.array()).sum());
     };
     loss();
-    MatrixRM dx(n, d), dwq = MatrixRM::Zero(d, hd), dwk = MatrixRM::Zero(d, hd), dwv = MatrixRM::Zero(d, hd),
-             dwo = MatrixRM::Zero(hd, d);
+    MatrixRM dx(n, d), dwq = MatrixRM::Zero(d, hd), dwk = MatrixRM::Zero(d, hd),
+                       dwv = MatrixRM::Zero(d, hd), dwo = MatrixRM::Zero(hd, d);
     attention_backward(x, seq, heads, wq, wk, wv, wo, q, k, v, p, o, r, dx, dwq, dwk, dwv, dwo);
     const double e[] = {fd_relative_error(x, dx, loss), fd_relative_error(wq, dwq, loss),
                         fd_relative_error(wk, dwk, loss), fd_relative_error(wv, dwv, loss),
                         fd_relative_error(wo, dwo, loss)};
-    std::printf("attention (causal=%d): rel err dx %.2e dwq %.2e dwk %.2e dwv %.2e dwo %.2e\n", causal, e[0], e[1],
-                e[2], e[3], e[4]);
+    std::printf("attention (causal=%d): rel err dx %.2e dwq %.2e dwk %.2e dwv %.2e dwo %.2e\n",
+                causal, e[0], e[1], e[2], e[3], e[4]);
     for (double err : e) CHECK(err < kTol);
   }
 }
@@ -115,8 +121,9 @@ TEST_CASE("the attention core rerun from q, k, v gives the saved p and o bit for
   // What selective recomputation relies on: the core is a function of q, k, v alone.
   Rng rng(6);
   const int seq = 5, batch = 2, n = seq * batch, d = 8, heads = 2;
-  MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, d), wk = random_matrix(rng, d, d),
-           wv = random_matrix(rng, d, d), wo = random_matrix(rng, d, d);
+  MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, d),
+           wk = random_matrix(rng, d, d), wv = random_matrix(rng, d, d),
+           wo = random_matrix(rng, d, d);
   MatrixRM q(n, d), k(n, d), v(n, d), p(batch * heads * seq, seq), o(n, d), y(n, d);
   attention_forward(x, seq, heads, true, wq, wk, wv, wo, q, k, v, p, o, y);
   MatrixRM p2(batch * heads * seq, seq), o2(n, d);
@@ -124,16 +131,19 @@ TEST_CASE("the attention core rerun from q, k, v gives the saved p and o bit for
   CHECK(p2 == p);
   CHECK(o2 == o);
   CHECK(attention_core_flops(n, seq, d) == 4.0 * n * seq * d);
-  CHECK(attention_flops(n, seq, d, d) == 4.0 * linear_flops(n, d, d) + attention_core_flops(n, seq, d));
+  CHECK(attention_flops(n, seq, d, d) ==
+        4.0 * linear_flops(n, d, d) + attention_core_flops(n, seq, d));
   MatrixRM bad(n + 1, d);
-  CHECK_THROWS_AS(attention_core_forward(q, k, bad, seq, heads, true, p2, o2), std::invalid_argument);
+  CHECK_THROWS_AS(attention_core_forward(q, k, bad, seq, heads, true, p2, o2),
+                  std::invalid_argument);
 }
 
 TEST_CASE("causal attention: a token's output does not depend on later tokens") {
   Rng rng(5);
   const int seq = 5, n = seq, d = 4, heads = 2;
-  MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, d), wk = random_matrix(rng, d, d),
-           wv = random_matrix(rng, d, d), wo = random_matrix(rng, d, d);
+  MatrixRM x = random_matrix(rng, n, d), wq = random_matrix(rng, d, d),
+           wk = random_matrix(rng, d, d), wv = random_matrix(rng, d, d),
+           wo = random_matrix(rng, d, d);
   MatrixRM q(n, d), k(n, d), v(n, d), p(heads * seq, seq), o(n, d), y1(n, d), y2(n, d);
   attention_forward(x, seq, heads, true, wq, wk, wv, wo, q, k, v, p, o, y1);
   x.row(seq - 1).setConstant(7.0f);  // change only the last token
@@ -170,7 +180,8 @@ TEST_CASE("layer norm backward matches finite differences, and a block of rows i
   layer_norm_forward(x.middleRows(2, 3), gm.row(0), bm.row(0), 1e-5f, part_hat, part_rstd, part_y);
   CHECK(part_y == y.middleRows(2, 3));
   CHECK(part_rstd == rstd.segment(2, 3));
-  CHECK_THROWS_AS(layer_norm_forward(x, gm.row(0), bm.row(0), 0.0f, xhat, rstd, y), std::invalid_argument);
+  CHECK_THROWS_AS(layer_norm_forward(x, gm.row(0), bm.row(0), 0.0f, xhat, rstd, y),
+                  std::invalid_argument);
 }
 
 TEST_CASE("MSE and cross-entropy gradients match finite differences") {
@@ -181,7 +192,8 @@ TEST_CASE("MSE and cross-entropy gradients match finite differences") {
   std::vector<std::int32_t> labels = {0, 2, 1, 2};
   MatrixRM logits = random_matrix(rng, 4, 3), dl(4, 3);
   cross_entropy_backward(logits, labels, dl);
-  const double e_ce = fd_relative_error(logits, dl, [&] { return cross_entropy_forward(logits, labels); });
+  const double e_ce =
+      fd_relative_error(logits, dl, [&] { return cross_entropy_forward(logits, labels); });
   std::printf("losses: rel err mse %.2e cross-entropy %.2e\n", e_mse, e_ce);
   CHECK(e_mse < kTol);
   CHECK(e_ce < kTol);

@@ -94,7 +94,8 @@ TEST_CASE("a receive's Request may outlive every Comm of its group") {
     if (r.id() == 1) CHECK(x[0] == 5.0f);
     r.world().barrier();
   });
-  CHECK(cluster.report(1).traffic.group("pair").bytes_received == sizeof(float));  // named after the dead group
+  CHECK(cluster.report(1).traffic.group("pair").bytes_received ==
+        sizeof(float));  // named after the dead group
 }
 
 TEST_CASE("Buffers pass straight to send and recv") {

@@ -41,7 +41,8 @@ TEST_CASE(
   // The all_reduce starts when the slowest member is ready: after its inter-node message.
   const double hop = c.inter_node_latency_seconds + 4.0 / c.inter_node_bytes_per_second;
   const double all_reduce =
-      2.0 * (kRanks - 1) * (c.inter_node_latency_seconds + 8.0 / (kRanks * c.inter_node_bytes_per_second));
+      2.0 * (kRanks - 1) *
+      (c.inter_node_latency_seconds + 8.0 / (kRanks * c.inter_node_bytes_per_second));
   for (const RankReport& rep : cluster.reports())
     CHECK(rep.clock.now() == doctest::Approx(hop + all_reduce));
 }

@@ -6,7 +6,8 @@
 
 using namespace mgpu;
 
-TEST_CASE("splitting 8 ranks into tp groups of 4 and dp groups of 2 gives the right members and sums") {
+TEST_CASE(
+    "splitting 8 ranks into tp groups of 4 and dp groups of 2 gives the right members and sums") {
   Cluster cluster(8);
   cluster.run([](Rank& r) {
     const int id = r.id();

@@ -8,7 +8,9 @@
 
 using namespace mgpu;
 
-TEST_CASE("each rank sends and receives bus_bandwidth_factor x S for all_reduce, reduce_scatter, all_gather, all_to_all") {
+TEST_CASE(
+    "each rank sends and receives bus_bandwidth_factor x S for all_reduce, reduce_scatter, "
+    "all_gather, all_to_all") {
   for (int n : {2, 3, 4, 8}) {
     const std::size_t m = 1000;  // elements per rank slot, so every count divides by n
     const auto nn = static_cast<std::size_t>(n);
@@ -24,7 +26,8 @@ TEST_CASE("each rank sends and receives bus_bandwidth_factor x S for all_reduce,
     const double S = double(m * nn * sizeof(float));
     for (int r = 0; r < n; ++r) {
       const auto& t = cluster.report(r).traffic;
-      for (OpKind k : {OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather, OpKind::all_to_all}) {
+      for (OpKind k :
+           {OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather, OpKind::all_to_all}) {
         CAPTURE(to_string(k));
         CAPTURE(n);
         CHECK(double(t.op(k).bytes_sent) == bus_bandwidth_factor(k, n) * S);
@@ -33,13 +36,17 @@ TEST_CASE("each rank sends and receives bus_bandwidth_factor x S for all_reduce,
       CHECK(t.op(OpKind::all_reduce).messages_sent == 2u * (nn - 1));
       CHECK(t.group("world") == t.total());
     }
-    std::printf("n=%d: all_reduce of %.0f bytes charged %llu bytes sent per rank (2(n-1)/n = %.4f)\n", n, S,
-                static_cast<unsigned long long>(cluster.report(0).traffic.op(OpKind::all_reduce).bytes_sent),
-                bus_bandwidth_factor(OpKind::all_reduce, n));
+    std::printf(
+        "n=%d: all_reduce of %.0f bytes charged %llu bytes sent per rank (2(n-1)/n = %.4f)\n", n, S,
+        static_cast<unsigned long long>(
+            cluster.report(0).traffic.op(OpKind::all_reduce).bytes_sent),
+        bus_bandwidth_factor(OpKind::all_reduce, n));
   }
 }
 
-TEST_CASE("all_reduce of a length not divisible by n charges 2(count - own ring chunk) elements per rank") {
+TEST_CASE(
+    "all_reduce of a length not divisible by n charges 2(count - own ring chunk) elements per "
+    "rank") {
   const int n = 3;
   const std::size_t count = 10;  // chunks 4, 3, 3
   Cluster cluster(n);
@@ -54,10 +61,12 @@ TEST_CASE("all_reduce of a length not divisible by n charges 2(count - own ring 
     CHECK(sent == 2 * (count - chunk[r]) * sizeof(double));
     total += sent;
   }
-  CHECK(total == 2u * (n - 1) * count * sizeof(double));  // the ring moves 2(n-1)/n of S per rank on average
+  CHECK(total ==
+        2u * (n - 1) * count * sizeof(double));  // the ring moves 2(n-1)/n of S per rank on average
 }
 
-TEST_CASE("broadcast: every rank but the root receives S, every rank but the last in the chain sends S") {
+TEST_CASE(
+    "broadcast: every rank but the root receives S, every rank but the last in the chain sends S") {
   const int n = 5, root = 2;
   const std::size_t count = 77;
   Cluster cluster(n);
@@ -80,8 +89,10 @@ TEST_CASE("point-to-point charges the message to the sender and the receiver, pe
   cluster.run([](Rank& r) {
     Comm& w = r.world();
     std::vector<double> v(10);
-    if (w.rank() == 0) w.send(v, 1, 0);
-    else w.recv(v, 0, 0);
+    if (w.rank() == 0)
+      w.send(v, 1, 0);
+    else
+      w.recv(v, 0, 0);
   });
   CHECK(cluster.report(0).traffic.of(OpKind::send, "world").bytes_sent == 80);
   CHECK(cluster.report(0).traffic.total().messages_sent == 1);

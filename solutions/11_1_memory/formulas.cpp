@@ -44,8 +44,8 @@ double activation_bytes_per_layer(const TransformerShape& shape, const Activatio
     return options.sequence_parallel ? 2.0 * sbh / t : 2.0 * sbh;
   }
   // Bytes per token and unit of width. Tensor parallelism splits 24 of the 34 (Q, K, V, the
-  // output projection's input, the GeLU input and output, 2+2+2+2+8+8); 10 stay replicated on every rank
-  // (the two layer-norm inputs, the inputs of the first linear layer of attention and of the
+  // output projection's input, the GeLU input and output, 2+2+2+2+8+8); 10 stay replicated on every
+  // rank (the two layer-norm inputs, the inputs of the first linear layer of attention and of the
   // FFN, the two dropout masks) unless sequence parallelism splits those along the sequence.
   const double linear_part = options.sequence_parallel ? 34.0 / t : 10.0 + 24.0 / t;
   // The attention core, s x s per head: softmax output (2), its dropout mask (1) and the

@@ -13,8 +13,8 @@ namespace mgpu::data_parallel {
 
 model::Batch local_batch(const model::Batch& global, int rank, int ranks) {
   if (ranks < 1 || rank < 0 || rank >= ranks) {
-    throw std::invalid_argument("local_batch: rank " + std::to_string(rank) + " of " + std::to_string(ranks) +
-                                " is not a valid data-parallel rank");
+    throw std::invalid_argument("local_batch: rank " + std::to_string(rank) + " of " +
+                                std::to_string(ranks) + " is not a valid data-parallel rank");
   }
   if (global.sequences % ranks != 0) {
     throw std::invalid_argument("local_batch: a batch of " + std::to_string(global.sequences) +
@@ -29,7 +29,8 @@ double data_parallel_step(Rank& rank, Comm& dp, const model::Model& model, model
                           model::Adam& adam, const model::Batch& global, GradAverager averager) {
   const model::Batch local = local_batch(global, dp.rank(), dp.size());
   model::zero(replica.grads.span());
-  const double loss = model.forward_backward(rank, replica.params.span(), replica.grads.span(), local);
+  const double loss =
+      model.forward_backward(rank, replica.params.span(), replica.grads.span(), local);
   if (averager == GradAverager::runtime) {
     dp.all_reduce(replica.grads.span(), ReduceOp::avg);
   } else {
@@ -62,9 +63,9 @@ std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_b
   return buckets;
 }
 
-double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
-                                     model::Adam& adam, const model::Batch& global,
-                                     std::span<const Bucket> buckets) {
+double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model,
+                                     model::Replica& replica, model::Adam& adam,
+                                     const model::Batch& global, std::span<const Bucket> buckets) {
   const model::Batch local = local_batch(global, dp.rank(), dp.size());
   std::span<float> grads = replica.grads.span();
   model::zero(grads);
@@ -74,14 +75,17 @@ double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& m
   // works through the buckets while the compute stream goes on with the next unit.
   auto start_ready_buckets = [&](int unit) {
     for (const Bucket& b : buckets) {
-      if (b.ready_unit == unit) pending.push_back(dp.iall_reduce(grads.subspan(b.offset, b.count), ReduceOp::avg));
+      if (b.ready_unit == unit)
+        pending.push_back(dp.iall_reduce(grads.subspan(b.offset, b.count), ReduceOp::avg));
     }
   };
-  const double loss = model.forward_backward(rank, replica.params.span(), grads, local, start_ready_buckets);
+  const double loss =
+      model.forward_backward(rank, replica.params.span(), grads, local, start_ready_buckets);
   if (pending.size() != buckets.size()) {
-    throw std::invalid_argument("data_parallel_step_overlapped: only " + std::to_string(pending.size()) + " of " +
-                                std::to_string(buckets.size()) +
-                                " buckets name a unit of the model as ready_unit; build them with plan_buckets");
+    throw std::invalid_argument(
+        "data_parallel_step_overlapped: only " + std::to_string(pending.size()) + " of " +
+        std::to_string(buckets.size()) +
+        " buckets name a unit of the model as ready_unit; build them with plan_buckets");
   }
   wait_all(pending);
   adam.step(replica.params.span(), grads);
@@ -105,8 +109,8 @@ MixedReplica make_mixed_replica(MemoryLedger& ledger, const model::Model& model,
   return replica;
 }
 
-double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model, MixedReplica& replica,
-                                const model::Batch& global) {
+double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model,
+                                MixedReplica& replica, const model::Batch& global) {
   const model::Batch local = local_batch(global, dp.rank(), dp.size());
   MemoryLedger& ledger = rank.memory();
   const std::size_t p = model.num_params();
@@ -121,8 +125,9 @@ double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model,
   dp.all_reduce(replica.grads16.span(), ReduceOp::avg);
   // Adam reads fp32: widen the averaged bf16 gradient into the scratch that is still held.
   model::to_float(replica.grads16.span(), grads.span());
-  model::adam_step_mixed(replica.master.span(), grads.span(), replica.adam_m.span(), replica.adam_v.span(),
-                         ++replica.steps, replica.adam, replica.weights16.span());
+  model::adam_step_mixed(replica.master.span(), grads.span(), replica.adam_m.span(),
+                         replica.adam_v.span(), ++replica.steps, replica.adam,
+                         replica.weights16.span());
   return loss;
 }
 

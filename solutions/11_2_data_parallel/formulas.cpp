@@ -47,7 +47,8 @@ double all_reduce_bus_bandwidth(std::int64_t ranks, double algorithm_bytes_per_s
   return algorithm_bytes_per_second * 2.0 * (n - 1.0) / n;
 }
 
-double gradient_all_reduce_bytes_per_rank(std::int64_t ranks, double params, double bytes_per_grad) {
+double gradient_all_reduce_bytes_per_rank(std::int64_t ranks, double params,
+                                          double bytes_per_grad) {
   check_non_negative("gradient_all_reduce_bytes_per_rank", "params", params);
   check_non_negative("gradient_all_reduce_bytes_per_rank", "bytes_per_grad", bytes_per_grad);
   return ring_all_reduce_bytes_per_rank(ranks, params * bytes_per_grad);

@@ -127,11 +127,10 @@ DeepSpeedEstimate deepspeed_zero3_estimate(double params, double largest_layer_p
   DeepSpeedEstimate e;
   if (setup.cpu_offload) {
     const double host_bytes = setup.cpu_offload_params ? 18.0 : 16.0;
-    e.gpu_bytes = setup.cpu_offload_params ? largest_layer
-                                           : largest_layer + std::floor(2.0 * params / gpus);
-    e.cpu_bytes = setup.zero_init
-                      ? params * host_bytes / nodes * factor
-                      : params * std::max(4.0 * per_node, host_bytes / nodes) * factor;
+    e.gpu_bytes =
+        setup.cpu_offload_params ? largest_layer : largest_layer + std::floor(2.0 * params / gpus);
+    e.cpu_bytes = setup.zero_init ? params * host_bytes / nodes * factor
+                                  : params * std::max(4.0 * per_node, host_bytes / nodes) * factor;
   } else {
     e.gpu_bytes = largest_layer + std::floor(18.0 * params / gpus);
     e.cpu_bytes = setup.zero_init ? largest_layer_params * 4.0 * per_node * factor
@@ -148,11 +147,21 @@ double megatron_state_bytes_per_gpu(double params, MegatronPrecision precision,
   double replicated = 0;  // model weights + gradients as the model holds them
   double sharded = 0;     // what the (distributed) optimizer holds
   switch (precision) {
-    case MegatronPrecision::fp16_params_fp16_grads: replicated = 2 + 2; sharded = 4 + 4 + 8; break;
-    case MegatronPrecision::bf16_params_fp32_grads: replicated = 2 + 4; sharded = 4 + 8; break;
-    case MegatronPrecision::fp32_params_fp32_grads: replicated = 4 + 4; sharded = 8; break;
-    default: fail(where, "precision", std::to_string(static_cast<int>(precision)),
-                  "is not a MegatronPrecision value");
+    case MegatronPrecision::fp16_params_fp16_grads:
+      replicated = 2 + 2;
+      sharded = 4 + 4 + 8;
+      break;
+    case MegatronPrecision::bf16_params_fp32_grads:
+      replicated = 2 + 4;
+      sharded = 4 + 8;
+      break;
+    case MegatronPrecision::fp32_params_fp32_grads:
+      replicated = 4 + 4;
+      sharded = 8;
+      break;
+    default:
+      fail(where, "precision", std::to_string(static_cast<int>(precision)),
+           "is not a MegatronPrecision value");
   }
   const double n = distributed_optimizer ? static_cast<double>(dp) : 1.0;
   return params * (replicated + sharded / n);

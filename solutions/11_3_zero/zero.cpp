@@ -16,19 +16,22 @@ namespace {
 void require_length(const char* where, const char* what, std::size_t got, std::size_t want) {
   if (got != want)
     throw std::invalid_argument(std::string(where) + ": " + what + " has " + std::to_string(got) +
-                                " elements, expected " + std::to_string(want) + "; pass exactly the unit's part");
+                                " elements, expected " + std::to_string(want) +
+                                "; pass exactly the unit's part");
 }
 
 // Adam on this rank's owned range of every unit of the full weights (stages 1 and 2), reading the
 // gradient shard `grad_shard` and the moments in shard layout.
-void step_owned_ranges(Comm& dp, const model::Model& model, ZeroState& state, std::span<const float> grad_shard) {
+void step_owned_ranges(Comm& dp, const model::Model& model, ZeroState& state,
+                       std::span<const float> grad_shard) {
   ++state.steps;
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
     const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
     const std::size_t at = state.layout.unit_offset[static_cast<std::size_t>(u)];
     model::adam_step(state.weights.span().subspan(info.offset + own.first, own.size()),
-                     grad_shard.subspan(at, own.size()), state.adam_m.span().subspan(at, own.size()),
+                     grad_shard.subspan(at, own.size()),
+                     state.adam_m.span().subspan(at, own.size()),
                      state.adam_v.span().subspan(at, own.size()), state.steps, state.adam);
   }
 }
@@ -41,21 +44,23 @@ void gather_full(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     Gathered g = gather_unit(dp, rank.memory(), model, state.layout, u,
                              state.weights.span().subspan(info.offset + own.first, own.size()));
     g.done.wait();
-    std::copy_n(g.full.begin(), info.count, state.weights.begin() + static_cast<std::ptrdiff_t>(info.offset));
+    std::copy_n(g.full.begin(), info.count,
+                state.weights.begin() + static_cast<std::ptrdiff_t>(info.offset));
   }
 }
 
 // The gather and reduce-scatter of one unit are the same for fp32 and bf16 elements; only the
 // bytes on the wire differ.
 template <class T>
-BasicGathered<T> gather_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
-                            int u, std::span<const T> owned) {
+BasicGathered<T> gather_any(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                            const ShardLayout& layout, int u, std::span<const T> owned) {
   const model::UnitInfo& info = model.unit(u);
   const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
   require_length("gather_unit", "owned", owned.size(), own.size());
   const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
   BasicGathered<T> g;
-  g.full = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.gather " + info.name);
+  g.full = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()),
+                     "zero.gather " + info.name);
   const std::span<T> slot = g.full.span().subspan(static_cast<std::size_t>(dp.rank()) * s, s);
   std::copy(owned.begin(), owned.end(), slot.begin());
   g.done = dp.iall_gather(slot, g.full.span());
@@ -63,22 +68,25 @@ BasicGathered<T> gather_any(Comm& dp, MemoryLedger& ledger, const model::Model& 
 }
 
 template <class T>
-BasicReducing<T> start_reduce_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout,
-                                  int u, std::span<const T> unit_grads, std::span<T> shard_grads) {
+BasicReducing<T> start_reduce_any(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                                  const ShardLayout& layout, int u, std::span<const T> unit_grads,
+                                  std::span<T> shard_grads) {
   const model::UnitInfo& info = model.unit(u);
   const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
   require_length("reduce_scatter_unit", "unit_grads", unit_grads.size(), info.count);
   require_length("reduce_scatter_unit", "shard_grads", shard_grads.size(), s);
   BasicReducing<T> r;
-  r.padded = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()), "zero.rs " + info.name);
+  r.padded = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()),
+                       "zero.rs " + info.name);
   std::copy(unit_grads.begin(), unit_grads.end(), r.padded.begin());
   r.done = dp.ireduce_scatter(r.padded, shard_grads, ReduceOp::avg);
   return r;
 }
 
 template <class T>
-void reduce_scatter_any(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                        std::span<const T> unit_grads, std::span<T> shard_grads) {
+void reduce_scatter_any(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                        const ShardLayout& layout, int u, std::span<const T> unit_grads,
+                        std::span<T> shard_grads) {
   start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard_grads).done.wait();
 }
 
@@ -96,8 +104,9 @@ void retire_oldest(InFlight<T>& in_flight) {
 // Posts unit u's reduce-scatter without waiting it. Room is made first, so at most
 // kMaxReduceScattersInFlight staging copies are ever alive, never one per unit.
 template <class T>
-void post_reduce_scatter(InFlight<T>& in_flight, Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                         const ShardLayout& layout, int u, std::span<const T> unit_grads, std::span<T> shard) {
+void post_reduce_scatter(InFlight<T>& in_flight, Comm& dp, MemoryLedger& ledger,
+                         const model::Model& model, const ShardLayout& layout, int u,
+                         std::span<const T> unit_grads, std::span<T> shard) {
   if (in_flight.size() == kMaxReduceScattersInFlight) retire_oldest(in_flight);
   in_flight.push_back(start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard));
 }
@@ -110,8 +119,8 @@ void finish_reduce_scatters(InFlight<T>& in_flight) {
 
 // The second table of ZeroState: bf16 weights16 and grads16, fp32 master and moments. The master
 // starts from the fp32 initial parameters, not from their bf16 rounding.
-ZeroState make_mixed_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                           const model::AdamConfig& adam) {
+ZeroState make_mixed_state(Rank& rank, Comm& dp, const model::Model& model, int stage,
+                           std::uint64_t seed, const model::AdamConfig& adam) {
   MemoryLedger& ledger = rank.memory();
   ZeroState state;
   state.stage = stage;
@@ -135,7 +144,8 @@ ZeroState make_mixed_state(Rank& rank, Comm& dp, const model::Model& model, int 
                   state.master.begin() + static_cast<std::ptrdiff_t>(at));
     }
   }
-  model::to_bf16(stage < 3 ? std::span<const float>(all.span()) : state.master.span(), state.weights16.span());
+  model::to_bf16(stage < 3 ? std::span<const float>(all.span()) : state.master.span(),
+                 state.weights16.span());
   state.grads16 = Buffer<bf16>(ledger, Category::grads, stage < 2 ? p : s, "zero.grads16");
   const std::size_t moments = stage == 0 ? p : s;
   state.adam_m = Buffer<float>(ledger, Category::optimizer, moments, "zero.adam_m");
@@ -144,7 +154,8 @@ ZeroState make_mixed_state(Rank& rank, Comm& dp, const model::Model& model, int 
 }
 
 // full_weights of a mixed state: weights16 (gathered at stage 3), widened exactly to fp32.
-std::vector<float> full_weights_mixed(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
+std::vector<float> full_weights_mixed(Rank& rank, Comm& dp, const model::Model& model,
+                                      const ZeroState& state) {
   std::vector<float> out(model.num_params());
   if (state.stage < 3) {
     model::to_float(state.weights16.span(), out);
@@ -153,11 +164,13 @@ std::vector<float> full_weights_mixed(Rank& rank, Comm& dp, const model::Model& 
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
     const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
-    Gathered16 g = gather_unit(dp, rank.memory(), model, state.layout, u,
-                               state.weights16.span().subspan(state.layout.unit_offset[static_cast<std::size_t>(u)],
-                                                              own.size()));
+    Gathered16 g =
+        gather_unit(dp, rank.memory(), model, state.layout, u,
+                    state.weights16.span().subspan(
+                        state.layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
     g.done.wait();
-    model::to_float(g.full.span().first(info.count), std::span<float>(out).subspan(info.offset, info.count));
+    model::to_float(g.full.span().first(info.count),
+                    std::span<float>(out).subspan(info.offset, info.count));
   }
   return out;
 }
@@ -180,10 +193,11 @@ ShardLayout plan_shards(const model::Model& model, int ranks) {
   return layout;
 }
 
-ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage, std::uint64_t seed,
-                          const model::AdamConfig& adam, Precision precision) {
+ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage,
+                          std::uint64_t seed, const model::AdamConfig& adam, Precision precision) {
   check_stage("make_zero_state", stage);
-  if (precision == Precision::bf16_mixed) return make_mixed_state(rank, dp, model, stage, seed, adam);
+  if (precision == Precision::bf16_mixed)
+    return make_mixed_state(rank, dp, model, stage, seed, adam);
   MemoryLedger& ledger = rank.memory();
   ZeroState state;
   state.stage = stage;
@@ -201,8 +215,10 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
     for (int u = 0; u < model.num_units(); ++u) {
       const model::UnitInfo& info = model.unit(u);
       const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
-      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.first), own.size(),
-                  state.weights.begin() + static_cast<std::ptrdiff_t>(state.layout.unit_offset[static_cast<std::size_t>(u)]));
+      std::copy_n(
+          all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.first), own.size(),
+          state.weights.begin() +
+              static_cast<std::ptrdiff_t>(state.layout.unit_offset[static_cast<std::size_t>(u)]));
     }
   }
   state.grads = Buffer<float>(ledger, Category::grads, stage < 2 ? p : s, "zero.grads");
@@ -212,34 +228,38 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
   return state;
 }
 
-Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                     std::span<const float> owned) {
+Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                     const ShardLayout& layout, int u, std::span<const float> owned) {
   return gather_any(dp, ledger, model, layout, u, owned);
 }
 
-Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                       std::span<const bf16> owned) {
+Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                       const ShardLayout& layout, int u, std::span<const bf16> owned) {
   return gather_any(dp, ledger, model, layout, u, owned);
 }
 
-void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                         std::span<const float> unit_grads, std::span<float> shard_grads) {
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                         std::span<float> shard_grads) {
   reduce_scatter_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
 }
 
-void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model, const ShardLayout& layout, int u,
-                         std::span<const bf16> unit_grads, std::span<bf16> shard_grads) {
+void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
+                         const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                         std::span<bf16> shard_grads) {
   reduce_scatter_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
 }
 
 Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                                   const ShardLayout& layout, int u, std::span<const float> unit_grads,
+                                   const ShardLayout& layout, int u,
+                                   std::span<const float> unit_grads,
                                    std::span<float> shard_grads) {
   return start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
 }
 
 Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
-                                     const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
+                                     const ShardLayout& layout, int u,
+                                     std::span<const bf16> unit_grads,
                                      std::span<bf16> shard_grads) {
   return start_reduce_any(dp, ledger, model, layout, u, unit_grads, shard_grads);
 }
@@ -255,10 +275,11 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
   return global.slice(rank * per_rank, per_rank);
 }
 
-double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch, bool overlap) {
+double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                 const model::Batch& global, bool prefetch, bool overlap) {
   check_stage("zero_step", state.stage);
-  if (state.precision == Precision::bf16_mixed) return mixed_step(rank, dp, model, state, global, prefetch, overlap);
+  if (state.precision == Precision::bf16_mixed)
+    return mixed_step(rank, dp, model, state, global, prefetch, overlap);
   if (state.stage == 3) return fsdp_step(rank, dp, model, state, global, prefetch);
   const model::Batch local = zero_local_batch(global, dp.rank(), dp.size());
   const ShardLayout& layout = state.layout;
@@ -268,15 +289,16 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     loss = model.forward_backward(rank, state.weights.span(), state.grads.span(), local);
     if (state.stage == 0) {
       dp.all_reduce(state.grads.span(), ReduceOp::avg);
-      model::adam_step(state.weights.span(), state.grads.span(), state.adam_m.span(), state.adam_v.span(),
-                       ++state.steps, state.adam);
+      model::adam_step(state.weights.span(), state.grads.span(), state.adam_m.span(),
+                       state.adam_v.span(), ++state.steps, state.adam);
       return loss;
     }
     Buffer<float> staging(rank.memory(), Category::comm, layout.shard_size, "zero.grad_shard");
     for (int u = 0; u < model.num_units(); ++u) {
       const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-      reduce_scatter_unit(dp, rank.memory(), model, layout, u, model.unit_view(state.grads.span(), u),
-                          staging.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+      reduce_scatter_unit(
+          dp, rank.memory(), model, layout, u, model.unit_view(state.grads.span(), u),
+          staging.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
     }
     step_owned_ranges(dp, model, state, staging.span());
   } else {
@@ -285,8 +307,8 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     std::vector<model::UnitCache> caches(static_cast<std::size_t>(model.num_units()));
     Buffer<float> x = model.input(rank, local);
     for (int u = 0; u < model.num_units(); ++u)
-      x = model.unit_forward(rank, u, model.unit_view(state.weights.span(), u), std::move(x), tokens,
-                             &caches[static_cast<std::size_t>(u)]);
+      x = model.unit_forward(rank, u, model.unit_view(state.weights.span(), u), std::move(x),
+                             tokens, &caches[static_cast<std::size_t>(u)]);
     Buffer<float> d(rank.memory(), Category::activations, x.size(), "zero.dloss");
     loss = model.loss_backward(x.span(), local, d.span());
     x.reset();
@@ -294,14 +316,16 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     // compute their backward.
     InFlight<float> in_flight;
     for (int u = model.num_units() - 1; u >= 0; --u) {
-      Buffer<float> unit_grads(rank.memory(), Category::comm, model.unit(u).count, "zero.unit_grads");
+      Buffer<float> unit_grads(rank.memory(), Category::comm, model.unit(u).count,
+                               "zero.unit_grads");
       d = model.unit_backward(rank, u, model.unit_view(state.weights.span(), u), unit_grads.span(),
                               caches[static_cast<std::size_t>(u)], d.span());
       const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-      const std::span<float> shard = state.grads.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]);
+      const std::span<float> shard =
+          state.grads.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]);
       if (overlap)
-        post_reduce_scatter(in_flight, dp, rank.memory(), model, layout, u, std::span<const float>(unit_grads.span()),
-                            shard);
+        post_reduce_scatter(in_flight, dp, rank.memory(), model, layout, u,
+                            std::span<const float>(unit_grads.span()), shard);
       else
         reduce_scatter_unit(dp, rank.memory(), model, layout, u, unit_grads.span(), shard);
     }
@@ -312,19 +336,21 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   return loss;
 }
 
-double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                 bool prefetch) {
+double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                 const model::Batch& global, bool prefetch) {
   if (state.stage != 3)
-    throw std::invalid_argument("fsdp_step: state.stage = " + std::to_string(state.stage) +
-                                " holds full weights; build the state with stage 3 or call zero_step");
+    throw std::invalid_argument(
+        "fsdp_step: state.stage = " + std::to_string(state.stage) +
+        " holds full weights; build the state with stage 3 or call zero_step");
   const model::Batch local = zero_local_batch(global, dp.rank(), dp.size());
   const ShardLayout& layout = state.layout;
   const int units = model.num_units();
   const std::int64_t tokens = local.tokens();
   auto fetch = [&](int u) {
     const OwnedRange own = owned_range(layout, u, dp.rank(), model.unit(u).count);
-    return gather_unit(dp, rank.memory(), model, layout, u,
-                       state.weights.span().subspan(layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
+    return gather_unit(
+        dp, rank.memory(), model, layout, u,
+        state.weights.span().subspan(layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
   };
   auto params_of = [&](Gathered& g, int u) {
     return std::span<const float>(g.full.span().first(model.unit(u).count));
@@ -339,7 +365,8 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     Gathered next;
     if (prefetch && u + 1 < units) next = fetch(u + 1);
     current.done.wait();
-    x = model.unit_forward(rank, u, params_of(current, u), std::move(x), tokens, &caches[static_cast<std::size_t>(u)]);
+    x = model.unit_forward(rank, u, params_of(current, u), std::move(x), tokens,
+                           &caches[static_cast<std::size_t>(u)]);
     current.full.reset();
     if (u + 1 < units) current = prefetch ? std::move(next) : fetch(u + 1);
   }
@@ -354,25 +381,27 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
     if (prefetch && u > 0) next = fetch(u - 1);
     current.done.wait();
     Buffer<float> unit_grads(rank.memory(), Category::comm, model.unit(u).count, "zero.unit_grads");
-    d = model.unit_backward(rank, u, params_of(current, u), unit_grads.span(), caches[static_cast<std::size_t>(u)],
-                            d.span());
+    d = model.unit_backward(rank, u, params_of(current, u), unit_grads.span(),
+                            caches[static_cast<std::size_t>(u)], d.span());
     current.full.reset();
     const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-    reduce_scatter_unit(dp, rank.memory(), model, layout, u, unit_grads.span(),
-                        state.grads.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+    reduce_scatter_unit(
+        dp, rank.memory(), model, layout, u, unit_grads.span(),
+        state.grads.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
     if (u > 0) current = prefetch ? std::move(next) : fetch(u - 1);
   }
-  model::adam_step(state.weights.span(), state.grads.span(), state.adam_m.span(), state.adam_v.span(),
-                   ++state.steps, state.adam);
+  model::adam_step(state.weights.span(), state.grads.span(), state.adam_m.span(),
+                   state.adam_v.span(), ++state.steps, state.adam);
   return loss;
 }
 
-double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state, const model::Batch& global,
-                  bool prefetch, bool overlap) {
+double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
+                  const model::Batch& global, bool prefetch, bool overlap) {
   check_stage("mixed_step", state.stage);
   if (state.precision != Precision::bf16_mixed)
-    throw std::invalid_argument("mixed_step: the state holds fp32 weights; build it with Precision::bf16_mixed "
-                                "or call zero_step");
+    throw std::invalid_argument(
+        "mixed_step: the state holds fp32 weights; build it with Precision::bf16_mixed "
+        "or call zero_step");
   const model::Batch local = zero_local_batch(global, dp.rank(), dp.size());
   const ShardLayout& layout = state.layout;
   const int units = model.num_units();
@@ -415,7 +444,8 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
     Gathered16 next;
     if (prefetch && u + 1 < units) next = fetch(u + 1);
     Buffer<float> w = widen(current, u);
-    x = model.unit_forward(rank, u, w.span(), std::move(x), tokens, &caches[static_cast<std::size_t>(u)]);
+    x = model.unit_forward(rank, u, w.span(), std::move(x), tokens,
+                           &caches[static_cast<std::size_t>(u)]);
     w.reset();
     if (u + 1 < units) current = prefetch ? std::move(next) : fetch(u + 1);
   }
@@ -430,7 +460,8 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
     if (prefetch && u > 0) next = fetch(u - 1);
     Buffer<float> w = widen(current, u);
     Buffer<float> unit_grads(ledger, Category::comm, model.unit(u).count, "zero.unit_grads");
-    d = model.unit_backward(rank, u, w.span(), unit_grads.span(), caches[static_cast<std::size_t>(u)], d.span());
+    d = model.unit_backward(rank, u, w.span(), unit_grads.span(),
+                            caches[static_cast<std::size_t>(u)], d.span());
     w.reset();
     if (stage < 2) {
       model::to_bf16(unit_grads.span(), model.unit_view(state.grads16.span(), u));
@@ -439,11 +470,14 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
       model::to_bf16(unit_grads.span(), rounded.span());
       unit_grads.reset();
       const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-      const std::span<bf16> shard = state.grads16.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]);
+      const std::span<bf16> shard =
+          state.grads16.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]);
       if (overlap && stage == 2)
-        post_reduce_scatter(in_flight, dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()), shard);
+        post_reduce_scatter(in_flight, dp, ledger, model, layout, u,
+                            std::span<const bf16>(rounded.span()), shard);
       else
-        reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()), shard);
+        reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(rounded.span()),
+                            shard);
     }
     if (u > 0) current = prefetch ? std::move(next) : fetch(u - 1);
   }
@@ -458,8 +492,10 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
     staging = Buffer<bf16>(ledger, Category::comm, layout.shard_size, "zero.grad_shard16");
     for (int u = 0; u < units; ++u) {
       const std::size_t at = layout.unit_offset[static_cast<std::size_t>(u)];
-      reduce_scatter_unit(dp, ledger, model, layout, u, std::span<const bf16>(model.unit_view(state.grads16.span(), u)),
-                          staging.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
+      reduce_scatter_unit(
+          dp, ledger, model, layout, u,
+          std::span<const bf16>(model.unit_view(state.grads16.span(), u)),
+          staging.span().subspan(at, layout.unit_shard[static_cast<std::size_t>(u)]));
     }
     reduced = staging.span();
   }
@@ -469,40 +505,45 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
   ++state.steps;
   if (stage == 0 || stage == 3) {
     // Master, moments, gradient and bf16 weights share one layout: one step over all of it.
-    model::adam_step_mixed(state.master.span(), grads.span(), state.adam_m.span(), state.adam_v.span(), state.steps,
-                           state.adam, state.weights16.span());
+    model::adam_step_mixed(state.master.span(), grads.span(), state.adam_m.span(),
+                           state.adam_v.span(), state.steps, state.adam, state.weights16.span());
     return loss;
   }
   // Stages 1 and 2: step the owned range of each unit, then share the updated bf16 weights.
   for (int u = 0; u < units; ++u) {
     const auto [at, own] = shard_of(u);
-    model::adam_step_mixed(state.master.span().subspan(at, own.size()), grads.span().subspan(at, own.size()),
-                           state.adam_m.span().subspan(at, own.size()), state.adam_v.span().subspan(at, own.size()),
-                           state.steps, state.adam,
-                           state.weights16.span().subspan(model.unit(u).offset + own.first, own.size()));
+    model::adam_step_mixed(
+        state.master.span().subspan(at, own.size()), grads.span().subspan(at, own.size()),
+        state.adam_m.span().subspan(at, own.size()), state.adam_v.span().subspan(at, own.size()),
+        state.steps, state.adam,
+        state.weights16.span().subspan(model.unit(u).offset + own.first, own.size()));
   }
   grads.reset();
   for (int u = 0; u < units; ++u) {
     const model::UnitInfo& info = model.unit(u);
     const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
-    const std::span<const bf16> owned = state.weights16.span().subspan(info.offset + own.first, own.size());
+    const std::span<const bf16> owned =
+        state.weights16.span().subspan(info.offset + own.first, own.size());
     Gathered16 g = gather_unit(dp, ledger, model, layout, u, owned);
     g.done.wait();
-    std::copy_n(g.full.begin(), info.count, state.weights16.begin() + static_cast<std::ptrdiff_t>(info.offset));
+    std::copy_n(g.full.begin(), info.count,
+                state.weights16.begin() + static_cast<std::ptrdiff_t>(info.offset));
   }
   return loss;
 }
 
-std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model, const ZeroState& state) {
+std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model,
+                                const ZeroState& state) {
   if (state.precision == Precision::bf16_mixed) return full_weights_mixed(rank, dp, model, state);
   if (state.stage < 3) return {state.weights.begin(), state.weights.end()};
   std::vector<float> out(model.num_params());
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
     const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
-    Gathered g = gather_unit(dp, rank.memory(), model, state.layout, u,
-                             state.weights.span().subspan(state.layout.unit_offset[static_cast<std::size_t>(u)],
-                                                          own.size()));
+    Gathered g =
+        gather_unit(dp, rank.memory(), model, state.layout, u,
+                    state.weights.span().subspan(
+                        state.layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
     g.done.wait();
     std::copy_n(g.full.begin(), info.count, out.begin() + static_cast<std::ptrdiff_t>(info.offset));
   }

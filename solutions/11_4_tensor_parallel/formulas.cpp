@@ -50,13 +50,16 @@ double block_params_per_rank(std::int64_t hidden, std::int64_t heads, std::int64
 
 std::int64_t all_reduces_per_block(Pass pass) {
   switch (pass) {
-    case Pass::forward: return 2;   // after attention's W_O, after the FFN's W2
-    case Pass::backward: return 2;  // input gradients of attention's QKV and of the FFN's W1
-    case Pass::both: return 4;
+    case Pass::forward:
+      return 2;  // after attention's W_O, after the FFN's W2
+    case Pass::backward:
+      return 2;  // input gradients of attention's QKV and of the FFN's W1
+    case Pass::both:
+      return 4;
   }
-  throw std::invalid_argument("all_reduces_per_block: pass=" +
-                              std::to_string(static_cast<int>(pass)) +
-                              " is not a Pass value: use forward, backward or both");
+  throw std::invalid_argument(
+      "all_reduces_per_block: pass=" + std::to_string(static_cast<int>(pass)) +
+      " is not a Pass value: use forward, backward or both");
 }
 
 double all_reduce_payload_bytes(const TransformerShape& shape, double bytes_per_element) {
@@ -73,7 +76,8 @@ double block_bytes_sent_per_rank(const TransformerShape& shape, std::int64_t t,
                                  double bytes_per_element, Pass pass) {
   check_count("block_bytes_sent_per_rank", "t", t);
   const double n = static_cast<double>(t);
-  const double per_all_reduce = 2.0 * (n - 1.0) / n * all_reduce_payload_bytes(shape, bytes_per_element);
+  const double per_all_reduce =
+      2.0 * (n - 1.0) / n * all_reduce_payload_bytes(shape, bytes_per_element);
   return static_cast<double>(all_reduces_per_block(pass)) * per_all_reduce;
 }
 

@@ -23,7 +23,8 @@ void check_shape(const char* where, const char* name, Eigen::Index rows, Eigen::
 void check_bias(const char* where, const char* name, Eigen::Index size, Eigen::Index out) {
   if (size != 0 && size != out)
     args::fail(where, name, "of size " + std::to_string(size),
-               "does not match the " + std::to_string(out) + " outputs: pass one value per output, or none");
+               "does not match the " + std::to_string(out) +
+                   " outputs: pass one value per output, or none");
 }
 
 }  // namespace
@@ -63,8 +64,8 @@ void row_parallel_forward(Comm& tp, MatIn x_shard, MatIn w_shard, model::VecIn b
   if (bias.size() != 0) y.rowwise() += bias;
 }
 
-void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard,
-                           MatOut dw_shard, model::VecOut db) {
+void row_parallel_backward(MatIn x_shard, MatIn w_shard, MatIn dy, MatOut dx_shard, MatOut dw_shard,
+                           model::VecOut db) {
   const char* where = "row_parallel_backward";
   check_shape(where, "w_shard", w_shard.rows(), w_shard.cols(), x_shard.cols(), w_shard.cols());
   check_shape(where, "dy", dy.rows(), dy.cols(), x_shard.rows(), w_shard.cols());

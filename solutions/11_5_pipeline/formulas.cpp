@@ -71,8 +71,10 @@ std::int64_t in_flight_micro_batches(Schedule schedule, std::int64_t p, std::int
   check_count(where, "m", m);
   check_stage(where, stage, p);
   switch (schedule) {
-    case Schedule::gpipe: return m;
-    case Schedule::one_f_one_b: return std::min(m, p - stage);
+    case Schedule::gpipe:
+      return m;
+    case Schedule::one_f_one_b:
+      return std::min(m, p - stage);
   }
   fail(where, "schedule", std::to_string(static_cast<int>(schedule)),
        "is not a Schedule value: use gpipe or one_f_one_b");
@@ -98,7 +100,8 @@ double boundary_bytes_sent_per_stage(const TransformerShape& shape, std::int64_t
   check_count(where, "micro_batch", shape.micro_batch);
   check_count(where, "hidden", shape.hidden);
   check_positive(where, "bytes_per_element", bytes_per_element);
-  const double activation = static_cast<double>(shape.seq) * static_cast<double>(shape.micro_batch) *
+  const double activation = static_cast<double>(shape.seq) *
+                            static_cast<double>(shape.micro_batch) *
                             static_cast<double>(shape.hidden) * bytes_per_element;
   const int directions = (stage + 1 < p ? 1 : 0) + (stage > 0 ? 1 : 0);  // forward, backward
   return static_cast<double>(m) * directions * activation;

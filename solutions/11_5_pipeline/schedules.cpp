@@ -13,13 +13,16 @@ namespace {
 
 void check_p_m(const char* where, int p, int m) {
   if (p < 1 || m < 1)
-    throw std::invalid_argument(std::string(where) + ": p=" + std::to_string(p) + ", m=" + std::to_string(m) +
+    throw std::invalid_argument(std::string(where) + ": p=" + std::to_string(p) +
+                                ", m=" + std::to_string(m) +
                                 "; a pipeline needs at least one stage and one micro-batch");
 }
 
 // The tag of the message an action receives: one per (micro-batch, chunk, direction), so every
 // receive gets its own message whatever order the neighbour sent in.
-int tag_of(const Action& a, int v) { return 2 * (a.micro_batch * v + a.chunk) + (a.pass == Pass::backward ? 1 : 0); }
+int tag_of(const Action& a, int v) {
+  return 2 * (a.micro_batch * v + a.chunk) + (a.pass == Pass::backward ? 1 : 0);
+}
 
 // Where the p*v model chunks live: round robin, so that a micro-batch visits every stage once
 // per round and the pipeline fills in chunk-sized slots.
@@ -65,22 +68,25 @@ PipelineSchedule one_f_one_b_schedule(int p, int m) {
   return s;
 }
 
-double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const PipelineSchedule& schedule,
-                    std::span<const float> params, std::span<float> grads,
-                    std::span<const model::Batch> micro_batches) {
+double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
+                    const PipelineSchedule& schedule, std::span<const float> params,
+                    std::span<float> grads, std::span<const model::Batch> micro_batches) {
   check_schedule(schedule);
-  if (schedule.stages != pp.size() || schedule.micro_batches != static_cast<int>(micro_batches.size()))
-    throw std::invalid_argument("run_pipeline: the schedule is for p=" + std::to_string(schedule.stages) +
-                                ", m=" + std::to_string(schedule.micro_batches) + " but the group has " +
-                                std::to_string(pp.size()) + " stages and " + std::to_string(micro_batches.size()) +
-                                " micro-batches were given; build the schedule for this group and batch");
+  if (schedule.stages != pp.size() ||
+      schedule.micro_batches != static_cast<int>(micro_batches.size()))
+    throw std::invalid_argument(
+        "run_pipeline: the schedule is for p=" + std::to_string(schedule.stages) +
+        ", m=" + std::to_string(schedule.micro_batches) + " but the group has " +
+        std::to_string(pp.size()) + " stages and " + std::to_string(micro_batches.size()) +
+        " micro-batches were given; build the schedule for this group and batch");
   const int stage = pp.rank();
   const int p = schedule.stages, v = schedule.chunks;
   const Chunks ring{p, v};
   const int last_chunk = p * v - 1;
   const float scale = 1.0f / static_cast<float>(schedule.micro_batches);
   std::vector<StageUnits> chunk_units;  // this stage's chunks, by chunk index
-  for (int c = 0; c < v; ++c) chunk_units.push_back(stage_units(model, p * v, ring.model_chunk(stage, c)));
+  for (int c = 0; c < v; ++c)
+    chunk_units.push_back(stage_units(model, p * v, ring.model_chunk(stage, c)));
   std::vector<InFlight> held(micro_batches.size() * static_cast<std::size_t>(v));  // by k * v + c
   double loss = 0;
 
@@ -96,10 +102,12 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const Pipel
         x = model.input(rank, mb);
       } else {
         x = Buffer<float>(rank.memory(), Category::activations,
-                          static_cast<std::size_t>(tokens * model.unit(units.first).in_width), "pp.recv.x");
+                          static_cast<std::size_t>(tokens * model.unit(units.first).in_width),
+                          "pp.recv.x");
         pp.recv(x.span(), ring.stage_of(j - 1), tag_of(a, v));
       }
-      slot.caches = std::vector<model::UnitCache>(static_cast<std::size_t>(units.last - units.first));
+      slot.caches =
+          std::vector<model::UnitCache>(static_cast<std::size_t>(units.last - units.first));
       for (int u = units.first; u < units.last; ++u)
         x = model.unit_forward(rank, u, model.unit_view(params, u), std::move(x), tokens,
                                &slot.caches[static_cast<std::size_t>(u - units.first)]);
@@ -107,7 +115,8 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const Pipel
         slot.dloss = Buffer<float>(rank.memory(), Category::activations, x.size(), "pp.dloss");
         loss += model.loss_backward(x.span(), mb, slot.dloss.span(), scale) * scale;
       } else {
-        pp.send(x.span(), ring.stage_of(j + 1), tag_of({Pass::forward, a.micro_batch, ring.chunk_of(j + 1)}, v));
+        pp.send(x.span(), ring.stage_of(j + 1),
+                tag_of({Pass::forward, a.micro_batch, ring.chunk_of(j + 1)}, v));
       }
     } else {
       Buffer<float> d;
@@ -115,7 +124,8 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const Pipel
         d = std::move(slot.dloss);
       } else {
         d = Buffer<float>(rank.memory(), Category::activations,
-                          static_cast<std::size_t>(tokens * model.unit(units.last - 1).out_width), "pp.recv.dy");
+                          static_cast<std::size_t>(tokens * model.unit(units.last - 1).out_width),
+                          "pp.recv.dy");
         pp.recv(d.span(), ring.stage_of(j + 1), tag_of(a, v));
       }
       for (int u = units.last - 1; u >= units.first; --u)
@@ -123,7 +133,8 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, const Pipel
                                 slot.caches[static_cast<std::size_t>(u - units.first)], d.span());
       slot.caches.clear();
       if (j > 0)
-        pp.send(d.span(), ring.stage_of(j - 1), tag_of({Pass::backward, a.micro_batch, ring.chunk_of(j - 1)}, v));
+        pp.send(d.span(), ring.stage_of(j - 1),
+                tag_of({Pass::backward, a.micro_batch, ring.chunk_of(j - 1)}, v));
     }
   }
   return stage == ring.stage_of(last_chunk) ? loss : 0.0;
@@ -135,10 +146,11 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v) {
     throw std::invalid_argument("interleaved_one_f_one_b_schedule: v=" + std::to_string(v) +
                                 "; each stage needs at least one chunk");
   if (m % p != 0)
-    throw std::invalid_argument("interleaved_one_f_one_b_schedule: m=" + std::to_string(m) +
-                                " is not a multiple of p=" + std::to_string(p) +
-                                "; the micro-batches go through the chunks in groups of p, so pick m = " +
-                                std::to_string((m / p + 1) * p));
+    throw std::invalid_argument(
+        "interleaved_one_f_one_b_schedule: m=" + std::to_string(m) +
+        " is not a multiple of p=" + std::to_string(p) +
+        "; the micro-batches go through the chunks in groups of p, so pick m = " +
+        std::to_string((m / p + 1) * p));
   PipelineSchedule s{p, m, std::vector<std::vector<Action>>(static_cast<std::size_t>(p)), v};
   const int total = m * v;
   // The i-th chunk-forward (or backward) of a stage: groups of p micro-batches, each group going

@@ -27,10 +27,11 @@ std::optional<std::string> layout_problem(const Layout& layout, std::int64_t gpu
   const std::string tp = std::to_string(layout.tp);
   const std::string pp = std::to_string(layout.pp);
   const std::string dp = std::to_string(layout.dp);
-  for (auto [name, value] : {std::pair{"tp", layout.tp}, std::pair{"pp", layout.pp},
-                             std::pair{"dp", layout.dp}, std::pair{"gpus", gpus},
-                             std::pair{"gpus_per_node", gpus_per_node}})
-    if (value < 1) return std::string(name) + "=" + std::to_string(value) + " is below 1: use 1 or more";
+  for (auto [name, value] :
+       {std::pair{"tp", layout.tp}, std::pair{"pp", layout.pp}, std::pair{"dp", layout.dp},
+        std::pair{"gpus", gpus}, std::pair{"gpus_per_node", gpus_per_node}})
+    if (value < 1)
+      return std::string(name) + "=" + std::to_string(value) + " is below 1: use 1 or more";
   if (layout.tp * layout.pp * layout.dp != gpus)
     return "tp*pp*dp = " + tp + "*" + pp + "*" + dp + " = " +
            std::to_string(layout.tp * layout.pp * layout.dp) + " but the cluster has " +
@@ -110,10 +111,16 @@ GpuTraffic per_gpu_traffic(const LayoutModel& model) {
   const double g = share * model.recipe.bytes_grads;
   const double w = share * model.recipe.bytes_weights;
   switch (model.zero_stage) {
-    case 0: t.data_parallel_bytes = 2.0 * f_dp * g; break;
+    case 0:
+      t.data_parallel_bytes = 2.0 * f_dp * g;
+      break;
     case 1:
-    case 2: t.data_parallel_bytes = f_dp * (g + w); break;
-    default: t.data_parallel_bytes = f_dp * (g + 2.0 * w); break;
+    case 2:
+      t.data_parallel_bytes = f_dp * (g + w);
+      break;
+    default:
+      t.data_parallel_bytes = f_dp * (g + 2.0 * w);
+      break;
   }
 
   // Tensor parallel: 2 all-reduces forward, 2 backward per layer and micro-batch, and the
@@ -121,8 +128,7 @@ GpuTraffic per_gpu_traffic(const LayoutModel& model) {
   const double tp = static_cast<double>(l.tp);
   const double all_reduces = model.recompute == Recompute::full ? 6.0 : 4.0;
   const double layers_here = static_cast<double>(model.shape.layers / l.pp);
-  t.tensor_parallel_bytes =
-      layers_here * m * all_reduces * 2.0 * (tp - 1.0) / tp * activation;
+  t.tensor_parallel_bytes = layers_here * m * all_reduces * 2.0 * (tp - 1.0) / tp * activation;
 
   // Pipeline: a middle stage sends activations forward and gradients backward. The tp ranks of
   // a stage hold the same boundary tensor (or, under sequence parallelism, one slice each), so

@@ -67,12 +67,11 @@ Buffer<float> tp_block_forward(Rank& rank, Comm& tp, const model::Model& model, 
   Buffer<float> y = activations(rank, s.n * s.d, name + ".out");
   auto Y = as_matrix(y.span(), s.n, s.d);
   // This rank's heads give a partial sum of the attention output; the all-reduce completes it.
-  model::attention_forward(X, c.seq_len, static_cast<std::int64_t>(s.heads), c.causal, w.wq,
-                           w.wk, w.wv, w.wo, as_matrix(cache.q.span(), s.n, s.dl),
-                           as_matrix(cache.k.span(), s.n, s.dl),
-                           as_matrix(cache.v.span(), s.n, s.dl),
-                           as_matrix(cache.p.span(), s.prob_rows(), s.seq),
-                           as_matrix(cache.o.span(), s.n, s.dl), Y);
+  model::attention_forward(
+      X, c.seq_len, static_cast<std::int64_t>(s.heads), c.causal, w.wq, w.wk, w.wv, w.wo,
+      as_matrix(cache.q.span(), s.n, s.dl), as_matrix(cache.k.span(), s.n, s.dl),
+      as_matrix(cache.v.span(), s.n, s.dl), as_matrix(cache.p.span(), s.prob_rows(), s.seq),
+      as_matrix(cache.o.span(), s.n, s.dl), Y);
   tp.all_reduce(y.span());
   cache.mid = activations(rank, s.n * s.d, name + ".mid");
   auto MID = as_matrix(cache.mid.span(), s.n, s.d);
@@ -115,8 +114,8 @@ Buffer<float> tp_block_backward(Rank& rank, Comm& tp, const model::Model& model,
   auto DMID = as_matrix(dmid.span(), s.n, s.d);
   Eigen::RowVectorXf no_bias;
   model::ffn_backward(MID, w.w1, w.w2, as_matrix(std::span<const float>(cache.h.span()), s.n, s.fl),
-                      as_matrix(std::span<const float>(cache.a.span()), s.n, s.fl), DY, DMID,
-                      g.w1, g.b1.row(0), g.w2, no_bias);
+                      as_matrix(std::span<const float>(cache.a.span()), s.n, s.fl), DY, DMID, g.w1,
+                      g.b1.row(0), g.w2, no_bias);
   g.b2.row(0) += DY.colwise().sum();
   tp.all_reduce(dmid.span());
   DMID += DY;
@@ -140,8 +139,7 @@ Buffer<float> tp_block_backward(Rank& rank, Comm& tp, const model::Model& model,
   return dx;
 }
 
-void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor,
-                   int tag) {
+void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor, int tag) {
   const std::size_t slice = slice_of(grid, tensor.size());
   const auto mine = static_cast<std::size_t>(grid.tp().rank()) * slice;
   grid.pp().send(tensor.subspan(mine, slice), next_in(grid, direction), tag);
@@ -173,8 +171,7 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state) {
 }
 
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,
-                                    State3d& state, const model::Batch& global,
-                                    int micro_batches) {
+                                    State3d& state, const model::Batch& global, int micro_batches) {
   const Layout& layout = grid.layout();
   const Share& share = state.share;
   const model::ModelConfig& c = model.config();
@@ -222,9 +219,9 @@ std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::
     for (int u = share.first_unit; u < share.end_unit; ++u) {
       const auto at = static_cast<std::size_t>(u - share.first_unit);
       const auto w = share.unit_view(params, u);
-      x = is_block(u) ? tp_block_forward(rank, grid.tp(), model, u, w, std::move(x), tokens,
-                                         f.blocks[at])
-                      : model.unit_forward(rank, u, w, std::move(x), tokens, &f.units[at]);
+      x = is_block(u)
+              ? tp_block_forward(rank, grid.tp(), model, u, w, std::move(x), tokens, f.blocks[at])
+              : model.unit_forward(rank, u, w, std::move(x), tokens, &f.units[at]);
     }
     if (grid.is_last_stage()) {
       f.dout = activations(rank, x.size(), "dout");
@@ -250,9 +247,8 @@ std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::
     f = InFlight{};
   };
 
-  for (const auto& [is_forward, i] :
-       one_f_one_b_order(static_cast<int>(grid.coords().pp), static_cast<int>(layout.pp),
-                         micro_batches)) {
+  for (const auto& [is_forward, i] : one_f_one_b_order(
+           static_cast<int>(grid.coords().pp), static_cast<int>(layout.pp), micro_batches)) {
     if (is_forward) {
       forward(i);
     } else {

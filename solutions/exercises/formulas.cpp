@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "mgpu/course.hpp"  // kBf16MixedAdam
 #include "11_3_zero/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
+#include "mgpu/course.hpp"  // kBf16MixedAdam
 
 namespace mgpu::exercises {
 
@@ -25,27 +25,32 @@ double zero1_state_gb_per_gpu(double params, std::int64_t gpus) {
 
 Effect training_state_effect(Technique technique) {
   switch (technique) {
-    case Technique::data_parallel: return Effect::only_raises_throughput;  // full copy everywhere
-    case Technique::zero: return Effect::reduces_memory_per_gpu;             // shards the state
-    case Technique::tensor_parallel: return Effect::reduces_memory_per_gpu;  // splits each matrix
-    case Technique::pipeline_parallel: return Effect::reduces_memory_per_gpu;  // splits the layers
+    case Technique::data_parallel:
+      return Effect::only_raises_throughput;  // full copy everywhere
+    case Technique::zero:
+      return Effect::reduces_memory_per_gpu;  // shards the state
+    case Technique::tensor_parallel:
+      return Effect::reduces_memory_per_gpu;  // splits each matrix
+    case Technique::pipeline_parallel:
+      return Effect::reduces_memory_per_gpu;  // splits the layers
   }
-  throw std::invalid_argument("training_state_effect: technique=" +
-                              std::to_string(static_cast<int>(technique)) +
-                              " is not a Technique value");
+  throw std::invalid_argument(
+      "training_state_effect: technique=" + std::to_string(static_cast<int>(technique)) +
+      " is not a Technique value");
 }
 
 bool communication_on_critical_path(Technique technique) {
   switch (technique) {
-    case Technique::tensor_parallel: return true;  // the next matmul needs the summed output
-    case Technique::data_parallel:                 // buckets overlap with the backward
-    case Technique::zero:                          // gathers are prefetched a layer ahead
-    case Technique::pipeline_parallel:             // other micro-batches fill the wait
+    case Technique::tensor_parallel:
+      return true;                      // the next matmul needs the summed output
+    case Technique::data_parallel:      // buckets overlap with the backward
+    case Technique::zero:               // gathers are prefetched a layer ahead
+    case Technique::pipeline_parallel:  // other micro-batches fill the wait
       return false;
   }
-  throw std::invalid_argument("communication_on_critical_path: technique=" +
-                              std::to_string(static_cast<int>(technique)) +
-                              " is not a Technique value");
+  throw std::invalid_argument(
+      "communication_on_critical_path: technique=" + std::to_string(static_cast<int>(technique)) +
+      " is not a Technique value");
 }
 
 TensorParallelLinkComparison tensor_parallel_link_comparison(

@@ -24,12 +24,12 @@ struct Tolerance {
 
 /// Where two arrays differ, as check_close reports it.
 struct Mismatch {
-  std::size_t count = 0;    ///< elements outside the tolerance
-  std::size_t first = 0;    ///< index of the first of them
-  std::size_t worst = 0;    ///< index of the largest |got - want| over all elements
-  double largest = 0;       ///< that largest difference (0 for equal arrays)
-  bool same_size = true;    ///< false: the sizes differ and nothing else was compared
-  std::string report;       ///< one paragraph naming the above, empty when count == 0
+  std::size_t count = 0;  ///< elements outside the tolerance
+  std::size_t first = 0;  ///< index of the first of them
+  std::size_t worst = 0;  ///< index of the largest |got - want| over all elements
+  double largest = 0;     ///< that largest difference (0 for equal arrays)
+  bool same_size = true;  ///< false: the sizes differ and nothing else was compared
+  std::string report;     ///< one paragraph naming the above, empty when count == 0
 };
 
 /// Compares got[i] with want[i] for every i; Got and Want are anything with size() and
@@ -61,10 +61,11 @@ Mismatch compare(std::string_view label, const Got& got, const Want& want, Toler
   if (m.count > 0) {
     std::ostringstream out;
     out.precision(9);
-    out << label << ": " << m.count << " of " << n << " elements differ by more than " << tol.atol << " + "
-        << tol.rtol << " * |expected|\n  first at [" << m.first << "]: got " << at(got, m.first) << ", expected "
-        << at(want, m.first) << "\n  worst at [" << m.worst << "]: got " << at(got, m.worst) << ", expected "
-        << at(want, m.worst) << " (difference " << m.largest << ")";
+    out << label << ": " << m.count << " of " << n << " elements differ by more than " << tol.atol
+        << " + " << tol.rtol << " * |expected|\n  first at [" << m.first << "]: got "
+        << at(got, m.first) << ", expected " << at(want, m.first) << "\n  worst at [" << m.worst
+        << "]: got " << at(got, m.worst) << ", expected " << at(want, m.worst) << " (difference "
+        << m.largest << ")";
     m.report = out.str();
   }
   return m;
@@ -74,7 +75,8 @@ Mismatch compare(std::string_view label, const Got& got, const Want& want, Toler
 template <class A>
 double max_abs(const A& a) {
   double m = 0;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(a.size()); ++i) m = std::max(m, std::abs(static_cast<double>(a[i])));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(a.size()); ++i)
+    m = std::max(m, std::abs(static_cast<double>(a[i])));
   return m;
 }
 

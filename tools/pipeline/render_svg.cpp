@@ -7,8 +7,8 @@
 #include <array>
 #include <cmath>
 
-#include "svg.hpp"
 #include "pipeline/figure.hpp"
+#include "svg.hpp"
 
 namespace mgpu::pipeline_figure {
 
@@ -67,7 +67,8 @@ std::string render_svg(const Figure& f) {
       "<text x=\"{2:.0f}\" y=\"44\" fill=\"#555\">one row per stage; boxes are forward (blue) and "
       "backward (orange) "
       "passes numbered by micro-batch{4}; empty space is the bubble</text>\n",
-      width, height, kLeft, tools::escape_xml(title), v > 1 ? ".chunk, darker for later chunks" : "");
+      width, height, kLeft, tools::escape_xml(title),
+      v > 1 ? ".chunk, darker for later chunks" : "");
 
   // Lanes: a thin outline shows where a stage could have been busy.
   for (int s = 0; s < p; ++s) {

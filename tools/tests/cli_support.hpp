@@ -31,7 +31,8 @@ Run run_cli(Cli cli, const std::vector<std::string>& args) {
 /// Checks that `args` are refused with exit status `usage` and a message containing `fix`, and
 /// that nothing was printed on standard output.
 template <class Cli>
-void check_refused(Cli cli, int usage, const std::vector<std::string>& args, const std::string& fix) {
+void check_refused(Cli cli, int usage, const std::vector<std::string>& args,
+                   const std::string& fix) {
   const Run r = run_cli(cli, args);
   std::string line;
   for (const auto& a : args) line += a + " ";

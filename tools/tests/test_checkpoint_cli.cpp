@@ -13,18 +13,18 @@
 #include <string>
 #include <vector>
 
-#include "cli_support.hpp"
 #include "11_6_checkpointing/formulas.hpp"
 #include "checkpoint/cli.hpp"
 #include "checkpoint/figure.hpp"
+#include "cli_support.hpp"
 
 using namespace mgpu::checkpoint_figure;
 
 namespace {
 
-using tools_test::Run;
 using tools_test::Element;
 using tools_test::parse_xml;
+using tools_test::Run;
 using tools_test::run_cli;
 
 Run run(const std::vector<std::string>& args) { return run_cli(run_checkpoint_cli, args); }
@@ -40,9 +40,6 @@ FigureOptions options(std::int64_t layers, std::optional<std::int64_t> k = std::
   o.sweep = sweep;
   return o;
 }
-
-
-
 
 std::size_t count_points(const std::string& points) {
   std::istringstream in(points);

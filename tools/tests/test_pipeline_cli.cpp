@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "cli_support.hpp"
 #include "11_5_pipeline/formulas.hpp"
+#include "cli_support.hpp"
 #include "pipeline/cli.hpp"
 #include "pipeline/figure.hpp"
 
@@ -22,9 +22,9 @@ using namespace mgpu::pipeline_figure;
 
 namespace {
 
-using tools_test::Run;
 using tools_test::Element;
 using tools_test::parse_xml;
+using tools_test::Run;
 using tools_test::run_cli;
 
 Run run(const std::vector<std::string>& args) { return run_cli(run_pipeline_cli, args); }
@@ -47,9 +47,6 @@ FigureOptions options(ScheduleKind kind, int p, int m, int v = 1) {
   o.chunks = v;
   return o;
 }
-
-
-
 
 // Checks the SVG of `o`: a lane per stage, 2 m v boxes per lane, one forward and one backward
 // per (micro-batch, chunk), inside the lane and not overlapping.

@@ -5,8 +5,8 @@
 #include <mgpu/not_implemented.hpp>
 #include <sstream>
 
-#include "cli_support.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
+#include "cli_support.hpp"
 #include "plan/cli.hpp"
 
 using namespace mgpu::planner;

@@ -17,18 +17,19 @@ namespace {
 
 // What a run of a few data-parallel steps left behind.
 struct Trained {
-  std::vector<std::vector<float>> params;               // per rank, after the last step
-  std::vector<std::vector<std::vector<float>>> grads;   // [step][rank]: the gradients Adam applied
-  std::vector<std::vector<double>> losses;              // [step][rank]: each rank's slice loss
-  double makespan = 0;                                  // virtual seconds of the whole run
+  std::vector<std::vector<float>> params;              // per rank, after the last step
+  std::vector<std::vector<std::vector<float>>> grads;  // [step][rank]: the gradients Adam applied
+  std::vector<std::vector<double>> losses;             // [step][rank]: each rank's slice loss
+  double makespan = 0;                                 // virtual seconds of the whole run
 };
 
 // `steps` steps on `cc.world_size` ranks; plain (with `averager`) or overlapped with `buckets`.
 // The gradients are read after each step: the header promises that replica.grads then holds the
 // averaged gradients Adam applied. Weights after Adam alone would hide a gradient N times too
 // large (Adam divides it out), so the gradients themselves are what the case compares.
-Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int steps, std::int64_t sequences,
-              std::uint64_t seed, dp::GradAverager averager, const std::vector<dp::Bucket>* buckets) {
+Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int steps,
+              std::int64_t sequences, std::uint64_t seed, dp::GradAverager averager,
+              const std::vector<dp::Bucket>* buckets) {
   const auto ranks = static_cast<std::size_t>(cc.world_size);
   Trained t;
   t.params.resize(ranks);
@@ -42,9 +43,12 @@ Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int steps,
     for (int s = 0; s < steps; ++s) {
       const auto step = static_cast<std::size_t>(s);
       const model::Batch batch = net.make_batch(sequences, seed + 100 + step);
-      t.losses[step][me] = buckets ? dp::data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch, *buckets)
-                                   : dp::data_parallel_step(r, r.world(), net, replica, adam, batch, averager);
-      t.grads[step][me] = every_kth(std::vector<float>(replica.grads.begin(), replica.grads.end()), 600);
+      t.losses[step][me] =
+          buckets
+              ? dp::data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch, *buckets)
+              : dp::data_parallel_step(r, r.world(), net, replica, adam, batch, averager);
+      t.grads[step][me] =
+          every_kth(std::vector<float>(replica.grads.begin(), replica.grads.end()), 600);
     }
     t.params[me].assign(replica.params.begin(), replica.params.end());
   });
@@ -66,8 +70,8 @@ void emit_run(Ctx& ctx, const std::string& prefix, const Trained& t) {
   ctx.emit(prefix + "replicas_identical", bitwise_identical(t.params));
 }
 
-// A fixed small model whose parameter count is not a multiple of 3 (checked where it is used), so a ring that
-// only handles lengths divisible by N fails at the fixed point "three_ranks_".
+// A fixed small model whose parameter count is not a multiple of 3 (checked where it is used), so a
+// ring that only handles lengths divisible by N fails at the fixed point "three_ranks_".
 model::ModelConfig uneven_model_config() {
   model::ModelConfig c;
   c.d_in = 5;
@@ -95,7 +99,8 @@ void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
   emit_run(ctx, "", train(drawn, cc, steps, sequences, seed, averager, nullptr));
 
   const model::Model uneven(uneven_model_config());
-  if (uneven.num_params() % 3 == 0) throw std::logic_error("uneven_model_config must not split evenly over 3 ranks");
+  if (uneven.num_params() % 3 == 0)
+    throw std::logic_error("uneven_model_config must not split evenly over 3 ranks");
   for (auto [prefix, ranks] : {std::pair{"one_rank_", 1}, std::pair{"three_ranks_", 3}}) {
     cc.world_size = ranks;
     emit_run(ctx, prefix, train(uneven, cc, 2, 2 * ranks, seed + 7, averager, nullptr));
@@ -116,7 +121,8 @@ MGPU_CASE("11_2.local_batch") {
   // The last rank of a fixed 3-way split of 6 sequences: an off-by-one slice shows here.
   const model::Batch last = dp::local_batch(net.make_batch(6, 19), 2, 3);
   ctx.emit("last_of_three_inputs", last.inputs, DType::f32);
-  const model::Batch odd = net.make_batch(2 * ranks + 1, 18);  // 2N + 1 sequences never split over N >= 2
+  const model::Batch odd =
+      net.make_batch(2 * ranks + 1, 18);  // 2N + 1 sequences never split over N >= 2
   ctx.emit_rejects("rejects_uneven_batch", [&] { dp::local_batch(odd, 0, std::max(ranks, 2)); });
   ctx.emit_rejects("rejects_rank_out_of_range", [&] { dp::local_batch(global, ranks, ranks); });
 }
@@ -128,7 +134,8 @@ MGPU_CASE("11_2.dp_step_ring") { dp_step_case(ctx, dp::GradAverager::ring); }
 MGPU_CASE("11_2.plan_buckets") {
   const model::Model net(drawn_model_config(ctx));
   // From one tensor per bucket to one bucket for everything.
-  const auto cap = static_cast<std::size_t>(ctx.pick({0.0, ctx.log_uniform(16, 4.0 * static_cast<double>(net.num_params()) * 2)}));
+  const auto cap = static_cast<std::size_t>(
+      ctx.pick({0.0, ctx.log_uniform(16, 4.0 * static_cast<double>(net.num_params()) * 2)}));
   std::vector<double> offsets, counts, units;
   for (const dp::Bucket& b : dp::plan_buckets(net, cap)) {
     offsets.push_back(static_cast<double>(b.offset));

@@ -20,8 +20,8 @@ namespace {
 
 // Everything but comm is exact; the step's comm peak (fp32 scratch that a correct step may hold
 // in another order) is the case's budget measure.
-constexpr std::array kExact{Category::weights, Category::grads, Category::master, Category::optimizer,
-                            Category::activations};
+constexpr std::array kExact{Category::weights, Category::grads, Category::master,
+                            Category::optimizer, Category::activations};
 
 // What a run left on one rank.
 struct RankResult {
@@ -55,13 +55,15 @@ std::vector<RankResult> train(const Point& p, int steps, std::uint64_t seed) {
   cluster.run([&](mgpu::Rank& r) {
     RankResult& mine = out[static_cast<std::size_t>(r.id())];
     mgpu::MemoryLedger& ledger = r.memory();
-    dp::MixedReplica replica = dp::make_mixed_replica(ledger, net, seed, model::AdamConfig{.lr = 1e-3f});
+    dp::MixedReplica replica =
+        dp::make_mixed_replica(ledger, net, seed, model::AdamConfig{.lr = 1e-3f});
     for (std::size_t c = 0; c < mgpu::kCategoryCount; ++c)
       mine.built[c] = static_cast<double>(ledger.current(static_cast<Category>(c)));
     ledger.reset_peaks();  // from here on the peaks are the replica plus what a step adds
     r.traffic().reset();
     for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(2 * p.ranks, seed + 100 + static_cast<std::uint64_t>(s));
+      const model::Batch batch =
+          net.make_batch(2 * p.ranks, seed + 100 + static_cast<std::uint64_t>(s));
       mine.losses.push_back(dp::data_parallel_step_mixed(r, r.world(), net, replica, batch));
     }
     for (std::size_t c = 0; c < mgpu::kCategoryCount; ++c)
@@ -88,7 +90,9 @@ std::vector<Point> grid(Ctx& ctx, int ranks) {
   uneven.n_layers = 2;
   uneven.seq_len = 3;
   uneven.d_out = 2;
-  return {{"drawn", drawn_model_config(ctx), ranks}, {"one_rank", drawn_model_config(ctx), 1}, {"uneven", uneven, 3}};
+  return {{"drawn", drawn_model_config(ctx), ranks},
+          {"one_rank", drawn_model_config(ctx), 1},
+          {"uneven", uneven, 3}};
 }
 
 // Values named "<point>.rank<r>.<what>", the bf16 ones ending in 16 so the rubric can give them a
@@ -122,15 +126,20 @@ void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& 
   for (Category c : kExact) {
     const auto i = static_cast<std::size_t>(c);
     const std::string name = "peak_" + std::string(mgpu::to_string(c));
-    ctx.emit_per_rank(at + ".built." + name, per_rank([&](const RankResult& r) { return r.built[i]; }));
-    ctx.emit_per_rank(at + ".step." + name, per_rank([&](const RankResult& r) { return r.step_peak[i]; }));
+    ctx.emit_per_rank(at + ".built." + name,
+                      per_rank([&](const RankResult& r) { return r.built[i]; }));
+    ctx.emit_per_rank(at + ".step." + name,
+                      per_rank([&](const RankResult& r) { return r.step_peak[i]; }));
   }
-  ctx.emit_per_rank(at + ".bytes_sent.all_reduce",
-                    per_rank([](const RankResult& r) { return static_cast<double>(r.all_reduce.bytes_sent); }));
-  ctx.emit_per_rank(at + ".messages_sent.all_reduce",
-                    per_rank([](const RankResult& r) { return static_cast<double>(r.all_reduce.messages_sent); }));
-  ctx.emit_per_rank(at + ".bytes_sent.total",
-                    per_rank([](const RankResult& r) { return static_cast<double>(r.total.bytes_sent); }));
+  ctx.emit_per_rank(at + ".bytes_sent.all_reduce", per_rank([](const RankResult& r) {
+                      return static_cast<double>(r.all_reduce.bytes_sent);
+                    }));
+  ctx.emit_per_rank(at + ".messages_sent.all_reduce", per_rank([](const RankResult& r) {
+                      return static_cast<double>(r.all_reduce.messages_sent);
+                    }));
+  ctx.emit_per_rank(at + ".bytes_sent.total", per_rank([](const RankResult& r) {
+                      return static_cast<double>(r.total.bytes_sent);
+                    }));
 }
 
 void mixed_case(Ctx& ctx, bool costs) {

@@ -28,8 +28,12 @@ struct RingShape {
 // split, and a ring long enough (7 ranks) that left/right or chunk-index mistakes cannot cancel.
 const std::vector<std::pair<std::string, RingShape>>& edge_points() {
   static const std::vector<std::pair<std::string, RingShape>> points{
-      {"one_rank", {1, 5}},           {"two_ranks_odd_length", {2, 7}},   {"three_ranks_length_10", {3, 10}},
-      {"four_ranks_length_2", {4, 2}}, {"five_ranks_empty", {5, 0}},       {"seven_ranks_length_100", {7, 100}},
+      {"one_rank", {1, 5}},
+      {"two_ranks_odd_length", {2, 7}},
+      {"three_ranks_length_10", {3, 10}},
+      {"four_ranks_length_2", {4, 2}},
+      {"five_ranks_empty", {5, 0}},
+      {"seven_ranks_length_100", {7, 100}},
       {"eight_ranks_length_64", {8, 64}}};
   return points;
 }
@@ -39,7 +43,9 @@ const std::vector<std::pair<std::string, RingShape>>& edge_points() {
 std::size_t awkward_length(Ctx& ctx, int n, bool tiny_allowed) {
   const int kind = ctx.uniform_int(tiny_allowed ? 0 : 1, 3);
   if (kind == 0) return static_cast<std::size_t>(ctx.uniform_int(0, n + 1));  // empty chunks
-  if (kind == 1) return static_cast<std::size_t>(n * ctx.uniform_int(1, 70) + ctx.uniform_int(1, std::max(1, n - 1)));
+  if (kind == 1)
+    return static_cast<std::size_t>(n * ctx.uniform_int(1, 70) +
+                                    ctx.uniform_int(1, std::max(1, n - 1)));
   return static_cast<std::size_t>(ctx.uniform_int(1, 600));
 }
 
@@ -81,7 +87,8 @@ struct Costs {
 
 // Runs the ring on `inputs` (one vector per rank) and returns every rank's result, concatenated.
 template <class T>
-std::vector<double> run_ring(const std::vector<std::vector<T>>& inputs, Costs& costs, double& identical) {
+std::vector<double> run_ring(const std::vector<std::vector<T>>& inputs, Costs& costs,
+                             double& identical) {
   const int n = static_cast<int>(inputs.size());
   std::vector<std::vector<T>> out(inputs.size());
   mgpu::Cluster cluster(n);
@@ -140,12 +147,14 @@ MGPU_CASE("11_2.ring_all_reduce_bf16") {
     // schedule gives the reference's values exactly (emitted as fp64: compared exactly).
     std::vector<std::vector<mgpu::bf16>> ints(static_cast<std::size_t>(shape.ranks));
     for (auto& v : ints)
-      for (std::size_t i = 0; i < shape.length; ++i) v.push_back(mgpu::bf16(static_cast<float>(ctx.uniform_int(-16, 16))));
+      for (std::size_t i = 0; i < shape.length; ++i)
+        v.push_back(mgpu::bf16(static_cast<float>(ctx.uniform_int(-16, 16))));
     // N(0, 1) values: rounded once per step, so a different schedule may differ by a few bf16 ulps
     // of the summed magnitude (the rubric's tolerance for "normal" allows for that).
     std::vector<std::vector<mgpu::bf16>> normals(static_cast<std::size_t>(shape.ranks));
     for (auto& v : normals)
-      for (double x : ctx.normal_vector(shape.length)) v.push_back(mgpu::bf16(static_cast<float>(x)));
+      for (double x : ctx.normal_vector(shape.length))
+        v.push_back(mgpu::bf16(static_cast<float>(x)));
     ctx.emit(name + "_ranks", shape.ranks);
     ctx.emit(name + "_length", static_cast<double>(shape.length));
     ctx.emit(name + "_integers", run_ring(ints, costs, identical));

@@ -19,9 +19,10 @@ using mgpu::Category;
 
 namespace {
 
-constexpr std::array kCategories{Category::weights,     Category::grads, Category::master, Category::optimizer,
-                                 Category::activations, Category::comm};
-constexpr std::array kCollectives{mgpu::OpKind::all_reduce, mgpu::OpKind::reduce_scatter, mgpu::OpKind::all_gather};
+constexpr std::array kCategories{Category::weights,   Category::grads,       Category::master,
+                                 Category::optimizer, Category::activations, Category::comm};
+constexpr std::array kCollectives{mgpu::OpKind::all_reduce, mgpu::OpKind::reduce_scatter,
+                                  mgpu::OpKind::all_gather};
 
 // The smallest course model: its head holds 3 parameters (d_model 2, d_out 1), so on 4 or more
 // ranks the last ranks own none of it, and no unit splits evenly over 4 to 8 ranks.
@@ -54,43 +55,51 @@ struct Point {
 // and an average agree), the tiny model on `ranks` ranks (empty owned ranges, padding in every
 // unit), and a drawn model on the same ranks.
 std::vector<Point> stage_grid(Ctx& ctx, int ranks) {
-  return {{"one_rank", drawn_model_config(ctx), 1}, {"tiny", tiny_config(), ranks},
+  return {{"one_rank", drawn_model_config(ctx), 1},
+          {"tiny", tiny_config(), ranks},
           {"drawn", drawn_model_config(ctx), ranks}};
 }
 
 // What a run left on one rank.
 struct RankResult {
-  std::vector<float> grads;    // state.grads after the last step: reduced (stages 0, 2, 3), local (1)
-  std::vector<float> adam_m;   // Adam's first moment: linear in every step's reduced gradient
-  std::vector<float> master;   // fp32 master weights (bf16_mixed only; full at stage 0, a shard above)
-  std::vector<float> weights;  // full weights after the run
-  std::vector<double> losses;  // per step, this rank's slice
+  std::vector<float> grads;  // state.grads after the last step: reduced (stages 0, 2, 3), local (1)
+  std::vector<float> adam_m;  // Adam's first moment: linear in every step's reduced gradient
+  std::vector<float>
+      master;  // fp32 master weights (bf16_mixed only; full at stage 0, a shard above)
+  std::vector<float> weights;                              // full weights after the run
+  std::vector<double> losses;                              // per step, this rank's slice
   std::array<double, mgpu::kCategoryCount> state_peaks{};  // after make_zero_state
   std::array<double, mgpu::kCategoryCount> step_peaks{};   // during the steps only
-  std::array<mgpu::TrafficCounts, kCollectives.size()> traffic{};  // during the steps, per collective
-  double steps_end = 0;        // virtual time when this rank finished its steps
+  std::array<mgpu::TrafficCounts, kCollectives.size()>
+      traffic{};         // during the steps, per collective
+  double steps_end = 0;  // virtual time when this rank finished its steps
 };
 
-std::vector<RankResult> train(const Point& p, const mgpu::ClusterConfig& cc, int stage, bool prefetch, int steps,
-                              std::uint64_t seed, z::Precision precision = z::Precision::fp32,
-                              bool overlap = false) {
+std::vector<RankResult> train(const Point& p, const mgpu::ClusterConfig& cc, int stage,
+                              bool prefetch, int steps, std::uint64_t seed,
+                              z::Precision precision = z::Precision::fp32, bool overlap = false) {
   const model::Model net(p.config);
   std::vector<RankResult> out(static_cast<std::size_t>(cc.world_size));
   const std::int64_t sequences = p.sequences_per_rank * cc.world_size;
   mgpu::Cluster cluster(cc);
   cluster.run([&](mgpu::Rank& r) {
     RankResult& mine = out[static_cast<std::size_t>(r.id())];
-    z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed, model::AdamConfig{.lr = 1e-3f}, precision);
-    for (Category c : kCategories) mine.state_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
+    z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed,
+                                            model::AdamConfig{.lr = 1e-3f}, precision);
+    for (Category c : kCategories)
+      mine.state_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
     r.memory().reset_peaks();  // from here on the peaks are the state plus what a step adds
     r.traffic().reset();
     for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(sequences, seed + 100 + static_cast<std::uint64_t>(s));
+      const model::Batch batch =
+          net.make_batch(sequences, seed + 100 + static_cast<std::uint64_t>(s));
       mine.losses.push_back(z::zero_step(r, r.world(), net, state, batch, prefetch, overlap));
     }
     mine.steps_end = r.clock().now();
-    for (Category c : kCategories) mine.step_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
-    for (std::size_t i = 0; i < kCollectives.size(); ++i) mine.traffic[i] = r.traffic().op(kCollectives[i]);
+    for (Category c : kCategories)
+      mine.step_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
+    for (std::size_t i = 0; i < kCollectives.size(); ++i)
+      mine.traffic[i] = r.traffic().op(kCollectives[i]);
     if (precision == z::Precision::bf16_mixed) {
       for (mgpu::bf16 g : state.grads16.span()) mine.grads.push_back(static_cast<float>(g));
       mine.master.assign(state.master.begin(), state.master.end());
@@ -146,8 +155,8 @@ void emit_mixed_values(Ctx& ctx, const std::string& where, const std::vector<Ran
 // the bytes and messages each rank sent per collective. Without `with_step_comm` the step's comm
 // peak is left to the caller (a budget, where a correct variant may hold less); without
 // `with_state_comm` so is the transient comm peak of building the state.
-void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& ranks, bool with_step_comm = true,
-                bool with_state_comm = true) {
+void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& ranks,
+                bool with_step_comm = true, bool with_state_comm = true) {
   auto per_rank = [&](auto field) {
     std::vector<double> v;
     for (const RankResult& r : ranks) v.push_back(field(r));
@@ -157,16 +166,20 @@ void emit_costs(Ctx& ctx, const std::string& at, const std::vector<RankResult>& 
     const auto i = static_cast<std::size_t>(c);
     const std::string name = "peak_" + std::string(mgpu::to_string(c));
     if (c != Category::comm || with_state_comm)
-      ctx.emit_per_rank(at + ".state." + name, per_rank([&](const RankResult& r) { return r.state_peaks[i]; }));
+      ctx.emit_per_rank(at + ".state." + name,
+                        per_rank([&](const RankResult& r) { return r.state_peaks[i]; }));
     if (c != Category::comm || with_step_comm)
-      ctx.emit_per_rank(at + ".step." + name, per_rank([&](const RankResult& r) { return r.step_peaks[i]; }));
+      ctx.emit_per_rank(at + ".step." + name,
+                        per_rank([&](const RankResult& r) { return r.step_peaks[i]; }));
   }
   for (std::size_t i = 0; i < kCollectives.size(); ++i) {
     const std::string op(mgpu::to_string(kCollectives[i]));
-    ctx.emit_per_rank(at + ".bytes_sent." + op,
-                      per_rank([&](const RankResult& r) { return static_cast<double>(r.traffic[i].bytes_sent); }));
-    ctx.emit_per_rank(at + ".messages_sent." + op,
-                      per_rank([&](const RankResult& r) { return static_cast<double>(r.traffic[i].messages_sent); }));
+    ctx.emit_per_rank(at + ".bytes_sent." + op, per_rank([&](const RankResult& r) {
+                        return static_cast<double>(r.traffic[i].bytes_sent);
+                      }));
+    ctx.emit_per_rank(at + ".messages_sent." + op, per_rank([&](const RankResult& r) {
+                        return static_cast<double>(r.traffic[i].messages_sent);
+                      }));
   }
 }
 
@@ -179,8 +192,10 @@ void stage_case(Ctx& ctx, int stage, bool costs) {
   ctx.emit("ranks", ranks);
   for (const Point& p : stage_grid(ctx, ranks)) {
     const std::vector<RankResult> run = train(p, p.cluster(), stage, false, steps, seed);
-    if (costs) emit_costs(ctx, p.name, run);
-    else emit_values(ctx, p.name, run);
+    if (costs)
+      emit_costs(ctx, p.name, run);
+    else
+      emit_values(ctx, p.name, run);
   }
 }
 
@@ -193,7 +208,8 @@ MGPU_CASE("11_3.plan_shards") {
     const model::Model& net;
     int ranks;
   };
-  const std::vector<Plan> plans{{drawn, 1}, {drawn, 3}, {tiny, 4}, {tiny, 8}, {drawn, ctx.uniform_int(2, 9)}};
+  const std::vector<Plan> plans{
+      {drawn, 1}, {drawn, 3}, {tiny, 4}, {tiny, 8}, {drawn, ctx.uniform_int(2, 9)}};
   std::vector<double> shard, offset, size;
   for (const Plan& p : plans) {
     const z::ShardLayout layout = z::plan_shards(p.net, p.ranks);
@@ -232,7 +248,8 @@ MGPU_CASE("11_3.fsdp_prefetch") {
   double comm_peak = 0, end = 0;
   for (const Point& p : grid) {
     const bool timed = p.name == "overlap";
-    const std::vector<RankResult> run = train(p, timed ? slow_cluster(ranks) : p.cluster(), 3, true, 2, seed);
+    const std::vector<RankResult> run =
+        train(p, timed ? slow_cluster(ranks) : p.cluster(), 3, true, 2, seed);
     emit_values(ctx, p.name, run);
     emit_costs(ctx, p.name, run, false);
     for (const RankResult& r : run) {
@@ -260,7 +277,8 @@ void mixed_case(Ctx& ctx, bool costs) {
     const bool prefetch = variant == 4;
     const std::string at = "s" + std::to_string(stage) + (prefetch ? "p" : "");
     for (const Point& p : stage_grid(ctx, ranks)) {
-      const std::vector<RankResult> run = train(p, p.cluster(), stage, prefetch, steps, seed, z::Precision::bf16_mixed);
+      const std::vector<RankResult> run =
+          train(p, p.cluster(), stage, prefetch, steps, seed, z::Precision::bf16_mixed);
       const std::string where = at + "." + p.name;
       if (costs) {
         emit_costs(ctx, where, run, false, false);
@@ -300,8 +318,10 @@ MGPU_CASE("11_3.zero2_overlap") {
       const std::vector<RankResult> run =
           train(p, timed ? slow_cluster(ranks) : p.cluster(), 2, false, 2, seed, precision, true);
       const std::string at = (mixed ? "bf16." : "fp32.") + p.name;
-      if (mixed) emit_mixed_values(ctx, at, run);
-      else emit_values(ctx, at, run);
+      if (mixed)
+        emit_mixed_values(ctx, at, run);
+      else
+        emit_values(ctx, at, run);
       emit_costs(ctx, at, run, false, !mixed);
       for (const RankResult& r : run) {
         comm_peak = std::max(comm_peak, r.step_peaks[static_cast<std::size_t>(Category::comm)]);

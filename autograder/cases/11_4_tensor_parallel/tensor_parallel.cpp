@@ -34,15 +34,17 @@ std::vector<Shape> grid(Ctx& ctx) {
     const int t = ctx.pick({1, 2, 3, 4});
     const Eigen::Index n = ctx.uniform_int(1, 9), h = ctx.uniform_int(2, 11);
     d = {n, h, t * ctx.uniform_int(1, 6), t};
-  } while (std::any_of(g.begin(), g.end(), [&](const Shape& s) { return s.n == d.n && s.h == d.h && s.f == d.f && s.t == d.t; }));
+  } while (std::any_of(g.begin(), g.end(), [&](const Shape& s) {
+    return s.n == d.n && s.h == d.h && s.f == d.f && s.t == d.t;
+  }));
   g.push_back(d);
   return g;
 }
 
 // Prefix naming a grid point in every value it emits, so feedback says where a value went wrong.
 std::string label(const Shape& s) {
-  return "t" + std::to_string(s.t) + "_n" + std::to_string(s.n) + "_h" + std::to_string(s.h) + "_f" +
-         std::to_string(s.f) + ".";
+  return "t" + std::to_string(s.t) + "_n" + std::to_string(s.n) + "_h" + std::to_string(s.h) +
+         "_f" + std::to_string(s.f) + ".";
 }
 
 MatrixRM matrix(Ctx& ctx, Eigen::Index rows, Eigen::Index cols) {
@@ -62,7 +64,8 @@ struct Assembled {
 };
 
 // One matrix per rank (a result every rank holds whole), emitted as "<prefix><name>_rank<i>".
-void emit_per_rank_matrices(Ctx& ctx, const std::string& name, const std::vector<MatrixRM>& per_rank) {
+void emit_per_rank_matrices(Ctx& ctx, const std::string& name,
+                            const std::vector<MatrixRM>& per_rank) {
   for (std::size_t i = 0; i < per_rank.size(); ++i)
     ctx.emit(name + "_rank" + std::to_string(i), per_rank[i], DType::f32);
 }
@@ -192,12 +195,12 @@ MGPU_CASE("11_4.tp_attention") {
     Eigen::Index n;
     bool causal;
   };
-  std::vector<Point> points = {{1, 2, 4, 3, 6, true}, {2, 2, 6, 2, 4, false}, {4, 4, 8, 3, 3, true},
-                               {2, 4, 8, 5, 5, true}};
+  std::vector<Point> points = {
+      {1, 2, 4, 3, 6, true}, {2, 2, 6, 2, 4, false}, {4, 4, 8, 3, 3, true}, {2, 4, 8, 5, 5, true}};
   // The name of a point's values; the drawn point is drawn again while its name is taken.
   auto label = [](const Point& d) {
-    return "t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" + std::to_string(d.h) + "_n" +
-           std::to_string(d.n) + (d.causal ? "_causal." : ".");
+    return "t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" +
+           std::to_string(d.h) + "_n" + std::to_string(d.n) + (d.causal ? "_causal." : ".");
   };
   Point drawn;
   do {
@@ -205,13 +208,15 @@ MGPU_CASE("11_4.tp_attention") {
     const std::int64_t heads = t * ctx.uniform_int(1, 3), h = heads * ctx.uniform_int(1, 3);
     const std::int64_t seq = ctx.uniform_int(1, 5);
     drawn = {t, heads, h, seq, seq * ctx.uniform_int(1, 3), ctx.uniform_int(0, 1) == 1};
-  } while (std::any_of(points.begin(), points.end(), [&](const Point& q) { return label(q) == label(drawn); }));
+  } while (std::any_of(points.begin(), points.end(),
+                       [&](const Point& q) { return label(q) == label(drawn); }));
   points.push_back(drawn);
   GridTraffic traffic;
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const MatrixRM x = matrix(ctx, d.n, d.h), dy = matrix(ctx, d.n, d.h);
-    Assembled dwq{MatrixRM(d.h, d.h), true}, dwk{MatrixRM(d.h, d.h), true}, dwv{MatrixRM(d.h, d.h), true};
+    Assembled dwq{MatrixRM(d.h, d.h), true}, dwk{MatrixRM(d.h, d.h), true},
+        dwv{MatrixRM(d.h, d.h), true};
     Assembled dwo{MatrixRM(d.h, d.h), false};
     std::vector<MatrixRM> y(static_cast<std::size_t>(d.t)), dx(y.size());
     mgpu::Cluster cluster(d.t);

@@ -34,14 +34,16 @@ std::vector<Point> grid(Ctx& ctx, std::vector<Point> fixed, int max_p, int draws
   for (int i = 0; i < draws; ++i) {
     Point d;
     do d = {ctx.uniform_int(1, max_p), ctx.pick({1, 2, 3, 4, 6, 8, 12})};
-    while (std::any_of(fixed.begin(), fixed.end(), [&](const Point& q) { return q.p == d.p && q.m == d.m; }));
+    while (std::any_of(fixed.begin(), fixed.end(),
+                       [&](const Point& q) { return q.p == d.p && q.m == d.m; }));
     fixed.push_back(d);
   }
   return fixed;
 }
 
 std::string label(const Point& g) {
-  return "p" + std::to_string(g.p) + "_m" + std::to_string(g.m) + (g.v > 1 ? "_v" + std::to_string(g.v) : "") + ".";
+  return "p" + std::to_string(g.p) + "_m" + std::to_string(g.m) +
+         (g.v > 1 ? "_v" + std::to_string(g.v) : "") + ".";
 }
 
 // The interleaved grid: m a multiple of p (m = p included), p = 1, several v; then `draws` points
@@ -94,7 +96,8 @@ void emit_schedule(Ctx& ctx, const std::string& name, const pl::PipelineSchedule
   ctx.emit_rejects(name + "_invalid", [&] { pl::check_schedule(s); });
   ctx.emit(name, encode(s));
   std::vector<double> held;
-  for (int stage = 0; stage < s.stages && static_cast<std::size_t>(stage) < s.per_stage.size(); ++stage)
+  for (int stage = 0; stage < s.stages && static_cast<std::size_t>(stage) < s.per_stage.size();
+       ++stage)
     held.push_back(static_cast<double>(pl::schedule_in_flight(s, stage)));
   ctx.emit(name + "_in_flight", held);  // stage by stage
 }
@@ -120,8 +123,8 @@ struct Step {
   double makespan = 0;
 };
 
-Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule, const model::Batch& batch,
-              std::uint64_t seed) {
+Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule,
+              const model::Batch& batch, std::uint64_t seed) {
   const int p = schedule.stages;
   const std::vector<model::Batch> micro = pl::split_micro_batches(batch, schedule.micro_batches);
   Step step;
@@ -132,7 +135,8 @@ Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule, con
     mgpu::Comm pp = r.world().split(0, p - 1 - r.id(), "pp");
     model::Replica replica = net.make_replica(r.memory(), seed);
     const auto i = static_cast<std::size_t>(r.id());
-    step.loss[i] = pl::run_pipeline(r, pp, net, schedule, replica.params.span(), replica.grads.span(), micro);
+    step.loss[i] =
+        pl::run_pipeline(r, pp, net, schedule, replica.params.span(), replica.grads.span(), micro);
     step.grads[i].assign(replica.grads.begin(), replica.grads.end());
   });
   step.reports = cluster.reports();
@@ -170,7 +174,9 @@ void gradients_case(Ctx& ctx, const std::vector<Point>& points, MakeSchedule mak
 }
 
 // The grid of the gradient cases: p = 1 (with m = 1 and m > 1), m = 1, m < p, m = p, m > p.
-std::vector<Point> gradient_grid(Ctx& ctx) { return grid(ctx, {{1, 1}, {1, 3}, {2, 1}, {4, 2}, {3, 3}, {2, 6}}, 4, 1); }
+std::vector<Point> gradient_grid(Ctx& ctx) {
+  return grid(ctx, {{1, 1}, {1, 3}, {2, 1}, {4, 2}, {3, 3}, {2, 6}}, 4, 1);
+}
 
 // A valid schedule with v chunks per stage in an order drawn from the seed: every action of
 // every stage is put into one random order in which each action's input already exists (the
@@ -179,14 +185,16 @@ std::vector<Point> gradient_grid(Ctx& ctx) { return grid(ctx, {{1, 1}, {1, 3}, {
 // orders of their own, so only messages told apart by their tags pair up.
 pl::PipelineSchedule random_valid_schedule(Ctx& ctx, const Point& g) {
   const int chunks = g.p * g.v;
-  pl::PipelineSchedule s{g.p, g.m, std::vector<std::vector<pl::Action>>(static_cast<std::size_t>(g.p)), g.v};
+  pl::PipelineSchedule s{g.p, g.m,
+                         std::vector<std::vector<pl::Action>>(static_cast<std::size_t>(g.p)), g.v};
   // Per micro-batch, how far its forward has gone (model chunks done) and its backward.
   std::vector<int> fwd(static_cast<std::size_t>(g.m), 0), bwd(static_cast<std::size_t>(g.m), 0);
   for (int left = 2 * chunks * g.m; left > 0; --left) {
     std::vector<int> ready;  // micro-batches whose next action can run: forward while fwd < chunks
     for (int k = 0; k < g.m; ++k)
       if (bwd[static_cast<std::size_t>(k)] < chunks) ready.push_back(k);
-    const int k = ready[static_cast<std::size_t>(ctx.uniform_int(0, static_cast<std::int64_t>(ready.size()) - 1))];
+    const int k = ready[static_cast<std::size_t>(
+        ctx.uniform_int(0, static_cast<std::int64_t>(ready.size()) - 1))];
     int& f = fwd[static_cast<std::size_t>(k)];
     int& b = bwd[static_cast<std::size_t>(k)];
     const bool forward = f < chunks;
@@ -209,11 +217,13 @@ MGPU_CASE("11_5.schedules") {
 }
 
 MGPU_CASE("11_5.gpipe_gradients") {
-  gradients_case(ctx, gradient_grid(ctx), [](const Point& g) { return pl::gpipe_schedule(g.p, g.m); });
+  gradients_case(ctx, gradient_grid(ctx),
+                 [](const Point& g) { return pl::gpipe_schedule(g.p, g.m); });
 }
 
 MGPU_CASE("11_5.one_f_one_b_gradients") {
-  gradients_case(ctx, gradient_grid(ctx), [](const Point& g) { return pl::one_f_one_b_schedule(g.p, g.m); });
+  gradients_case(ctx, gradient_grid(ctx),
+                 [](const Point& g) { return pl::one_f_one_b_schedule(g.p, g.m); });
 }
 
 MGPU_CASE("11_5.any_schedule_gradients") {
@@ -222,7 +232,8 @@ MGPU_CASE("11_5.any_schedule_gradients") {
   // another order than its neighbour sent them, so only messages told apart by their tags pair up.
   const std::vector<Point> points = grid(ctx, {{2, 3}, {3, 4}, {4, 6}}, 4, 1);
   gradients_case(ctx, points, [&ctx](const Point& g) {
-    pl::PipelineSchedule s{g.p, g.m, std::vector<std::vector<pl::Action>>(static_cast<std::size_t>(g.p))};
+    pl::PipelineSchedule s{g.p, g.m,
+                           std::vector<std::vector<pl::Action>>(static_cast<std::size_t>(g.p))};
     std::vector<int> order(static_cast<std::size_t>(g.m));
     std::iota(order.begin(), order.end(), 0);
     for (auto& program : s.per_stage)
@@ -260,13 +271,15 @@ MGPU_CASE("11_5.bubble_and_in_flight") {
         const pl::StageUnits units = pl::stage_units(net, g.p, s);
         for (int u = units.first; u < units.last; ++u) {
           model::UnitCache cache;
-          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x), micro[0].tokens(), &cache);
+          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
+                               micro[0].tokens(), &cache);
           per_mb[static_cast<std::size_t>(s)] += static_cast<double>(cache.bytes());
         }
       }
     });
     for (bool f1b : {false, true}) {
-      const pl::PipelineSchedule schedule = f1b ? pl::one_f_one_b_schedule(g.p, g.m) : pl::gpipe_schedule(g.p, g.m);
+      const pl::PipelineSchedule schedule =
+          f1b ? pl::one_f_one_b_schedule(g.p, g.m) : pl::gpipe_schedule(g.p, g.m);
       const Step step = run_step(net, schedule, batch, 1);
       // Stage by stage (world rank p-1-s holds stage s); the peaks below go by world rank.
       std::vector<double> held, idle;
@@ -302,25 +315,30 @@ MGPU_CASE("11_5.pipeline_rejects") {
     std::swap(bad.per_stage[1].front(), bad.per_stage[1].back());
     cluster.run([&](mgpu::Rank& r) {
       model::Replica replica = net.make_replica(r.memory(), 1);
-      pl::run_pipeline(r, r.world(), net, pl::stage_units(net, 2, r.id()), bad, replica.params.span(),
-                       replica.grads.span(), micro);
+      pl::run_pipeline(r, r.world(), net, pl::stage_units(net, 2, r.id()), bad,
+                       replica.params.span(), replica.grads.span(), micro);
     });
   });
 }
 
 MGPU_CASE("11_5.interleaved_schedule") {
-  const std::vector<Point> fixed = {{1, 1, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {4, 8, 2}, {3, 6, 4}, {4, 8, 1}};
+  const std::vector<Point> fixed = {{1, 1, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2},
+                                    {4, 8, 2}, {3, 6, 4}, {4, 8, 1}};
   for (const Point& g : interleaved_grid(ctx, fixed, 8, 2))
-    emit_schedule(ctx, label(g) + "interleaved", pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v));
+    emit_schedule(ctx, label(g) + "interleaved",
+                  pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v));
   ctx.emit_rejects("rejects_zero_stages", [&] { pl::interleaved_one_f_one_b_schedule(0, 2, 2); });
-  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::interleaved_one_f_one_b_schedule(2, 0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches",
+                   [&] { pl::interleaved_one_f_one_b_schedule(2, 0, 2); });
   ctx.emit_rejects("rejects_zero_chunks", [&] { pl::interleaved_one_f_one_b_schedule(2, 2, 0); });
-  ctx.emit_rejects("rejects_m_not_multiple_of_p", [&] { pl::interleaved_one_f_one_b_schedule(4, 6, 2); });
+  ctx.emit_rejects("rejects_m_not_multiple_of_p",
+                   [&] { pl::interleaved_one_f_one_b_schedule(4, 6, 2); });
 }
 
 MGPU_CASE("11_5.interleaved_gradients") {
-  gradients_case(ctx, interleaved_grid(ctx, {{1, 2, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {3, 6, 2}}, 4, 1),
-                 [](const Point& g) { return pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v); });
+  gradients_case(
+      ctx, interleaved_grid(ctx, {{1, 2, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {3, 6, 2}}, 4, 1),
+      [](const Point& g) { return pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v); });
 }
 
 MGPU_CASE("11_5.any_interleaved_schedule_gradients") {
@@ -354,7 +372,8 @@ MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
         const pl::StageUnits units = pl::stage_units(net, g.p * g.v, j);
         for (int u = units.first; u < units.last; ++u) {
           model::UnitCache cache;
-          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x), micro[0].tokens(), &cache);
+          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
+                               micro[0].tokens(), &cache);
           per_chunk[static_cast<std::size_t>(j)] += static_cast<double>(cache.bytes());
         }
       }
@@ -364,8 +383,10 @@ MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
     for (int s = 0; s < g.p; ++s) {
       const mgpu::RankReport& r = step.reports[static_cast<std::size_t>(g.p - 1 - s)];
       double mean_chunk = 0;  // the stage's chunks: model chunks s, s + p, ...
-      for (int j = s; j < g.p * g.v; j += g.p) mean_chunk += per_chunk[static_cast<std::size_t>(j)] / g.v;
-      held.push_back(std::round(static_cast<double>(r.memory.peak(mgpu::Category::activations)) / mean_chunk));
+      for (int j = s; j < g.p * g.v; j += g.p)
+        mean_chunk += per_chunk[static_cast<std::size_t>(j)] / g.v;
+      held.push_back(
+          std::round(static_cast<double>(r.memory.peak(mgpu::Category::activations)) / mean_chunk));
       idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
     }
     const std::string name = label(g) + "interleaved";

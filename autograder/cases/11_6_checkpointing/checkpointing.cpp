@@ -61,7 +61,8 @@ std::vector<Point> grid(Ctx& ctx) {
                        {"remainder", fixed_config(7, true), 3, 2},
                        {"ffn_only", fixed_config(6, false), 2, 3}};
   const model::ModelConfig drawn = drawn_config(ctx);
-  g.push_back({"drawn", drawn, ctx.uniform_int(1, static_cast<int>(drawn.n_layers)), ctx.uniform_int(1, 4)});
+  g.push_back({"drawn", drawn, ctx.uniform_int(1, static_cast<int>(drawn.n_layers)),
+               ctx.uniform_int(1, 4)});
   return g;
 }
 
@@ -73,14 +74,16 @@ struct Step {
 };
 
 // One step on a fresh rank: plain when k is 0, else with a checkpoint every k blocks.
-Step run_step(const model::Model& net, const model::Batch& batch, std::int64_t k, std::uint64_t seed) {
+Step run_step(const model::Model& net, const model::Batch& batch, std::int64_t k,
+              std::uint64_t seed) {
   Step s;
   mgpu::Cluster(1).run([&](mgpu::Rank& r) {
     model::Replica rep = net.make_replica(r.memory(), seed);
     r.memory().reset_peaks();
     const double t0 = r.clock().compute_time();
     s.loss = k == 0 ? net.forward_backward(r, rep.params.span(), rep.grads.span(), batch)
-                    : ck::checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, k);
+                    : ck::checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(),
+                                                        batch, k);
     s.flops = (r.clock().compute_time() - t0) * r.config().flops_per_second;
     s.peak = static_cast<double>(r.memory().peak(mgpu::Category::activations));
     s.grads.assign(rep.grads.begin(), rep.grads.end());
@@ -103,13 +106,14 @@ void over_grid(Ctx& ctx, F&& emit_point) {
 }  // namespace
 
 MGPU_CASE("11_6.checkpointed_gradients") {
-  over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch, std::int64_t k,
-                     std::uint64_t seed) {
+  over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
+                     std::int64_t k, std::uint64_t seed) {
     const Step plain = run_step(net, batch, 0, seed), ckpt = run_step(net, batch, k, seed);
     ctx.emit(at + ".grads", every_kth(ckpt.grads), DType::f32);
     ctx.emit(at + ".loss", ckpt.loss, DType::f32);
-    const bool same = ckpt.grads.size() == plain.grads.size() &&
-                      std::memcmp(ckpt.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;
+    const bool same =
+        ckpt.grads.size() == plain.grads.size() &&
+        std::memcmp(ckpt.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;
     ctx.emit(at + ".bitwise_same_as_plain", same ? 1.0 : 0.0);
   });
 }
@@ -118,8 +122,8 @@ MGPU_CASE("11_6.activation_peak") {
   // The ledger's activation peak, exact both ways: above the reference's means something is kept
   // that checkpointing should have freed (every block's cache, a second copy of a checkpoint),
   // below means less was kept than the backward needs at that k (the interval not honoured).
-  over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch, std::int64_t k,
-                     std::uint64_t seed) {
+  over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
+                     std::int64_t k, std::uint64_t seed) {
     ctx.emit(at + ".peak_activations", run_step(net, batch, k, seed).peak);
   });
 }
@@ -127,8 +131,8 @@ MGPU_CASE("11_6.activation_peak") {
 MGPU_CASE("11_6.recompute_flops") {
   // FLOPs over a plain step at the grid's k, and for every k of the drawn model: exactly one more
   // forward of every block, whatever k is (no block skipped, none recomputed twice).
-  over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch, std::int64_t k,
-                     std::uint64_t seed) {
+  over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
+                     std::int64_t k, std::uint64_t seed) {
     const double plain = run_step(net, batch, 0, seed).flops;
     if (at != "drawn") {
       ctx.emit(at + ".extra_flops", run_step(net, batch, k, seed).flops - plain);
@@ -145,7 +149,8 @@ MGPU_CASE("11_6.best_interval_model") {
   std::vector<double> best;
   for (int i = 0; i < 4; ++i) {
     const model::Model net(drawn_config(ctx));
-    best.push_back(static_cast<double>(ck::best_interval(net, net.config().seq_len * ctx.uniform_int(1, 8))));
+    best.push_back(
+        static_cast<double>(ck::best_interval(net, net.config().seq_len * ctx.uniform_int(1, 8))));
   }
   ctx.emit("best", best);
   const model::Model net(drawn_config(ctx));

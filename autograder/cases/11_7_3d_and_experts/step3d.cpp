@@ -27,8 +27,8 @@ struct Point {
 
 std::string label(const Point& p) {
   const ly::Layout& l = p.layout;
-  return "tp" + std::to_string(l.tp) + "_pp" + std::to_string(l.pp) + "_dp" +
-         std::to_string(l.dp) + "_m" + std::to_string(p.micro_batches) + ".";
+  return "tp" + std::to_string(l.tp) + "_pp" + std::to_string(l.pp) + "_dp" + std::to_string(l.dp) +
+         "_m" + std::to_string(p.micro_batches) + ".";
 }
 
 // The fixed points, each catching a family of mistakes:
@@ -49,7 +49,8 @@ std::vector<Point> points(Ctx& ctx) {
   do {
     d = {{ctx.pick<std::int64_t>({1, 2, 4}), ctx.pick<std::int64_t>({1, 2, 4}),
           ctx.uniform_int(1, 3)},
-         static_cast<int>(ctx.uniform_int(1, 5)), ctx.uniform_int(1, 2)};
+         static_cast<int>(ctx.uniform_int(1, 5)),
+         ctx.uniform_int(1, 2)};
   } while (std::any_of(g.begin(), g.end(), [&](const Point& p) { return label(p) == label(d); }));
   g.push_back(d);
   return g;

@@ -1,6 +1,7 @@
 // The course's own rubric end to end (slow: builds every chapter twice): the reference solutions
-// get full marks, and the committed skeleton gets zero with every case not-implemented (GPU lab cases: skipped where there is no CUDA device). Skipped where there
-// is no reference (student distribution, student builds).
+// get full marks, and the committed skeleton gets zero with every case not-implemented (GPU lab
+// cases: skipped where there is no CUDA device). Skipped where there is no reference (student
+// distribution, student builds).
 #include <doctest/doctest.h>
 
 #include "../helpers.hpp"
@@ -12,7 +13,9 @@ namespace fs = std::filesystem;
 
 TEST_CASE("grading the reference solutions gives full marks" * doctest::skip(!can_grade())) {
   fs::path out = fresh_dir("course_solution") / "grade.json";
-  RunOutcome o = grader({"grade", "--solution", "--quiet", "--json", out.string(), "--work-dir", (work() / "grade").string(), "--timings"}, 1200);
+  RunOutcome o = grader({"grade", "--solution", "--quiet", "--json", out.string(), "--work-dir",
+                         (work() / "grade").string(), "--timings"},
+                        1200);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto j = nlohmann::json::parse(read_text(out));
@@ -21,8 +24,9 @@ TEST_CASE("grading the reference solutions gives full marks" * doctest::skip(!ca
   CHECK(j["score"].get<double>() == j["max_score"].get<double>());
   for (const auto& ch : j["chapters"])
     for (const auto& c : ch["cases"])  // GPU lab cases are skipped where no CUDA device is visible
-      CHECK_MESSAGE((c["status"] == "passed" || (ch["name"] == "gpu_labs" && c["status"] == "skipped")),
-                    c["name"] << ": " << c["reason"]);
+      CHECK_MESSAGE(
+          (c["status"] == "passed" || (ch["name"] == "gpu_labs" && c["status"] == "skipped")),
+          c["name"] << ": " << c["reason"]);
 }
 
 // A submission is graded from its own files plus the committed skeleton, never the working
@@ -33,7 +37,8 @@ namespace {
 nlohmann::json grade_folder(const std::string& name, const fs::path& folder) {
   fs::path out = fresh_dir(name) / "grade.json";
   RunOutcome o = grader({"grade", folder.string(), "--quiet", "--json", out.string(), "--work-dir",
-                         (work() / "grade").string(), "--timings"}, 1200);
+                         (work() / "grade").string(), "--timings"},
+                        1200);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   return nlohmann::json::parse(read_text(out));
@@ -41,7 +46,8 @@ nlohmann::json grade_folder(const std::string& name, const fs::path& folder) {
 
 }  // namespace
 
-TEST_CASE("an empty submission is the pristine skeleton: zero, every case not-implemented" * doctest::skip(!can_grade())) {
+TEST_CASE("an empty submission is the pristine skeleton: zero, every case not-implemented" *
+          doctest::skip(!can_grade())) {
   fs::path empty = fresh_dir("course_skeleton") / "submission";
   fs::create_directories(empty);
   auto j = grade_folder("course_skeleton_report", empty);
@@ -49,28 +55,34 @@ TEST_CASE("an empty submission is the pristine skeleton: zero, every case not-im
   CHECK(j["score"].get<double>() == 0);
   for (const auto& ch : j["chapters"])
     for (const auto& c : ch["cases"])
-      CHECK_MESSAGE((c["status"] == "not-implemented" || (ch["name"] == "gpu_labs" && c["status"] == "skipped")),
+      CHECK_MESSAGE((c["status"] == "not-implemented" ||
+                     (ch["name"] == "gpu_labs" && c["status"] == "skipped")),
                     c["name"] << ": " << c["reason"]);
 }
 
-TEST_CASE("a submission holding one chapter's files scores on that chapter only" * doctest::skip(!can_grade())) {
+TEST_CASE("a submission holding one chapter's files scores on that chapter only" *
+          doctest::skip(!can_grade())) {
   fs::path sub = fresh_dir("course_one_chapter") / "submission";
   const fs::path from = this_project().root / "solutions" / "11_1_memory";
   fs::create_directories(sub / "chapters" / "11_1_memory");
   for (const auto& e : fs::directory_iterator(from))
-    if (e.path().extension() == ".cpp") fs::copy_file(e.path(), sub / "chapters" / "11_1_memory" / e.path().filename());
+    if (e.path().extension() == ".cpp")
+      fs::copy_file(e.path(), sub / "chapters" / "11_1_memory" / e.path().filename());
   auto j = grade_folder("course_one_chapter_report", sub);
   for (const auto& ch : j["chapters"]) {
     INFO(ch["name"]);
-    if (ch["name"] == "11_1_memory") CHECK(ch["score"] == ch["max_score"]);
-    else CHECK(ch["score"].get<double>() == 0);
+    if (ch["name"] == "11_1_memory")
+      CHECK(ch["score"] == ch["max_score"]);
+    else
+      CHECK(ch["score"].get<double>() == 0);
   }
 }
 
 // Hidden cases run with a seed derived per student (GradeOptions::hidden_seed), so every seed must
 // give the reference a result: a drawn grid point that repeated a fixed one once named a value
 // twice and failed about one seed in five. After the tests above, which build the case programs.
-TEST_CASE("the reference gives a result for every case over many seeds" * doctest::skip(!can_grade())) {
+TEST_CASE("the reference gives a result for every case over many seeds" *
+          doctest::skip(!can_grade())) {
   const Rubric rubric = load_rubric(this_project().root / "autograder" / "rubric.json");
   int runs = 0;
   for (const auto& ch : rubric.chapters) {
@@ -79,7 +91,8 @@ TEST_CASE("the reference gives a result for every case over many seeds" * doctes
     for (const auto& c : ch.cases)
       for (std::uint64_t seed = 1; seed <= 16; ++seed) {
         const CaseRun r = run_case(exe, c, seed * 7919 + 13, true);
-        CHECK_MESSAGE(r.status == Status::passed, c.name << " seed " << seed * 7919 + 13 << ": " << r.reason);
+        CHECK_MESSAGE(r.status == Status::passed,
+                      c.name << " seed " << seed * 7919 + 13 << ": " << r.reason);
         ++runs;
       }
   }

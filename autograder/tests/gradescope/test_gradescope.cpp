@@ -59,7 +59,8 @@ nlohmann::json submit(const std::string& kind, const std::function<void(const fs
   nlohmann::json j = nlohmann::json::parse(read_text(results));
   const auto errors = gradescope_schema_errors(j);
   for (const auto& e : errors) FAIL_CHECK(kind << ": " << e);
-  MESSAGE(kind << ": score " << j["score"] << "; " << j["output"].get<std::string>().substr(0, 300));
+  MESSAGE(kind << ": score " << j["score"] << "; "
+               << j["output"].get<std::string>().substr(0, 300));
   return j;
 }
 
@@ -79,8 +80,9 @@ bool any_output_has(const nlohmann::json& results, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("the Gradescope bundle sets up and grades every kind of submission into a valid results.json" *
-          doctest::skip(!can_grade())) {
+TEST_CASE(
+    "the Gradescope bundle sets up and grades every kind of submission into a valid results.json" *
+    doctest::skip(!can_grade())) {
   const Rubric rubric = load_rubric(this_project().root / "autograder" / "rubric.json");
   const std::string title_11_1 = rubric.chapter("11_1_memory")->title;
   double max_points = 0;
@@ -102,7 +104,8 @@ TEST_CASE("the Gradescope bundle sets up and grades every kind of submission int
   RunOutcome setup = script("setup.sh", 3000);
   INFO(setup.out);
   REQUIRE(setup.exit_code == 0);
-  put(kRoot / "submission_metadata.json", R"({"id": 1, "users": [{"id": 4242, "email": "s@example.org", "name": "S"}]})");
+  put(kRoot / "submission_metadata.json",
+      R"({"id": 1, "users": [{"id": 4242, "email": "s@example.org", "name": "S"}]})");
 
   // ---- one submission of each kind
   auto solved = submit("solved", [&](const fs::path& s) {
@@ -118,13 +121,15 @@ TEST_CASE("the Gradescope bundle sets up and grades every kind of submission int
   auto broken = submit("compile error", [](const fs::path& s) {
     put(s / "chapters/11_1_memory/formulas.cpp", "this is not C++ <std::vector<double>> &amp;\n");
   });
-  CHECK(broken["output"].get<std::string>().find("11_1_memory does not compile") != std::string::npos);
+  CHECK(broken["output"].get<std::string>().find("11_1_memory does not compile") !=
+        std::string::npos);
   CHECK(any_output_has(broken, "std::vector<double>"));  // as text: output_format says so
 
   auto loop = submit("infinite loop", [&](const fs::path& s) {
     put(s / "chapters/11_1_memory/formulas.cpp",
         edited_11_1("double training_flops(double params, double tokens) {",
-                    "double training_flops(double params, double tokens) {\n  for (volatile int spin = 0;; spin = spin + 1) {}"));
+                    "double training_flops(double params, double tokens) {\n  for (volatile int "
+                    "spin = 0;; spin = spin + 1) {}"));
   });
   CHECK(any_output_has(loop, "timeout"));
   CHECK(chapter_points(loop, title_11_1) > 0);  // the other 11.1 cases keep their points
@@ -136,18 +141,22 @@ TEST_CASE("the Gradescope bundle sets up and grades every kind of submission int
             edited_11_1("double bytes_per_parameter(const PrecisionRecipe& recipe) {",
                         "double bytes_per_parameter_ok(const PrecisionRecipe& recipe);\n"
                         "double bytes_per_parameter(const PrecisionRecipe& recipe) {\n"
-                        "  std::fputs(\"\\xff\\xfe broken \\xc3\", stderr);\n  return 1 + bytes_per_parameter_ok(recipe);\n}\n"
+                        "  std::fputs(\"\\xff\\xfe broken \\xc3\", stderr);\n  return 1 + "
+                        "bytes_per_parameter_ok(recipe);\n}\n"
                         "double bytes_per_parameter_ok(const PrecisionRecipe& recipe) {"));
   });
-  CHECK(bytes["output"].get<std::string>().find("could not grade") == std::string::npos);  // graded, not the fallback
+  CHECK(bytes["output"].get<std::string>().find("could not grade") ==
+        std::string::npos);  // graded, not the fallback
   CHECK(chapter_points(bytes, title_11_1) > 0);
   CHECK(any_output_has(bytes, "broken"));
 
   auto loose = submit("loose files", [&](const fs::path& s) {
-    for (const char* f : {"data_parallel.cpp", "ring_all_reduce.cpp", "formulas.cpp"}) put(s / f, solution("11_2_data_parallel", f));
+    for (const char* f : {"data_parallel.cpp", "ring_all_reduce.cpp", "formulas.cpp"})
+      put(s / f, solution("11_2_data_parallel", f));
   });
   CHECK(loose["output"].get<std::string>().find("loose files graded by name") != std::string::npos);
-  CHECK(loose["output"].get<std::string>().find("formulas.cpp belongs to several chapters") != std::string::npos);
+  CHECK(loose["output"].get<std::string>().find("formulas.cpp belongs to several chapters") !=
+        std::string::npos);
 
   auto zipped = submit("a zip inside the folder", [&](const fs::path& s) {
     const fs::path from = work() / "gradescope" / "zip-src";
@@ -160,7 +169,8 @@ TEST_CASE("the Gradescope bundle sets up and grades every kind of submission int
     z.isolate = false;
     REQUIRE(run_process(z).exit_code == 0);
   });
-  CHECK(zipped["output"].get<std::string>().find("graded the files inside manygpu-submission.zip") != std::string::npos);
+  CHECK(zipped["output"].get<std::string>().find(
+            "graded the files inside manygpu-submission.zip") != std::string::npos);
   double max_11_1 = 0;
   for (const auto& c : rubric.chapter("11_1_memory")->cases) max_11_1 += c.max_score();
   CHECK(chapter_points(zipped, title_11_1) == max_11_1);

@@ -44,7 +44,8 @@ TEST_CASE("bytes per parameter adds up the four kinds of state") {
   const PrecisionRecipe b{1.5, 0.25, 3, 0.5};
   const PrecisionRecipe sum{a.bytes_weights + b.bytes_weights, a.bytes_grads + b.bytes_grads,
                             a.bytes_master + b.bytes_master, a.bytes_optimizer + b.bytes_optimizer};
-  CHECK(bytes_per_parameter(sum) == doctest::Approx(bytes_per_parameter(a) + bytes_per_parameter(b)).epsilon(1e-12));
+  CHECK(bytes_per_parameter(sum) ==
+        doctest::Approx(bytes_per_parameter(a) + bytes_per_parameter(b)).epsilon(1e-12));
 }
 
 TEST_CASE("every named preset is found by name and an unknown name lists the known ones") {
@@ -67,7 +68,8 @@ TEST_CASE("the text's 1.12 TB: 70 billion parameters at 16 bytes each") {
 TEST_CASE("training state is linear in the parameter count and zero for no parameters") {
   CHECK(training_state_bytes(0, kBf16MixedAdam) == 0.0);
   const double one = training_state_bytes(1e9, kBf16MixedSgdMomentum);
-  CHECK(training_state_bytes(3e9, kBf16MixedSgdMomentum) == doctest::Approx(3 * one).epsilon(1e-12));
+  CHECK(training_state_bytes(3e9, kBf16MixedSgdMomentum) ==
+        doctest::Approx(3 * one).epsilon(1e-12));
 }
 
 TEST_CASE("invalid recipes and parameter counts are rejected with std::invalid_argument") {
@@ -92,8 +94,10 @@ TEST_CASE("without parallelism a layer keeps s*b*h*(34 + 5*a*s/h) bytes") {
 TEST_CASE("with t = 1 tensor and sequence parallelism change nothing") {
   const TransformerShape shape{512, 4, 1024, 16, 1};
   const double plain = activation_bytes_per_layer(shape);
-  CHECK(activation_bytes_per_layer(shape, {1, false, Recompute::none}) == doctest::Approx(plain).epsilon(1e-12));
-  CHECK(activation_bytes_per_layer(shape, {1, true, Recompute::none}) == doctest::Approx(plain).epsilon(1e-12));
+  CHECK(activation_bytes_per_layer(shape, {1, false, Recompute::none}) ==
+        doctest::Approx(plain).epsilon(1e-12));
+  CHECK(activation_bytes_per_layer(shape, {1, true, Recompute::none}) ==
+        doctest::Approx(plain).epsilon(1e-12));
 }
 
 TEST_CASE("tensor plus sequence parallelism divides all activations by t") {
@@ -101,7 +105,8 @@ TEST_CASE("tensor plus sequence parallelism divides all activations by t") {
   const double plain = activation_bytes_per_layer(shape);
   for (std::int64_t t : {2, 4, 8}) {
     const double sharded = activation_bytes_per_layer(shape, {t, true, Recompute::none});
-    CHECK(sharded * static_cast<double>(t) == doctest::Approx(plain).epsilon(1e-12));  // ranks sum to the whole
+    CHECK(sharded * static_cast<double>(t) ==
+          doctest::Approx(plain).epsilon(1e-12));  // ranks sum to the whole
   }
 }
 
@@ -112,7 +117,8 @@ TEST_CASE("tensor parallelism alone leaves 10*s*b*h replicated on every rank") {
     const double tp = activation_bytes_per_layer(shape, {t, false, Recompute::none});
     const double tp_sp = activation_bytes_per_layer(shape, {t, true, Recompute::none});
     // The gap is exactly the replicated 10 sbh minus its 1/t share.
-    CHECK(tp - tp_sp == doctest::Approx(sbh * (10.0 - 10.0 / static_cast<double>(t))).epsilon(1e-12));
+    CHECK(tp - tp_sp ==
+          doctest::Approx(sbh * (10.0 - 10.0 / static_cast<double>(t))).epsilon(1e-12));
   }
 }
 
@@ -142,8 +148,10 @@ TEST_CASE("selective recompute drops exactly the 5*a*s/h attention term") {
 TEST_CASE("full recompute keeps only the 16-bit layer input, 2*s*b*h") {
   const TransformerShape shape = gpt3_layer(2);
   const double sbh = 2048.0 * 2 * 12288.0;
-  CHECK(activation_bytes_per_layer(shape, {1, false, Recompute::full}) == doctest::Approx(2 * sbh).epsilon(1e-12));
-  CHECK(activation_bytes_per_layer(shape, {8, true, Recompute::full}) == doctest::Approx(2 * sbh / 8).epsilon(1e-12));
+  CHECK(activation_bytes_per_layer(shape, {1, false, Recompute::full}) ==
+        doctest::Approx(2 * sbh).epsilon(1e-12));
+  CHECK(activation_bytes_per_layer(shape, {8, true, Recompute::full}) ==
+        doctest::Approx(2 * sbh / 8).epsilon(1e-12));
 }
 
 TEST_CASE("each recompute level stores less than the one before") {
@@ -160,14 +168,16 @@ TEST_CASE("each recompute level stores less than the one before") {
 TEST_CASE("activations are linear in the micro-batch and grow faster than linearly in seq") {
   const ActivationOptions opt{2, false, Recompute::none};
   const double b1 = activation_bytes_per_layer({1024, 1, 2048, 16, 1}, opt);
-  CHECK(activation_bytes_per_layer({1024, 3, 2048, 16, 1}, opt) == doctest::Approx(3 * b1).epsilon(1e-12));
+  CHECK(activation_bytes_per_layer({1024, 3, 2048, 16, 1}, opt) ==
+        doctest::Approx(3 * b1).epsilon(1e-12));
   CHECK(activation_bytes_per_layer({2048, 1, 2048, 16, 1}, opt) > 2 * b1);  // the s^2 term
 }
 
 TEST_CASE("the whole model's activations are layers times one layer's") {
   const TransformerShape shape{1024, 2, 2048, 16, 24};
   const ActivationOptions opt{4, true, Recompute::selective};
-  CHECK(activation_bytes(shape, opt) == doctest::Approx(24 * activation_bytes_per_layer(shape, opt)).epsilon(1e-12));
+  CHECK(activation_bytes(shape, opt) ==
+        doctest::Approx(24 * activation_bytes_per_layer(shape, opt)).epsilon(1e-12));
 }
 
 TEST_CASE("invalid shapes and splits are rejected with std::invalid_argument") {

@@ -11,39 +11,31 @@
 
 #include "11_2_data_parallel/data_parallel.hpp"
 #include "11_2_data_parallel/formulas.hpp"
+#include "helpers.hpp"
 
 using namespace mgpu;
 using namespace mgpu::data_parallel;
+using dp_test::kAdam;
+using dp_test::kWeightSeed;
+using dp_test::small_config;
 
 namespace {
 
-model::ModelConfig small_config() {
-  model::ModelConfig c;
-  c.d_in = 6;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 3;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 3;
-  return c;
-}
-
-constexpr std::uint64_t kWeightSeed = 7;
-const model::AdamConfig kAdam{.lr = 1e-2f};
-
 // Parameters of every rank after `steps` data-parallel steps on `ranks` ranks.
-std::vector<std::vector<float>> train(int ranks, int steps, std::int64_t batch_sequences, GradAverager averager,
-                                      std::size_t bucket_bytes = 0, bool overlapped = false) {
+std::vector<std::vector<float>> train(int ranks, int steps, std::int64_t batch_sequences,
+                                      GradAverager averager, std::size_t bucket_bytes = 0,
+                                      bool overlapped = false) {
   const model::Model net(small_config());
   std::vector<std::vector<float>> params(static_cast<std::size_t>(ranks));
   Cluster cluster(ranks);
   cluster.run([&](Rank& r) {
     model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
     model::Adam adam(r.memory(), net.num_params(), kAdam);
-    const std::vector<Bucket> buckets = overlapped ? plan_buckets(net, bucket_bytes) : std::vector<Bucket>{};
+    const std::vector<Bucket> buckets =
+        overlapped ? plan_buckets(net, bucket_bytes) : std::vector<Bucket>{};
     for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(batch_sequences, 1000 + static_cast<std::uint64_t>(s));
+      const model::Batch batch =
+          net.make_batch(batch_sequences, 1000 + static_cast<std::uint64_t>(s));
       if (overlapped) {
         data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch, buckets);
       } else {
@@ -55,7 +47,8 @@ std::vector<std::vector<float>> train(int ranks, int steps, std::int64_t batch_s
   return params;
 }
 
-// The same training on one rank and the whole batch, with the model and Adam only (no chapter code).
+// The same training on one rank and the whole batch, with the model and Adam only (no chapter
+// code).
 std::vector<float> train_single(int steps, std::int64_t batch_sequences) {
   const model::Model net(small_config());
   std::vector<float> params;
@@ -64,7 +57,8 @@ std::vector<float> train_single(int steps, std::int64_t batch_sequences) {
     model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
     model::Adam adam(r.memory(), net.num_params(), kAdam);
     for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(batch_sequences, 1000 + static_cast<std::uint64_t>(s));
+      const model::Batch batch =
+          net.make_batch(batch_sequences, 1000 + static_cast<std::uint64_t>(s));
       model::zero(replica.grads.span());
       net.forward_backward(r, replica.params.span(), replica.grads.span(), batch);
       adam.step(replica.params.span(), replica.grads.span());
@@ -109,14 +103,17 @@ TEST_CASE("data-parallel training equals one-rank training on the whole batch") 
     for (GradAverager averager : {GradAverager::runtime, GradAverager::ring}) {
       const auto params = train(ranks, steps, batch, averager);
       const char* name = averager == GradAverager::runtime ? "runtime all_reduce" : "ring";
-      std::printf("dp %d ranks (%s) vs 1 rank after %d Adam steps: max |diff| %.2e (weights up to %.2f)\n", ranks,
-                  name, steps, mgpu_test::max_abs_diff(params[0], single), mgpu_test::max_abs(single));
+      std::printf(
+          "dp %d ranks (%s) vs 1 rank after %d Adam steps: max |diff| %.2e (weights up to %.2f)\n",
+          ranks, name, steps, mgpu_test::max_abs_diff(params[0], single),
+          mgpu_test::max_abs(single));
       mgpu_test::check_close(std::string("weights, ") + name, params[0], single, {1e-5, 0});
     }
   }
 }
 
-TEST_CASE("after a step every rank holds the gradient of the whole batch (the average, not the sum)") {
+TEST_CASE(
+    "after a step every rank holds the gradient of the whole batch (the average, not the sum)") {
   // Adam barely notices a gradient scaled by N, so the weights alone would not catch a sum.
   const model::Model net(small_config());
   const model::Batch batch = net.make_batch(8, 21);
@@ -134,7 +131,8 @@ TEST_CASE("after a step every rank holds the gradient of the whole batch (the av
       model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
       model::Adam adam(r.memory(), net.num_params(), kAdam);
       if (variant == 2) {
-        data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch, plan_buckets(net, 1024));
+        data_parallel_step_overlapped(r, r.world(), net, replica, adam, batch,
+                                      plan_buckets(net, 1024));
       } else {
         data_parallel_step(r, r.world(), net, replica, adam, batch,
                            variant == 0 ? GradAverager::runtime : GradAverager::ring);
@@ -143,9 +141,11 @@ TEST_CASE("after a step every rank holds the gradient of the whole batch (the av
     });
     static const char* const names[] = {"runtime all_reduce", "ring", "buckets"};
     const double scale = mgpu_test::max_abs(reference);
-    std::printf("dp gradient (%s) vs whole-batch gradient: max |diff| %.2e (gradients up to %.2e)\n",
-                names[variant], mgpu_test::max_abs_diff(grads[0], reference), scale);
-    mgpu_test::check_close(std::string("gradient, ") + names[variant], grads[0], reference, {1e-5 * scale, 0});
+    std::printf(
+        "dp gradient (%s) vs whole-batch gradient: max |diff| %.2e (gradients up to %.2e)\n",
+        names[variant], mgpu_test::max_abs_diff(grads[0], reference), scale);
+    mgpu_test::check_close(std::string("gradient, ") + names[variant], grads[0], reference,
+                           {1e-5 * scale, 0});
     for (int r = 1; r < n; ++r) CHECK(bitwise_equal(grads[static_cast<std::size_t>(r)], grads[0]));
   }
 }
@@ -159,21 +159,24 @@ TEST_CASE("a data-parallel step sends 2(N-1)/N of the gradient bytes per rank") 
     model::Adam adam(r.memory(), net.num_params(), kAdam);
     data_parallel_step(r, r.world(), net, replica, adam, net.make_batch(8, 1));
   });
-  const double predicted = gradient_all_reduce_bytes_per_rank(n, static_cast<double>(net.num_params()), 4.0);
+  const double predicted =
+      gradient_all_reduce_bytes_per_rank(n, static_cast<double>(net.num_params()), 4.0);
   // Chunks of an uneven buffer differ by one element, so single ranks differ by a few bytes;
   // the mean over ranks is exactly the formula.
   double sent = 0.0;
-  for (const RankReport& rep : cluster.reports()) sent += static_cast<double>(rep.traffic.total().bytes_sent);
+  for (const RankReport& rep : cluster.reports())
+    sent += static_cast<double>(rep.traffic.total().bytes_sent);
   sent /= n;
-  std::printf("dp step, %d ranks, %zu parameters: %.1f bytes sent per rank (mean), formula %.1f\n", n,
-              net.num_params(), sent, predicted);
+  std::printf("dp step, %d ranks, %zu parameters: %.1f bytes sent per rank (mean), formula %.1f\n",
+              n, net.num_params(), sent, predicted);
   CHECK(sent == doctest::Approx(predicted).epsilon(1e-12));
 }
 
 TEST_CASE("gradient buckets cover the gradients once, in backward order, closed at the size cap") {
   const model::Model net(small_config());
   const auto& tensors = net.tensors();
-  for (std::size_t cap : {std::size_t{0}, std::size_t{512}, std::size_t{4096}, std::size_t{1} << 30}) {
+  for (std::size_t cap :
+       {std::size_t{0}, std::size_t{512}, std::size_t{4096}, std::size_t{1} << 30}) {
     CAPTURE(cap);
     const std::vector<Bucket> buckets = plan_buckets(net, cap);
     REQUIRE(!buckets.empty());
@@ -183,7 +186,8 @@ TEST_CASE("gradient buckets cover the gradients once, in backward order, closed 
       CHECK(b.offset + b.count == end);  // contiguous, walking down from the top
       end = b.offset;
       // Boundaries fall between tensors, and the ready unit is that of the lowest tensor.
-      const auto first = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.offset == b.offset; });
+      const auto first = std::find_if(tensors.begin(), tensors.end(),
+                                      [&](const auto& t) { return t.offset == b.offset; });
       REQUIRE(first != tensors.end());
       CHECK(b.ready_unit == first->unit);
       const bool last = i + 1 == buckets.size();
@@ -238,9 +242,12 @@ TEST_CASE("gradient buckets overlap backward and shorten the step on the virtual
   double ov_plain = 0, ov_bucket = 0, compute = 0, comm = 0, c2 = 0, m2 = 0;
   const double plain = step_time(false, &ov_plain, &compute, &comm);
   const double bucketed = step_time(true, &ov_bucket, &c2, &m2);
-  std::printf("step on 4 ranks: compute %.1f us, all-reduce %.1f us; one all-reduce after backward %.1f us, "
-              "buckets %.1f us (overlap %.1f us, max(compute, comm) = %.1f us)\n",
-              compute * 1e6, comm * 1e6, plain * 1e6, bucketed * 1e6, ov_bucket * 1e6, std::max(compute, comm) * 1e6);
+  std::printf(
+      "step on 4 ranks: compute %.1f us, all-reduce %.1f us; one all-reduce after backward %.1f "
+      "us, "
+      "buckets %.1f us (overlap %.1f us, max(compute, comm) = %.1f us)\n",
+      compute * 1e6, comm * 1e6, plain * 1e6, bucketed * 1e6, ov_bucket * 1e6,
+      std::max(compute, comm) * 1e6);
   CHECK(ov_plain <= 1e-3 * plain);  // no overlap at all: one all-reduce after backward
   CHECK(ov_bucket > 0.0);
   CHECK(bucketed < plain);

@@ -47,9 +47,11 @@ TEST_CASE("all-reduce time is latency times messages plus the chunk transfers") 
     const double with_latency = ring_all_reduce_seconds(n, S, link);
     const double bandwidth_only = ring_all_reduce_seconds(n, S, LinkModel{0, 25e9});
     CHECK(with_latency - bandwidth_only ==
-          doctest::Approx(static_cast<double>(ring_all_reduce_messages_per_rank(n)) * 5e-6).epsilon(1e-12));
+          doctest::Approx(static_cast<double>(ring_all_reduce_messages_per_rank(n)) * 5e-6)
+              .epsilon(1e-12));
     // With no latency, time is bytes sent over the link's bandwidth.
-    CHECK(bandwidth_only == doctest::Approx(ring_all_reduce_bytes_per_rank(n, S) / 25e9).epsilon(1e-12));
+    CHECK(bandwidth_only ==
+          doctest::Approx(ring_all_reduce_bytes_per_rank(n, S) / 25e9).epsilon(1e-12));
   }
 }
 

@@ -14,36 +14,28 @@
 
 #include "11_2_data_parallel/data_parallel.hpp"
 #include "11_2_data_parallel/formulas.hpp"
+#include "helpers.hpp"
 #include "mgpu/course.hpp"
 
 using namespace mgpu;
 using namespace mgpu::data_parallel;
+using dp_test::kAdam;
+using dp_test::kWeightSeed;
+using dp_test::small_config;
 
 namespace {
 
-model::ModelConfig small_config() {
-  model::ModelConfig c;
-  c.d_in = 6;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 3;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 3;
-  return c;
-}
-
-constexpr std::uint64_t kWeightSeed = 7;
-const model::AdamConfig kAdam{.lr = 1e-2f};
 constexpr int kSteps = 3;
-constexpr std::array kStateCategories{Category::weights, Category::grads, Category::master, Category::optimizer};
+constexpr std::array kStateCategories{Category::weights, Category::grads, Category::master,
+                                      Category::optimizer};
 
 // What a run of mixed (or fp32) data-parallel steps left on every rank.
 struct Run {
-  std::vector<std::vector<float>> weights;  // per rank: the weights the next forward reads (bf16 widened)
-  std::vector<std::vector<float>> master;   // per rank: the fp32 master (mixed only)
-  std::vector<double> losses;               // rank 0's loss per step
-  std::vector<float> grads;                 // rank 0's averaged gradient after the last step
+  std::vector<std::vector<float>>
+      weights;  // per rank: the weights the next forward reads (bf16 widened)
+  std::vector<std::vector<float>> master;  // per rank: the fp32 master (mixed only)
+  std::vector<double> losses;              // rank 0's loss per step
+  std::vector<float> grads;                // rank 0's averaged gradient after the last step
   // Per rank, per category (kStateCategories order): bytes held right after the replica was
   // built, the peak during the steps, and what is held once the last step has returned.
   std::vector<std::array<std::size_t, 4>> built, step_peak, after;
@@ -51,7 +43,8 @@ struct Run {
   std::vector<double> all_reduce_bytes;                         // per rank, over all the steps
 };
 
-Run train(int ranks, bool mixed, int steps = kSteps, std::int64_t sequences = 8, bool same_batch = false) {
+Run train(int ranks, bool mixed, int steps = kSteps, std::int64_t sequences = 8,
+          bool same_batch = false) {
   const model::Model net(small_config());
   const auto n = static_cast<std::size_t>(ranks);
   Run run;
@@ -70,7 +63,8 @@ Run train(int ranks, bool mixed, int steps = kSteps, std::int64_t sequences = 8,
     MemoryLedger& ledger = r.memory();
     auto held = [&] {
       std::array<std::size_t, 4> bytes{};
-      for (std::size_t i = 0; i < kStateCategories.size(); ++i) bytes[i] = ledger.current(kStateCategories[i]);
+      for (std::size_t i = 0; i < kStateCategories.size(); ++i)
+        bytes[i] = ledger.current(kStateCategories[i]);
       return bytes;
     };
     MixedReplica replica16;
@@ -85,12 +79,14 @@ Run train(int ranks, bool mixed, int steps = kSteps, std::int64_t sequences = 8,
     run.built[me] = held();
     ledger.reset_peaks();
     for (int s = 0; s < steps; ++s) {
-      const model::Batch batch = net.make_batch(sequences, 1000 + static_cast<std::uint64_t>(same_batch ? 0 : s));
+      const model::Batch batch =
+          net.make_batch(sequences, 1000 + static_cast<std::uint64_t>(same_batch ? 0 : s));
       const double loss = mixed ? data_parallel_step_mixed(r, r.world(), net, replica16, batch)
                                 : data_parallel_step(r, r.world(), net, replica32, *adam, batch);
       if (me == 0) run.losses.push_back(loss);
     }
-    for (std::size_t i = 0; i < kStateCategories.size(); ++i) run.step_peak[me][i] = ledger.peak(kStateCategories[i]);
+    for (std::size_t i = 0; i < kStateCategories.size(); ++i)
+      run.step_peak[me][i] = ledger.peak(kStateCategories[i]);
     run.after[me] = held();
     run.comm_after[me] = ledger.current(Category::comm);
     run.comm_peak[me] = ledger.peak(Category::comm);
@@ -115,11 +111,12 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-TEST_CASE("bf16 mixed replica: the ledger holds 2 + 2 + 4 + 8 bytes per parameter on 1, 4 and 8 ranks") {
+TEST_CASE(
+    "bf16 mixed replica: the ledger holds 2 + 2 + 4 + 8 bytes per parameter on 1, 4 and 8 ranks") {
   const auto p = model::Model(small_config()).num_params();
   const PrecisionRecipe recipe = kBf16MixedAdam;
-  const std::array<double, 4> per_param{recipe.bytes_weights, recipe.bytes_grads, recipe.bytes_master,
-                                        recipe.bytes_optimizer};
+  const std::array<double, 4> per_param{recipe.bytes_weights, recipe.bytes_grads,
+                                        recipe.bytes_master, recipe.bytes_optimizer};
   static const char* const names[] = {"weights", "grads", "master", "optimizer"};
   for (int n : {1, 4, 8}) {
     const Run run = train(n, true);
@@ -131,14 +128,18 @@ TEST_CASE("bf16 mixed replica: the ledger holds 2 + 2 + 4 + 8 bytes per paramete
         CAPTURE(names[i]);
         const auto want = static_cast<std::size_t>(per_param[i] * static_cast<double>(p));
         if (r == 0)
-          std::printf("bf16 dp N=%d: %-9s built %zu, step peak %zu, after %zu bytes (formula %zu, P = %zu)\n", n,
-                      names[i], run.built[r][i], run.step_peak[r][i], run.after[r][i], want, p);
-        CHECK(run.built[r][i] == want);      // exactly the recipe once built
-        CHECK(run.step_peak[r][i] == want);  // no fp32 copy counted as weights or gradients, even briefly
+          std::printf(
+              "bf16 dp N=%d: %-9s built %zu, step peak %zu, after %zu bytes (formula %zu, P = "
+              "%zu)\n",
+              n, names[i], run.built[r][i], run.step_peak[r][i], run.after[r][i], want, p);
+        CHECK(run.built[r][i] == want);  // exactly the recipe once built
+        CHECK(run.step_peak[r][i] ==
+              want);  // no fp32 copy counted as weights or gradients, even briefly
         CHECK(run.after[r][i] == want);
         state += want;
       }
-      // Between steps the fp32 scratch is gone: the ledger is the 16 bytes per parameter and nothing else.
+      // Between steps the fp32 scratch is gone: the ledger is the 16 bytes per parameter and
+      // nothing else.
       CHECK(run.comm_after[r] == 0);
       CHECK(run.total_after[r] == state);
       CHECK(state == 16 * p);
@@ -146,7 +147,8 @@ TEST_CASE("bf16 mixed replica: the ledger holds 2 + 2 + 4 + 8 bytes per paramete
   }
 }
 
-TEST_CASE("bf16 mixed: the step's fp32 scratch is at most a widened weight copy and an fp32 gradient") {
+TEST_CASE(
+    "bf16 mixed: the step's fp32 scratch is at most a widened weight copy and an fp32 gradient") {
   const auto p = model::Model(small_config()).num_params();
   const Run run = train(4, true);
   std::printf("bf16 dp N=4: comm peak during a step %zu bytes = %.2f x 4P\n", run.comm_peak[0],
@@ -171,13 +173,15 @@ TEST_CASE("the bf16 gradient all-reduce moves exactly half the bytes of fp32") {
     double bytes32 = 0, bytes16 = 0;
     for (int r = 0; r < n; ++r) {
       const auto i = static_cast<std::size_t>(r);
-      CHECK(2 * mixed.all_reduce_bytes[i] == fp32.all_reduce_bytes[i]);  // same elements, 2 bytes instead of 4
+      CHECK(2 * mixed.all_reduce_bytes[i] ==
+            fp32.all_reduce_bytes[i]);  // same elements, 2 bytes instead of 4
       bytes32 += fp32.all_reduce_bytes[i] / n;
       bytes16 += mixed.all_reduce_bytes[i] / n;
     }
-    std::printf("dp step, %d ranks: all-reduce bytes sent per rank (mean) fp32 %.1f, bf16 %.1f; formula "
-                "with 2 bytes per gradient %.1f\n",
-                n, bytes32, bytes16, gradient_all_reduce_bytes_per_rank(n, p, 2.0));
+    std::printf(
+        "dp step, %d ranks: all-reduce bytes sent per rank (mean) fp32 %.1f, bf16 %.1f; formula "
+        "with 2 bytes per gradient %.1f\n",
+        n, bytes32, bytes16, gradient_all_reduce_bytes_per_rank(n, p, 2.0));
     CHECK(bytes16 > 0);
     CHECK(bytes16 == doctest::Approx(gradient_all_reduce_bytes_per_rank(n, p, 2.0)).epsilon(1e-12));
   }
@@ -201,8 +205,9 @@ TEST_CASE("after a bf16 step every rank holds the average of the gradients, not 
   // Each rank's gradient is rounded once and the average once more: a few 2^-9 relative steps
   // of gradients up to their largest. A sum would be off by 3 times the gradient itself.
   const double scale = mgpu_test::max_abs(reference);
-  std::printf("bf16 dp gradient vs whole-batch fp32 gradient: max |diff| %.2e (gradients up to %.2e)\n",
-              mgpu_test::max_abs_diff(run.grads, reference), scale);
+  std::printf(
+      "bf16 dp gradient vs whole-batch fp32 gradient: max |diff| %.2e (gradients up to %.2e)\n",
+      mgpu_test::max_abs_diff(run.grads, reference), scale);
   mgpu_test::check_close("bf16 data-parallel gradient", run.grads, reference, {0.01 * scale, 0});
 }
 
@@ -229,15 +234,17 @@ TEST_CASE("bf16 mixed data parallelism trains like fp32 data parallelism") {
     loss_rel = std::max(loss_rel, std::abs(mixed.losses[i] - fp32.losses[i]) / fp32.losses[i]);
     std::printf("step %d loss: fp32 %.6f, bf16 mixed %.6f\n", s, fp32.losses[i], mixed.losses[i]);
   }
-  std::printf("bf16 vs fp32 dp, N=4, %d steps: max |w16 - w32| %.3g, mean %.3g (lr * steps %.3g), "
-              "max relative loss difference %.2e\n",
-              kSteps, largest, typical, kAdam.lr * kSteps, loss_rel);
+  std::printf(
+      "bf16 vs fp32 dp, N=4, %d steps: max |w16 - w32| %.3g, mean %.3g (lr * steps %.3g), "
+      "max relative loss difference %.2e\n",
+      kSteps, largest, typical, kAdam.lr * kSteps, loss_rel);
   CHECK(worst <= 0);
   CHECK(typical <= 0.25 * kAdam.lr * kSteps);  // most updates agree: the drift is not systematic
   CHECK(loss_rel <= 0.02);
 
   // And it learns: on one batch repeated, the loss falls as in fp32.
   const Run fit = train(4, true, 30, 8, true);
-  std::printf("bf16 dp N=4, one batch 30 times: loss %.5f -> %.5f\n", fit.losses.front(), fit.losses.back());
+  std::printf("bf16 dp N=4, one batch 30 times: loss %.5f -> %.5f\n", fit.losses.front(),
+              fit.losses.back());
   CHECK(fit.losses.back() < 0.9 * fit.losses.front());
 }

@@ -18,15 +18,24 @@ namespace {
 
 // Lengths that catch off-by-one chunking: empty, shorter than the ring, one short of it, primes.
 std::vector<std::size_t> awkward_lengths(int n) {
-  std::vector<std::size_t> lengths = {0, 1, static_cast<std::size_t>(n - 1), static_cast<std::size_t>(n),
-                                      static_cast<std::size_t>(n + 1), 7, 13, 97, 1009};
+  std::vector<std::size_t> lengths = {0,
+                                      1,
+                                      static_cast<std::size_t>(n - 1),
+                                      static_cast<std::size_t>(n),
+                                      static_cast<std::size_t>(n + 1),
+                                      7,
+                                      13,
+                                      97,
+                                      1009};
   std::sort(lengths.begin(), lengths.end());
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   return lengths;
 }
 
 // Rank r's input: small integers, so every order of summation gives the exact same float.
-float integer_value(int rank, std::size_t i) { return static_cast<float>(static_cast<int>((rank * 31 + i * 7) % 17) - 8); }
+float integer_value(int rank, std::size_t i) {
+  return static_cast<float>(static_cast<int>((rank * 31 + i * 7) % 17) - 8);
+}
 
 }  // namespace
 
@@ -61,10 +70,12 @@ TEST_CASE("ring all-reduce equals the naive sum for 1..8 ranks and awkward lengt
 TEST_CASE("ring all-reduce of random floats: close to the double sum and identical on every rank") {
   for (int n : {2, 3, 5, 8}) {
     const std::size_t length = 1000 + static_cast<std::size_t>(n);  // not a multiple of n
-    std::vector<std::vector<float>> input(static_cast<std::size_t>(n)), result(static_cast<std::size_t>(n));
+    std::vector<std::vector<float>> input(static_cast<std::size_t>(n)),
+        result(static_cast<std::size_t>(n));
     for (int q = 0; q < n; ++q) {
       input[static_cast<std::size_t>(q)].resize(length);
-      model::Rng(100 + static_cast<std::uint64_t>(q)).fill_normal(input[static_cast<std::size_t>(q)], 1.0);
+      model::Rng(100 + static_cast<std::uint64_t>(q))
+          .fill_normal(input[static_cast<std::size_t>(q)], 1.0);
     }
     Cluster cluster(n);
     cluster.run([&](Rank& r) {
@@ -78,7 +89,8 @@ TEST_CASE("ring all-reduce of random floats: close to the double sum and identic
       for (int q = 0; q < n; ++q) exact += input[static_cast<std::size_t>(q)][i];
       max_err = std::max(max_err, std::abs(result[0][i] - exact));
     }
-    std::printf("ring all-reduce fp32, %d ranks, %zu floats: max error vs double sum %.2e\n", n, length, max_err);
+    std::printf("ring all-reduce fp32, %d ranks, %zu floats: max error vs double sum %.2e\n", n,
+                length, max_err);
     CHECK(max_err < 1e-5 * n);
     for (int q = 1; q < n; ++q) CHECK(result[static_cast<std::size_t>(q)] == result[0]);
   }
@@ -87,7 +99,8 @@ TEST_CASE("ring all-reduce of random floats: close to the double sum and identic
 TEST_CASE("ring all-reduce in bf16 adds in float: within bf16 rounding of the exact sum") {
   for (int n : {2, 3, 5, 8}) {
     const std::size_t length = 101;
-    std::vector<std::vector<bf16>> input(static_cast<std::size_t>(n)), result(static_cast<std::size_t>(n));
+    std::vector<std::vector<bf16>> input(static_cast<std::size_t>(n)),
+        result(static_cast<std::size_t>(n));
     for (int q = 0; q < n; ++q) {
       std::vector<float> values(length);
       model::Rng(200 + static_cast<std::uint64_t>(q)).fill_normal(values, 1.0);
@@ -110,11 +123,13 @@ TEST_CASE("ring all-reduce in bf16 adds in float: within bf16 rounding of the ex
       const double bound = (n - 1) * magnitude * std::ldexp(1.0, -8) + 1e-30;
       worst = std::max(worst, std::abs(static_cast<float>(result[0][i]) - exact) / bound);
     }
-    std::printf("ring all-reduce bf16, %d ranks: worst error %.2f of the rounding bound\n", n, worst);
+    std::printf("ring all-reduce bf16, %d ranks: worst error %.2f of the rounding bound\n", n,
+                worst);
     CHECK(worst <= 1.0);
     for (int q = 1; q < n; ++q) {
       for (std::size_t i = 0; i < length; ++i) {
-        CHECK(static_cast<float>(result[static_cast<std::size_t>(q)][i]) == static_cast<float>(result[0][i]));
+        CHECK(static_cast<float>(result[static_cast<std::size_t>(q)][i]) ==
+              static_cast<float>(result[0][i]));
       }
     }
   }
@@ -131,9 +146,10 @@ TEST_CASE("ring all-reduce sends 2(N-1)/N of the buffer per rank in 2(N-1) messa
         ring_all_reduce(r.world(), std::span<float>(data), r.memory());
       });
       const double buffer_bytes = static_cast<double>(length * sizeof(float));
-      const auto small_chunk = static_cast<double>(length / static_cast<std::size_t>(n) * sizeof(float));
-      const auto big_chunk = static_cast<double>((length + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n) *
-                                                 sizeof(float));
+      const auto small_chunk =
+          static_cast<double>(length / static_cast<std::size_t>(n) * sizeof(float));
+      const auto big_chunk = static_cast<double>((length + static_cast<std::size_t>(n) - 1) /
+                                                 static_cast<std::size_t>(n) * sizeof(float));
       double total_sent = 0.0;
       for (const RankReport& rep : cluster.reports()) {
         const TrafficCounts sent = rep.traffic.op(OpKind::send);
@@ -162,12 +178,15 @@ TEST_CASE("measured ring traffic per rank equals the 11.2 formulas") {
       std::vector<float> data(length, 1.0f);
       ring_all_reduce(r.world(), std::span<float>(data), r.memory());
     });
-    const double predicted = ring_all_reduce_bytes_per_rank(n, static_cast<double>(length * sizeof(float)));
+    const double predicted =
+        ring_all_reduce_bytes_per_rank(n, static_cast<double>(length * sizeof(float)));
     const TrafficCounts sent = cluster.report(0).traffic.op(OpKind::send);
-    std::printf("ring %d ranks, %zu bytes: measured %llu bytes / %llu messages per rank, formula %.0f / %lld\n", n,
-                length * sizeof(float), static_cast<unsigned long long>(sent.bytes_sent),
-                static_cast<unsigned long long>(sent.messages_sent), predicted,
-                static_cast<long long>(ring_all_reduce_messages_per_rank(n)));
+    std::printf(
+        "ring %d ranks, %zu bytes: measured %llu bytes / %llu messages per rank, formula %.0f / "
+        "%lld\n",
+        n, length * sizeof(float), static_cast<unsigned long long>(sent.bytes_sent),
+        static_cast<unsigned long long>(sent.messages_sent), predicted,
+        static_cast<long long>(ring_all_reduce_messages_per_rank(n)));
     CHECK(static_cast<double>(sent.bytes_sent) == doctest::Approx(predicted).epsilon(1e-12));
     CHECK(static_cast<std::int64_t>(sent.messages_sent) == ring_all_reduce_messages_per_rank(n));
   }

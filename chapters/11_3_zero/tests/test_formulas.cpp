@@ -26,8 +26,10 @@ TEST_CASE("the 16-byte recipe: 16, 4 + 12/N, 2 + 14/N and 16/N bytes per paramet
   for (std::int64_t n : {1, 2, 8, 64}) {
     const double N = static_cast<double>(n);
     CHECK(zero_state_bytes_per_gpu(psi, kBf16MixedAdam, 0, n) == doctest::Approx(16 * psi));
-    CHECK(zero_state_bytes_per_gpu(psi, kBf16MixedAdam, 1, n) == doctest::Approx(psi * (4 + 12 / N)));
-    CHECK(zero_state_bytes_per_gpu(psi, kBf16MixedAdam, 2, n) == doctest::Approx(psi * (2 + 14 / N)));
+    CHECK(zero_state_bytes_per_gpu(psi, kBf16MixedAdam, 1, n) ==
+          doctest::Approx(psi * (4 + 12 / N)));
+    CHECK(zero_state_bytes_per_gpu(psi, kBf16MixedAdam, 2, n) ==
+          doctest::Approx(psi * (2 + 14 / N)));
     CHECK(zero_state_bytes_per_gpu(psi, kBf16MixedAdam, 3, n) == doctest::Approx(16 * psi / N));
   }
 }
@@ -63,7 +65,8 @@ TEST_CASE("stage 3's shards over N GPUs add up to the whole unsharded state") {
       const StateBytes shard = zero_state_per_gpu(5e9, r, 3, n);
       const StateBytes whole = zero_state_per_gpu(5e9, r, 0, 1);
       CHECK(shard.total_bytes() * static_cast<double>(n) == doctest::Approx(whole.total_bytes()));
-      CHECK(shard.optimizer_bytes * static_cast<double>(n) == doctest::Approx(whole.optimizer_bytes));
+      CHECK(shard.optimizer_bytes * static_cast<double>(n) ==
+            doctest::Approx(whole.optimizer_bytes));
     }
 }
 
@@ -139,10 +142,12 @@ TEST_CASE("DeepSpeed's ZeRO-2 estimate (v0.14.3 on) keeps 2 bytes replicated and
   CHECK(deepspeed_zero2_estimate(1e9, setup).gpu_bytes == doctest::Approx(20e9));
   // Its floor is taken of the sharded part only.
   setup.gpus_per_node = 7;
-  CHECK(deepspeed_zero2_estimate(1001, setup).gpu_bytes == 2.0 * 1001 + std::floor(18.0 * 1001 / 7));
+  CHECK(deepspeed_zero2_estimate(1001, setup).gpu_bytes ==
+        2.0 * 1001 + std::floor(18.0 * 1001 / 7));
   setup.cpu_offload = true;
   CHECK(deepspeed_zero2_estimate(1e9, setup).gpu_bytes == doctest::Approx(2e9));
-  CHECK(deepspeed_zero2_estimate(1e9, setup).cpu_bytes == doctest::Approx(1e9 * std::max(4.0 * 7, 16.0) * 1.5));
+  CHECK(deepspeed_zero2_estimate(1e9, setup).cpu_bytes ==
+        doctest::Approx(1e9 * std::max(4.0 * 7, 16.0) * 1.5));
 }
 
 TEST_CASE("DeepSpeed's ZeRO-3 estimate adds the largest layer to an 18-byte shard") {
@@ -195,7 +200,7 @@ TEST_CASE("invalid inputs are rejected with std::invalid_argument") {
   bad.nodes = 1;
   bad.additional_buffer_factor = 0.5;
   CHECK_THROWS_AS(deepspeed_zero2_estimate(1e9, bad), std::invalid_argument);
-  CHECK_THROWS_AS(megatron_state_bytes_per_gpu(1e9, MegatronPrecision::bf16_params_fp32_grads,
-                                               true, 0),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      megatron_state_bytes_per_gpu(1e9, MegatronPrecision::bf16_params_fp32_grads, true, 0),
+      std::invalid_argument);
 }

@@ -40,22 +40,24 @@ constexpr int kSteps = 3;
 
 // What a ZeRO run left behind on every rank.
 struct Run {
-  std::vector<std::vector<float>> weights;                  // full weights per rank, after the steps
+  std::vector<std::vector<float>> weights;  // full weights per rank, after the steps
   std::vector<std::array<std::size_t, kCategoryCount>> peaks;  // per rank, peak bytes per category
-  std::vector<double> bytes_sent_per_step;                  // per rank
-  double makespan = 0;                                      // virtual seconds of the whole run
-  double overlap = 0;                                       // rank 0's comm hidden behind compute
-  std::size_t comm_peak = 0;                                // rank 0's transient bytes during the steps
-  std::array<double, 3> op_bytes{};  // rank 0's bytes sent per step: all-reduce, reduce-scatter, all-gather
-  std::vector<double> losses;        // rank 0's loss per step
-  std::vector<float> grads;          // rank 0's state.grads (grads16 widened) after the last step
+  std::vector<double> bytes_sent_per_step;                     // per rank
+  double makespan = 0;                                         // virtual seconds of the whole run
+  double overlap = 0;         // rank 0's comm hidden behind compute
+  std::size_t comm_peak = 0;  // rank 0's transient bytes during the steps
+  std::array<double, 3>
+      op_bytes{};  // rank 0's bytes sent per step: all-reduce, reduce-scatter, all-gather
+  std::vector<double> losses;  // rank 0's loss per step
+  std::vector<float> grads;    // rank 0's state.grads (grads16 widened) after the last step
 };
 
 constexpr std::array kOps{OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather};
 
-Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage, bool prefetch = false,
-               std::int64_t sequences_per_rank = 2, Precision precision = Precision::fp32, int steps = kSteps,
-               bool same_batch = false, bool overlap = false) {
+Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage,
+               bool prefetch = false, std::int64_t sequences_per_rank = 2,
+               Precision precision = Precision::fp32, int steps = kSteps, bool same_batch = false,
+               bool overlap = false) {
   const model::Model net(cfg);
   const auto n = static_cast<std::size_t>(cc.world_size);
   Run run;
@@ -88,7 +90,8 @@ Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage
   });
   for (const RankReport& rep : cluster.reports()) {
     std::array<std::size_t, kCategoryCount> p{};
-    for (std::size_t c = 0; c < kCategoryCount; ++c) p[c] = rep.memory.peak(static_cast<Category>(c));
+    for (std::size_t c = 0; c < kCategoryCount; ++c)
+      p[c] = rep.memory.peak(static_cast<Category>(c));
     run.peaks.push_back(p);
   }
   run.makespan = cluster.makespan();
@@ -98,7 +101,8 @@ Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage
 
 // Plain data parallelism with the runtime all-reduce and model::Adam only (no chapter code: the
 // batch is sliced here, not by zero_local_batch): the weights every stage must reproduce.
-std::vector<float> reference_dp(const model::ModelConfig& cfg, int ranks, std::int64_t sequences_per_rank = 2) {
+std::vector<float> reference_dp(const model::ModelConfig& cfg, int ranks,
+                                std::int64_t sequences_per_rank = 2) {
   const model::Model net(cfg);
   std::vector<float> out;
   Cluster cluster(ranks);
@@ -106,7 +110,8 @@ std::vector<float> reference_dp(const model::ModelConfig& cfg, int ranks, std::i
     model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
     model::Adam adam(r.memory(), net.num_params(), kAdam);
     for (int s = 0; s < kSteps; ++s) {
-      const model::Batch batch = net.make_batch(sequences_per_rank * ranks, 500 + static_cast<std::uint64_t>(s));
+      const model::Batch batch =
+          net.make_batch(sequences_per_rank * ranks, 500 + static_cast<std::uint64_t>(s));
       model::zero(replica.grads.span());
       const model::Batch slice = batch.slice(r.id() * sequences_per_rank, sequences_per_rank);
       net.forward_backward(r, replica.params.span(), replica.grads.span(), slice);
@@ -158,8 +163,10 @@ TEST_CASE("every stage ends with the weights of plain data parallelism (fp32 tol
     cc.world_size = n;
     for (int stage = 0; stage <= 3; ++stage) {
       const Run run = train_zero(cfg, cc, stage);
-      std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage, max_abs_diff(run.weights[0], expected));
-      check_close("stage " + std::to_string(stage) + " weights", run.weights[0], expected, {1e-6, 0});
+      std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage,
+                  max_abs_diff(run.weights[0], expected));
+      check_close("stage " + std::to_string(stage) + " weights", run.weights[0], expected,
+                  {1e-6, 0});
       for (int r = 1; r < n; ++r)  // every rank ends with the same full weights
         CHECK(std::memcmp(run.weights[static_cast<std::size_t>(r)].data(), run.weights[0].data(),
                           run.weights[0].size() * sizeof(float)) == 0);
@@ -167,7 +174,8 @@ TEST_CASE("every stage ends with the weights of plain data parallelism (fp32 tol
   }
 }
 
-TEST_CASE("ledger state per rank equals zero_state_per_gpu within the padding and falls with the stage") {
+TEST_CASE(
+    "ledger state per rank equals zero_state_per_gpu within the padding and falls with the stage") {
   const model::ModelConfig cfg = small_config();
   const model::Model net(cfg);
   const auto p = static_cast<double>(net.num_params());
@@ -185,10 +193,12 @@ TEST_CASE("ledger state per rank equals zero_state_per_gpu within the padding an
         const auto m = static_cast<double>(peak_of(run, r, Category::master));
         const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
         if (r == 0)
-          std::printf("N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer %.0f/%.0f "
-                      "(measured/formula bytes)\n",
-                      n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
-                      want.optimizer_bytes);
+          std::printf(
+              "N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
+              "%.0f/%.0f "
+              "(measured/formula bytes)\n",
+              n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
+              want.optimizer_bytes);
         // A shard is ceil(count_u / N) per unit: at most one element per unit above P / N.
         CHECK(w >= want.weights_bytes);
         CHECK(w <= want.weights_bytes + kZeroRecipe.bytes_weights * units);
@@ -198,15 +208,18 @@ TEST_CASE("ledger state per rank equals zero_state_per_gpu within the padding an
         CHECK(o >= want.optimizer_bytes);
         CHECK(o <= want.optimizer_bytes + kZeroRecipe.bytes_optimizer * units);
       }
-      const double total = static_cast<double>(peak_of(run, 0, Category::weights) + peak_of(run, 0, Category::grads) +
-                                                peak_of(run, 0, Category::optimizer));
+      const double total = static_cast<double>(peak_of(run, 0, Category::weights) +
+                                               peak_of(run, 0, Category::grads) +
+                                               peak_of(run, 0, Category::optimizer));
       CHECK(total < previous_total);
       previous_total = total;
     }
   }
 }
 
-TEST_CASE("stage-3 traffic per rank is 1.5x stage 0, stages 1 and 2 equal it (traffic meter vs formula)") {
+TEST_CASE(
+    "stage-3 traffic per rank is 1.5x stage 0, stages 1 and 2 equal it (traffic meter vs "
+    "formula)") {
   const model::ModelConfig cfg = small_config();
   const model::Model net(cfg);
   const auto p = static_cast<double>(net.num_params());
@@ -240,7 +253,7 @@ TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not ab
   cfg.n_layers = 4;
   ClusterConfig cc;
   cc.world_size = 4;
-  cc.flops_per_second = 3e10;    // a slow "GPU" and link, so gathers take about as long as a unit
+  cc.flops_per_second = 3e10;  // a slow "GPU" and link, so gathers take about as long as a unit
   cc.intra_node_bytes_per_second = 5e8;
   const Run plain = train_zero(cfg, cc, 3, false, 8);
   const Run fetched = train_zero(cfg, cc, 3, true, 8);
@@ -251,7 +264,9 @@ TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not ab
   CHECK(fetched.overlap > plain.overlap);
 }
 
-TEST_CASE("stage 2 with overlap: same bits and bytes, reduce-scatters under the backward, a shorter step") {
+TEST_CASE(
+    "stage 2 with overlap: same bits and bytes, reduce-scatters under the backward, a shorter "
+    "step") {
   // The prefetch test's slow cluster: a unit's reduce-scatter takes about as long as its backward.
   model::ModelConfig cfg = small_config();
   cfg.d_model = 32;
@@ -268,13 +283,16 @@ TEST_CASE("stage 2 with overlap: same bits and bytes, reduce-scatters under the 
     const std::size_t elem = precision == Precision::fp32 ? 4 : 2;
     const Run plain = train_zero(cfg, cc, 2, false, 8, precision);
     const Run overlapped = train_zero(cfg, cc, 2, false, 8, precision, kSteps, false, true);
-    std::printf("stage 2 %s step: %.4g s without overlap, %.4g s with; comm under compute %.4g s -> %.4g s; "
-                "comm peak %zu -> %zu bytes\n",
-                name, plain.makespan / kSteps, overlapped.makespan / kSteps, plain.overlap, overlapped.overlap,
-                plain.comm_peak, overlapped.comm_peak);
+    std::printf(
+        "stage 2 %s step: %.4g s without overlap, %.4g s with; comm under compute %.4g s -> %.4g "
+        "s; "
+        "comm peak %zu -> %zu bytes\n",
+        name, plain.makespan / kSteps, overlapped.makespan / kSteps, plain.overlap,
+        overlapped.overlap, plain.comm_peak, overlapped.comm_peak);
     // The same reductions in the same order: bitwise the same gradients, weights and bytes.
     CHECK(overlapped.grads == plain.grads);
-    CHECK(std::memcmp(overlapped.weights[0].data(), plain.weights[0].data(), plain.weights[0].size() * 4) == 0);
+    CHECK(std::memcmp(overlapped.weights[0].data(), plain.weights[0].data(),
+                      plain.weights[0].size() * 4) == 0);
     CHECK(overlapped.op_bytes == plain.op_bytes);
     CHECK(overlapped.overlap > 0);
     CHECK(overlapped.overlap > plain.overlap);
@@ -288,8 +306,10 @@ TEST_CASE("stage 2 with overlap: same bits and bytes, reduce-scatters under the 
       all_padded += elem * s * static_cast<std::size_t>(cc.world_size);
     }
     const std::size_t extra = overlapped.comm_peak - plain.comm_peak;
-    std::printf("stage 2 %s overlap: %zu bytes more comm, at most %zu in flight of %zu for every unit at once\n",
-                name, extra, kMaxReduceScattersInFlight * largest_padded, all_padded);
+    std::printf(
+        "stage 2 %s overlap: %zu bytes more comm, at most %zu in flight of %zu for every unit at "
+        "once\n",
+        name, extra, kMaxReduceScattersInFlight * largest_padded, all_padded);
     CHECK(overlapped.comm_peak >= plain.comm_peak);
     CHECK(extra <= kMaxReduceScattersInFlight * largest_padded);
     CHECK(extra < all_padded / 2);
@@ -304,7 +324,8 @@ TEST_CASE("stage 3 holds a few gathered units at a time, never the whole model")
   cc.world_size = 4;
   std::size_t largest = 0;  // bytes of the largest padded unit
   const ShardLayout layout = plan_shards(net, cc.world_size);
-  for (std::size_t s : layout.unit_shard) largest = std::max(largest, 4 * s * static_cast<std::size_t>(cc.world_size));
+  for (std::size_t s : layout.unit_shard)
+    largest = std::max(largest, 4 * s * static_cast<std::size_t>(cc.world_size));
   const std::size_t model_bytes = 4 * net.num_params();
   for (bool prefetch : {false, true}) {
     const Run run = train_zero(cfg, cc, 3, prefetch);
@@ -331,7 +352,9 @@ model::ModelConfig even_config() {
   return c;
 }
 
-TEST_CASE("bf16 mixed: ledger equals zero_state_per_gpu(kZeroMixedRecipe) byte for byte on 1, 4 and 8 ranks") {
+TEST_CASE(
+    "bf16 mixed: ledger equals zero_state_per_gpu(kZeroMixedRecipe) byte for byte on 1, 4 and 8 "
+    "ranks") {
   const model::ModelConfig cfg = even_config();
   const model::Model net(cfg);
   const auto p = static_cast<double>(net.num_params());
@@ -348,10 +371,11 @@ TEST_CASE("bf16 mixed: ledger equals zero_state_per_gpu(kZeroMixedRecipe) byte f
         const auto m = static_cast<double>(peak_of(run, r, Category::master));
         const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
         if (r == 0)
-          std::printf("bf16 N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
-                      "%.0f/%.0f (measured/formula bytes, P = %.0f)\n",
-                      n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
-                      want.optimizer_bytes, p);
+          std::printf(
+              "bf16 N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
+              "%.0f/%.0f (measured/formula bytes, P = %.0f)\n",
+              n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
+              want.optimizer_bytes, p);
         CHECK(w == want.weights_bytes);
         CHECK(g == want.grads_bytes);
         CHECK(m == want.master_bytes);
@@ -361,7 +385,8 @@ TEST_CASE("bf16 mixed: ledger equals zero_state_per_gpu(kZeroMixedRecipe) byte f
   }
 }
 
-TEST_CASE("bf16 mixed with padding: every category is its recipe bytes times P or the padded shard S") {
+TEST_CASE(
+    "bf16 mixed with padding: every category is its recipe bytes times P or the padded shard S") {
   const model::ModelConfig cfg = small_config();  // no unit divides by 4: every shard is padded
   const model::Model net(cfg);
   const int n = 4;
@@ -399,8 +424,10 @@ TEST_CASE("bf16 mixed: every stage gives the same weights, all ranks agree, and 
                         run.weights[0].size() * sizeof(float)) == 0);
     // A bf16 all-reduce and a bf16 reduce-scatter both sum in fp32 in rank order and round once,
     // so the stages agree bit for bit here too.
-    if (stage == 0) stage0 = run.weights[0];
-    else check_close("stage weights", run.weights[0], stage0);
+    if (stage == 0)
+      stage0 = run.weights[0];
+    else
+      check_close("stage weights", run.weights[0], stage0);
   }
 }
 
@@ -423,8 +450,8 @@ TEST_CASE("bf16 mixed: the weights stay within bf16 reach of an fp32 run") {
       worst = std::max(worst, std::abs(a - b) - bound);
       typical += std::abs(a - b) / static_cast<double>(fp32.weights[0].size());
     }
-    std::printf("bf16 vs fp32, N=4 stage %d: max |w16 - w32| = %.3g, mean %.3g, lr*steps = %.3g\n", stage,
-                max_abs_diff(mixed.weights[0], fp32.weights[0]), typical, kAdam.lr * kSteps);
+    std::printf("bf16 vs fp32, N=4 stage %d: max |w16 - w32| = %.3g, mean %.3g, lr*steps = %.3g\n",
+                stage, max_abs_diff(mixed.weights[0], fp32.weights[0]), typical, kAdam.lr * kSteps);
     CHECK(worst <= 0);
     CHECK(typical <= 0.25 * kAdam.lr * kSteps);  // most updates agree: the drift is not systematic
   }
@@ -437,16 +464,20 @@ TEST_CASE("bf16 mixed: the all-gathers and reduce-scatters move half the bytes o
   for (int stage = 0; stage <= 3; ++stage) {
     const Run fp32 = train_zero(cfg, cc, stage);
     const Run mixed = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
-    std::printf("N=4 stage %d bytes sent per step, fp32 / bf16: all-reduce %.0f/%.0f reduce-scatter %.0f/%.0f "
-                "all-gather %.0f/%.0f\n",
-                stage, fp32.op_bytes[0], mixed.op_bytes[0], fp32.op_bytes[1], mixed.op_bytes[1], fp32.op_bytes[2],
-                mixed.op_bytes[2]);
+    std::printf(
+        "N=4 stage %d bytes sent per step, fp32 / bf16: all-reduce %.0f/%.0f reduce-scatter "
+        "%.0f/%.0f "
+        "all-gather %.0f/%.0f\n",
+        stage, fp32.op_bytes[0], mixed.op_bytes[0], fp32.op_bytes[1], mixed.op_bytes[1],
+        fp32.op_bytes[2], mixed.op_bytes[2]);
     // The same elements in each collective, at 2 bytes instead of 4: exactly half.
     for (std::size_t i = 0; i < kOps.size(); ++i) CHECK(2 * mixed.op_bytes[i] == fp32.op_bytes[i]);
     CHECK(mixed.op_bytes[stage == 0 ? 0 : 1] > 0);
-    CHECK(mixed.bytes_sent_per_step[0] == doctest::Approx(zero_traffic_bytes_per_gpu(
-                                              static_cast<double>(model::Model(cfg).num_params()), kZeroMixedRecipe,
-                                              stage, 4)).epsilon(0.02));
+    CHECK(mixed.bytes_sent_per_step[0] ==
+          doctest::Approx(
+              zero_traffic_bytes_per_gpu(static_cast<double>(model::Model(cfg).num_params()),
+                                         kZeroMixedRecipe, stage, 4))
+              .epsilon(0.02));
   }
 }
 
@@ -456,15 +487,15 @@ TEST_CASE("invalid arguments throw and name the problem") {
   CHECK_THROWS_AS(cluster.run([&](Rank& r) { make_zero_state(r, r.world(), net, 4, kWeightSeed); }),
                   std::invalid_argument);
   CHECK_THROWS_AS(cluster.run([&](Rank& r) {
-                    const ShardLayout layout = plan_shards(net, 2);
-                    std::vector<float> wrong(layout.unit_shard[0] + 1);
-                    gather_unit(r.world(), r.memory(), net, layout, 0, wrong);
-                  }),
+    const ShardLayout layout = plan_shards(net, 2);
+    std::vector<float> wrong(layout.unit_shard[0] + 1);
+    gather_unit(r.world(), r.memory(), net, layout, 0, wrong);
+  }),
                   std::invalid_argument);
   CHECK_THROWS_AS(cluster.run([&](Rank& r) {
-                    ZeroState fp32 = make_zero_state(r, r.world(), net, 1, kWeightSeed);
-                    mixed_step(r, r.world(), net, fp32, net.make_batch(2, 1));
-                  }),
+    ZeroState fp32 = make_zero_state(r, r.world(), net, 1, kWeightSeed);
+    mixed_step(r, r.world(), net, fp32, net.make_batch(2, 1));
+  }),
                   std::invalid_argument);
   const model::Batch odd = net.make_batch(3, 1);
   CHECK_THROWS_AS(zero_local_batch(odd, 0, 2), std::invalid_argument);

@@ -36,6 +36,8 @@ inline constexpr double kTol = 1e-5;
 
 /// A tensor-parallel group of t ranks; the cluster holds two such groups side by side (ranks
 /// [0, t) and [t, 2t)), so every test also checks that a group talks only to itself.
-inline mgpu::Comm tp_group(mgpu::Rank& r, int t) { return r.world().split(r.id() / t, r.id() % t, "tp"); }
+inline mgpu::Comm tp_group(mgpu::Rank& r, int t) {
+  return r.world().split(r.id() / t, r.id() % t, "tp");
+}
 
 }  // namespace tp_test

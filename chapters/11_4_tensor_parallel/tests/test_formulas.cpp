@@ -10,7 +10,7 @@ using namespace mgpu::tensor_parallel;
 
 TEST_CASE("t = 1 holds the whole FFN and the whole attention block") {
   const std::int64_t h = 1024;
-  CHECK(ffn_params_per_rank(h, 4 * h, 1) == doctest::Approx(8.0 * h * h));  // h x 4h and 4h x h
+  CHECK(ffn_params_per_rank(h, 4 * h, 1) == doctest::Approx(8.0 * h * h));     // h x 4h and 4h x h
   CHECK(attention_params_per_rank(h, 16, 1) == doctest::Approx(4.0 * h * h));  // Q, K, V, O
 }
 
@@ -24,7 +24,8 @@ TEST_CASE("the t shares of an FFN add up to the unsplit FFN") {
 TEST_CASE("the t shares of an attention block add up to the unsplit block") {
   for (std::int64_t t : {1, 2, 4, 8, 32}) {
     const double whole = attention_params_per_rank(4096, 32, 1);
-    CHECK(attention_params_per_rank(4096, 32, t) * static_cast<double>(t) == doctest::Approx(whole));
+    CHECK(attention_params_per_rank(4096, 32, t) * static_cast<double>(t) ==
+          doctest::Approx(whole));
   }
 }
 
@@ -34,7 +35,8 @@ TEST_CASE("a block is its attention, its FFN and its replicated layer norms: 12 
     // Exact: every term is an integer well below 2^53.
     CHECK(block_params_per_rank(h, 16, 4 * h, t) ==
           attention_params_per_rank(h, 16, t) + ffn_params_per_rank(h, 4 * h, t) + 4.0 * h);
-    CHECK(block_params_per_rank(h, 16, 4 * h, t) == 12.0 * h * h / static_cast<double>(t) + 4.0 * h);
+    CHECK(block_params_per_rank(h, 16, 4 * h, t) ==
+          12.0 * h * h / static_cast<double>(t) + 4.0 * h);
   }
   CHECK(block_params_per_rank(2048, 16, 8192, 8) == 6299648.0);  // the header's example
 }
@@ -57,7 +59,8 @@ TEST_CASE("bytes sent per rank follow the ring: 2(t-1)/t of each payload, none f
   CHECK(block_bytes_sent_per_rank(shape, 1, 2, Pass::both) == 0.0);
   for (std::int64_t t : {2, 4, 8}) {
     const double ring = 2.0 * static_cast<double>(t - 1) / static_cast<double>(t);
-    CHECK(block_bytes_sent_per_rank(shape, t, 2, Pass::forward) == doctest::Approx(2 * ring * payload));
+    CHECK(block_bytes_sent_per_rank(shape, t, 2, Pass::forward) ==
+          doctest::Approx(2 * ring * payload));
     CHECK(block_bytes_sent_per_rank(shape, t, 2, Pass::both) ==
           doctest::Approx(2 * block_bytes_sent_per_rank(shape, t, 2, Pass::forward)));
   }
@@ -80,7 +83,8 @@ TEST_CASE("invalid splits are rejected with std::invalid_argument") {
   CHECK_THROWS_AS(ffn_params_per_rank(0, 4096, 1), std::invalid_argument);
   CHECK_THROWS_WITH_AS(attention_params_per_rank(1024, 32, 3), doctest::Contains("heads"),
                        std::invalid_argument);
-  CHECK_THROWS_AS(attention_params_per_rank(1000, 48, 1), std::invalid_argument);  // 48 does not divide 1000
+  CHECK_THROWS_AS(attention_params_per_rank(1000, 48, 1),
+                  std::invalid_argument);  // 48 does not divide 1000
   CHECK_THROWS_AS(all_reduce_payload_bytes({0, 1, 1024, 16, 1}, 2), std::invalid_argument);
   CHECK_THROWS_AS(all_reduce_payload_bytes({128, 1, 1024, 16, 1}, 0), std::invalid_argument);
   CHECK_THROWS_AS(block_bytes_sent_per_rank({128, 1, 1024, 16, 1}, 0, 2, Pass::both),

@@ -81,7 +81,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "row-parallel linear equals the unsplit linear layer: y, dx, dW shards, whole b (t = 1, 2, 4)") {
+    "row-parallel linear equals the unsplit linear layer: y, dx, dW shards, whole b (t = 1, 2, "
+    "4)") {
   for (const Shape& s : kShapes) {
     const MatrixRM x = random_matrix(s.n, s.ffn, 5), w = random_matrix(s.ffn, s.hidden, 6);
     const MatrixRM dy = random_matrix(s.n, s.hidden, 7);

@@ -77,7 +77,8 @@ TEST_CASE("GPipe holds all m micro-batches; 1F1B holds min(m, p - stage)") {
     CHECK(in_flight_micro_batches(Schedule::gpipe, 4, 32, stage) == 32);
     CHECK(in_flight_micro_batches(Schedule::one_f_one_b, 4, 32, stage) == 4 - stage);
   }
-  CHECK(in_flight_micro_batches(Schedule::one_f_one_b, 8, 3, 0) == 3);  // fewer micro-batches than stages
+  CHECK(in_flight_micro_batches(Schedule::one_f_one_b, 8, 3, 0) ==
+        3);  // fewer micro-batches than stages
 }
 
 TEST_CASE("1F1B never holds more than GPipe, and the first stage holds the most") {

@@ -68,10 +68,10 @@ constexpr std::uint64_t kWeightSeed = 5;
 
 // What one pipelined step left on every stage.
 struct Step {
-  std::vector<float> grads;                 // the stages' unit gradients put together (model layout)
-  double loss = 0;                          // returned by the last stage
-  std::vector<double> compute;              // per stage, seconds of compute
-  std::vector<std::size_t> activation_peak; // per stage, ledger peak of Category::activations
+  std::vector<float> grads;     // the stages' unit gradients put together (model layout)
+  double loss = 0;              // returned by the last stage
+  std::vector<double> compute;  // per stage, seconds of compute
+  std::vector<std::size_t> activation_peak;  // per stage, ledger peak of Category::activations
   double makespan = 0;
 };
 
@@ -80,8 +80,8 @@ StageUnits chunk_of_stage(const model::Model& net, int p, int v, int s, int c) {
   return stage_units(net, p * v, c * p + s);
 }
 
-Step pipelined_step(const model::Model& net, const ClusterConfig& cc, const PipelineSchedule& schedule,
-                    const model::Batch& batch) {
+Step pipelined_step(const model::Model& net, const ClusterConfig& cc,
+                    const PipelineSchedule& schedule, const model::Batch& batch) {
   const int p = cc.world_size, v = schedule.chunks;
   const std::vector<model::Batch> micro = split_micro_batches(batch, schedule.micro_batches);
   Step step;
@@ -93,19 +93,21 @@ Step pipelined_step(const model::Model& net, const ClusterConfig& cc, const Pipe
     const int s = r.world().rank();
     // One chunk per stage: the form that names the stage's units, as a caller written before
     // chunks does; several: the form that works them out.
-    const double loss =
-        v == 1 ? run_pipeline(r, r.world(), net, stage_units(net, p, s), schedule, replica.params.span(),
-                              replica.grads.span(), micro)
-               : run_pipeline(r, r.world(), net, schedule, replica.params.span(), replica.grads.span(), micro);
+    const double loss = v == 1 ? run_pipeline(r, r.world(), net, stage_units(net, p, s), schedule,
+                                              replica.params.span(), replica.grads.span(), micro)
+                               : run_pipeline(r, r.world(), net, schedule, replica.params.span(),
+                                              replica.grads.span(), micro);
     if (s == p - 1) step.loss = loss;
-    stage_grads[static_cast<std::size_t>(r.id())].assign(replica.grads.begin(), replica.grads.end());
+    stage_grads[static_cast<std::size_t>(r.id())].assign(replica.grads.begin(),
+                                                         replica.grads.end());
   });
   for (int s = 0; s < p; ++s) {
     for (int c = 0; c < v; ++c) {
       const StageUnits units = chunk_of_stage(net, p, v, s, c);
       for (int u = units.first; u < units.last; ++u) {
         const model::UnitInfo& info = net.unit(u);
-        std::copy_n(stage_grads[static_cast<std::size_t>(s)].begin() + static_cast<std::ptrdiff_t>(info.offset),
+        std::copy_n(stage_grads[static_cast<std::size_t>(s)].begin() +
+                        static_cast<std::ptrdiff_t>(info.offset),
                     info.count, step.grads.begin() + static_cast<std::ptrdiff_t>(info.offset));
       }
     }
@@ -119,11 +121,13 @@ Step pipelined_step(const model::Model& net, const ClusterConfig& cc, const Pipe
 Step pipelined_step(const model::Model& net, const ClusterConfig& cc, bool one_f_one_b, int m,
                     const model::Batch& batch) {
   const int p = cc.world_size;
-  return pipelined_step(net, cc, one_f_one_b ? one_f_one_b_schedule(p, m) : gpipe_schedule(p, m), batch);
+  return pipelined_step(net, cc, one_f_one_b ? one_f_one_b_schedule(p, m) : gpipe_schedule(p, m),
+                        batch);
 }
 
 // The unpipelined model on the whole batch, on one rank: the gradients every pipeline must give.
-std::vector<float> reference_grads(const model::Model& net, const model::Batch& batch, double& loss) {
+std::vector<float> reference_grads(const model::Model& net, const model::Batch& batch,
+                                   double& loss) {
   std::vector<float> out;
   Cluster cluster(1);
   cluster.run([&](Rank& r) {
@@ -144,7 +148,8 @@ std::vector<std::size_t> saved_bytes_per_unit(const model::Model& net, const mod
     Buffer<float> x = net.input(r, micro);
     for (int u = 0; u < net.num_units(); ++u) {
       model::UnitCache cache;
-      x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x), micro.tokens(), &cache);
+      x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
+                           micro.tokens(), &cache);
       bytes.push_back(cache.bytes());
     }
   });
@@ -158,7 +163,8 @@ std::size_t saved_bytes(const std::vector<std::size_t>& per_unit, StageUnits uni
   return bytes;
 }
 
-std::size_t saved_bytes_per_micro_batch(const model::Model& net, int p, int s, const model::Batch& micro) {
+std::size_t saved_bytes_per_micro_batch(const model::Model& net, int p, int s,
+                                        const model::Batch& micro) {
   return saved_bytes(saved_bytes_per_unit(net, micro), stage_units(net, p, s));
 }
 
@@ -219,7 +225,8 @@ TEST_CASE("both schedules are valid and hold the micro-batches in_flight_micro_b
 
 TEST_CASE("check_schedule rejects a backward before its forward and a missing pass") {
   PipelineSchedule s = gpipe_schedule(2, 2);
-  s.per_stage[1] = {{Pass::backward, 0}, {Pass::forward, 0}, {Pass::forward, 1}, {Pass::backward, 1}};
+  s.per_stage[1] = {
+      {Pass::backward, 0}, {Pass::forward, 0}, {Pass::forward, 1}, {Pass::backward, 1}};
   CHECK_THROWS_AS(check_schedule(s), std::invalid_argument);
   s = gpipe_schedule(2, 2);
   s.per_stage[0].pop_back();
@@ -237,9 +244,10 @@ TEST_CASE("pipelined gradients equal the unpipelined model's on the whole batch 
       for (bool f1b : {false, true}) {
         const Step step = pipelined_step(net, free_links(p), f1b, m, batch);
         std::printf("%s p=%d m=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs %.7f\n",
-                    f1b ? "1F1B " : "GPipe", p, m, max_abs_diff(step.grads, expected), max_abs(expected), step.loss,
-                    ref_loss);
-        check_close(f1b ? "1F1B gradients" : "GPipe gradients", step.grads, expected, {1e-5 * scale, 0});
+                    f1b ? "1F1B " : "GPipe", p, m, max_abs_diff(step.grads, expected),
+                    max_abs(expected), step.loss, ref_loss);
+        check_close(f1b ? "1F1B gradients" : "GPipe gradients", step.grads, expected,
+                    {1e-5 * scale, 0});
         CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
       }
     }
@@ -257,8 +265,8 @@ TEST_CASE("measured bubble on the virtual clock is (p-1)/(m+p-1) for GPipe and f
         for (int s = 0; s < p; ++s) {
           const double bubble = 1.0 - step.compute[static_cast<std::size_t>(s)] / step.makespan;
           if (s == 0)
-            std::printf("%s p=%d m=%d: stage 0 idle fraction %.4f, formula %.4f\n", f1b ? "1F1B " : "GPipe", p, m,
-                        bubble, formula);
+            std::printf("%s p=%d m=%d: stage 0 idle fraction %.4f, formula %.4f\n",
+                        f1b ? "1F1B " : "GPipe", p, m, bubble, formula);
           CHECK(std::abs(bubble - formula) <= 0.005);
         }
       }
@@ -266,7 +274,8 @@ TEST_CASE("measured bubble on the virtual clock is (p-1)/(m+p-1) for GPipe and f
   }
 }
 
-TEST_CASE("peak in-flight activations per stage: m for GPipe, min(m, p - stage) for 1F1B (ledger)") {
+TEST_CASE(
+    "peak in-flight activations per stage: m for GPipe, min(m, p - stage) for 1F1B (ledger)") {
   const model::Model net(equal_stage_config());
   const model::Batch batch = net.make_batch(8, 3);
   for (int p : {2, 4}) {
@@ -276,12 +285,15 @@ TEST_CASE("peak in-flight activations per stage: m for GPipe, min(m, p - stage) 
         const Step step = pipelined_step(net, free_links(p), f1b, m, batch);
         for (int s = 0; s < p; ++s) {
           const auto per_mb = static_cast<double>(saved_bytes_per_micro_batch(net, p, s, micro[0]));
-          const double held = static_cast<double>(step.activation_peak[static_cast<std::size_t>(s)]) / per_mb;
+          const double held =
+              static_cast<double>(step.activation_peak[static_cast<std::size_t>(s)]) / per_mb;
           const auto expected = static_cast<double>(
               in_flight_micro_batches(f1b ? Schedule::one_f_one_b : Schedule::gpipe, p, m, s));
-          std::printf("%s p=%d m=%d stage %d: peak activations / one micro-batch = %.3f, formula %.0f\n",
-                      f1b ? "1F1B " : "GPipe", p, m, s, held, expected);
-          // The peak also holds a boundary buffer or two in transit, well under half a micro-batch here.
+          std::printf(
+              "%s p=%d m=%d stage %d: peak activations / one micro-batch = %.3f, formula %.0f\n",
+              f1b ? "1F1B " : "GPipe", p, m, s, held, expected);
+          // The peak also holds a boundary buffer or two in transit, well under half a micro-batch
+          // here.
           CHECK(held >= expected);
           CHECK(held < expected + 0.5);
         }
@@ -327,7 +339,9 @@ std::string verdict(const PipelineSchedule& s) {
   return "";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // The header's interleaved example (p = 2, m = 2, v = 2), written out so that the checker's
 // tests do not depend on your schedule code.
@@ -339,13 +353,16 @@ PipelineSchedule header_example() {
 }
 
 // Plain 1F1B for p = 2, m = 2, written out for the same reason.
-PipelineSchedule one_f_one_b_p2_m2() { return {2, 2, {{F(0), F(1), B(0), B(1)}, {F(0), B(0), F(1), B(1)}}}; }
+PipelineSchedule one_f_one_b_p2_m2() {
+  return {2, 2, {{F(0), F(1), B(0), B(1)}, {F(0), B(0), F(1), B(1)}}};
+}
 
 // The (p, m, v) points the interleaved measurements run: m a multiple of p, m = p included.
 struct Pmv {
   int p, m, v;
 };
-constexpr Pmv kInterleaved[] = {{2, 2, 2}, {2, 4, 2}, {2, 4, 3}, {4, 4, 2}, {4, 8, 2}, {4, 8, 3}, {4, 4, 4}, {1, 4, 2}};
+constexpr Pmv kInterleaved[] = {{2, 2, 2}, {2, 4, 2}, {2, 4, 3}, {4, 4, 2},
+                                {4, 8, 2}, {4, 8, 3}, {4, 4, 4}, {1, 4, 2}};
 
 }  // namespace
 
@@ -358,16 +375,20 @@ TEST_CASE("interleaved_one_f_one_b_schedule: the header's example, v = 1 and the
   // The groups of p: with p = 2, m = 4, v = 2 stage 1 (warm-up 2) takes micro-batches 0 and 1
   // through chunk 0, then through chunk 1, before micro-batches 2 and 3 start.
   const PipelineSchedule g = interleaved_one_f_one_b_schedule(2, 4, 2);
-  CHECK(g.per_stage[1] == std::vector<Action>{F(0, 0), F(1, 0), F(0, 1), B(0, 1), F(1, 1), B(1, 1), F(2, 0), B(0, 0),
-                                               F(3, 0), B(1, 0), F(2, 1), B(2, 1), F(3, 1), B(3, 1), B(2, 0), B(3, 0)});
+  CHECK(g.per_stage[1] == std::vector<Action>{F(0, 0), F(1, 0), F(0, 1), B(0, 1), F(1, 1), B(1, 1),
+                                              F(2, 0), B(0, 0), F(3, 0), B(1, 0), F(2, 1), B(2, 1),
+                                              F(3, 1), B(3, 1), B(2, 0), B(3, 0)});
   CHECK(interleaved_one_f_one_b_schedule(3, 3, 1).chunks == 1);
   CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(0, 2, 2), std::invalid_argument);
   CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(2, 0, 2), std::invalid_argument);
   CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(2, 2, 0), std::invalid_argument);
-  CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(4, 6, 2), std::invalid_argument);  // m not a multiple of p
+  CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(4, 6, 2),
+                  std::invalid_argument);  // m not a multiple of p
 }
 
-TEST_CASE("interleaved schedules are valid, deadlock-free, and hold min(m v, warm-up + 1) chunk-micro-batches") {
+TEST_CASE(
+    "interleaved schedules are valid, deadlock-free, and hold min(m v, warm-up + 1) "
+    "chunk-micro-batches") {
   for (int p = 1; p <= 8; ++p) {
     for (int m = p; m <= 3 * p; m += p) {
       for (int v = 1; v <= 4; ++v) {
@@ -381,7 +402,9 @@ TEST_CASE("interleaved schedules are valid, deadlock-free, and hold min(m v, war
   }
 }
 
-TEST_CASE("check_schedule names the first offending action: chunk out of range, missing pass, backward first") {
+TEST_CASE(
+    "check_schedule names the first offending action: chunk out of range, missing pass, backward "
+    "first") {
   PipelineSchedule s = header_example();
   s.per_stage[1][4].chunk = 2;
   std::string why = verdict(s);
@@ -396,11 +419,13 @@ TEST_CASE("check_schedule names the first offending action: chunk out of range, 
   s = header_example();
   std::swap(s.per_stage[1][2], s.per_stage[1][3]);  // B(0, 1) before F(0, 1)
   why = verdict(s);
-  CHECK(contains(why, "stage 1, position 2 (backward of micro-batch 0 chunk 1): runs before its forward"));
+  CHECK(contains(
+      why, "stage 1, position 2 (backward of micro-batch 0 chunk 1): runs before its forward"));
 
   s = one_f_one_b_p2_m2();
   s.per_stage[0].push_back(F(1));
-  CHECK(contains(verdict(s), "stage 0, position 4 (forward of micro-batch 1 chunk 0): runs a second time"));
+  CHECK(contains(verdict(s),
+                 "stage 0, position 4 (forward of micro-batch 1 chunk 0): runs a second time"));
   s = one_f_one_b_p2_m2();
   s.per_stage[1][0].micro_batch = 2;
   CHECK(contains(verdict(s), "micro-batch 2 is outside [0, 2)"));
@@ -416,9 +441,11 @@ TEST_CASE("check_schedule finds a deadlock and says where every stage waits") {
   s.per_stage[0] = {F(0), B(0), F(1), B(1)};
   s.per_stage[1] = {F(1), B(1), F(0), B(0)};
   std::string why = verdict(s);
-  CHECK(contains(why, "deadlock: stage 0 waits at position 1 (backward of micro-batch 0 chunk 0) for stage 1's "
-                      "backward of micro-batch 0 chunk 0; stage 1 waits at position 0 (forward of micro-batch 1 "
-                      "chunk 0) for stage 0's forward of micro-batch 1 chunk 0"));
+  CHECK(contains(
+      why,
+      "deadlock: stage 0 waits at position 1 (backward of micro-batch 0 chunk 0) for stage 1's "
+      "backward of micro-batch 0 chunk 0; stage 1 waits at position 0 (forward of micro-batch 1 "
+      "chunk 0) for stage 0's forward of micro-batch 1 chunk 0"));
 
   // An interleaved stage 0 that cuts its warm-up short by the (v - 1) p chunk-rounds: its first
   // backward (chunk 1) needs a gradient that its own later forward of chunk 1 would start.
@@ -430,8 +457,10 @@ TEST_CASE("check_schedule finds a deadlock and says where every stage waits") {
   s.per_stage[1] = {F(0, 1), F(1, 1), F(0, 0), B(0, 1), F(1, 0), B(1, 1), B(0, 0), B(1, 0)};
   why = verdict(s);
   CHECK(contains(why, "deadlock: "));
-  CHECK(contains(why, "stage 1 waits at position 0 (forward of micro-batch 0 chunk 1) for stage 0's forward of "
-                      "micro-batch 0 chunk 1"));
+  CHECK(contains(
+      why,
+      "stage 1 waits at position 0 (forward of micro-batch 0 chunk 1) for stage 0's forward of "
+      "micro-batch 0 chunk 1"));
 
   // The written-out schedules themselves pass.
   CHECK(verdict(header_example()).empty());
@@ -445,9 +474,12 @@ TEST_CASE("interleaved pipelined gradients equal the unpipelined model's on the 
     double ref_loss = 0;
     const std::vector<float> expected = reference_grads(net, batch, ref_loss);
     const double scale = std::max(1.0, max_abs(expected));
-    const Step step = pipelined_step(net, free_links(g.p), interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch);
-    std::printf("interleaved p=%d m=%d v=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs %.7f\n", g.p,
-                g.m, g.v, max_abs_diff(step.grads, expected), max_abs(expected), step.loss, ref_loss);
+    const Step step = pipelined_step(net, free_links(g.p),
+                                     interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch);
+    std::printf(
+        "interleaved p=%d m=%d v=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs "
+        "%.7f\n",
+        g.p, g.m, g.v, max_abs_diff(step.grads, expected), max_abs(expected), step.loss, ref_loss);
     check_close("interleaved gradients", step.grads, expected, {1e-5 * scale, 0});
     CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
   }
@@ -461,19 +493,23 @@ TEST_CASE("measured interleaved bubble on the virtual clock is (p-1)/(v m+p-1)")
     const model::Model net(equal_stage_config(g.p * g.v));
     const model::Batch batch = net.make_batch(8, 3);
     const double formula = interleaved_bubble_fraction(g.p, g.m, g.v);
-    const Step step = pipelined_step(net, free_links(g.p), interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch);
+    const Step step = pipelined_step(net, free_links(g.p),
+                                     interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch);
     double worst = 0;  // largest |idle - formula| over the stages
     for (int s = 0; s < g.p; ++s) {
       const double bubble = 1.0 - step.compute[static_cast<std::size_t>(s)] / step.makespan;
       worst = std::max(worst, std::abs(bubble - formula));
       CHECK(std::abs(bubble - formula) <= 0.005);
     }
-    std::printf("%4d %4d %4d   %.4f   %.4f    %.4f     %.4f\n", g.p, g.m, g.v, gpipe_bubble_fraction(g.p, g.m),
-                formula, 1.0 - step.compute[0] / step.makespan, worst);
+    std::printf("%4d %4d %4d   %.4f   %.4f    %.4f     %.4f\n", g.p, g.m, g.v,
+                gpipe_bubble_fraction(g.p, g.m), formula, 1.0 - step.compute[0] / step.makespan,
+                worst);
   }
 }
 
-TEST_CASE("peak in-flight activations per stage are the interleaved schedule's chunk-micro-batches (ledger)") {
+TEST_CASE(
+    "peak in-flight activations per stage are the interleaved schedule's chunk-micro-batches "
+    "(ledger)") {
   for (const Pmv& g : kInterleaved) {
     const model::Model net(equal_stage_config(g.p * g.v));
     const model::Batch batch = net.make_batch(8, 3);
@@ -482,9 +518,11 @@ TEST_CASE("peak in-flight activations per stage are the interleaved schedule's c
     const PipelineSchedule schedule = interleaved_one_f_one_b_schedule(g.p, g.m, g.v);
     const Step step = pipelined_step(net, free_links(g.p), schedule, batch);
     for (int s = 0; s < g.p; ++s) {
-      std::vector<double> chunk_bytes;  // one micro-batch's saved bytes on each of the stage's chunks
+      std::vector<double>
+          chunk_bytes;  // one micro-batch's saved bytes on each of the stage's chunks
       for (int c = 0; c < g.v; ++c)
-        chunk_bytes.push_back(static_cast<double>(saved_bytes(per_unit, chunk_of_stage(net, g.p, g.v, s, c))));
+        chunk_bytes.push_back(
+            static_cast<double>(saved_bytes(per_unit, chunk_of_stage(net, g.p, g.v, s, c))));
       // The schedule's own peak in bytes: its program walked with each chunk's saved bytes.
       double now = 0, schedule_peak = 0;
       for (const Action& a : schedule.per_stage[static_cast<std::size_t>(s)]) {
@@ -495,9 +533,10 @@ TEST_CASE("peak in-flight activations per stage are the interleaved schedule's c
       const auto peak = static_cast<double>(step.activation_peak[static_cast<std::size_t>(s)]);
       const double held = peak / mean_chunk;
       const std::int64_t expected = schedule_in_flight(schedule, s);
-      std::printf("interleaved p=%d m=%d v=%d stage %d: peak activations / one chunk-micro-batch = %.3f, "
-                  "schedule %lld\n",
-                  g.p, g.m, g.v, s, held, static_cast<long long>(expected));
+      std::printf(
+          "interleaved p=%d m=%d v=%d stage %d: peak activations / one chunk-micro-batch = %.3f, "
+          "schedule %lld\n",
+          g.p, g.m, g.v, s, held, static_cast<long long>(expected));
       // The chunks differ by the embedding or the head, so the count is the nearest integer; in
       // bytes the peak is the schedule's plus a boundary buffer or two in transit.
       CHECK(std::llround(held) == expected);
@@ -507,7 +546,8 @@ TEST_CASE("peak in-flight activations per stage are the interleaved schedule's c
   }
 }
 
-TEST_CASE("run_pipeline rejects chunks that do not divide the model, and units for a chunked schedule") {
+TEST_CASE(
+    "run_pipeline rejects chunks that do not divide the model, and units for a chunked schedule") {
   const model::Model net(equal_stage_config(4));  // 4 blocks: p = 2, v = 3 gives 6 chunks
   const std::vector<model::Batch> micro = split_micro_batches(net.make_batch(4, 1), 2);
   const PipelineSchedule six_chunks = interleaved_one_f_one_b_schedule(2, 2, 3);
@@ -525,7 +565,9 @@ TEST_CASE("run_pipeline rejects chunks that do not divide the model, and units f
                   std::invalid_argument);
 }
 
-TEST_CASE("with link latency the interleaved bubble grows: v times the messages, each on the critical path") {
+TEST_CASE(
+    "with link latency the interleaved bubble grows: v times the messages, each on the critical "
+    "path") {
   // p = 4, m = 8 and 16 blocks, so a stage does the same work whatever v; only the cut changes.
   // One block's forward on one micro-batch (2 tokens) takes 32.8 us at 1 GFLOP/s here, so a
   // stage's forward is 131 us, a chunk's 131/v us.

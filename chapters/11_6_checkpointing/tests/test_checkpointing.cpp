@@ -47,7 +47,8 @@ Run step(const model::Model& net, const model::Batch& batch, std::int64_t k) {
     r.memory().reset_peaks();
     const double t0 = r.clock().compute_time();
     run.loss = k == 0 ? net.forward_backward(r, rep.params.span(), rep.grads.span(), batch)
-                      : checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, k);
+                      : checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(),
+                                                      batch, k);
     run.compute_seconds = r.clock().compute_time() - t0;
     run.peak_activations = r.memory().peak(Category::activations);
     CHECK(r.memory().current(Category::activations) == 0);  // nothing left behind
@@ -67,14 +68,15 @@ TEST_CASE("the given block sizes are what the ledger records for one block's cac
       model::Replica rep = net.make_replica(r.memory(), 1);
       model::UnitCache embed, block;
       Buffer<float> x = net.input(r, batch);
-      x = net.unit_forward(r, 0, net.unit_view(std::span<const float>(rep.params.span()), 0), std::move(x),
-                           batch.tokens(), &embed);
+      x = net.unit_forward(r, 0, net.unit_view(std::span<const float>(rep.params.span()), 0),
+                           std::move(x), batch.tokens(), &embed);
       CHECK(x.bytes() == block_checkpoint_bytes(net, batch.tokens()));
       const std::size_t before = r.memory().current(Category::activations);
-      x = net.unit_forward(r, 1, net.unit_view(std::span<const float>(rep.params.span()), 1), std::move(x),
-                           batch.tokens(), &block);
+      x = net.unit_forward(r, 1, net.unit_view(std::span<const float>(rep.params.span()), 1),
+                           std::move(x), batch.tokens(), &block);
       CHECK(block.bytes() == block_saved_bytes(net, batch.tokens()));
-      // The ledger grew by the cache's internals and the new output (the input moved into the cache).
+      // The ledger grew by the cache's internals and the new output (the input moved into the
+      // cache).
       CHECK(r.memory().current(Category::activations) - before ==
             block.bytes() - block_checkpoint_bytes(net, batch.tokens()) + x.bytes());
     });
@@ -94,8 +96,9 @@ TEST_CASE("gradients and loss are bitwise those of plain forward_backward for ev
         double max_err = 0;
         for (std::size_t i = 0; i < plain.grads.size(); ++i)
           max_err = std::max(max_err, static_cast<double>(std::fabs(ck.grads[i] - plain.grads[i])));
-        std::printf("L=%lld k=%lld attention=%d: max |grad diff| = %g\n", static_cast<long long>(layers),
-                    static_cast<long long>(k), attention ? 1 : 0, max_err);
+        std::printf("L=%lld k=%lld attention=%d: max |grad diff| = %g\n",
+                    static_cast<long long>(layers), static_cast<long long>(k), attention ? 1 : 0,
+                    max_err);
         CHECK(ck.grads == plain.grads);
         CHECK(ck.loss == plain.loss);
       }
@@ -103,7 +106,9 @@ TEST_CASE("gradients and loss are bitwise those of plain forward_backward for ev
   }
 }
 
-TEST_CASE("the activation peak is checkpointed_peak_bytes plus the embedding input, one C when k divides L") {
+TEST_CASE(
+    "the activation peak is checkpointed_peak_bytes plus the embedding input, one C when k divides "
+    "L") {
   for (std::int64_t layers : {1, 4, 7, 9}) {
     for (bool attention : {true, false}) {
       const model::Model net(config(layers, attention));
@@ -115,7 +120,8 @@ TEST_CASE("the activation peak is checkpointed_peak_bytes plus the embedding inp
       for (std::int64_t k = 1; k <= layers; ++k) {
         const Run ck = step(net, batch, k);
         const double formula = checkpointed_peak_bytes(layers, k, C, B);
-        const double whole = static_cast<double>(layers / k), parts = static_cast<double>((layers + k - 1) / k);
+        const double whole = static_cast<double>(layers / k),
+                     parts = static_cast<double>((layers + k - 1) / k);
         const double predicted = formula + E + C - (parts - whole) * C;
         std::printf("L=%lld k=%lld attention=%d: peak %zu B, formula %.0f B, predicted %.0f B\n",
                     static_cast<long long>(layers), static_cast<long long>(k), attention ? 1 : 0,
@@ -141,9 +147,11 @@ TEST_CASE("recomputation charges exactly one more forward of every block to the 
       CHECK(extra == doctest::Approx(block_flops).epsilon(1e-9));
       // The formula's fraction assumes every layer is a block; the embedding and head, which are
       // never recomputed, dilute it by their share of the forward.
-      const double fraction = recompute_extra_flops_fraction(layers, layers) * block_flops / net.forward_flops(n);
+      const double fraction =
+          recompute_extra_flops_fraction(layers, layers) * block_flops / net.forward_flops(n);
       std::printf("L=%lld k=%lld: extra %.0f FLOPs = %.4f of the step (formula, diluted: %.4f)\n",
-                  static_cast<long long>(layers), static_cast<long long>(k), extra, extra / plain_flops, fraction);
+                  static_cast<long long>(layers), static_cast<long long>(k), extra,
+                  extra / plain_flops, fraction);
       CHECK(extra / plain_flops == doctest::Approx(fraction).epsilon(1e-9));
     }
   }
@@ -160,12 +168,14 @@ TEST_CASE("a k near sqrt(L) gives a lower peak than k = 1 and k = L, and below p
   const model::Model net(c);
   const model::Batch batch = net.make_batch(2, 1);
   const std::int64_t k = best_interval(net, batch.tokens());
-  CHECK(k == best_checkpoint_interval_bytes(36, static_cast<double>(block_checkpoint_bytes(net, batch.tokens())),
-                                            static_cast<double>(block_saved_bytes(net, batch.tokens()))));
+  CHECK(k == best_checkpoint_interval_bytes(
+                 36, static_cast<double>(block_checkpoint_bytes(net, batch.tokens())),
+                 static_cast<double>(block_saved_bytes(net, batch.tokens()))));
   const Run plain = step(net, batch, 0), best = step(net, batch, k), every = step(net, batch, 1),
             one = step(net, batch, 36);
-  std::printf("L=36: best k=%lld peak %zu B; k=1 %zu B; k=L %zu B; plain %zu B\n", static_cast<long long>(k),
-              best.peak_activations, every.peak_activations, one.peak_activations, plain.peak_activations);
+  std::printf("L=36: best k=%lld peak %zu B; k=1 %zu B; k=L %zu B; plain %zu B\n",
+              static_cast<long long>(k), best.peak_activations, every.peak_activations,
+              one.peak_activations, plain.peak_activations);
   CHECK(k > 1);
   CHECK(k < 36);
   CHECK(best.peak_activations < every.peak_activations);
@@ -178,13 +188,17 @@ TEST_CASE("checkpointing rejects an interval outside [1, L] and a wrong cache co
   const model::Batch batch = net.make_batch(1, 2);
   Cluster(1).run([&](Rank& r) {
     model::Replica rep = net.make_replica(r.memory(), 1);
-    CHECK_THROWS_AS(checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, 0),
-                    std::invalid_argument);
-    CHECK_THROWS_AS(checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, 4),
-                    std::invalid_argument);
+    CHECK_THROWS_AS(
+        checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, 0),
+        std::invalid_argument);
+    CHECK_THROWS_AS(
+        checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, 4),
+        std::invalid_argument);
     std::vector<model::UnitCache> caches(1);
-    Buffer<float> cp(r.memory(), Category::activations, block_checkpoint_bytes(net, batch.tokens()) / 4, "cp");
-    CHECK_THROWS_AS(recompute_segment(r, net, rep.params.span(), Segment{0, 2}, std::move(cp), batch.tokens(), caches),
+    Buffer<float> cp(r.memory(), Category::activations,
+                     block_checkpoint_bytes(net, batch.tokens()) / 4, "cp");
+    CHECK_THROWS_AS(recompute_segment(r, net, rep.params.span(), Segment{0, 2}, std::move(cp),
+                                      batch.tokens(), caches),
                     std::invalid_argument);
   });
 }

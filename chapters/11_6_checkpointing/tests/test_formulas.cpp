@@ -11,8 +11,8 @@ using namespace mgpu::checkpointing;
 
 TEST_CASE("peak is the checkpoints plus one segment: L=16, k=4 keeps 4 + 4 units") {
   CHECK(checkpointed_peak_units(16, 4) == 8);
-  CHECK(checkpointed_peak_units(16, 16) == 17);  // one segment: the input plus every layer
-  CHECK(checkpointed_peak_units(16, 1) == 17);   // every layer a checkpoint, one recomputed
+  CHECK(checkpointed_peak_units(16, 16) == 17);    // one segment: the input plus every layer
+  CHECK(checkpointed_peak_units(16, 1) == 17);     // every layer a checkpoint, one recomputed
   CHECK(checkpointed_peak_units(10, 4) == 3 + 4);  // segments of 4, 4, 2
   CHECK(no_checkpoint_peak_units(16) == 16);
 }
@@ -35,7 +35,8 @@ TEST_CASE("the best interval is no worse than any other and gives ceil(2 sqrt(L)
 }
 
 TEST_CASE("on a tie the smallest interval is returned") {
-  // L = 1000: k = 28..36 all give 64 units (ceil(1000/28) + 28 = 36 + 28, ..., ceil(1000/36) + 36 = 28 + 36).
+  // L = 1000: k = 28..36 all give 64 units (ceil(1000/28) + 28 = 36 + 28, ..., ceil(1000/36) + 36 =
+  // 28 + 36).
   CHECK(best_checkpoint_interval(1000) == 28);
   for (std::int64_t k = 28; k <= 36; ++k) CHECK(checkpointed_peak_units(1000, k) == 64);
   CHECK(checkpointed_peak_units(1000, 27) == 65);
@@ -44,8 +45,10 @@ TEST_CASE("on a tie the smallest interval is returned") {
 }
 
 TEST_CASE("memory grows like sqrt(L): 4x the layers, about 2x the peak") {
-  const double small = static_cast<double>(checkpointed_peak_units(64, best_checkpoint_interval(64)));
-  const double large = static_cast<double>(checkpointed_peak_units(1024, best_checkpoint_interval(1024)));
+  const double small =
+      static_cast<double>(checkpointed_peak_units(64, best_checkpoint_interval(64)));
+  const double large =
+      static_cast<double>(checkpointed_peak_units(1024, best_checkpoint_interval(1024)));
   MESSAGE("L=64: " << small << " units, L=1024: " << large << " units");
   CHECK(large / small == doctest::Approx(4.0).epsilon(0.05));  // 16x layers, 4x memory
 }
@@ -64,7 +67,8 @@ TEST_CASE("cheaper checkpoints favour shorter segments") {
   CHECK(k_cheap < k_equal);
   CHECK(k_equal == best_checkpoint_interval(64));
   for (std::int64_t k = 1; k <= 64; ++k)
-    CHECK(checkpointed_peak_bytes(64, k_cheap, 2.0, layer) <= checkpointed_peak_bytes(64, k, 2.0, layer));
+    CHECK(checkpointed_peak_bytes(64, k_cheap, 2.0, layer) <=
+          checkpointed_peak_bytes(64, k, 2.0, layer));
 }
 
 TEST_CASE("recomputing every layer adds one forward: 1/3 more compute when backward = 2 forward") {

@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <set>
-#include <tuple>
 #include <stdexcept>
+#include <tuple>
 
 #include "11_7_3d_and_experts/formulas.hpp"
 
@@ -79,8 +79,10 @@ TEST_CASE("one GPU holds the whole training state and the whole model's activati
   LayoutModel m = small_model(Layout{1, 1, 1}, 0);
   const GpuMemory mem = per_gpu_memory(m);
   CHECK(mem.state_bytes() == doctest::Approx(16 * 8e9).epsilon(1e-12));
-  CHECK(mem.activation_bytes == doctest::Approx(32 * 1e9).epsilon(1e-12));  // one micro-batch in flight
-  CHECK(mem.total_bytes() == doctest::Approx(mem.state_bytes() + mem.activation_bytes).epsilon(1e-12));
+  CHECK(mem.activation_bytes ==
+        doctest::Approx(32 * 1e9).epsilon(1e-12));  // one micro-batch in flight
+  CHECK(mem.total_bytes() ==
+        doctest::Approx(mem.state_bytes() + mem.activation_bytes).epsilon(1e-12));
 }
 
 TEST_CASE("tensor and pipeline parallelism divide the state; ZeRO-3 divides the rest by dp") {
@@ -94,7 +96,8 @@ TEST_CASE("tensor and pipeline parallelism divide the state; ZeRO-3 divides the 
 
 TEST_CASE("data parallelism without ZeRO leaves per-GPU memory unchanged") {
   const double one = per_gpu_memory(small_model(Layout{2, 2, 1}, 0)).total_bytes();
-  CHECK(per_gpu_memory(small_model(Layout{2, 2, 16}, 0)).total_bytes() == doctest::Approx(one).epsilon(1e-12));
+  CHECK(per_gpu_memory(small_model(Layout{2, 2, 16}, 0)).total_bytes() ==
+        doctest::Approx(one).epsilon(1e-12));
 }
 
 TEST_CASE("1F1B's first stage holds min(m, pp) micro-batches of its L/pp layers") {
@@ -115,7 +118,8 @@ TEST_CASE("one GPU sends nothing; each kind of traffic appears only with its deg
   CHECK(tp_only.data_parallel_bytes == 0.0);
   CHECK(tp_only.pipeline_bytes == 0.0);
   const double a = 2048.0 * 4096 * 2;
-  CHECK(tp_only.tensor_parallel_bytes == doctest::Approx(32 * 16 * 4 * 2.0 * 7 / 8 * a).epsilon(1e-12));
+  CHECK(tp_only.tensor_parallel_bytes ==
+        doctest::Approx(32 * 16 * 4 * 2.0 * 7 / 8 * a).epsilon(1e-12));
 }
 
 TEST_CASE("ZeRO-3 sends 1.5x the data-parallel traffic; full recompute adds half the tp traffic") {
@@ -132,18 +136,23 @@ TEST_CASE("ZeRO-3 sends 1.5x the data-parallel traffic; full recompute adds half
 
 TEST_CASE("pipeline traffic: two stages send one way, deeper pipelines' middles both ways") {
   const double a = 2048.0 * 4096 * 2;
-  CHECK(per_gpu_traffic(small_model(Layout{1, 2, 1}, 0)).pipeline_bytes == doctest::Approx(16 * a).epsilon(1e-12));
-  CHECK(per_gpu_traffic(small_model(Layout{1, 4, 1}, 0)).pipeline_bytes == doctest::Approx(32 * a).epsilon(1e-12));
+  CHECK(per_gpu_traffic(small_model(Layout{1, 2, 1}, 0)).pipeline_bytes ==
+        doctest::Approx(16 * a).epsilon(1e-12));
+  CHECK(per_gpu_traffic(small_model(Layout{1, 4, 1}, 0)).pipeline_bytes ==
+        doctest::Approx(32 * a).epsilon(1e-12));
 }
 
 TEST_CASE("pipeline traffic: each of a stage's tp GPUs sends only its 1/tp slice of the boundary") {
   const double a = 2048.0 * 4096 * 2;
   // The stage as a whole still sends 2 m A; split over 4 GPUs, each sends a quarter of it.
-  CHECK(per_gpu_traffic(small_model(Layout{4, 4, 1}, 0)).pipeline_bytes == doctest::Approx(32 * a / 4).epsilon(1e-12));
-  CHECK(per_gpu_traffic(small_model(Layout{8, 2, 2}, 0)).pipeline_bytes == doctest::Approx(16 * a / 8).epsilon(1e-12));
+  CHECK(per_gpu_traffic(small_model(Layout{4, 4, 1}, 0)).pipeline_bytes ==
+        doctest::Approx(32 * a / 4).epsilon(1e-12));
+  CHECK(per_gpu_traffic(small_model(Layout{8, 2, 2}, 0)).pipeline_bytes ==
+        doctest::Approx(16 * a / 8).epsilon(1e-12));
   // Data parallelism copies the pipeline; it does not change what one GPU sends across a boundary.
   CHECK(per_gpu_traffic(small_model(Layout{4, 4, 8}, 0)).pipeline_bytes ==
-        doctest::Approx(per_gpu_traffic(small_model(Layout{4, 4, 1}, 0)).pipeline_bytes).epsilon(1e-12));
+        doctest::Approx(per_gpu_traffic(small_model(Layout{4, 4, 1}, 0)).pipeline_bytes)
+            .epsilon(1e-12));
 }
 
 TEST_CASE("experts spread evenly over ranks") {
@@ -155,10 +164,12 @@ TEST_CASE("experts spread evenly over ranks") {
 TEST_CASE("all-to-all: top-k copies, (n-1)/n of them leave, dispatch plus combine") {
   CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 1, 2) == 0.0);
   const double one_way = 4096.0 * 2 * 4096 * 2 * 7 / 8;
-  CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2) == doctest::Approx(2 * one_way).epsilon(1e-12));
+  CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2) ==
+        doctest::Approx(2 * one_way).epsilon(1e-12));
   // Linear in top_k and in tokens.
   CHECK(expert_all_to_all_bytes_per_rank(4096, 4096, 4, 64, 8, 2) ==
-        doctest::Approx(2 * expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2)).epsilon(1e-12));
+        doctest::Approx(2 * expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2))
+            .epsilon(1e-12));
   CHECK(expert_all_to_all_bytes_per_rank(0, 4096, 2, 64, 8, 2) == 0.0);
 }
 

@@ -155,8 +155,7 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
       const std::size_t first = static_cast<std::size_t>(run.coords.dp) * run.share.shard;
       CHECK(rel_error(run.grads[static_cast<std::size_t>(s)], grads, first, run.share.shard) <
             1e-4);
-      CHECK(rel_error(run.params[static_cast<std::size_t>(s)], params, 0, run.share.count) <
-            1e-5);
+      CHECK(rel_error(run.params[static_cast<std::size_t>(s)], params, 0, run.share.count) < 1e-5);
     }
     CHECK(last_stage_replicas == l.dp);
     CHECK(loss_sum / static_cast<double>(l.dp) ==
@@ -165,8 +164,8 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
 
   for (const RankRun& run : runs) {
     CAPTURE(run.coords.pp);
-    const LayoutModel lm = layout_model(m.config(), l, run.share, sequences_per_micro,
-                                        micro_batches);
+    const LayoutModel lm =
+        layout_model(m.config(), l, run.share, sequences_per_micro, micro_batches);
     const GpuMemory mem = per_gpu_memory(lm);
     CHECK(static_cast<double>(run.weights) == mem.weights_bytes);
     CHECK(static_cast<double>(run.grads_bytes) == mem.grads_bytes);
@@ -184,13 +183,15 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
           doctest::Approx(kSteps * per_step.data_parallel_bytes));
     // The boundary rebuilt on the receiving side: one all-gather per tensor received, which the
     // formula leaves out (a stage receives as many tensors as it sends).
-    const double received_tensors = pipeline / (static_cast<double>(
-                                        sequences_per_micro * m.config().seq_len *
-                                        m.config().d_model * 4) / static_cast<double>(l.tp));
-    const double gather = static_cast<double>(sequences_per_micro * m.config().seq_len *
-                                              m.config().d_model * 4) *
-                          static_cast<double>(l.tp - 1) / static_cast<double>(l.tp);
-    CHECK(static_cast<double>(run.tp_all_gather) == doctest::Approx(kSteps * received_tensors * gather));
+    const double received_tensors =
+        pipeline /
+        (static_cast<double>(sequences_per_micro * m.config().seq_len * m.config().d_model * 4) /
+         static_cast<double>(l.tp));
+    const double gather =
+        static_cast<double>(sequences_per_micro * m.config().seq_len * m.config().d_model * 4) *
+        static_cast<double>(l.tp - 1) / static_cast<double>(l.tp);
+    CHECK(static_cast<double>(run.tp_all_gather) ==
+          doctest::Approx(kSteps * received_tensors * gather));
   }
 }
 
@@ -220,7 +221,8 @@ TEST_CASE("11.7 3D step: the 1F1B order runs each micro-batch forward before bac
         int in_flight = 0, peak = 0;
         for (const auto& [fwd, i] : order) {
           seen[static_cast<std::size_t>(i)] += fwd ? 1 : 10;
-          CHECK((fwd ? seen[static_cast<std::size_t>(i)] == 1 : seen[static_cast<std::size_t>(i)] == 11));
+          CHECK((fwd ? seen[static_cast<std::size_t>(i)] == 1
+                     : seen[static_cast<std::size_t>(i)] == 11));
           in_flight += fwd ? 1 : -1;
           peak = std::max(peak, in_flight);
         }

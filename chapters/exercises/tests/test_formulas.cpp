@@ -31,7 +31,8 @@ TEST_CASE("apply 3: ZeRO-1, 7e9 parameters on 8 GPUs hold 38.5 GB each (within 0
 
 TEST_CASE("the apply functions follow their formulas at other points too") {
   CHECK(zero3_state_gb_per_gpu(7e9, 1) == doctest::Approx(112.0).epsilon(1e-12));
-  CHECK(zero1_state_gb_per_gpu(7e9, 1) == doctest::Approx(zero3_state_gb_per_gpu(7e9, 1)).epsilon(1e-12));
+  CHECK(zero1_state_gb_per_gpu(7e9, 1) ==
+        doctest::Approx(zero3_state_gb_per_gpu(7e9, 1)).epsilon(1e-12));
   CHECK(zero1_state_gb_per_gpu(70e9, 64) > zero3_state_gb_per_gpu(70e9, 64));
   CHECK(bubble_fraction(1, 8) == 0.0);
   CHECK(bubble_fraction(4, 28) < 0.1);

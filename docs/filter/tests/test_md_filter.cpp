@@ -14,7 +14,8 @@ using mgpu::docs::page_id;
 
 namespace {
 
-std::string convert(const std::string& md, const std::string& page = "chapters/11_5_pipeline/README.md") {
+std::string convert(const std::string& md,
+                    const std::string& page = "chapters/11_5_pipeline/README.md") {
   FilterOptions o;
   o.page = page;
   return github_to_doxygen(md, o);
@@ -23,7 +24,8 @@ std::string convert(const std::string& md, const std::string& page = "chapters/1
 }  // namespace
 
 TEST_CASE("inline and display math become Doxygen formulas") {
-  CHECK(convert("bubble $(p-1)/(m+p-1)$ of the step\n") == "bubble \\f$(p-1)/(m+p-1)\\f$ of the step\n");
+  CHECK(convert("bubble $(p-1)/(m+p-1)$ of the step\n") ==
+        "bubble \\f$(p-1)/(m+p-1)\\f$ of the step\n");
   CHECK(convert("$$\\frac{2(N-1)}{N}$$\n") == "\\f[\\frac{2(N-1)}{N}\\f]\n");
   CHECK(convert("a\n$$\nx = \\sqrt{L}\n$$\nb\n") == "a\n\\f[\nx = \\sqrt{L}\n\\f]\nb\n");
   CHECK(convert("```math\n16\\Psi/N\n```\n") == "\\f[\n16\\Psi/N\n\\f]\n");
@@ -64,31 +66,37 @@ TEST_CASE("HTML comments pass through whole, whatever they hold") {
 }
 
 TEST_CASE("the output has as many lines as the input") {
-  const std::string md = "# T\n\n## A $x$\ntext $$\ny\n$$\n```\nz\n```\n<!-- figure: f.svg cap -->\n";
+  const std::string md =
+      "# T\n\n## A $x$\ntext $$\ny\n$$\n```\nz\n```\n<!-- figure: f.svg cap -->\n";
   std::string out = convert(md);
   CHECK(std::count(out.begin(), out.end(), '\n') == std::count(md.begin(), md.end(), '\n'));
 }
 
 TEST_CASE("headings get the page's name and GitHub's anchor as a label") {
-  CHECK(github_slug("`./mgpu pipeline`: the pipeline-bubble figure") == "mgpu-pipeline-the-pipeline-bubble-figure");
-  CHECK(github_slug("11.5 Pipeline parallelism (GPipe, 1F1B)") == "115-pipeline-parallelism-gpipe-1f1b");
+  CHECK(github_slug("`./mgpu pipeline`: the pipeline-bubble figure") ==
+        "mgpu-pipeline-the-pipeline-bubble-figure");
+  CHECK(github_slug("11.5 Pipeline parallelism (GPipe, 1F1B)") ==
+        "115-pipeline-parallelism-gpipe-1f1b");
   CHECK(convert("# Title\n## Flags\n### Flags\n") ==
         "# Title\n## Flags {#md_chapters_11_5_pipeline_README_flags}\n"
         "### Flags {#md_chapters_11_5_pipeline_README_flags-1}\n");
   CHECK(convert("## Kept {#mine}\n") == "## Kept {#mine}\n");
-  CHECK(convert("# autograder: `mgpu-grade`\n## The `rubric`\n") ==
-        "# autograder: mgpu-grade\n## The `rubric` {#md_chapters_11_5_pipeline_README_the-rubric}\n");
+  CHECK(
+      convert("# autograder: `mgpu-grade`\n## The `rubric`\n") ==
+      "# autograder: mgpu-grade\n## The `rubric` {#md_chapters_11_5_pipeline_README_the-rubric}\n");
   CHECK(convert("## Hints\n", "README.md") == "## Hints {#index_hints}\n");
 }
 
 TEST_CASE("links to READMEs become @ref links to their pages and headings") {
-  CHECK(page_id("chapters/11_5_pipeline/README.md", "README.md") == "md_chapters_11_5_pipeline_README");
+  CHECK(page_id("chapters/11_5_pipeline/README.md", "README.md") ==
+        "md_chapters_11_5_pipeline_README");
   CHECK(page_id("README.md", "README.md") == "index");
   CHECK(convert("see [tools](tools/README.md#mgpu-pipeline-x).\n", "README.md") ==
         "see [tools](@ref md_tools_README_mgpu-pipeline-x).\n");
   CHECK(convert("[11.2](../11_2_data_parallel/README.md) and [top](../../README.md)\n") ==
         "[11.2](@ref md_chapters_11_2_data_parallel_README) and [top](@ref index)\n");
-  CHECK(convert("[below](#hints)\n", "autograder/README.md") == "[below](@ref md_autograder_README_hints)\n");
+  CHECK(convert("[below](#hints)\n", "autograder/README.md") ==
+        "[below](@ref md_autograder_README_hints)\n");
   const std::string others =
       "[web](https://example.org/a.md) ![fig](pic.svg) [code](model.hpp) `[x](y.md)`\n";
   CHECK(convert(others) == others);
@@ -116,8 +124,10 @@ TEST_CASE("a figure comment shows the figure when it was generated, else nothing
 }
 
 TEST_CASE("a <details> answer in a list item stays one paragraph, so Doxygen keeps it folded") {
-  CHECK(convert("1. Q?\n\n   <details><summary>Answer</summary>\n\n   It is $3/11$.\n\n   </details>\n\nafter\n") ==
-        "1. Q?\n\n   <details><summary>Answer</summary>\n   <br>\n   It is \\f$3/11\\f$.\n   <br>\n   </details>\n\nafter\n");
+  CHECK(convert("1. Q?\n\n   <details><summary>Answer</summary>\n\n   It is $3/11$.\n\n   "
+                "</details>\n\nafter\n") ==
+        "1. Q?\n\n   <details><summary>Answer</summary>\n   <br>\n   It is \\f$3/11\\f$.\n   "
+        "<br>\n   </details>\n\nafter\n");
 }
 
 TEST_CASE("a <details> at the margin keeps its paragraphs and lists") {

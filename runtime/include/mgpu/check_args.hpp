@@ -43,7 +43,8 @@ inline void check_positive(const char* where, const char* name, double value) {
 
 /// ZeRO stages are 0 (plain data parallelism) to 3; 11.3 and 11.7 both take one.
 inline void check_zero_stage(const char* where, const char* name, int stage) {
-  if (stage < 0 || stage > 3) fail(where, name, std::to_string(stage), "does not exist: use 0, 1, 2 or 3");
+  if (stage < 0 || stage > 3)
+    fail(where, name, std::to_string(stage), "does not exist: use 0, 1, 2 or 3");
 }
 
 }  // namespace mgpu::args

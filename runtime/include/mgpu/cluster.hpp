@@ -21,9 +21,9 @@ namespace mgpu {
 /// Size of the cluster and the cost model's numbers. The defaults describe an H100-class node:
 /// 8 GPUs on NVLink, nodes joined by 400 Gb/s InfiniBand, 400 TFLOP/s sustained compute.
 struct ClusterConfig {
-  int world_size = 1;                   ///< number of ranks (GPUs), >= 1
-  int gpus_per_node = 8;                ///< ranks r and s share a node iff r/gpus_per_node == s/gpus_per_node
-  double flops_per_second = 4e14;       ///< compute rate charged by Rank::compute
+  int world_size = 1;     ///< number of ranks (GPUs), >= 1
+  int gpus_per_node = 8;  ///< ranks r and s share a node iff r/gpus_per_node == s/gpus_per_node
+  double flops_per_second = 4e14;  ///< compute rate charged by Rank::compute
   // A message of n bytes on a link takes alpha + n / beta seconds (11.2's LinkModel).
   double intra_node_bytes_per_second = 450e9;  ///< beta inside a node: one NVLink-class link
   double inter_node_bytes_per_second = 50e9;   ///< beta between nodes: one 400 Gb/s NIC per GPU
@@ -95,10 +95,10 @@ class Rank {
 
 /// What one rank left behind after Cluster::run: copies of its ledger, meter and clock.
 struct RankReport {
-  int rank = 0;                ///< global rank
-  MemoryLedger memory;         ///< peaks per category and total (current is what was not freed)
-  TrafficMeter traffic;        ///< bytes and messages per op kind and group
-  VirtualClock clock;          ///< timeline, compute/idle/comm totals, end time
+  int rank = 0;          ///< global rank
+  MemoryLedger memory;   ///< peaks per category and total (current is what was not freed)
+  TrafficMeter traffic;  ///< bytes and messages per op kind and group
+  VirtualClock clock;    ///< timeline, compute/idle/comm totals, end time
   /// Idle time / end time of the program (0 when the rank did nothing): the bubble fraction.
   double idle_fraction() const;
 };

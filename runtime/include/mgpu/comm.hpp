@@ -26,13 +26,12 @@ struct ClusterState;
 /// std::vector<T>, mgpu::Buffer<T>, std::array<T, N>, ...
 template <class R>
 concept ElementRange = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                       Element<std::remove_cv_t<std::ranges::range_value_t<R>>>;
+    Element<std::remove_cv_t<std::ranges::range_value_t<R>>>;
 
 /// An ElementRange that can also be written: std::span<T>, std::vector<T>&, Buffer<T>&, ...
 template <class R>
 concept MutableElementRange =
-    ElementRange<R> &&
-    !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+    ElementRange<R> && !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 /// Handle to a non-blocking operation (isend, irecv, iall_reduce, ...).
 ///
@@ -128,13 +127,15 @@ class Comm {
   /// is copied now; the send occupies the comm stream for latency + bytes / link bandwidth.
   template <ElementRange R>
   Request isend(const R& data, int peer, int tag = 0) {
-    return isend_raw(std::ranges::data(data), std::ranges::size(data), dtype_of_range<R>(), peer, tag);
+    return isend_raw(std::ranges::data(data), std::ranges::size(data), dtype_of_range<R>(), peer,
+                     tag);
   }
   /// Posts a receive into `data` from group rank `peer` with `tag`. The message must hold
   /// exactly data.size() elements of the same dtype. Completes at max(post time, message arrival).
   template <MutableElementRange R>
   Request irecv(R&& data, int peer, int tag = 0) {
-    return irecv_raw(std::ranges::data(data), std::ranges::size(data), dtype_of_range<R>(), peer, tag);
+    return irecv_raw(std::ranges::data(data), std::ranges::size(data), dtype_of_range<R>(), peer,
+                     tag);
   }
   /// Blocking send: isend(...).wait(). Returns when the message has left (virtual time).
   template <ElementRange R>
@@ -261,9 +262,8 @@ class Comm {
   Request icollective(OpKind kind, const void* in, void* out, std::size_t in_count,
                       std::size_t out_count, DType dtype, ReduceOp op, int root);
   Request icollective_v(const void* in, std::size_t in_count,
-                        std::span<const std::size_t> send_counts, void* out,
-                        std::size_t out_count, std::span<const std::size_t> recv_counts,
-                        DType dtype);
+                        std::span<const std::size_t> send_counts, void* out, std::size_t out_count,
+                        std::span<const std::size_t> recv_counts, DType dtype);
   void check_valid() const;
 
   std::shared_ptr<detail::Group> group_;

@@ -40,7 +40,8 @@ inline void validate_recipe(const char* where, const PrecisionRecipe& recipe) {
   args::check_non_negative(where, "bytes_master", recipe.bytes_master);
   args::check_non_negative(where, "bytes_optimizer", recipe.bytes_optimizer);
   if (recipe.bytes_weights == 0)
-    args::fail(where, "bytes_weights", "0", "is zero: a model always stores its weights (use 2 for bf16)");
+    args::fail(where, "bytes_weights", "0",
+               "is zero: a model always stores its weights (use 2 for bf16)");
 }
 
 /// A named recipe together with where it is used, for `mgpu plan --precision NAME` and tables.
@@ -116,7 +117,8 @@ struct TransformerShape {
 /// What is recomputed in the backward pass instead of stored (Korthikanti et al. 2022).
 enum class Recompute {
   none,       ///< store every activation the backward pass needs
-  selective,  ///< recompute the attention core (softmax, its dropout, scores times V); 11.6 runs it on the fp32 course model
+  selective,  ///< recompute the attention core (softmax, its dropout, scores times V); 11.6 runs it
+              ///< on the fp32 course model
   full,       ///< store only each layer's input and rerun the layer's forward in backward
 };
 

@@ -36,11 +36,11 @@ using ConstVectorMap = Eigen::Map<const Vector<T>>;
 namespace detail {
 inline void check_view(std::size_t have, std::size_t offset, std::size_t rows, std::size_t cols) {
   if (offset + rows * cols > have) {
-    throw std::invalid_argument("mgpu::as_matrix: a (" + std::to_string(rows) + ", " +
-                                std::to_string(cols) + ") view at offset " + std::to_string(offset) +
-                                " needs " + std::to_string(offset + rows * cols) +
-                                " elements but the buffer holds " + std::to_string(have) +
-                                "; allocate a larger buffer or fix the shape");
+    throw std::invalid_argument(
+        "mgpu::as_matrix: a (" + std::to_string(rows) + ", " + std::to_string(cols) +
+        ") view at offset " + std::to_string(offset) + " needs " +
+        std::to_string(offset + rows * cols) + " elements but the buffer holds " +
+        std::to_string(have) + "; allocate a larger buffer or fix the shape");
   }
 }
 }  // namespace detail
@@ -48,9 +48,11 @@ inline void check_view(std::size_t have, std::size_t offset, std::size_t rows, s
 /// (rows, cols) row-major view of `span[offset, offset + rows*cols)`; throws
 /// std::invalid_argument if it does not fit.
 template <class T>
-MatrixMap<T> as_matrix(std::span<T> span, std::size_t rows, std::size_t cols, std::size_t offset = 0) {
+MatrixMap<T> as_matrix(std::span<T> span, std::size_t rows, std::size_t cols,
+                       std::size_t offset = 0) {
   detail::check_view(span.size(), offset, rows, cols);
-  return MatrixMap<T>(span.data() + offset, static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  return MatrixMap<T>(span.data() + offset, static_cast<Eigen::Index>(rows),
+                      static_cast<Eigen::Index>(cols));
 }
 /// Read-only (rows, cols) row-major view of `span[offset, offset + rows*cols)`.
 template <class T>

@@ -50,7 +50,8 @@ struct Chunk {
 /// @throws std::invalid_argument when ranks < 1 or index is outside [0, ranks).
 inline Chunk ring_chunk(std::size_t length, int ranks, int index) {
   if (ranks < 1)
-    throw std::invalid_argument("ring_chunk: ranks = " + std::to_string(ranks) + " must be at least 1");
+    throw std::invalid_argument("ring_chunk: ranks = " + std::to_string(ranks) +
+                                " must be at least 1");
   if (index < 0 || index >= ranks) {
     throw std::invalid_argument("ring_chunk: index " + std::to_string(index) + " is outside [0, " +
                                 std::to_string(ranks) + ")");

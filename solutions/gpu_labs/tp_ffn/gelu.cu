@@ -41,7 +41,8 @@ void gelu_forward(const bf16* h, bf16* a, std::size_t count, cudaStream_t stream
   MGPU_CUDA_CHECK_LAUNCH();
 }
 
-void gelu_backward(const bf16* h, const bf16* da, bf16* dh, std::size_t count, cudaStream_t stream) {
+void gelu_backward(const bf16* h, const bf16* da, bf16* dh, std::size_t count,
+                   cudaStream_t stream) {
   gelu_backward_kernel<<<blocks_for(count), kThreads, 0, stream>>>(h, da, dh, count);
   MGPU_CUDA_CHECK_LAUNCH();
 }

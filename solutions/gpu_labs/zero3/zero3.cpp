@@ -12,8 +12,8 @@ namespace {
 void gather(DeviceComm& comm, Zero3Rank& p, int l, cudaStream_t stream) {
   const int slot = l % 2;
   MGPU_CUDA_CHECK(cudaStreamWaitEvent(stream, p.gathered_free[slot], 0));
-  comm.all_gather(p.layers[static_cast<std::size_t>(l)].param.data(), p.gathered[slot].data(), p.shard,
-                  DType::bf16, stream);
+  comm.all_gather(p.layers[static_cast<std::size_t>(l)].param.data(), p.gathered[slot].data(),
+                  p.shard, DType::bf16, stream);
   MGPU_CUDA_CHECK(cudaEventRecord(p.gathered_ready[slot], stream));
 }
 
@@ -64,8 +64,9 @@ void zero3_backward(DeviceComm& comm, cublasHandle_t cublas, Zero3Rank& p, bool 
     const auto li = static_cast<std::size_t>(l);
     const bf16* w = p.gathered[l % 2].data();
     gemm(cublas, Trans::yes, Trans::no, d, d, b, p.acts[li].data(), p.dy.data(), p.full_grad.data(),
-         DType::bf16);                                                                   // (d, d)
-    gemm(cublas, Trans::no, Trans::yes, b, d, d, p.dy.data(), w, p.dx.data(), DType::bf16);  // (b, d)
+         DType::bf16);  // (d, d)
+    gemm(cublas, Trans::no, Trans::yes, b, d, d, p.dy.data(), w, p.dx.data(),
+         DType::bf16);  // (b, d)
     release(p, l, main);
     // Each rank keeps only the summed gradient of its own shard: the full gradient never lives
     // anywhere for longer than this layer.

@@ -1,5 +1,5 @@
-// The layers of the course model as plain functions on Eigen matrices, forward and backward by hand.
-// No clocks, no ledgers, no communication: callers own every buffer, so a chapter can split a
+// The layers of the course model as plain functions on Eigen matrices, forward and backward by
+// hand. No clocks, no ledgers, no communication: callers own every buffer, so a chapter can split a
 // weight (tensor parallel) or feed a sliced batch (data parallel) and call the same maths.
 #pragma once
 
@@ -11,8 +11,8 @@
 
 namespace mgpu::model {
 
-/// A row-major float matrix: row i is token i, so a contiguous block of rows is a slice of the batch.
-/// The same type as mgpu::Matrix<float> (tensor.hpp), whose as_matrix views flat buffers.
+/// A row-major float matrix: row i is token i, so a contiguous block of rows is a slice of the
+/// batch. The same type as mgpu::Matrix<float> (tensor.hpp), whose as_matrix views flat buffers.
 using MatrixRM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 /// Read-only view of a row-major matrix (a MatrixRM, a block of rows, or a Map over a flat buffer).
 using MatIn = Eigen::Ref<const MatrixRM>;
@@ -28,8 +28,9 @@ using VecOut = Eigen::Ref<Eigen::RowVectorXf>;
 double linear_flops(std::int64_t n, std::int64_t in, std::int64_t out);
 /// FLOPs of the FFN forward, x (n, d) -> (n, f) -> (n, d): two matmuls. Backward costs twice this.
 double ffn_flops(std::int64_t n, std::int64_t d, std::int64_t f);
-/// FLOPs of the attention forward on n = batch*seq tokens of width d with inner width hd = heads*head_dim:
-/// four projections plus the (seq x seq) score and weighted-sum matmuls per sequence and head.
+/// FLOPs of the attention forward on n = batch*seq tokens of width d with inner width hd =
+/// heads*head_dim: four projections plus the (seq x seq) score and weighted-sum matmuls per
+/// sequence and head.
 double attention_flops(std::int64_t n, std::int64_t seq, std::int64_t d, std::int64_t hd);
 /// FLOPs of the attention core alone (attention_core_forward): the score matmul Q K^T and the
 /// weighted sum P V, 2*n*seq*hd each, so 4*n*seq*hd. What selective recomputation reruns.
@@ -59,15 +60,16 @@ void ffn_backward(MatIn x, MatIn w1, MatIn w2, MatIn h, MatIn a, MatIn dy, MatOu
                   VecOut db1, MatOut dw2, VecOut db2);
 
 // ------------------------------------------------------------------------------------ attention
-/// Multi-head self-attention without biases: y = concat_j softmax(Q_j K_j^T / sqrt(dh) [+ mask]) V_j  Wo.
-/// x (n, d) holds n = batch*seq tokens, sequence after sequence; heads split the inner width
-/// hd = wq.cols() into heads blocks of dh = hd/heads columns. wq, wk, wv (d, hd), wo (hd, d).
+/// Multi-head self-attention without biases: y = concat_j softmax(Q_j K_j^T / sqrt(dh) [+ mask])
+/// V_j  Wo. x (n, d) holds n = batch*seq tokens, sequence after sequence; heads split the inner
+/// width hd = wq.cols() into heads blocks of dh = hd/heads columns. wq, wk, wv (d, hd), wo (hd, d).
 /// A tensor-parallel shard passes its columns of wq/wk/wv, its rows of wo and its head count.
 /// Saves q, k, v, o (n, hd) and the probabilities p (batch*heads*seq, seq) for backward.
 /// It is the projections around attention_core_forward, which computes p and o.
 /// @throws std::invalid_argument when n is not a multiple of seq or hd not a multiple of heads.
-void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq, MatIn wk,
-                       MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p, MatOut o, MatOut y);
+void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causal, MatIn wq,
+                       MatIn wk, MatIn wv, MatIn wo, MatOut q, MatOut k, MatOut v, MatOut p,
+                       MatOut o, MatOut y);
 /// Backward of attention_forward. dx (n, d) overwritten; dwq, dwk, dwv, dwo accumulated (+=).
 void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
                         MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn o, MatIn dy, MatOut dx,
@@ -79,20 +81,22 @@ void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq,
 /// A function of q, k and v alone, so it can be rerun in the backward instead of storing p
 /// (selective activation recomputation, Korthikanti et al. 2022); same inputs, same bits.
 /// @throws std::invalid_argument when the shapes do not fit.
-void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::int64_t heads, bool causal,
-                            MatOut p, MatOut o);
+void attention_core_forward(MatIn q, MatIn k, MatIn v, std::int64_t seq, std::int64_t heads,
+                            bool causal, MatOut p, MatOut o);
 /// Backward of attention_core_forward: from d_o (n, hd), the gradients dq, dk, dv (n, hd),
 /// overwritten. Needs the probabilities p the forward produced (saved or recomputed).
 void attention_core_backward(MatIn q, MatIn k, MatIn v, MatIn p, MatIn d_o, std::int64_t seq,
                              std::int64_t heads, MatOut dq, MatOut dk, MatOut dv);
 
 // ------------------------------------------------------------------------------------ layer norm
-/// Layer norm of every row (token) by itself: y = xhat * gamma + beta with xhat = (x - mean) * rstd,
-/// the row's mean over its d columns and rstd = 1 / sqrt(var + eps) (the biased variance).
-/// x, xhat, y (n, d); gamma, beta (d); rstd (n). xhat and rstd are saved for the backward; all three
-/// outputs are overwritten. Rows never mix, so a block of rows gives exactly those rows of the result.
+/// Layer norm of every row (token) by itself: y = xhat * gamma + beta with xhat = (x - mean) *
+/// rstd, the row's mean over its d columns and rstd = 1 / sqrt(var + eps) (the biased variance). x,
+/// xhat, y (n, d); gamma, beta (d); rstd (n). xhat and rstd are saved for the backward; all three
+/// outputs are overwritten. Rows never mix, so a block of rows gives exactly those rows of the
+/// result.
 /// @throws std::invalid_argument when the shapes do not fit or eps is not positive.
-void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat, VecOut rstd, MatOut y);
+void layer_norm_forward(MatIn x, VecIn gamma, VecIn beta, float eps, MatOut xhat, VecOut rstd,
+                        MatOut y);
 /// Backward of layer_norm_forward given dy (n, d). dx (n, d) overwritten; dgamma += the column sums
 /// of dy * xhat and dbeta += the column sums of dy, both over this call's rows only.
 /// @throws std::invalid_argument when the shapes do not fit.

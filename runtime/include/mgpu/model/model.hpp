@@ -1,7 +1,8 @@
 // The small transformer-like model every chapter trains: an input projection, L residual blocks
 // (attention + FFN), an output head and a loss. Parameters and gradients live in one flat buffer
 // per rank with a contiguous range per unit (as FSDP flat parameters), so chapters can shard,
-// bucket or gather them by unit. Compute is charged to the rank's clock, saved activations to its ledger.
+// bucket or gather them by unit. Compute is charged to the rank's clock, saved activations to its
+// ledger.
 #pragma once
 
 #include "mgpu/memory.hpp"
@@ -29,15 +30,15 @@ enum class LossKind {
 
 /// Shape of the model and of its synthetic task.
 struct ModelConfig {
-  std::int64_t d_in = 8;       ///< input features per token
-  std::int64_t d_model = 16;   ///< width of the residual stream
-  std::int64_t d_ff = 32;      ///< inner width of each FFN (usually 4 * d_model)
-  std::int64_t n_layers = 4;   ///< residual blocks
-  std::int64_t n_heads = 2;    ///< attention heads; must divide d_model
-  std::int64_t seq_len = 4;    ///< tokens per sequence (attention mixes tokens of one sequence)
-  std::int64_t d_out = 4;      ///< outputs per token (classes for cross-entropy)
-  bool attention = true;       ///< false: blocks are FFN only
-  bool causal = true;          ///< causal attention mask (a token sees itself and earlier tokens)
+  std::int64_t d_in = 8;      ///< input features per token
+  std::int64_t d_model = 16;  ///< width of the residual stream
+  std::int64_t d_ff = 32;     ///< inner width of each FFN (usually 4 * d_model)
+  std::int64_t n_layers = 4;  ///< residual blocks
+  std::int64_t n_heads = 2;   ///< attention heads; must divide d_model
+  std::int64_t seq_len = 4;   ///< tokens per sequence (attention mixes tokens of one sequence)
+  std::int64_t d_out = 4;     ///< outputs per token (classes for cross-entropy)
+  bool attention = true;      ///< false: blocks are FFN only
+  bool causal = true;         ///< causal attention mask (a token sees itself and earlier tokens)
   LossKind loss = LossKind::mse;  ///< training loss
   /// Throws std::invalid_argument naming the first field out of range.
   void validate() const;
@@ -45,11 +46,11 @@ struct ModelConfig {
 
 /// One weight or bias tensor inside the flat parameter buffer.
 struct TensorInfo {
-  std::string name;         ///< e.g. "block2.w1"
-  int unit = 0;             ///< unit the tensor belongs to
-  std::size_t offset = 0;   ///< first element in the flat buffer
-  std::int64_t rows = 0;    ///< rows (1 for a bias)
-  std::int64_t cols = 0;    ///< columns
+  std::string name;        ///< e.g. "block2.w1"
+  int unit = 0;            ///< unit the tensor belongs to
+  std::size_t offset = 0;  ///< first element in the flat buffer
+  std::int64_t rows = 0;   ///< rows (1 for a bias)
+  std::int64_t cols = 0;   ///< columns
   /// rows * cols.
   std::size_t size() const { return static_cast<std::size_t>(rows * cols); }
 };
@@ -57,22 +58,23 @@ struct TensorInfo {
 /// A unit of the model: the embedding (0), a block (1..L) or the head (L+1). Its tensors are one
 /// contiguous range of the flat buffer; units are stored in forward order.
 struct UnitInfo {
-  std::string name;          ///< "embed", "block0", ..., "head"
-  std::size_t offset = 0;    ///< first element of its parameters in the flat buffer
-  std::size_t count = 0;     ///< number of parameters
+  std::string name;            ///< "embed", "block0", ..., "head"
+  std::size_t offset = 0;      ///< first element of its parameters in the flat buffer
+  std::size_t count = 0;       ///< number of parameters
   std::int64_t in_width = 0;   ///< features per token going in
   std::int64_t out_width = 0;  ///< features per token coming out
 };
 
-/// A batch of whole sequences with the targets of the model's loss (plain host data, not a rank's memory).
+/// A batch of whole sequences with the targets of the model's loss (plain host data, not a rank's
+/// memory).
 struct Batch {
-  std::int64_t sequences = 0;            ///< number of sequences
-  std::int64_t seq_len = 0;              ///< tokens per sequence
-  std::int64_t d_in = 0;                 ///< input features per token
-  std::int64_t d_out = 0;                ///< target width (mse) or classes (cross-entropy)
-  std::vector<float> inputs;             ///< (tokens, d_in)
-  std::vector<float> targets;            ///< (tokens, d_out) for mse; empty for cross-entropy
-  std::vector<std::int32_t> labels;      ///< tokens values for cross-entropy; empty for mse
+  std::int64_t sequences = 0;        ///< number of sequences
+  std::int64_t seq_len = 0;          ///< tokens per sequence
+  std::int64_t d_in = 0;             ///< input features per token
+  std::int64_t d_out = 0;            ///< target width (mse) or classes (cross-entropy)
+  std::vector<float> inputs;         ///< (tokens, d_in)
+  std::vector<float> targets;        ///< (tokens, d_out) for mse; empty for cross-entropy
+  std::vector<std::int32_t> labels;  ///< tokens values for cross-entropy; empty for mse
   /// sequences * seq_len.
   std::int64_t tokens() const { return sequences * seq_len; }
   /// Sequences [first, first + count) as a batch of their own.
@@ -80,11 +82,12 @@ struct Batch {
   Batch slice(std::int64_t first, std::int64_t count) const;
 };
 
-/// What a block's forward keeps for its backward (the embedding and the head always keep their input).
+/// What a block's forward keeps for its backward (the embedding and the head always keep their
+/// input).
 enum class Save {
   everything,              ///< every activation the backward needs
-  without_attention_core,  ///< all but the attention core's p and o, which the caller rebuilds from q, k, v
-                           ///< before the backward (selective recomputation, section 11.6)
+  without_attention_core,  ///< all but the attention core's p and o, which the caller rebuilds from
+                           ///< q, k, v before the backward (selective recomputation, section 11.6)
 };
 
 /// Activations one unit saved in its forward pass for its backward pass, ledger-tracked under
@@ -98,11 +101,11 @@ struct UnitCache {
   Buffer<float> q;          ///< (tokens, d_model) queries x Wq
   Buffer<float> k;          ///< (tokens, d_model) keys x Wk
   Buffer<float> v;          ///< (tokens, d_model) values x Wv
-  Buffer<float> p;          ///< (tokens * n_heads, seq_len) probabilities, (seq, seq) per sequence and head
-  Buffer<float> o;          ///< (tokens, d_model) the weighted sums P V, the output projection's input
-  Buffer<float> mid;        ///< (tokens, d_model) residual stream after attention: the FFN's input
-  Buffer<float> h;          ///< (tokens, d_ff) FFN pre-activation x W1 + b1
-  Buffer<float> a;          ///< (tokens, d_ff) GELU(h)
+  Buffer<float> p;  ///< (tokens * n_heads, seq_len) probabilities, (seq, seq) per sequence and head
+  Buffer<float> o;  ///< (tokens, d_model) the weighted sums P V, the output projection's input
+  Buffer<float> mid;  ///< (tokens, d_model) residual stream after attention: the FFN's input
+  Buffer<float> h;    ///< (tokens, d_ff) FFN pre-activation x W1 + b1
+  Buffer<float> a;    ///< (tokens, d_ff) GELU(h)
   /// Bytes held.
   std::size_t bytes() const;
   /// Frees every saved buffer.
@@ -165,27 +168,32 @@ class Model {
   /// are freed on return); without (inference, or a checkpointed pass), x is freed on return.
   /// Charges unit_forward_flops to the rank's clock as "fwd <unit name>".
   Buffer<float> unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
-                             std::int64_t tokens, UnitCache* cache, Save save = Save::everything) const;
+                             std::int64_t tokens, UnitCache* cache,
+                             Save save = Save::everything) const;
   /// Backward of unit `u` from dy (tokens, out_width): accumulates (+=) into unit_grads, returns
-  /// dx (tokens, in_width) and empties the cache. Charges twice the forward FLOPs as "bwd <unit name>".
+  /// dx (tokens, in_width) and empties the cache. Charges twice the forward FLOPs as "bwd <unit
+  /// name>".
   /// @throws std::logic_error when the cache is empty, or when an attention block's p or o is
   ///         missing (saved without the core and not rebuilt).
-  Buffer<float> unit_backward(Rank& rank, int u, std::span<const float> unit_params, std::span<float> unit_grads,
-                              UnitCache& cache, std::span<const float> dy) const;
+  Buffer<float> unit_backward(Rank& rank, int u, std::span<const float> unit_params,
+                              std::span<float> unit_grads, UnitCache& cache,
+                              std::span<const float> dy) const;
   /// The batch's inputs copied into a ledger-tracked activations buffer (tokens, d_in): the `x`
-  /// of unit 0, for callers that drive unit_forward themselves (pipeline stages, FSDP, checkpointing).
+  /// of unit 0, for callers that drive unit_forward themselves (pipeline stages, FSDP,
+  /// checkpointing).
   Buffer<float> input(Rank& rank, const Batch& batch) const;
   /// The loss of head output `out` (tokens, d_out) on `batch`, and its gradient written to dout,
   /// times `scale`.
-  double loss_backward(std::span<const float> out, const Batch& batch, std::span<float> dout, float scale = 1.0f) const;
+  double loss_backward(std::span<const float> out, const Batch& batch, std::span<float> dout,
+                       float scale = 1.0f) const;
   /// The loss of head output `out` on `batch`.
   double loss_value(std::span<const float> out, const Batch& batch) const;
 
   /// Forward and backward over the whole model on `batch`; returns the mean loss over the batch.
   /// Gradients are ACCUMULATED into `grads` (zero them first for a fresh step), so micro-batches
   /// can add up. `on_grads_ready(u)` runs right after unit u's gradients are final.
-  double forward_backward(Rank& rank, std::span<const float> params, std::span<float> grads, const Batch& batch,
-                          const GradsReadyHook& on_grads_ready = {}) const;
+  double forward_backward(Rank& rank, std::span<const float> params, std::span<float> grads,
+                          const Batch& batch, const GradsReadyHook& on_grads_ready = {}) const;
   /// Forward only (no activations kept): the mean loss on `batch`.
   double evaluate(Rank& rank, std::span<const float> params, const Batch& batch) const;
 

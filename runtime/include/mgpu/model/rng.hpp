@@ -1,5 +1,6 @@
 // A deterministic random number generator for weights and data: the same seed gives the same
-// numbers with every compiler and standard library (std::normal_distribution does not promise that).
+// numbers with every compiler and standard library (std::normal_distribution does not promise
+// that).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ class Rng {
   explicit Rng(std::uint64_t seed) : engine_(seed) {}
   /// A double uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
-  /// A standard normal sample (Box-Muller; the second value of each pair is kept for the next call).
+  /// A standard normal sample (Box-Muller; the second value of each pair is kept for the next
+  /// call).
   double normal();
   /// Fill `out` with normal samples of standard deviation `stddev`.
   void fill_normal(std::span<float> out, double stddev);
