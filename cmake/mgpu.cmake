@@ -1,7 +1,7 @@
 # Course-wide CMake helpers. A chapter is one line in chapters/CMakeLists.txt:
 #   mgpu_add_chapter(11_2_data_parallel)
 # which builds its library from the impl chosen by MGPU_IMPL, its visible tests, and registers
-# them with CTest under the chapter's name (so `ctest -R 11_2` runs just that chapter).
+# them with CTest under the chapter's name (so `ctest -R 11_2` runs just that chapter's cases).
 
 # Warnings are errors only where the project checks itself (MGPU_WERROR: the ci, asan and tsan
 # presets, which `./mgpu test --ci` uses). Everyone else, a student's newer compiler or a
@@ -49,14 +49,47 @@ target_link_libraries(mgpu_doctest_main PUBLIC doctest::doctest)
 # Shared test support (testing/mgpu_test/compare.hpp: check_close and friends) for every test.
 target_include_directories(mgpu_doctest_main PUBLIC ${PROJECT_SOURCE_DIR}/testing)
 
-# mgpu_doctest(NAME name SOURCES ... LIBS ... LABELS ...): a test program registered with CTest.
+include(${doctest_DIR}/doctest.cmake)  # doctest_discover_tests, from the doctest package
+
+# mgpu_doctest(NAME name SOURCES ... LIBS ... LABELS ... [TIMEOUT s] [RESOURCE_LOCK lock]): a test
+# program, test_<name>, whose every test case is its own CTest entry "<name>/<test case>", so a
+# failure names its case, CTest spreads the cases over the cores and a slow case does not hold up
+# the rest of its program. The cases are listed by running the program after each build
+# (doctest_discover_tests); until its first build the program shows as one placeholder entry,
+# test_<name>_NOT_BUILT-<hash>, which `./mgpu test` maps back to the program to build. LABELS,
+# TIMEOUT (seconds per case, 300 unless given) and RESOURCE_LOCK apply to every case.
 function(mgpu_doctest)
-  cmake_parse_arguments(T "" "NAME" "SOURCES;LIBS;LABELS" ${ARGN})
-  add_executable(test_${T_NAME} ${T_SOURCES})
-  target_link_libraries(test_${T_NAME} PRIVATE mgpu_doctest_main ${T_LIBS})
-  mgpu_strict_warnings(test_${T_NAME})
-  add_test(NAME ${T_NAME} COMMAND test_${T_NAME} --no-intro --force-colors=false)
-  set_tests_properties(${T_NAME} PROPERTIES LABELS "${T_LABELS}" TIMEOUT 300)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS;LABELS" ${ARGN})
+  set(program test_${T_NAME})
+  add_executable(${program} ${T_SOURCES})
+  target_link_libraries(${program} PRIVATE mgpu_doctest_main ${T_LIBS})
+  mgpu_strict_warnings(${program})
+  add_custom_command(TARGET ${program} POST_BUILD
+                     COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${program}>
+                             -P ${PROJECT_SOURCE_DIR}/cmake/check_test_names.cmake
+                     VERBATIM)
+  # --case-sensitive: a case runs by its exact name, which must not also select a case whose
+  # name differs only in case.
+  doctest_discover_tests(${program} TEST_PREFIX "${T_NAME}/"
+                         EXTRA_ARGS --no-intro --force-colors=false --case-sensitive)
+  # The properties go on in a script of our own, included after the discovered list: a list
+  # value (LABELS a;b) does not survive doctest_discover_tests' PROPERTIES.
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  # A case run by its name that runs no test case was skipped by its skip decorator (no GPU, a
+  # student tree): CTest says so rather than "Passed". check_test_names.cmake makes sure every
+  # name selects exactly one case.
+  set(properties "LABELS [==[${T_LABELS}]==] TIMEOUT ${T_TIMEOUT}"
+                 " SKIP_REGULAR_EXPRESSION [==[\\[doctest\\] test cases: +0 \\|]==]")
+  if(T_RESOURCE_LOCK)
+    string(APPEND properties " RESOURCE_LOCK ${T_RESOURCE_LOCK}")
+  endif()
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${program}_properties.cmake)
+  file(WRITE ${script} "if(${program}_TESTS)\n"
+                       "  set_tests_properties(\${${program}_TESTS} PROPERTIES ${properties})\n"
+                       "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
 # Where the student build takes its chapter .cpp files from. The grader points this at a copy of

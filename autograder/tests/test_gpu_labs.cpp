@@ -134,7 +134,7 @@ fs::path fake_lab(const fs::path& dir, const std::string& name, const std::strin
 }  // namespace
 
 TEST_CASE(
-    "a lab that prints a passing RESULT line but writes no outputs gets nothing; one with the "
+    "a lab that prints a passing RESULT line but writes no outputs gets nothing, one with the "
     "reference's outputs passes") {
   fs::path dir = fresh_dir("gpu_forged");
   ::chmod(dir.c_str(), 0755);
@@ -185,7 +185,7 @@ printf '{"status": "ok", "values": {"y": [1.0, 3.0]}}' >&3
 }
 
 TEST_CASE(
-    "a run with device nodes has them and no address-space limit; other cases keep the limit") {
+    "a run with device nodes has them and no address-space limit, other cases keep the limit") {
   RunSpec spec;
   spec.exe = "/bin/sh";
   spec.args = {"-c", "ulimit -v; test -c /dev/null && echo device-ok"};
@@ -199,7 +199,7 @@ TEST_CASE(
   CHECK(o.out == "unlimited\ndevice-ok\n");
 }
 
-TEST_CASE("MGPU_GRADE_GPU=0 turns GPU grading off; without a device the reason says so") {
+TEST_CASE("MGPU_GRADE_GPU=0 turns GPU grading off, without a device the reason says so") {
   const char* old = std::getenv("MGPU_GRADE_GPU");
   const std::string saved = old ? old : "";
   ::setenv("MGPU_GRADE_GPU", "0", 1);

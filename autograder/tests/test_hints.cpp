@@ -49,7 +49,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "the record is read per chapter, keeping each TODO's highest level; what fits nothing is "
+    "the record is read per chapter, keeping each TODO's highest level, what fits nothing is "
     "noted") {
   const Rubric r = parse_rubric(kRubric, "r.json");
   fs::path dir = fresh_dir("hints_record");

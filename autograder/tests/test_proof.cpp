@@ -91,7 +91,7 @@ TEST_CASE("a malformed chaff is rejected with every problem named") {
 }
 
 TEST_CASE(
-    "a chaff is caught only when every named case loses points; a wheat only with full marks") {
+    "a chaff is caught only when every named case loses points, a wheat only with full marks") {
   Proof chaff;
   chaff.chapter = "toy_a";
   chaff.name = "minus";

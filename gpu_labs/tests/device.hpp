@@ -27,16 +27,16 @@ inline bool skip_device_tests(const DeviceQuery& query, bool required) {
 }
 
 /// The device query, made once per test program. When no device can be used, prints one line
-/// with the query's error name, code and message, and whether the device tests skip or fail.
+/// with the query's error name, code and message, and whether the device tests skip or fail, to
+/// stderr: stdout is the program's list of test cases when CTest asks for it.
 inline const DeviceQuery& device_query() {
   static const DeviceQuery query = [] {
     const DeviceQuery q = DeviceCluster::query_devices();
     if (!q.usable()) {
-      std::printf("gpu_labs: device tests %s: %s\n",
-                  gpu_required() ? "FAIL (MGPU_REQUIRE_GPU is set)"
-                                 : "skipped (set MGPU_REQUIRE_GPU=1 to fail them)",
-                  q.describe().c_str());
-      std::fflush(stdout);
+      std::fprintf(stderr, "gpu_labs: device tests %s: %s\n",
+                   gpu_required() ? "FAIL (MGPU_REQUIRE_GPU is set)"
+                                  : "skipped (set MGPU_REQUIRE_GPU=1 to fail them)",
+                   q.describe().c_str());
     }
     return q;
   }();

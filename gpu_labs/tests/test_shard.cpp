@@ -7,7 +7,7 @@
 
 using namespace mgpu::gpu;
 
-TEST_CASE("chunk_range tiles [0, total) in order with sizes differing by at most one") {
+TEST_CASE("chunk_range tiles 0..total in order with sizes differing by at most one") {
   for (std::size_t total : {0u, 1u, 5u, 7u, 64u, 1000u}) {
     for (int parts : {1, 2, 3, 7, 8}) {
       std::size_t next = 0, smallest = total + 1, largest = 0;

@@ -103,7 +103,7 @@ TEST_CASE("the layout is one contiguous range per unit, in forward order") {
 }
 
 TEST_CASE(
-    "the ledger sees weights, grads, Adam state and activations; the clock sees 3x forward FLOPs") {
+    "the ledger sees weights, grads, Adam state and activations, the clock sees 3x forward FLOPs") {
   const Model net(tiny(LossKind::mse, true));
   const Batch batch = net.make_batch(4, 2);
   Cluster cluster(1);

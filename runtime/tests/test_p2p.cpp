@@ -24,7 +24,7 @@ TEST_CASE("a message arrives intact and unchanged by later writes to the send bu
   });
 }
 
-TEST_CASE("messages with the same peer and tag arrive in the order sent; tags select") {
+TEST_CASE("messages with the same peer and tag arrive in the order sent, tags select") {
   Cluster cluster(2);
   cluster.run([](Rank& r) {
     Comm& w = r.world();

@@ -45,7 +45,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("key orders the new group; a negative color joins no group; splits nest") {
+TEST_CASE("key orders the new group, a negative color joins no group, splits nest") {
   Cluster cluster(6);
   cluster.run([](Rank& r) {
     Comm rev = r.world().split(0, -r.id(), "rev");

@@ -150,7 +150,7 @@ TEST_CASE("the SVG is well-formed XML with a point per k and per depth") {
   CHECK(one.find("class=\"sweep\"") == std::string::npos);
 }
 
-TEST_CASE("--svg writes its file; an unwritable path exits 1") {
+TEST_CASE("--svg writes its file, an unwritable path exits 1") {
   const std::string svg = "test_checkpoint_cli.svg";
   const Run r = run({"--layers", "8", "--svg", svg});
   CAPTURE(r.err);
@@ -165,7 +165,7 @@ TEST_CASE("--svg writes its file; an unwritable path exits 1") {
   CHECK(bad.err.find("cannot write no-such-folder/x.svg") != std::string::npos);
 }
 
-TEST_CASE("bad input exits 2 with a message naming the fix") {
+TEST_CASE("mgpu-checkpoint: bad input exits 2 with a message naming the fix") {
   check_refused({"--layers", "0"}, "--layers 0 is outside [1, 1024]");
   check_refused({"--layers", "-3"}, "e.g. --layers 32");
   check_refused({"--layers", "5000"}, "is outside [1, 1024]");
@@ -177,7 +177,9 @@ TEST_CASE("bad input exits 2 with a message naming the fix") {
   check_refused({"--layers", "8", "--selective-everything"}, "--help");
 }
 
-TEST_CASE("a chapter function still a TODO is reported as not implemented, not a crash") {
+TEST_CASE(
+    "mgpu-checkpoint: a chapter function still a TODO is reported as not implemented, not a "
+    "crash") {
   // On the solution build everything runs; on a student build whose 11.6 formulas or
   // checkpointed_forward_backward are still skeletons the command names the function and exits 3.
   const Run r = run({"--layers", "4", "--every", "2"});

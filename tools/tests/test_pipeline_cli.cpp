@@ -226,7 +226,7 @@ TEST_CASE("the SVG timeline is well-formed XML with a lane per stage and 2 m v b
   CHECK(svg.find("(p-1)/(m+p-1) = 0.2727") != std::string::npos);
 }
 
-TEST_CASE("--svg and --trace write their files; an unwritable path exits 1") {
+TEST_CASE("--svg and --trace write their files, an unwritable path exits 1") {
   const std::string svg = "test_pipeline_cli.svg", trace = "test_pipeline_cli.json";
   const Run r = run({"--stages", "2", "--micro-batches", "4", "--svg", svg, "--trace", trace});
   CAPTURE(r.err);
@@ -245,7 +245,7 @@ TEST_CASE("--svg and --trace write their files; an unwritable path exits 1") {
   CHECK(bad.err.find("cannot write no-such-folder/x.svg") != std::string::npos);
 }
 
-TEST_CASE("bad input exits 2 with a message naming the fix") {
+TEST_CASE("mgpu-pipeline: bad input exits 2 with a message naming the fix") {
   check_refused({"--stages", "0", "--micro-batches", "8"}, "use --stages 4");
   check_refused({"--stages", "-2", "--micro-batches", "8"}, "at least one stage");
   check_refused({"--stages", "4", "--micro-batches", "0"}, "use --micro-batches 8");
@@ -277,7 +277,8 @@ TEST_CASE("bad input exits 2 with a message naming the fix") {
   check_refused({"--stages", "four", "--micro-batches", "8"}, "--stages");
 }
 
-TEST_CASE("a chapter function still a TODO is reported as not implemented, not a crash") {
+TEST_CASE(
+    "mgpu-pipeline: a chapter function still a TODO is reported as not implemented, not a crash") {
   // On the solution build everything runs; on a student build whose 11.5 schedules or executor
   // are still skeletons the command names the function to write and exits 3.
   const Run r =

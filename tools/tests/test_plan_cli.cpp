@@ -75,7 +75,7 @@ TEST_CASE("unknown or missing flags exit 2 and point at --help") {
   check_refused({"--gpus", "8"}, "--params");
 }
 
-TEST_CASE("good flags exit 0; --help exits 0 and lists every flag") {
+TEST_CASE("good flags exit 0, --help exits 0 and lists every flag") {
   const Run r = run({"--params",
                      "70e9",
                      "--zero",

@@ -72,7 +72,7 @@ TEST_CASE("JSON round trip: the Try at stage 3 reads back bytes, fits and min_gp
 }
 
 TEST_CASE(
-    "JSON round trip: never fitting gives min_gpus null; time and shape are filled in when asked") {
+    "JSON round trip: never fitting gives min_gpus null, time and shape are filled in when asked") {
   const nlohmann::json j = run_to_json(
       {"--params",        "70e9", "--gpus",      "64",   "--tp",     "8",    "--pp",        "4",
        "--micro-batches", "16",   "--layers",    "80",   "--hidden", "8192", "--heads",     "64",

@@ -146,7 +146,7 @@ TEST_CASE("without a model shape the memory rows need only 11.1 and 11.3, never 
   CHECK(contains(memory_source(o), "(11.7)"));
 }
 
-TEST_CASE("the 11.1 to 11.3 activities exit 0 on this build; what waits, waits by name") {
+TEST_CASE("the 11.1 to 11.3 activities exit 0 on this build, what waits, waits by name") {
   for (const auto& args : kEarlyActivities) {
     std::ostringstream out, err;
     const int status = run_plan_cli(args, out, err);

@@ -90,7 +90,7 @@ TEST_CASE("tensor-parallel bytes are the 11.4 per-block bytes x layers per stage
 }
 
 TEST_CASE(
-    "ZeRO stage 3 sends 1.5 times the bytes of plain data parallelism; stages 1 and 2 the same") {
+    "ZeRO stage 3 sends 1.5 times the bytes of plain data parallelism, stages 1 and 2 the same") {
   Options o;
   o.params = 70e9;
   o.gpus = 64;

@@ -55,7 +55,7 @@ TEST_CASE("all-reduce time is latency times messages plus the chunk transfers") 
   }
 }
 
-TEST_CASE("large buffers take nearly the same time whatever N; small ones grow with N") {
+TEST_CASE("large buffers take nearly the same time whatever N, small ones grow with N") {
   const LinkModel link{10e-6, 50e9};
   const double t8 = ring_all_reduce_seconds(8, 1e10, link);
   const double t512 = ring_all_reduce_seconds(512, 1e10, link);

@@ -82,7 +82,7 @@ TEST_CASE("each stage shards exactly the kinds it names") {
   CHECK(s2.grads_bytes == doctest::Approx(psi / 2));
 }
 
-TEST_CASE("stages 0-2 send one all-reduce worth of gradients; stage 3 sends 1.5 times that") {
+TEST_CASE("stages 0-2 send one all-reduce worth of gradients, stage 3 sends 1.5 times that") {
   for (std::int64_t n : {2, 8, 64}) {
     const double N = static_cast<double>(n);
     const double all_reduce = 2 * (N - 1) / N * 2 * 7e9;  // bf16 gradients, ring all-reduce

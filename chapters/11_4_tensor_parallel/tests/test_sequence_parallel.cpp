@@ -31,7 +31,7 @@ constexpr Shape kShapes[] = {{1, 3, 4}, {2, 6, 12}, {3, 7, 20}};
 
 }  // namespace
 
-TEST_CASE("given token_rows: rank r holds rows [r n/t, (r + 1) n/t), and t must divide n") {
+TEST_CASE("given token_rows: rank r holds rows r n/t up to (r + 1) n/t, and t must divide n") {
   CHECK(token_rows(12, 0, 4).first == 0);
   CHECK(token_rows(12, 3, 4).first == 9);
   CHECK(token_rows(12, 3, 4).count == 3);

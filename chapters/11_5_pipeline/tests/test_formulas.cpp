@@ -50,7 +50,7 @@ TEST_CASE("the micro-batch count found is the smallest that meets the target") {
     }
 }
 
-TEST_CASE("interleaving v chunks per stage shrinks the bubble; v = 1 is GPipe") {
+TEST_CASE("interleaving v chunks per stage shrinks the bubble, v = 1 is GPipe") {
   for (std::int64_t p : {2, 4, 8}) {
     CHECK(interleaved_bubble_fraction(p, 16, 1) == doctest::Approx(gpipe_bubble_fraction(p, 16)));
     CHECK(interleaved_bubble_fraction(p, 16, 2) < gpipe_bubble_fraction(p, 16));
@@ -72,7 +72,7 @@ TEST_CASE("a pipelined step takes m + p - 1 slots, busy for m of them") {
   CHECK(8 * 3.0 / step == doctest::Approx(1 - gpipe_bubble_fraction(4, 8)));
 }
 
-TEST_CASE("GPipe holds all m micro-batches; 1F1B holds min(m, p - stage)") {
+TEST_CASE("GPipe holds all m micro-batches, 1F1B holds min(m, p - stage)") {
   for (std::int64_t stage = 0; stage < 4; ++stage) {
     CHECK(in_flight_micro_batches(Schedule::gpipe, 4, 32, stage) == 32);
     CHECK(in_flight_micro_batches(Schedule::one_f_one_b, 4, 32, stage) == 4 - stage);

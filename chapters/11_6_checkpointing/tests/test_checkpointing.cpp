@@ -183,7 +183,7 @@ TEST_CASE("a k near sqrt(L) gives a lower peak than k = 1 and k = L, and below p
   CHECK(best.peak_activations < plain.peak_activations);
 }
 
-TEST_CASE("checkpointing rejects an interval outside [1, L] and a wrong cache count") {
+TEST_CASE("checkpointing rejects an interval outside 1..L and a wrong cache count") {
   const model::Model net(config(3, true));
   const model::Batch batch = net.make_batch(1, 2);
   Cluster(1).run([&](Rank& r) {

@@ -85,7 +85,7 @@ TEST_CASE("one GPU holds the whole training state and the whole model's activati
         doctest::Approx(mem.state_bytes() + mem.activation_bytes).epsilon(1e-12));
 }
 
-TEST_CASE("tensor and pipeline parallelism divide the state; ZeRO-3 divides the rest by dp") {
+TEST_CASE("tensor and pipeline parallelism divide the state, ZeRO-3 divides the rest by dp") {
   const GpuMemory tp_pp = per_gpu_memory(small_model(Layout{4, 2, 1}, 0));
   CHECK(tp_pp.state_bytes() == doctest::Approx(16 * 8e9 / 8).epsilon(1e-12));
   const GpuMemory all = per_gpu_memory(small_model(Layout{4, 2, 8}, 3));
@@ -107,7 +107,7 @@ TEST_CASE("1F1B's first stage holds min(m, pp) micro-batches of its L/pp layers"
   CHECK(per_gpu_memory(m).activation_bytes == doctest::Approx(1e9 * 8 * 2).epsilon(1e-12));
 }
 
-TEST_CASE("one GPU sends nothing; each kind of traffic appears only with its degree") {
+TEST_CASE("one GPU sends nothing, each kind of traffic appears only with its degree") {
   CHECK(per_gpu_traffic(small_model(Layout{1, 1, 1}, 0)).total_bytes() == 0.0);
   const GpuTraffic dp_only = per_gpu_traffic(small_model(Layout{1, 1, 8}, 0));
   CHECK(dp_only.data_parallel_bytes > 0);
@@ -122,7 +122,7 @@ TEST_CASE("one GPU sends nothing; each kind of traffic appears only with its deg
         doctest::Approx(32 * 16 * 4 * 2.0 * 7 / 8 * a).epsilon(1e-12));
 }
 
-TEST_CASE("ZeRO-3 sends 1.5x the data-parallel traffic; full recompute adds half the tp traffic") {
+TEST_CASE("ZeRO-3 sends 1.5x the data-parallel traffic, full recompute adds half the tp traffic") {
   const double z0 = per_gpu_traffic(small_model(Layout{2, 2, 8}, 0)).data_parallel_bytes;
   const double z3 = per_gpu_traffic(small_model(Layout{2, 2, 8}, 3)).data_parallel_bytes;
   CHECK(z3 / z0 == doctest::Approx(1.5).epsilon(1e-12));
