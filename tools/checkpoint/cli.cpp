@@ -2,14 +2,10 @@
 // with a message that names the fix.
 #include "checkpoint/cli.hpp"
 
-#include <fmt/format.h>
-
-#include <CLI/CLI.hpp>
 #include <cstdint>
-#include <fstream>
-#include <mgpu/not_implemented.hpp>
 
 #include "checkpoint/figure.hpp"
+#include "command_line.hpp"
 
 namespace mgpu::checkpoint_figure {
 
@@ -30,14 +26,6 @@ void add_flags(CLI::App& app, RawFlags& f) {
       ->type_name("FILE");
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file)
-    throw std::ios_base::failure("cannot write " + path + "; check that its folder exists");
-}
-
 }  // namespace
 
 int run_checkpoint_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -47,16 +35,8 @@ int run_checkpoint_cli(const std::vector<std::string>& args, std::ostream& out, 
       "mgpu checkpoint"};
   RawFlags flags;
   add_flags(app, flags);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e, out, err);
-  } catch (const CLI::ParseError& e) {
-    err << "mgpu checkpoint: " << e.what() << "\n  see ./mgpu checkpoint --help for the flags\n";
-    return kExitUsage;
-  }
-  try {
+  if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
+  return tools::run_reported("mgpu checkpoint", "11_6_checkpointing", kExitRunFailed, err, [&] {
     FigureOptions o;
     o.layers = flags.layers;
     if (app.get_option("--every")->count() > 0) o.k = flags.every;
@@ -65,26 +45,11 @@ int run_checkpoint_cli(const std::vector<std::string>& args, std::ostream& out, 
     const Figure f = run_figure(o);
     out << render_text(f);
     if (!flags.svg_path.empty()) {
-      write_file(flags.svg_path, render_svg(f));
+      tools::write_file(flags.svg_path, render_svg(f));
       out << "wrote " << flags.svg_path << '\n';
     }
     return kExitOk;
-  } catch (const NotImplemented& e) {
-    err << fmt::format(
-        "mgpu checkpoint: {}\n  write it in chapters/11_6_checkpointing/ (see its README), check "
-        "it with ./mgpu test --student 11_6_checkpointing, then run this again\n",
-        e.what());
-    return kExitNotImplemented;
-  } catch (const UsageError& e) {
-    err << "mgpu checkpoint: " << e.what() << '\n';
-    return kExitUsage;
-  } catch (const std::ios_base::failure& e) {
-    err << "mgpu checkpoint: " << e.what() << '\n';
-    return kExitIoError;
-  } catch (const std::exception& e) {
-    err << "mgpu checkpoint: the run failed: " << e.what() << '\n';
-    return kExitRunFailed;
-  }
+  });
 }
 
 }  // namespace mgpu::checkpoint_figure

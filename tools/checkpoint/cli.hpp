@@ -7,15 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
+
 namespace mgpu::checkpoint_figure {
 
 /// Exit statuses of `mgpu checkpoint`.
 enum ExitStatus : int {
-  kExitOk = 0,       ///< the report was printed
-  kExitIoError = 1,  ///< --svg could not be written
-  kExitUsage = 2,    ///< a flag is missing, unknown or out of range; the message says the fix
-  kExitNotImplemented = 3,  ///< a chapter function the run needs is still a TODO
-  kExitRunFailed = 4,  ///< the chapter code failed during the run (e.g. activations left behind)
+  /// the report was printed
+  kExitOk = tools::kExitOk,
+  /// --svg could not be written
+  kExitIoError = tools::kExitIoError,
+  /// a flag is missing, unknown or out of range; the message says the fix
+  kExitUsage = tools::kExitUsage,
+  /// a chapter function the run needs is still a TODO
+  kExitNotImplemented = tools::kExitNotImplemented,
+  /// the chapter code failed during the run (e.g. activations left behind)
+  kExitRunFailed = 4,
 };
 
 /// Runs `mgpu checkpoint` on `args` (the flags, without the program name), printing the report to

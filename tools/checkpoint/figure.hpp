@@ -11,14 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
+
 namespace mgpu::checkpoint_figure {
 
-/// A flag was missing, out of range or inconsistent; the message names the flag and the fix.
-class UsageError : public std::runtime_error {
- public:
-  /// @param message what is wrong and what to use instead.
-  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
-};
+/// A flag was missing, out of range or inconsistent (tools/errors.hpp).
+using UsageError = tools::UsageError;
 
 /// Largest --layers accepted. Up to kFullSweepLayers every k is measured; above it only the k
 /// the report needs (see run_figure), so a run stays within seconds.

@@ -71,9 +71,27 @@ std::string polyline(const Panel& p, const std::vector<std::pair<double, double>
                      style);
 }
 
+// A legend entry at (x, y): a swatch, then its label.
 std::string legend(double x, double y, const std::string& swatch, const std::string& text) {
   return fmt::format("{}<text x=\"{:.2f}\" y=\"{:.2f}\" font-size=\"11\">{}</text>\n", swatch,
                      x + 26, y + 4, text);
+}
+
+// A legend entry whose swatch is a short line drawn with `style` (stroke attributes).
+std::string line_legend(double x, double y, const std::string& style, const std::string& text) {
+  return legend(
+      x, y,
+      fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" {3}/>", x, y,
+                  x + 20, style),
+      text);
+}
+
+// A legend entry whose swatch is a dot of radius r, in the measured points' colour.
+std::string dot_legend(double x, double y, double r, const std::string& text) {
+  return legend(
+      x, y,
+      fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"{}\" fill=\"#d94801\"/>", x + 10, y, r),
+      text);
 }
 
 }  // namespace
@@ -129,25 +147,11 @@ std::string render_svg(const Figure& f) {
   std::string best;
   for (std::int64_t k : f.best_measured) best += (best.empty() ? "" : ", ") + std::to_string(k);
   const double lx = kLeft + kWidth + 14;
-  svg += legend(lx, kTop + 10,
-                fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"#d94801\"/>",
-                            lx + 10, kTop + 10),
-                "measured (ledger)");
-  svg += legend(lx, kTop + 30,
-                fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" "
-                            "stroke=\"#2171b5\" stroke-width=\"1.5\"/>",
-                            lx, kTop + 30, lx + 20),
-                "predicted (exact)");
-  svg += legend(lx, kTop + 50,
-                fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" "
-                            "stroke=\"#999\" stroke-dasharray=\"5,4\"/>",
-                            lx, kTop + 50, lx + 20),
-                "ceil(L/k) + k");
-  svg += legend(lx, kTop + 70,
-                fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" "
-                            "stroke=\"#238b45\" stroke-width=\"1.5\"/>",
-                            lx, kTop + 70, lx + 20),
-                fmt::format("best k measured: {}", best));
+  svg += dot_legend(lx, kTop + 10, 3.5, "measured (ledger)");
+  svg += line_legend(lx, kTop + 30, "stroke=\"#2171b5\" stroke-width=\"1.5\"", "predicted (exact)");
+  svg += line_legend(lx, kTop + 50, "stroke=\"#999\" stroke-dasharray=\"5,4\"", "ceil(L/k) + k");
+  svg += line_legend(lx, kTop + 70, "stroke=\"#238b45\" stroke-width=\"1.5\"",
+                     fmt::format("best k measured: {}", best));
 
   if (sweep) {
     // Panel 2: the best peak against L, with the units model's minimum and 2 sqrt(L).
@@ -177,20 +181,10 @@ std::string render_svg(const Figure& f) {
           "units</title></circle>\n",
           s.layers, s.k, two.x(static_cast<double>(s.layers)), two.y(s.measured_units),
           s.measured_units);
-    svg += legend(lx, top + 10,
-                  fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3\" fill=\"#d94801\"/>",
-                              lx + 10, top + 10),
-                  "measured best");
-    svg += legend(lx, top + 30,
-                  fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" "
-                              "stroke=\"#2171b5\" stroke-width=\"1.5\"/>",
-                              lx, top + 30, lx + 20),
-                  "min over k of ceil(L/k)+k");
-    svg += legend(lx, top + 50,
-                  fmt::format("<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" "
-                              "stroke=\"#999\" stroke-dasharray=\"5,4\"/>",
-                              lx, top + 50, lx + 20),
-                  "2 sqrt(L)");
+    svg += dot_legend(lx, top + 10, 3, "measured best");
+    svg += line_legend(lx, top + 30, "stroke=\"#2171b5\" stroke-width=\"1.5\"",
+                       "min over k of ceil(L/k)+k");
+    svg += line_legend(lx, top + 50, "stroke=\"#999\" stroke-dasharray=\"5,4\"", "2 sqrt(L)");
   }
   svg += "</svg>\n";
   return svg;

@@ -4,10 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
-#include <fstream>
-#include <mgpu/not_implemented.hpp>
-
+#include "command_line.hpp"
 #include "pipeline/figure.hpp"
 
 namespace mgpu::pipeline_figure {
@@ -48,14 +45,6 @@ void add_flags(CLI::App& app, RawFlags& f) {
 
 bool given(const CLI::App& app, const char* flag) { return app.get_option(flag)->count() > 0; }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file)
-    throw std::ios_base::failure("cannot write " + path + "; check that its folder exists");
-}
-
 std::string target_text(const FigureOptions& o, double target, const TargetAnswer& a) {
   const bool interleaved = o.schedule == ScheduleKind::interleaved;
   std::string out = fmt::format(
@@ -84,16 +73,8 @@ int run_pipeline_cli(const std::vector<std::string>& args, std::ostream& out, st
       "mgpu pipeline"};
   RawFlags flags;
   add_flags(app, flags);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e, out, err);
-  } catch (const CLI::ParseError& e) {
-    err << "mgpu pipeline: " << e.what() << "\n  see ./mgpu pipeline --help for the flags\n";
-    return kExitUsage;
-  }
-  try {
+  if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
+  return tools::run_reported("mgpu pipeline", "11_5_pipeline", kExitBadSchedule, err, [&] {
     FigureOptions o;
     o.schedule = parse_schedule(flags.schedule);
     o.stages = flags.stages;
@@ -116,11 +97,11 @@ int run_pipeline_cli(const std::vector<std::string>& args, std::ostream& out, st
       const Figure f = run_figure(o, !flags.trace_path.empty());
       out << render_text(f);
       if (!flags.svg_path.empty()) {
-        write_file(flags.svg_path, render_svg(f));
+        tools::write_file(flags.svg_path, render_svg(f));
         out << "wrote " << flags.svg_path << '\n';
       }
       if (!flags.trace_path.empty()) {
-        write_file(flags.trace_path, f.trace_json);
+        tools::write_file(flags.trace_path, f.trace_json);
         out << "wrote " << flags.trace_path << " (open it in https://ui.perfetto.dev)\n";
       }
     }
@@ -130,23 +111,7 @@ int run_pipeline_cli(const std::vector<std::string>& args, std::ostream& out, st
                          fewest_micro_batches(o.stages, o.chunks, flags.target_bubble));
     }
     return kExitOk;
-  } catch (const NotImplemented& e) {
-    err << fmt::format(
-        "mgpu pipeline: {}\n  write it in chapters/11_5_pipeline/ (see its README), check it with "
-        "./mgpu test --student 11_5_pipeline, then run this again\n",
-        e.what());
-    return kExitNotImplemented;
-  } catch (const UsageError& e) {
-    err << "mgpu pipeline: " << e.what() << '\n';
-    return kExitUsage;
-  } catch (const std::ios_base::failure& e) {
-    err << "mgpu pipeline: " << e.what() << '\n';
-    return kExitIoError;
-  } catch (const std::exception& e) {
-    // An invalid schedule (check_schedule), a deadlock, or an executor that ran another order.
-    err << "mgpu pipeline: the run failed: " << e.what() << '\n';
-    return kExitBadSchedule;
-  }
+  });
 }
 
 }  // namespace mgpu::pipeline_figure

@@ -7,16 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
+
 namespace mgpu::pipeline_figure {
 
 /// Exit statuses of `mgpu pipeline`.
 enum ExitStatus : int {
-  kExitOk = 0,       ///< the report (or the --target-bubble answer) was printed
-  kExitIoError = 1,  ///< --svg or --trace could not be written
-  kExitUsage = 2,    ///< a flag is missing, unknown or inconsistent; the message says the fix
-  kExitNotImplemented = 3,  ///< a chapter function the run needs is still a TODO
-  kExitBadSchedule =
-      4,  ///< the schedule or the executor failed (invalid schedule, deadlock, other order)
+  /// the report (or the --target-bubble answer) was printed
+  kExitOk = tools::kExitOk,
+  /// --svg or --trace could not be written
+  kExitIoError = tools::kExitIoError,
+  /// a flag is missing, unknown or inconsistent; the message says the fix
+  kExitUsage = tools::kExitUsage,
+  /// a chapter function the run needs is still a TODO
+  kExitNotImplemented = tools::kExitNotImplemented,
+  /// the schedule or the executor failed (invalid schedule, deadlock, other order)
+  kExitBadSchedule = 4,
 };
 
 /// Runs `mgpu pipeline` on `args` (the flags, without the program name), printing the report to

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "11_5_pipeline/schedules.hpp"
+#include "errors.hpp"
 
 namespace mgpu::pipeline_figure {
 
@@ -20,12 +21,8 @@ enum class ScheduleKind {
   interleaved,  ///< pipeline::interleaved_one_f_one_b_schedule, v chunks per stage
 };
 
-/// A flag was missing, out of range or inconsistent; the message names the flag and the fix.
-class UsageError : public std::runtime_error {
- public:
-  /// @param message what is wrong and what to use instead.
-  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
-};
+/// A flag was missing, out of range or inconsistent (tools/errors.hpp).
+using UsageError = tools::UsageError;
 
 /// Parses "gpipe", "1f1b" or "interleaved".
 /// @throws UsageError for anything else, listing the three names.

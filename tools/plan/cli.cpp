@@ -6,9 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <cmath>
-#include <fstream>
 #include <mgpu/not_implemented.hpp>
 
+#include "command_line.hpp"
 #include "plan/model.hpp"
 #include "plan/render.hpp"
 
@@ -146,14 +146,6 @@ Options to_options(const CLI::App& app, const RawFlags& f) {
   return o;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  file.close();
-  if (!file)
-    throw std::runtime_error(fmt::format("cannot write '{}': check that its folder exists", path));
-}
-
 }  // namespace
 
 std::string chapter_folder_for(const std::string& message) {
@@ -179,15 +171,7 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
       "mgpu plan"};
   RawFlags flags;
   add_flags(app, flags);
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e, out, err);
-  } catch (const CLI::ParseError& e) {
-    err << "mgpu plan: " << e.what() << "\n  see ./mgpu plan --help for the flags\n";
-    return kExitUsage;
-  }
+  if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
   try {
     const Plan plan = make_plan(to_options(app, flags));
     if (flags.json_path == "-") {
@@ -195,12 +179,12 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
     } else {
       out << render_text(plan, flags.explain);
       if (!flags.json_path.empty()) {
-        write_file(flags.json_path, to_json(plan).dump(2) + "\n");
+        tools::write_file(flags.json_path, to_json(plan).dump(2) + "\n");
         out << "\nwrote " << flags.json_path << '\n';
       }
     }
     if (!flags.svg_path.empty()) {
-      write_file(flags.svg_path, render_svg(plan));
+      tools::write_file(flags.svg_path, render_svg(plan));
       if (flags.json_path != "-") out << "wrote " << flags.svg_path << '\n';
     }
     return kExitOk;

@@ -6,16 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "errors.hpp"
+
 namespace mgpu::planner {
 
 /// Exit statuses of `mgpu plan`.
 enum ExitStatus : int {
-  kExitOk = 0,       ///< the report was printed (whether or not the layout fits)
-  kExitIoError = 1,  ///< --json or --svg could not be written
-  kExitUsage = 2,    ///< a flag is missing, unknown or inconsistent; the message says the fix
+  /// the report was printed (whether or not the layout fits)
+  kExitOk = tools::kExitOk,
+  /// --json or --svg could not be written
+  kExitIoError = tools::kExitIoError,
+  /// a flag is missing, unknown or inconsistent; the message says the fix
+  kExitUsage = tools::kExitUsage,
   /// A chapter function escaped the rows that wait for it (a planner bug: a pending row was read).
   /// Unwritten chapter functions leave their rows pending and the report still exits 0.
-  kExitNotImplemented = 3,
+  kExitNotImplemented = tools::kExitNotImplemented,
 };
 
 /// Runs the planner on `args` (the flags, without the program name), printing the report to

@@ -9,16 +9,13 @@
 #include <string>
 
 #include "11_1_memory/formulas.hpp"
+#include "errors.hpp"
 
 namespace mgpu::planner {
 
-/// A flag value the planner cannot use; what() names the flag, the value and the fix.
-/// The command line turns it into exit status 2.
-class UsageError : public std::invalid_argument {
- public:
-  /// @param message e.g. "--tp 3 does not divide --gpus-per-node 8: use --tp 1, 2, 4 or 8".
-  explicit UsageError(const std::string& message) : std::invalid_argument(message) {}
-};
+/// A flag value the planner cannot use, e.g. "--tp 3 does not divide --gpus-per-node 8: use --tp
+/// 1, 2, 4 or 8" (tools/errors.hpp).
+using UsageError = tools::UsageError;
 
 /// What is recomputed in the backward pass (section 11.6): the 11.1 chapter's policy.
 using Recompute = mgpu::Recompute;

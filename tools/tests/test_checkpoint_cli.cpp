@@ -162,7 +162,7 @@ TEST_CASE("--svg writes its file, an unwritable path exits 1") {
   std::remove(svg.c_str());
   const Run bad = run({"--layers", "8", "--svg", "no-such-folder/x.svg"});
   CHECK(bad.status == kExitIoError);
-  CHECK(bad.err.find("cannot write no-such-folder/x.svg") != std::string::npos);
+  CHECK(bad.err.find("cannot write 'no-such-folder/x.svg'") != std::string::npos);
 }
 
 TEST_CASE("mgpu-checkpoint: bad input exits 2 with a message naming the fix") {

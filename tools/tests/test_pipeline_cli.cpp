@@ -242,7 +242,7 @@ TEST_CASE("--svg and --trace write their files, an unwritable path exits 1") {
   std::remove(trace.c_str());
   const Run bad = run({"--stages", "2", "--micro-batches", "4", "--svg", "no-such-folder/x.svg"});
   CHECK(bad.status == kExitIoError);
-  CHECK(bad.err.find("cannot write no-such-folder/x.svg") != std::string::npos);
+  CHECK(bad.err.find("cannot write 'no-such-folder/x.svg'") != std::string::npos);
 }
 
 TEST_CASE("mgpu-pipeline: bad input exits 2 with a message naming the fix") {
