@@ -28,6 +28,35 @@ std::string label(const Point& d) {
          "_f" + std::to_string(d.f) + ".";
 }
 
+// The FFN's and attention's traffic as graded, over all their points: the most any rank sent at
+// each point (bytes and ring steps) summed, and every rank's collectives by kind (ring steps).
+struct SpTraffic {
+  double bytes = 0, messages = 0, gathers = 0, scatters = 0, all_reduces = 0;
+
+  void add(const std::vector<mgpu::RankReport>& reports) {
+    double most_bytes = 0, most_messages = 0;
+    for (const mgpu::RankReport& r : reports) {
+      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
+      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
+      gathers += static_cast<double>(r.traffic.of(mgpu::OpKind::all_gather, "tp").messages_sent);
+      scatters +=
+          static_cast<double>(r.traffic.of(mgpu::OpKind::reduce_scatter, "tp").messages_sent);
+      all_reduces +=
+          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
+    }
+    bytes += most_bytes;
+    messages += most_messages;
+  }
+
+  void emit(Ctx& ctx) const {
+    ctx.emit("all_gather_steps", gathers);
+    ctx.emit("reduce_scatter_steps", scatters);
+    ctx.emit("all_reduce_steps", all_reduces);
+    ctx.measure("bytes_sent_per_rank", bytes);
+    ctx.measure("messages_sent_per_rank", messages);
+  }
+};
+
 }  // namespace
 
 MGPU_CASE("11_4.sp_ffn") {
@@ -41,7 +70,7 @@ MGPU_CASE("11_4.sp_ffn") {
   } while (std::any_of(points.begin(), points.end(),
                        [&](const Point& q) { return label(q) == label(drawn); }));
   points.push_back(drawn);
-  double bytes = 0, messages = 0, gathers = 0, scatters = 0, all_reduces = 0;
+  SpTraffic traffic;
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const Eigen::Index n = d.m * d.t;
@@ -75,25 +104,9 @@ MGPU_CASE("11_4.sp_ffn") {
     ctx.emit(at + "dw2", dw2, DType::f32);
     ctx.emit_per_rank(at + "saved_activations", saved);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
-    // The most any rank sent, and every rank's collectives by kind (ring steps).
-    double most_bytes = 0, most_messages = 0;
-    for (const mgpu::RankReport& r : cluster.reports()) {
-      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
-      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
-      gathers += static_cast<double>(r.traffic.of(mgpu::OpKind::all_gather, "tp").messages_sent);
-      scatters +=
-          static_cast<double>(r.traffic.of(mgpu::OpKind::reduce_scatter, "tp").messages_sent);
-      all_reduces +=
-          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
-    }
-    bytes += most_bytes;
-    messages += most_messages;
+    traffic.add(cluster.reports());
   }
-  ctx.emit("all_gather_steps", gathers);
-  ctx.emit("reduce_scatter_steps", scatters);
-  ctx.emit("all_reduce_steps", all_reduces);
-  ctx.measure("bytes_sent_per_rank", bytes);
-  ctx.measure("messages_sent_per_rank", messages);
+  traffic.emit(ctx);
 }
 
 MGPU_CASE("11_4.sp_rejects") {
@@ -161,7 +174,7 @@ MGPU_CASE("11_4.sp_attention") {
   } while (std::any_of(points.begin(), points.end(),
                        [&](const AttnPoint& q) { return label(q) == label(drawn); }));
   points.push_back(drawn);
-  double bytes = 0, messages = 0, gathers = 0, scatters = 0, all_reduces = 0;
+  SpTraffic traffic;
   for (const AttnPoint& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const Eigen::Index n = d.m * d.t, c = d.h / d.t;
@@ -200,24 +213,9 @@ MGPU_CASE("11_4.sp_attention") {
     ctx.emit(at + "dwo", dwo, DType::f32);
     ctx.emit_per_rank(at + "saved_activations", saved);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
-    double most_bytes = 0, most_messages = 0;
-    for (const mgpu::RankReport& r : cluster.reports()) {
-      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
-      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
-      gathers += static_cast<double>(r.traffic.of(mgpu::OpKind::all_gather, "tp").messages_sent);
-      scatters +=
-          static_cast<double>(r.traffic.of(mgpu::OpKind::reduce_scatter, "tp").messages_sent);
-      all_reduces +=
-          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
-    }
-    bytes += most_bytes;
-    messages += most_messages;
+    traffic.add(cluster.reports());
   }
-  ctx.emit("all_gather_steps", gathers);
-  ctx.emit("reduce_scatter_steps", scatters);
-  ctx.emit("all_reduce_steps", all_reduces);
-  ctx.measure("bytes_sent_per_rank", bytes);
-  ctx.measure("messages_sent_per_rank", messages);
+  traffic.emit(ctx);
 }
 
 MGPU_CASE("11_4.sp_attention_rejects") {

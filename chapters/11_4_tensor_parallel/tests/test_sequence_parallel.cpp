@@ -29,6 +29,53 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{1, 3, 4}, {2, 6, 12}, {3, 7, 20}};
 
+// What one rank sent during one pass: its all-gathers and reduce-scatters on the "tp" group, and
+// everything.
+struct PassSent {
+  TrafficCounts all_gather, reduce_scatter, total;
+};
+
+// What rank r sent since its traffic meter was last reset; resets it for the next pass.
+PassSent take_sent(Rank& r) {
+  const PassSent sent{r.traffic().of(OpKind::all_gather, "tp"),
+                      r.traffic().of(OpKind::reduce_scatter, "tp"), r.traffic().total()};
+  r.traffic().reset();
+  return sent;
+}
+
+// Checks a sequence-parallel layer's sends, rank by rank, against the plain tensor-parallel
+// layer's one all-reduce per pass at t: the forward sends exactly one all-gather and one
+// reduce-scatter of (n, h), together that all-reduce's bytes; the backward gathers dy and
+// reduce-scatters dx (the same again) and gathers x once more.
+void check_sp_sends(const TransformerShape& shape, int t, const std::vector<PassSent>& fwd,
+                    const std::vector<PassSent>& bwd, const char* layer) {
+  // The block formula counts two all-reduces per pass, one per layer.
+  const double per_pass = block_bytes_sent_per_rank(shape, t, 4.0, Pass::forward) /
+                          static_cast<double>(all_reduces_per_block(Pass::forward));
+  const double half = per_pass / 2;  // one all-gather or one reduce-scatter of (n, h)
+  const auto steps = static_cast<std::uint64_t>(t - 1);  // ring steps of either
+  std::printf(
+      "t=%d: sp %s forward sent %llu bytes, backward %llu; all-reduce version %.0f per "
+      "pass\n",
+      t, layer, static_cast<unsigned long long>(fwd[0].total.bytes_sent),
+      static_cast<unsigned long long>(bwd[0].total.bytes_sent), per_pass);
+  for (std::size_t i = 0; i < fwd.size(); ++i) {
+    CAPTURE(i);
+    CHECK(static_cast<double>(fwd[i].total.bytes_sent) == doctest::Approx(per_pass));
+    CHECK(static_cast<double>(fwd[i].all_gather.bytes_sent) == doctest::Approx(half));
+    CHECK(static_cast<double>(fwd[i].reduce_scatter.bytes_sent) == doctest::Approx(half));
+    CHECK(fwd[i].all_gather.messages_sent == steps);      // exactly one all-gather
+    CHECK(fwd[i].reduce_scatter.messages_sent == steps);  // and one reduce-scatter
+    CHECK(fwd[i].total.messages_sent == 2 * steps);       // and nothing else
+    CHECK(static_cast<double>(bwd[i].total.bytes_sent) == doctest::Approx(per_pass + half));
+    CHECK(static_cast<double>(bwd[i].all_gather.bytes_sent) == doctest::Approx(2 * half));
+    CHECK(static_cast<double>(bwd[i].reduce_scatter.bytes_sent) == doctest::Approx(half));
+    CHECK(bwd[i].all_gather.messages_sent == 2 * steps);
+    CHECK(bwd[i].reduce_scatter.messages_sent == steps);
+    CHECK(bwd[i].total.messages_sent == 3 * steps);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("given token_rows: rank r holds rows r n/t up to (r + 1) n/t, and t must divide n") {
@@ -90,8 +137,7 @@ TEST_CASE(
   const MatrixRM x = random_matrix(n, h, 10), dy = random_matrix(n, h, 11);
   for (int t : {1, 2, 4}) {
     const std::size_t ranks = static_cast<std::size_t>(2 * t);
-    std::vector<TrafficCounts> fwd_ag(ranks), fwd_rs(ranks), fwd_all(ranks);
-    std::vector<TrafficCounts> bwd_ag(ranks), bwd_rs(ranks), bwd_all(ranks);
+    std::vector<PassSent> fwd(ranks), bwd(ranks);
     Cluster cluster(2 * t);
     cluster.run([&](Rank& r) {
       Comm tp = tp_group(r, t);
@@ -101,39 +147,11 @@ TEST_CASE(
       const auto id = static_cast<std::size_t>(r.id());
       r.traffic().reset();
       const SpFfnCache cache = sp_ffn_forward(r, tp, ffn, x.middleRows(mine.first, mine.count), y);
-      fwd_ag[id] = r.traffic().of(OpKind::all_gather, "tp");
-      fwd_rs[id] = r.traffic().of(OpKind::reduce_scatter, "tp");
-      fwd_all[id] = r.traffic().total();
-      r.traffic().reset();
+      fwd[id] = take_sent(r);
       sp_ffn_backward(r, tp, ffn, cache, dy.middleRows(mine.first, mine.count), dx);
-      bwd_ag[id] = r.traffic().of(OpKind::all_gather, "tp");
-      bwd_rs[id] = r.traffic().of(OpKind::reduce_scatter, "tp");
-      bwd_all[id] = r.traffic().total();
+      bwd[id] = take_sent(r);
     });
-    // The plain tensor-parallel FFN's one all-reduce per pass (the block formula counts two).
-    const double per_pass = block_bytes_sent_per_rank(shape, t, 4.0, Pass::forward) /
-                            static_cast<double>(all_reduces_per_block(Pass::forward));
-    const double half = per_pass / 2;  // one all-gather or one reduce-scatter of (n, h)
-    const auto steps = static_cast<std::uint64_t>(t - 1);  // ring steps of either
-    std::printf(
-        "t=%d: sp forward sent %llu bytes, backward %llu; all-reduce version %.0f per pass\n", t,
-        static_cast<unsigned long long>(fwd_all[0].bytes_sent),
-        static_cast<unsigned long long>(bwd_all[0].bytes_sent), per_pass);
-    for (std::size_t i = 0; i < ranks; ++i) {
-      CHECK(static_cast<double>(fwd_all[i].bytes_sent) == doctest::Approx(per_pass));
-      CHECK(static_cast<double>(fwd_ag[i].bytes_sent) == doctest::Approx(half));
-      CHECK(static_cast<double>(fwd_rs[i].bytes_sent) == doctest::Approx(half));
-      CHECK(fwd_ag[i].messages_sent == steps);       // exactly one all-gather
-      CHECK(fwd_rs[i].messages_sent == steps);       // and one reduce-scatter
-      CHECK(fwd_all[i].messages_sent == 2 * steps);  // and nothing else
-      // Backward: dy gathered and dx reduce-scattered (one all-reduce's bytes), x gathered again.
-      CHECK(static_cast<double>(bwd_all[i].bytes_sent) == doctest::Approx(per_pass + half));
-      CHECK(static_cast<double>(bwd_ag[i].bytes_sent) == doctest::Approx(2 * half));
-      CHECK(static_cast<double>(bwd_rs[i].bytes_sent) == doctest::Approx(half));
-      CHECK(bwd_ag[i].messages_sent == 2 * steps);
-      CHECK(bwd_rs[i].messages_sent == steps);
-      CHECK(bwd_all[i].messages_sent == 3 * steps);
-    }
+    check_sp_sends(shape, t, fwd, bwd, "FFN");
   }
 }
 
@@ -258,8 +276,7 @@ TEST_CASE(
   const MatrixRM x = random_matrix(n, h, 42), dy = random_matrix(n, h, 43);
   for (int t : {1, 2, 4}) {
     const std::size_t ranks = static_cast<std::size_t>(2 * t);
-    std::vector<TrafficCounts> fwd_ag(ranks), fwd_rs(ranks), fwd_all(ranks);
-    std::vector<TrafficCounts> bwd_ag(ranks), bwd_rs(ranks), bwd_all(ranks);
+    std::vector<PassSent> fwd(ranks), bwd(ranks);
     Cluster cluster(2 * t);
     cluster.run([&](Rank& r) {
       Comm tp = tp_group(r, t);
@@ -270,39 +287,11 @@ TEST_CASE(
       r.traffic().reset();
       const SpAttentionCache cache =
           sp_attention_forward(r, tp, attn, x.middleRows(mine.first, mine.count), shape.seq, y);
-      fwd_ag[id] = r.traffic().of(OpKind::all_gather, "tp");
-      fwd_rs[id] = r.traffic().of(OpKind::reduce_scatter, "tp");
-      fwd_all[id] = r.traffic().total();
-      r.traffic().reset();
+      fwd[id] = take_sent(r);
       sp_attention_backward(r, tp, attn, cache, dy.middleRows(mine.first, mine.count), dx);
-      bwd_ag[id] = r.traffic().of(OpKind::all_gather, "tp");
-      bwd_rs[id] = r.traffic().of(OpKind::reduce_scatter, "tp");
-      bwd_all[id] = r.traffic().total();
+      bwd[id] = take_sent(r);
     });
-    // tp_attention_forward's one all-reduce per pass (the block formula counts two per pass).
-    const double per_pass = block_bytes_sent_per_rank(shape, t, 4.0, Pass::forward) /
-                            static_cast<double>(all_reduces_per_block(Pass::forward));
-    const double half = per_pass / 2;  // one all-gather or one reduce-scatter of (n, h)
-    const auto steps = static_cast<std::uint64_t>(t - 1);
-    std::printf(
-        "t=%d: sp attention forward sent %llu bytes, backward %llu; all-reduce version %.0f per "
-        "pass\n",
-        t, static_cast<unsigned long long>(fwd_all[0].bytes_sent),
-        static_cast<unsigned long long>(bwd_all[0].bytes_sent), per_pass);
-    for (std::size_t i = 0; i < ranks; ++i) {
-      CHECK(static_cast<double>(fwd_all[i].bytes_sent) == doctest::Approx(per_pass));
-      CHECK(static_cast<double>(fwd_ag[i].bytes_sent) == doctest::Approx(half));
-      CHECK(static_cast<double>(fwd_rs[i].bytes_sent) == doctest::Approx(half));
-      CHECK(fwd_ag[i].messages_sent == steps);
-      CHECK(fwd_rs[i].messages_sent == steps);
-      CHECK(fwd_all[i].messages_sent == 2 * steps);
-      CHECK(static_cast<double>(bwd_all[i].bytes_sent) == doctest::Approx(per_pass + half));
-      CHECK(static_cast<double>(bwd_ag[i].bytes_sent) == doctest::Approx(2 * half));
-      CHECK(static_cast<double>(bwd_rs[i].bytes_sent) == doctest::Approx(half));
-      CHECK(bwd_ag[i].messages_sent == 2 * steps);
-      CHECK(bwd_rs[i].messages_sent == steps);
-      CHECK(bwd_all[i].messages_sent == 3 * steps);
-    }
+    check_sp_sends(shape, t, fwd, bwd, "attention");
   }
 }
 
