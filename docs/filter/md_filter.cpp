@@ -285,7 +285,16 @@ class Converter {
           out += s.substr(i, len);
           i += len;
         } else {
-          out += s.substr(i, close + len - i);
+          // GitHub reads `\|` in a code span as a '|' of the span (the way to write one in a
+          // table cell); Doxygen shows the backslash. Closed around an escaped '|' outside it,
+          // the span shows the bar alone: `1\|2` becomes `1`\|`2`.
+          const std::string ticks(len, '`');
+          std::string span = s.substr(i, close + len - i);
+          for (std::size_t at = span.find("\\|"); at != std::string::npos;
+               at = span.find("\\|", at + 2 + 2 * len)) {
+            span.replace(at, 2, ticks + "\\|" + ticks);
+          }
+          out += span;
           i = close + len;
         }
       } else if (s.compare(i, 4, "<!--") == 0) {

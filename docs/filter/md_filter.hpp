@@ -47,8 +47,10 @@ std::string github_slug(std::string_view heading);
 ///   without #anchor, or #anchor alone) become @ref links to that page or heading.
 /// - a line `<!-- figure: FILE caption -->` (invisible on GitHub) becomes
 ///   `\image html FILE "caption"` when FILE is among the generated figures.
+/// - an escaped bar in a code span (GitHub's way to put '|' in a table cell) closes the span
+///   around it: `1\|2` becomes `1`\|`2`, since Doxygen would show the backslash.
 /// Fenced and indented-by-fence code blocks, inline code spans, HTML comments and backslash
-/// escapes pass through untouched, so `$HOME` in code stays as it is.
+/// escapes otherwise pass through untouched, so `$HOME` in code stays as it is.
 std::string github_to_doxygen(std::string_view markdown, const FilterOptions& options);
 
 }  // namespace mgpu::docs

@@ -57,6 +57,12 @@ TEST_CASE("code keeps its dollars: fences, spans, spans over two lines, indented
   CHECK(convert(listed) == listed);
 }
 
+TEST_CASE("an escaped bar in a code span closes the span around it, so no backslash shows") {
+  CHECK(convert("| `--level 1\\|2\\|3` | hints |\n") == "| `--level 1`\\|`2`\\|`3` | hints |\n");
+  CHECK(convert("| ``a\\|b`` | c |\n") == "| ``a``\\|``b`` | c |\n");
+  CHECK(convert("a plain `x|y` and \\| stay\n") == "a plain `x|y` and \\| stay\n");
+}
+
 TEST_CASE("HTML comments pass through whole, whatever they hold") {
   const std::string block = "<!-- student-only\n```sh\n$x$ and `y`\n```\n-->\nafter $z$\n";
   CHECK(convert(block) == "<!-- student-only\n```sh\n$x$ and `y`\n```\n-->\nafter \\f$z\\f$\n");
