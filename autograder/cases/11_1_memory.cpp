@@ -3,6 +3,7 @@
 #include "11_1_memory/formulas.hpp"
 #include "case.hpp"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -58,12 +59,31 @@ MGPU_CASE("11_1.bytes_per_parameter") {
                           ctx.pick<double>({0, 4}), ctx.pick<double>({2, 4, 8, 12})};
   out.push_back(m::bytes_per_parameter(r));
   ctx.emit("bytes_per_parameter", out);
+  // The header's three ways a recipe is invalid: every value above is right without the check.
+  ctx.emit_rejects("rejects_negative_bytes", [] {
+    m::bytes_per_parameter(mgpu::PrecisionRecipe{2, -2, 4, 8});
+  });
+  ctx.emit_rejects("rejects_nan_bytes", [] {
+    m::bytes_per_parameter(mgpu::PrecisionRecipe{2, 2, 4, std::nan("")});
+  });
+  ctx.emit_rejects("rejects_no_weights", [] {
+    m::bytes_per_parameter(mgpu::PrecisionRecipe{0, 2, 4, 8});
+  });
 }
 
 MGPU_CASE("11_1.training_state_bytes") {
   double params = std::round(ctx.log_uniform(1e6, 1e12));
   ctx.emit("random_model", m::training_state_bytes(params, random_preset(ctx)));
   ctx.emit("llama_70b_bf16_adam", m::training_state_bytes(70e9, mgpu::kBf16MixedAdam));
+  // Every preset at one drawn count: the drawn preset above (and the text's) may be one of the two
+  // 16-byte recipes, where a fixed 16 bytes per parameter is right by chance.
+  std::vector<double> presets;
+  for (const auto& p : mgpu::kPrecisionPresets)
+    presets.push_back(m::training_state_bytes(params, p.recipe));
+  ctx.emit("every_preset", presets);
+  ctx.emit_rejects("rejects_no_weights", [] {
+    m::training_state_bytes(1e9, mgpu::PrecisionRecipe{0, 2, 4, 8});
+  });
   ctx.emit_rejects("rejects_negative_params",
                    [] { m::training_state_bytes(-1, mgpu::kBf16MixedAdam); });
 }
@@ -103,5 +123,10 @@ MGPU_CASE("11_1.training_flops_and_time") {
   ctx.emit("seconds", m::training_seconds(flops, gpus, rate, mfu));
   ctx.emit("years_8b_15t_one_gpu",
            m::training_seconds(m::training_flops(8e9, 15e12), 1, 4e14) / m::kSecondsPerYear);
+  // Many GPUs below peak at a fixed point: the drawn GPU count above may be 1, where a time that
+  // ignores the GPU count is right.
+  ctx.emit("days_70b_2t_1024_gpus_mfu_0_4",
+           m::training_seconds(m::training_flops(70e9, 2e12), 1024, 9.89e14, 0.4) / 86400.0);
   ctx.emit_rejects("rejects_mfu_above_one", [&] { m::training_seconds(flops, gpus, rate, 1.5); });
+  ctx.emit_rejects("rejects_mfu_zero", [&] { m::training_seconds(flops, gpus, rate, 0.0); });
 }

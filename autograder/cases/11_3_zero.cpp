@@ -27,6 +27,18 @@ MGPU_CASE("11_3.state_per_gpu") {
   }
   ctx.emit("parts", parts);
   ctx.emit("totals", totals);
+  // Every preset at the same count and N: the drawn one may keep no master copy (fp32 Adam, pure
+  // bf16), where a master left out or left unsharded is right by chance.
+  std::vector<double> every_parts, every_totals;
+  for (const auto& preset : mgpu::kPrecisionPresets)
+    for (int stage = 0; stage <= 3; ++stage) {
+      z::StateBytes s = z::zero_state_per_gpu(params, preset.recipe, stage, n);
+      every_parts.insert(every_parts.end(),
+                         {s.weights_bytes, s.grads_bytes, s.master_bytes, s.optimizer_bytes});
+      every_totals.push_back(z::zero_state_bytes_per_gpu(params, preset.recipe, stage, n));
+    }
+  ctx.emit("every_preset_parts", every_parts);
+  ctx.emit("every_preset_totals", every_totals);
   ctx.emit_rejects("rejects_stage_4", [&] { z::zero_state_per_gpu(params, recipe, 4, n); });
 }
 
@@ -43,6 +55,19 @@ MGPU_CASE("11_3.traffic_per_gpu") {
   }
   ctx.emit("parts", parts);
   ctx.emit("totals", totals);
+  // Every preset at the same count and N: all but one store weights and gradients in the same
+  // type, where gathers sized by the gradient bytes are right by chance.
+  std::vector<double> every_parts, every_totals;
+  for (const auto& preset : mgpu::kPrecisionPresets)
+    for (int stage = 0; stage <= 3; ++stage) {
+      z::TrafficBytes t = z::zero_traffic_per_gpu(params, preset.recipe, stage, n);
+      every_parts.insert(every_parts.end(),
+                         {t.all_reduce_bytes, t.reduce_scatter_bytes, t.all_gather_forward_bytes,
+                          t.all_gather_backward_bytes});
+      every_totals.push_back(z::zero_traffic_bytes_per_gpu(params, preset.recipe, stage, n));
+    }
+  ctx.emit("every_preset_parts", every_parts);
+  ctx.emit("every_preset_totals", every_totals);
 }
 
 MGPU_CASE("11_3.min_gpus_to_fit") {
@@ -55,6 +80,19 @@ MGPU_CASE("11_3.min_gpus_to_fit") {
     out.push_back(n ? static_cast<double>(*n) : -1.0);  // -1: no GPU count fits
   }
   ctx.emit("gpus", out);
+  // Fixed points, whatever was drawn above (one capacity, one multiple): the header's example
+  // (70e9 on 80 GB, 1120 / 80 = 14 GPUs exactly at stage 3, 16 in whole servers), and 13e9 and
+  // 405e9 on 24 and 80 GB, one GPU at a time and in whole 8-GPU servers, where sharded / room is
+  // mostly not a whole number and the count mostly no multiple of 8.
+  std::vector<double> fixed;
+  for (double p : {70e9, 13e9, 405e9})
+    for (double cap : {24e9, 80e9})
+      for (std::int64_t mult : {1, 8})
+        for (int stage = 0; stage <= 3; ++stage) {
+          auto n = z::min_gpus_to_fit(p, mgpu::kBf16MixedAdam, stage, cap, mult);
+          fixed.push_back(n ? static_cast<double>(*n) : -1.0);
+        }
+  ctx.emit("fixed_gpus", fixed);
 }
 
 MGPU_CASE("11_3.deepspeed_estimates") {

@@ -33,6 +33,13 @@ MGPU_CASE("11_4.all_reduces_and_payload") {
   s.micro_batch = ctx.uniform_int(1, 16);
   s.hidden = ctx.pick<std::int64_t>({1024, 4096, 8192, 12288});
   ctx.emit("payload_bytes", tp::all_reduce_payload_bytes(s, ctx.pick<double>({2, 4})));
+  // A fixed shape with several sequences per micro-batch: the drawn micro-batch may be 1, where
+  // a payload that leaves it out is right by chance.
+  mgpu::TransformerShape fixed;
+  fixed.seq = 2048;
+  fixed.micro_batch = 4;
+  fixed.hidden = 8192;
+  ctx.emit("payload_bytes_fixed", tp::all_reduce_payload_bytes(fixed, 2));
 }
 
 MGPU_CASE("11_4.bytes_sent_per_rank") {
@@ -45,4 +52,14 @@ MGPU_CASE("11_4.bytes_sent_per_rank") {
     for (auto pass : {tp::Pass::forward, tp::Pass::backward, tp::Pass::both})
       out.push_back(tp::block_bytes_sent_per_rank(s, t, 2, pass));
   ctx.emit("bytes", out);
+  // The same at a fixed shape with 4 sequences per micro-batch (the drawn one may be 1).
+  mgpu::TransformerShape fixed;
+  fixed.seq = 2048;
+  fixed.micro_batch = 4;
+  fixed.hidden = 8192;
+  std::vector<double> fixed_bytes;
+  for (std::int64_t t : {1, 2, 4, 8})
+    for (auto pass : {tp::Pass::forward, tp::Pass::backward, tp::Pass::both})
+      fixed_bytes.push_back(tp::block_bytes_sent_per_rank(fixed, t, 2, pass));
+  ctx.emit("bytes_fixed", fixed_bytes);
 }

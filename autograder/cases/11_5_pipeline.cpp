@@ -67,6 +67,15 @@ MGPU_CASE("11_5.step_seconds") {
   double f = ctx.log_uniform(1e-4, 1e-1);
   seconds.push_back(pp::pipeline_step_seconds(p, m, f, 2 * f));
   ctx.emit("seconds", seconds);
+  // The points above all take the backward as twice the forward; these do not (a free forward, a
+  // free backward, a backward cheaper than the forward, a drawn ratio), so a formula that prices
+  // the backward from the forward instead of using backward_seconds is caught.
+  const double ratio = ctx.uniform_real(0.5, 3);
+  ctx.emit("seconds_any_backward",
+           std::vector<double>{pp::pipeline_step_seconds(2, 3, 0.0, 0.75),
+                               pp::pipeline_step_seconds(4, 8, 0.5, 0.0),
+                               pp::pipeline_step_seconds(3, 5, 0.5, 0.25),
+                               pp::pipeline_step_seconds(p, m, f, ratio * f)});
 }
 
 MGPU_CASE("11_5.in_flight") {
@@ -103,5 +112,12 @@ MGPU_CASE("11_5.layers_and_boundary_bytes") {
   }
   ctx.emit("layers_per_stage", layers);
   ctx.emit("boundary_bytes", bytes);
+  // Every stage of p = 4 at other element sizes than the 2 bytes above (fp32, fp8), so that the
+  // bytes_per_element argument must be used, not assumed.
+  std::vector<double> other_sizes;
+  for (double element : {4.0, 1.0})
+    for (std::int64_t stage = 0; stage < 4; ++stage)
+      other_sizes.push_back(pp::boundary_bytes_sent_per_stage(s, 4, 3, stage, element));
+  ctx.emit("boundary_bytes_fp32_fp8", other_sizes);
   ctx.emit_rejects("rejects_uneven_stages", [] { pp::layers_per_stage(32, 3); });
 }

@@ -56,4 +56,14 @@ MGPU_CASE("11_6.recompute_fraction") {
     out.push_back(ck::recompute_extra_flops_fraction(ctx.uniform_int(0, static_cast<int>(layers)),
                                                      layers, ctx.uniform_real(1, 3)));
   ctx.emit("fraction", out);
+  // Fixed counts strictly between 0 and L: the draws above can all land on 0 or L (L = 1 makes
+  // that certain), where a share computed in integers, recomputed_layers / layers, is still right.
+  ctx.emit("fraction_part_of_layers",
+           std::vector<double>{ck::recompute_extra_flops_fraction(3, 12),
+                               ck::recompute_extra_flops_fraction(7, 8, 1.0),
+                               ck::recompute_extra_flops_fraction(1, 96, 0.5)});
+  ctx.emit_rejects("rejects_more_recomputed_than_layers",
+                   [&] { ck::recompute_extra_flops_fraction(layers + 1, layers); });
+  ctx.emit_rejects("rejects_negative_recomputed",
+                   [&] { ck::recompute_extra_flops_fraction(-1, layers); });
 }

@@ -105,7 +105,28 @@ MGPU_CASE("11_7.layout_problem") {
     flags.push_back(ly::layout_problem(l, gpus, per_node, layers).has_value() ? 1.0 : 0.0);
   }
   ctx.emit("has_problem", flags);
+  // The draws above almost only ever break the product (their pp always divides 24 and 32, their
+  // tp always divides the node when it fits in it). One fixed layout per check, each fine but for
+  // that check, and layouts right at the limits that are fine.
+  struct Fixed {
+    ly::Layout layout;
+    std::int64_t gpus, per_node, layers;
+  };
+  const Fixed fixed[] = {
+      {{0, 2, 2}, 0, 8, 0},       // a degree below 1 (the product 0 matches gpus = 0)
+      {{3, 2, 4}, 24, 8, 0},      // tp = 3 fits in a node of 8 but does not divide it
+      {{8, 2, 2}, 32, 4, 0},      // tp = 8 is above a node of 4
+      {{2, 5, 2}, 20, 8, 32},     // pp = 5 does not divide 32 layers
+      {{8, 4, 32}, 1024, 8, 32},  // the text's layout: tp fills the node exactly, fine
+      {{2, 5, 2}, 20, 8, 0},      // layers = 0 skips the pp check, fine
+      {{1, 1, 1}, 1, 1, 1}};      // one GPU, fine
+  std::vector<double> fixed_flags;
+  for (const Fixed& f : fixed)
+    fixed_flags.push_back(
+        ly::layout_problem(f.layout, f.gpus, f.per_node, f.layers).has_value() ? 1.0 : 0.0);
+  ctx.emit("fixed_has_problem", fixed_flags);
   ctx.emit_rejects("check_rejects_bad_layout", [] { ly::check_layout({8, 4, 16}, 1024, 8); });
+  ctx.emit_rejects("check_rejects_uneven_stages", [] { ly::check_layout({2, 5, 2}, 20, 8, 32); });
 }
 
 MGPU_CASE("11_7.per_gpu_memory") {
@@ -143,4 +164,8 @@ MGPU_CASE("11_7.experts") {
            std::vector<double>{ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 64, 8, 2),
                                ly::expert_all_to_all_bytes_per_rank(4096, 4096, 2, 8, 1, 2)});
   ctx.emit_rejects("rejects_uneven_experts", [] { ly::experts_per_rank(64, 6); });
+  ctx.emit_rejects("rejects_top_k_above_experts",
+                   [] { ly::expert_all_to_all_bytes_per_rank(16, 8, 3, 2, 2, 2); });
+  ctx.emit_rejects("rejects_negative_tokens",
+                   [] { ly::expert_all_to_all_bytes_per_rank(-1, 8, 1, 2, 2, 2); });
 }

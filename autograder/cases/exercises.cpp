@@ -57,7 +57,15 @@ MGPU_CASE("ex.tensor_parallel_links") {
       ctx.pick<std::int64_t>({4096, 12288}), ctx.pick<std::int64_t>({2, 4, 8}), 2, nvlink, network);
   ctx.emit("random", std::vector<double>{r.payload_bytes, r.intra_node_seconds,
                                          r.inter_node_seconds, r.slowdown});
+  // fp32 activations of 2 sequences on 4 ranks, at a fixed point: the text and the points above
+  // are all bf16 (2 bytes), and the drawn micro-batch may be 1.
+  auto fp32 = ex::tensor_parallel_link_comparison(1024, 2, 4096, 4, 4, nvlink, network);
+  ctx.emit("fp32_two_sequences", std::vector<double>{fp32.payload_bytes, fp32.intra_node_seconds,
+                                                     fp32.inter_node_seconds, fp32.slowdown});
   ctx.emit_rejects("rejects_one_rank", [&] {
     ex::tensor_parallel_link_comparison(2048, 1, 8192, 1, 2, nvlink, network);
+  });
+  ctx.emit_rejects("rejects_zero_bytes_per_element", [&] {
+    ex::tensor_parallel_link_comparison(2048, 1, 8192, 8, 0, nvlink, network);
   });
 }

@@ -2,7 +2,9 @@
 // steps (runtime all-reduce and the student's ring) judged by the averaged gradients each step
 // applied on every rank, the bucket plan, and the bucketed step overlapped with backward.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "11_2_data_parallel/data_parallel.hpp"
@@ -124,7 +126,19 @@ MGPU_CASE("11_2.local_batch") {
   const model::Batch odd =
       net.make_batch(2 * ranks + 1, 18);  // 2N + 1 sequences never split over N >= 2
   ctx.emit_rejects("rejects_uneven_batch", [&] { dp::local_batch(odd, 0, std::max(ranks, 2)); });
-  ctx.emit_rejects("rejects_rank_out_of_range", [&] { dp::local_batch(global, ranks, ranks); });
+  // A rank outside [0, N) that gets past the checks fails inside Batch::slice with
+  // std::out_of_range; the header asks for std::invalid_argument, so that counts as not rejected
+  // (a wrong value here, rather than a crash that hides every other value).
+  auto rejects_rank = [&](const char* name, int r) {
+    ctx.emit_rejects(name, [&] {
+      try {
+        dp::local_batch(global, r, ranks);
+      } catch (const std::out_of_range&) {
+      }
+    });
+  };
+  rejects_rank("rejects_rank_out_of_range", ranks);
+  rejects_rank("rejects_negative_rank", -1);
 }
 
 MGPU_CASE("11_2.dp_step_runtime") { dp_step_case(ctx, dp::GradAverager::runtime); }
@@ -146,6 +160,28 @@ MGPU_CASE("11_2.plan_buckets") {
   ctx.emit("offsets", offsets);
   ctx.emit("counts", counts);
   ctx.emit("ready_units", units);
+  // Fixed caps on the same model, whatever was drawn above: 0 (one bucket per tensor); exactly the
+  // bytes of the last two tensors, so the first bucket reaches the cap exactly and must close
+  // there ("at least bucket_bytes"); and 4 bytes more than the whole model, so one bucket is left
+  // open at the end, spans every unit and becomes ready with the embedding (unit 0).
+  const auto& tensors = net.tensors();
+  const std::size_t last_two =
+      tensors[tensors.size() - 1].size() + tensors[tensors.size() - 2].size();
+  const std::pair<const char*, std::size_t> fixed[] = {
+      {"per_tensor_", 0},
+      {"exact_cap_", last_two * sizeof(float)},
+      {"over_model_cap_", net.num_params() * sizeof(float) + sizeof(float)}};
+  for (const auto& [prefix, bytes] : fixed) {
+    std::vector<double> o, c, u;
+    for (const dp::Bucket& b : dp::plan_buckets(net, bytes)) {
+      o.push_back(static_cast<double>(b.offset));
+      c.push_back(static_cast<double>(b.count));
+      u.push_back(b.ready_unit);
+    }
+    ctx.emit(std::string(prefix) + "offsets", o);
+    ctx.emit(std::string(prefix) + "counts", c);
+    ctx.emit(std::string(prefix) + "ready_units", u);
+  }
 }
 
 MGPU_CASE("11_2.overlapped_step") {

@@ -339,11 +339,25 @@ MGPU_CASE("11_3.zero_rejects") {
   ctx.emit_rejects("rejects_stage_4", [&] {
     cluster.run([&](mgpu::Rank& r) { z::make_zero_state(r, r.world(), net, 4, 1); });
   });
+  // A stage bounded only from above would accept this.
+  ctx.emit_rejects("rejects_negative_stage", [&] {
+    cluster.run([&](mgpu::Rank& r) { z::make_zero_state(r, r.world(), net, -1, 1); });
+  });
   ctx.emit_rejects("rejects_wrong_owned_length", [&] {
     cluster.run([&](mgpu::Rank& r) {
       const z::ShardLayout layout = z::plan_shards(net, 2);
       std::vector<float> wrong(layout.unit_shard[0] + 1);
       z::gather_unit(r.world(), r.memory(), net, layout, 0, wrong);
+    });
+  });
+  // One element short of the owned range on every rank (unit 0 has at least 6 parameters, so
+  // both ranks own some): it fits in the slot, so only an exact-length check rejects it.
+  ctx.emit_rejects("rejects_short_owned", [&] {
+    cluster.run([&](mgpu::Rank& r) {
+      const z::ShardLayout layout = z::plan_shards(net, 2);
+      const z::OwnedRange own = z::owned_range(layout, 0, r.world().rank(), net.unit(0).count);
+      std::vector<float> short_by_one(own.size() - 1);
+      z::gather_unit(r.world(), r.memory(), net, layout, 0, short_by_one);
     });
   });
 }

@@ -266,8 +266,10 @@ MGPU_CASE("11_4.tp_rejects") {
     MatrixRM x(2, h), w(h + 1, 2), y(2, 2);
     tp::column_parallel_forward(x, w, y);
   });
+  // t + 1 heads of width t: t divides hidden = t (t + 1), so column_shard accepts the cut and
+  // only the check that t divides heads rejects it.
   ctx.emit_rejects("rejects_heads_not_divisible", [&] {
-    cluster.run([&](mgpu::Rank& r) { tp::make_tp_attention(r, r.world(), 2 * t + 2, t + 1, 1); });
+    cluster.run([&](mgpu::Rank& r) { tp::make_tp_attention(r, r.world(), t * (t + 1), t + 1, 1); });
   });
   ctx.emit_rejects("rejects_bias_of_wrong_size", [&] {
     cluster.run([&](mgpu::Rank& r) {

@@ -310,9 +310,32 @@ MGPU_CASE("11_5.pipeline_rejects") {
                        replica.params.span(), replica.grads.span(), micro);
     });
   });
+  // A one-stage schedule on rank 0 of a two-rank group, rank 1 running nothing: unchecked, rank 0
+  // would run the whole model alone and return, with no message or stage range to fail on, so
+  // only run_pipeline's own check of the schedule's p against pp.size() rejects it.
+  ctx.emit_rejects("rejects_schedule_for_fewer_stages", [&] {
+    cluster.run([&](mgpu::Rank& r) {
+      if (r.id() != 0) return;
+      model::Replica replica = net.make_replica(r.memory(), 1);
+      pl::run_pipeline(r, r.world(), net, pl::gpipe_schedule(1, 2), replica.params.span(),
+                       replica.grads.span(), micro);
+    });
+  });
   ctx.emit_rejects("rejects_invalid_schedule", [&] {
     pl::PipelineSchedule bad = pl::gpipe_schedule(2, 2);
     std::swap(bad.per_stage[1].front(), bad.per_stage[1].back());
+    cluster.run([&](mgpu::Rank& r) {
+      model::Replica replica = net.make_replica(r.memory(), 1);
+      pl::run_pipeline(r, r.world(), net, pl::stage_units(net, 2, r.id()), bad,
+                       replica.params.span(), replica.grads.span(), micro);
+    });
+  });
+  // Every stage skips the backward of micro-batch 1: unchecked, the step runs to its end without
+  // any fault (that micro-batch's caches are simply never used), so only check_schedule rejects
+  // it; the swapped program above may instead crash an unchecked executor.
+  ctx.emit_rejects("rejects_schedule_missing_a_backward", [&] {
+    pl::PipelineSchedule bad = pl::gpipe_schedule(2, 2);
+    for (auto& program : bad.per_stage) program.pop_back();
     cluster.run([&](mgpu::Rank& r) {
       model::Replica replica = net.make_replica(r.memory(), 1);
       pl::run_pipeline(r, r.world(), net, pl::stage_units(net, 2, r.id()), bad,

@@ -153,6 +153,19 @@ MGPU_CASE("11_6.best_interval_model") {
         static_cast<double>(ck::best_interval(net, net.config().seq_len * ctx.uniform_int(1, 8))));
   }
   ctx.emit("best", best);
+  // The drawn models have at most 9 blocks and a checkpoint at most a third of a block's saved
+  // bytes, so their best k is nearly always 1. Deeper fixed models, where sqrt(L C / B) is 1.44
+  // (attention, best 2), 2.19 (FFN-only, best 2) and 2.83 (FFN-only with d_ff = d_model, best 3):
+  // the continuous optimum rounded down, to nearest or up is wrong on one of them.
+  std::vector<double> best_fixed;
+  model::ModelConfig narrow_ffn = fixed_config(24, false);
+  narrow_ffn.d_ff = narrow_ffn.d_model;
+  for (const model::ModelConfig& c :
+       {fixed_config(24, true), fixed_config(24, false), narrow_ffn}) {
+    const model::Model fixed(c);
+    best_fixed.push_back(static_cast<double>(ck::best_interval(fixed, 2 * c.seq_len)));
+  }
+  ctx.emit("best_fixed", best_fixed);
   const model::Model net(drawn_config(ctx));
   const model::Batch batch = net.make_batch(1, 3);
   ctx.emit_rejects("rejects_k_above_layers", [&] {
