@@ -390,7 +390,9 @@ int main(int argc, char** argv) {
             "autograder/wheat/<chapter>/");
       std::fprintf(stderr, "chaff: grading %zu chaffs and wheats, %d at a time\n", proofs.size(),
                    opts.jobs);
-      return run_proofs(proofs, project, rubric, opts, std::cout) ? 0 : 1;
+      const bool proved = run_proofs(proofs, project, rubric, opts,
+                                     whole_chapters(rubric, proof_chapters), std::cout);
+      return proved ? 0 : 1;
     }
     if (rel->parsed()) {
       release_out = user_path(release_out).string();

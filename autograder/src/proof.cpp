@@ -225,8 +225,38 @@ ProofResult judge_proof(const Proof& p, const Grade& g) {
   return r;
 }
 
+std::vector<std::string> whole_chapters(const Rubric& rubric,
+                                        const std::vector<std::string>& filters) {
+  std::vector<std::string> whole;
+  for (const auto& f : filters)
+    if (f.find('/') != std::string::npos) return whole;
+  for (const auto& ch : rubric.chapters)
+    if (filters.empty() || std::any_of(filters.begin(), filters.end(), [&](const std::string& f) {
+          return ch.name.rfind(f, 0) == 0;
+        }))
+      whole.push_back(ch.name);
+  return whole;
+}
+
+std::vector<const CaseSpec*> unproved_cases(const std::vector<Proof>& proofs, const Rubric& rubric,
+                                            const std::vector<std::string>& chapters) {
+  std::vector<const CaseSpec*> unproved;
+  for (const auto& name : chapters) {
+    const ChapterSpec* ch = rubric.chapter(name);
+    if (!ch) continue;
+    for (const auto& c : ch->cases)
+      if (std::none_of(proofs.begin(), proofs.end(), [&](const Proof& p) {
+            return p.chaff &&
+                   std::find(p.must_lose.begin(), p.must_lose.end(), c.name) != p.must_lose.end();
+          }))
+        unproved.push_back(&c);
+  }
+  return unproved;
+}
+
 bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric,
-                const GradeOptions& opts, std::ostream& out) {
+                const GradeOptions& opts, const std::vector<std::string>& whole,
+                std::ostream& out) {
   std::vector<std::string> chapters;
   for (const auto& p : proofs)
     if (std::find(chapters.begin(), chapters.end(), p.chapter) == chapters.end())
@@ -267,7 +297,13 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
   }
   out << fmt::format("chaff caught: {} of {}, wheat accepted: {} of {}\n", caught, chaffs, accepted,
                      wheats);
-  return caught == chaffs && accepted == wheats;
+  // A case no chaff must lose has never been shown to reject anything: full marks for wrong code
+  // there would go unnoticed.
+  const std::vector<const CaseSpec*> unproved = unproved_cases(proofs, rubric, whole);
+  for (const CaseSpec* c : unproved)
+    out << fmt::format("UNPROVED {}: no chaff must lose it; add one to autograder/chaff/{}/\n",
+                       c->name, c->chapter);
+  return caught == chaffs && accepted == wheats && unproved.empty();
 }
 
 }  // namespace mgpu::grade

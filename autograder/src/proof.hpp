@@ -53,9 +53,22 @@ struct ProofResult {
 /// Judges one proof's grade (of its chapter only).
 ProofResult judge_proof(const Proof& p, const Grade& g);
 
+/// The rubric chapters whose every chaff and wheat `filters` (load_proofs' filters) selects: all
+/// of them without filters, those a chapter prefix ("11_2") names, none for a filter naming
+/// single proofs ("11_2_data_parallel/ring_").
+std::vector<std::string> whole_chapters(const Rubric& rubric,
+                                        const std::vector<std::string>& filters);
+
+/// The cases of `chapters` that no chaff in `proofs` must lose, in rubric order: graded, yet never
+/// shown to reject wrong code.
+std::vector<const CaseSpec*> unproved_cases(const std::vector<Proof>& proofs, const Rubric& rubric,
+                                            const std::vector<std::string>& chapters);
+
 /// Grades every proof (opts.jobs at a time, each in a reused build slot), prints one line each
-/// and the totals to out. Returns true when every chaff was caught and every wheat accepted.
+/// and the totals to out, then one line for each case of `whole` (whole_chapters) that no chaff
+/// must lose. Returns true when every chaff was caught, every wheat accepted and every case of
+/// `whole` has a chaff.
 bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric,
-                const GradeOptions& opts, std::ostream& out);
+                const GradeOptions& opts, const std::vector<std::string>& whole, std::ostream& out);
 
 }  // namespace mgpu::grade

@@ -116,3 +116,24 @@ TEST_CASE(
   broken.chapters[0].build_failed = true;
   CHECK_FALSE(judge_proof(chaff, broken).held);
 }
+
+TEST_CASE("a case no chaff must lose is unproved, checked for chapters whose every proof ran") {
+  Rubric r = parse_rubric(kRubric, "t.json");
+  Project p = fake_project("coverage", {{"autograder/chaff/toy_a/minus.json",
+                                         R"({"description": "subtracts", "must_lose": ["toy_a.add"],
+            "edits": [{"file": "toy_a.cpp", "find": "a + b", "replace": "a - b"}]})"},
+                                        {"autograder/wheat/toy_a/swapped.json",
+                                         R"({"description": "b + a",
+            "edits": [{"file": "toy_a.cpp", "find": "a + b", "replace": "b + a"}]})"}});
+  const auto proofs = load_proofs(p, r, {});
+  const auto unproved = unproved_cases(proofs, r, {"toy_a"});
+  REQUIRE(unproved.size() == 1);
+  CHECK(unproved[0]->name == "toy_a.bytes");
+  CHECK(unproved[0]->chapter == "toy_a");
+
+  CHECK(whole_chapters(r, {}) == std::vector<std::string>{"toy_a"});
+  CHECK(whole_chapters(r, {"toy"}) == std::vector<std::string>{"toy_a"});
+  CHECK(whole_chapters(r, {"11_2"}).empty());
+  // A filter naming single proofs runs part of a chapter: its coverage is not judged.
+  CHECK(whole_chapters(r, {"toy_a/minus"}).empty());
+}
