@@ -1,15 +1,16 @@
 // Graded cases of 11.6's running checkpointing code on the course model, over a grid of fixed
 // edges and a draw: the gradients and loss against the reference's, the activation peak of the
 // step (exact, both ways), the FLOPs recomputation adds, and the best interval for a drawn model.
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "11_6_checkpointing/checkpointing.hpp"
 #include "case.hpp"
 #include "model_inputs.hpp"
+#include "step.hpp"
 
 using namespace mgpu::grade;
+using namespace mgpu::grade::checkpointing_cases;
 namespace ck = mgpu::checkpointing;
 namespace model = mgpu::model;
 
@@ -66,29 +67,13 @@ std::vector<Point> grid(Ctx& ctx) {
   return g;
 }
 
-struct Step {
-  std::vector<float> grads;
-  double loss = 0;
-  double peak = 0;   // ledger peak of Category::activations during the step
-  double flops = 0;  // compute charged to the clock during the step, in FLOPs
-};
-
 // One step on a fresh rank: plain when k is 0, else with a checkpoint every k blocks.
 Step run_step(const model::Model& net, const model::Batch& batch, std::int64_t k,
               std::uint64_t seed) {
-  Step s;
-  mgpu::Cluster(1).run([&](mgpu::Rank& r) {
-    model::Replica rep = net.make_replica(r.memory(), seed);
-    r.memory().reset_peaks();
-    const double t0 = r.clock().compute_time();
-    s.loss = k == 0 ? net.forward_backward(r, rep.params.span(), rep.grads.span(), batch)
-                    : ck::checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(),
-                                                        batch, k);
-    s.flops = (r.clock().compute_time() - t0) * r.config().flops_per_second;
-    s.peak = static_cast<double>(r.memory().peak(mgpu::Category::activations));
-    s.grads.assign(rep.grads.begin(), rep.grads.end());
+  return measure_step(net, seed, [&](mgpu::Rank& r, auto params, auto grads) {
+    return k == 0 ? net.forward_backward(r, params, grads, batch)
+                  : ck::checkpointed_forward_backward(r, net, params, grads, batch, k);
   });
-  return s;
 }
 
 // Runs `emit_point(name, model, batch, k)` at every point of the grid with one weight seed.
@@ -108,13 +93,7 @@ void over_grid(Ctx& ctx, F&& emit_point) {
 MGPU_CASE("11_6.checkpointed_gradients") {
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
                      std::int64_t k, std::uint64_t seed) {
-    const Step plain = run_step(net, batch, 0, seed), ckpt = run_step(net, batch, k, seed);
-    ctx.emit(at + ".grads", every_kth(ckpt.grads), DType::f32);
-    ctx.emit(at + ".loss", ckpt.loss, DType::f32);
-    const bool same =
-        ckpt.grads.size() == plain.grads.size() &&
-        std::memcmp(ckpt.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;
-    ctx.emit(at + ".bitwise_same_as_plain", same ? 1.0 : 0.0);
+    emit_against_plain(ctx, at, run_step(net, batch, k, seed), run_step(net, batch, 0, seed));
   });
 }
 

@@ -1,15 +1,16 @@
 // Graded cases of 11.6's selective recomputation on the course model, over fixed edges and a
 // draw: the gradients and loss against the reference's, the step's activation peak (exact, both
 // ways) and the FLOPs the rebuilt attention cores add (exact).
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "11_6_checkpointing/checkpointing.hpp"
 #include "case.hpp"
 #include "model_inputs.hpp"
+#include "step.hpp"
 
 using namespace mgpu::grade;
+using namespace mgpu::grade::checkpointing_cases;
 namespace ck = mgpu::checkpointing;
 namespace model = mgpu::model;
 
@@ -60,28 +61,13 @@ std::vector<Point> grid(Ctx& ctx) {
           {"drawn", drawn_config(ctx), ctx.uniform_int(1, 4)}};
 }
 
-struct Step {
-  std::vector<float> grads;
-  double loss = 0;
-  double peak = 0;   // ledger peak of Category::activations during the step
-  double flops = 0;  // compute charged to the clock during the step, in FLOPs
-};
-
+// One step on a fresh rank: plain, or with the attention cores recomputed.
 Step run_step(const model::Model& net, const model::Batch& batch, bool selective,
               std::uint64_t seed) {
-  Step s;
-  mgpu::Cluster(1).run([&](mgpu::Rank& r) {
-    model::Replica rep = net.make_replica(r.memory(), seed);
-    r.memory().reset_peaks();
-    const double t0 = r.clock().compute_time();
-    s.loss = selective ? ck::selective_forward_backward(r, net, rep.params.span(), rep.grads.span(),
-                                                        batch)
-                       : net.forward_backward(r, rep.params.span(), rep.grads.span(), batch);
-    s.flops = (r.clock().compute_time() - t0) * r.config().flops_per_second;
-    s.peak = static_cast<double>(r.memory().peak(mgpu::Category::activations));
-    s.grads.assign(rep.grads.begin(), rep.grads.end());
+  return measure_step(net, seed, [&](mgpu::Rank& r, auto params, auto grads) {
+    return selective ? ck::selective_forward_backward(r, net, params, grads, batch)
+                     : net.forward_backward(r, params, grads, batch);
   });
-  return s;
 }
 
 template <class F>
@@ -98,13 +84,8 @@ void over_grid(Ctx& ctx, F&& emit_point) {
 MGPU_CASE("11_6.selective_gradients") {
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
                      std::uint64_t seed) {
-    const Step plain = run_step(net, batch, false, seed), sel = run_step(net, batch, true, seed);
-    ctx.emit(at + ".grads", every_kth(sel.grads), DType::f32);
-    ctx.emit(at + ".loss", sel.loss, DType::f32);
-    const bool same =
-        sel.grads.size() == plain.grads.size() &&
-        std::memcmp(sel.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;
-    ctx.emit(at + ".bitwise_same_as_plain", same ? 1.0 : 0.0);
+    emit_against_plain(ctx, at, run_step(net, batch, true, seed),
+                       run_step(net, batch, false, seed));
   });
   const model::Model net(fixed_config(2, true, true));
   ctx.emit_rejects("rejects_a_unit_that_is_not_a_block", [&] {

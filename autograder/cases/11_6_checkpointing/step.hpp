@@ -1,0 +1,54 @@
+// What the 11.6 case programs share: one training step of the course model on a fresh one-rank
+// cluster, measured on its ledger and clock, and the gradients of a step judged against a plain
+// step's.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "case.hpp"
+#include "model_inputs.hpp"
+
+namespace mgpu::grade::checkpointing_cases {
+
+/// What one step produced and cost.
+struct Step {
+  std::vector<float> grads;
+  double loss = 0;
+  double peak = 0;   ///< ledger peak of Category::activations during the step
+  double flops = 0;  ///< compute charged to the clock during the step, in FLOPs
+};
+
+/// One step of `net` on a fresh rank, from weights seeded `seed`: `train(rank, params, grads)`
+/// runs it (plainly, checkpointed or with selective recompute) and returns the loss.
+template <class Train>
+Step measure_step(const mgpu::model::Model& net, std::uint64_t seed, Train&& train) {
+  Step s;
+  mgpu::Cluster(1).run([&](mgpu::Rank& r) {
+    mgpu::model::Replica rep = net.make_replica(r.memory(), seed);
+    r.memory().reset_peaks();
+    const double t0 = r.clock().compute_time();
+    s.loss = train(r, rep.params.span(), rep.grads.span());
+    s.flops = (r.clock().compute_time() - t0) * r.config().flops_per_second;
+    s.peak = static_cast<double>(r.memory().peak(mgpu::Category::activations));
+    s.grads.assign(rep.grads.begin(), rep.grads.end());
+  });
+  return s;
+}
+
+/// Emits `at`.grads and `at`.loss of `step`, and `at`.bitwise_same_as_plain: 1 when its gradients
+/// are bit for bit those of `plain`, the same model trained without recomputing anything.
+inline void emit_against_plain(Ctx& ctx, const std::string& at, const Step& step,
+                               const Step& plain) {
+  ctx.emit(at + ".grads", every_kth(step.grads), DType::f32);
+  ctx.emit(at + ".loss", step.loss, DType::f32);
+  const bool same =
+      step.grads.size() == plain.grads.size() &&
+      std::memcmp(step.grads.data(), plain.grads.data(), plain.grads.size() * sizeof(float)) == 0;
+  ctx.emit(at + ".bitwise_same_as_plain", same ? 1.0 : 0.0);
+}
+
+}  // namespace mgpu::grade::checkpointing_cases
