@@ -5,10 +5,17 @@
 # name would be one entry running both.
 # Run after the link, before the cases are listed: cmake -DPROGRAM=<test program> -P this file.
 cmake_minimum_required(VERSION 3.20)
+# Listing runs no test, only what runs before main: the global initializers of the program and of
+# the chapter code it links. Those are bounded, so a hang there fails the build instead of
+# stopping it for good.
 execute_process(COMMAND ${PROGRAM} --list-test-cases --no-skip OUTPUT_VARIABLE listing
-                RESULT_VARIABLE status)
+                ERROR_VARIABLE errors RESULT_VARIABLE status TIMEOUT 60)
 if(NOT status EQUAL 0)
-  message(FATAL_ERROR "${PROGRAM} --list-test-cases failed (${status}):\n${listing}")
+  get_filename_component(program ${PROGRAM} NAME)
+  message(FATAL_ERROR
+          "${program} could not list its test cases (${status}). Listing runs only the code that "
+          "runs before main, such as a global variable's initializer in a chapter .cpp file: "
+          "that code crashed, threw or hung.\n${errors}")
 endif()
 
 # The listing as a CMake list of lines, with the characters CMake lists treat specially kept as
