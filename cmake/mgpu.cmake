@@ -64,6 +64,11 @@ function(mgpu_doctest)
   add_executable(${program} ${T_SOURCES})
   target_link_libraries(${program} PRIVATE mgpu_doctest_main ${T_LIBS})
   mgpu_strict_warnings(${program})
+  # The program's sources, for cmake/list_test_cases.cmake: `./mgpu test FILTER` reads the case
+  # names from them before anything is built.
+  list(TRANSFORM T_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ REGEX "^[^/]" OUTPUT_VARIABLE sources)
+  list(JOIN sources "\n" sources)
+  file(WRITE ${CMAKE_BINARY_DIR}/test_sources/${T_NAME}.txt "${sources}\n")
   add_custom_command(TARGET ${program} POST_BUILD
                      COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${program}>
                              -P ${PROJECT_SOURCE_DIR}/cmake/check_test_names.cmake
