@@ -6,6 +6,19 @@
 
 namespace mgpu::tensor_parallel {
 
+MatrixRM column_shard(MatIn w, int rank, int t) {
+  // TODO(11.4 column_shard): this rank's block of w's columns, so that the t blocks side by side
+  //   in rank order give w back. A bad t or rank throws (args::check_count, args::fail,
+  //   check_divides name the argument and the reason). Eigen's middleCols takes a block.
+  throw NotImplemented("11.4 column_shard");
+}
+
+MatrixRM row_shard(MatIn w, int rank, int t) {
+  // TODO(11.4 row_shard): this rank's block of w's rows, so that the t blocks stacked in rank
+  //   order give w back; bad arguments throw as in column_shard.
+  throw NotImplemented("11.4 row_shard");
+}
+
 void column_parallel_forward(MatIn x, MatIn w_shard, MatOut y_shard) {
   // TODO(11.4 column_parallel_forward): y_shard holds this rank's columns of x W, exactly what
   //   the unsplit layer gives in those columns; shapes that do not fit throw (args::fail names
@@ -114,9 +127,9 @@ void sp_ffn_backward(Rank& rank, Comm& tp, TpFfn& ffn, const SpFfnCache& cache, 
 SpAttentionCache sp_attention_forward(Rank& rank, Comm& tp, const TpAttention& attn, MatIn x_shard,
                                       std::int64_t seq, MatOut y_shard) {
   // TODO(11.4 sp_attention_forward): y_shard is this rank's token_rows of the unsplit attention's
-  //   output, after exactly one all-gather and one reduce-scatter. A shard may hold part of a
-  //   sequence, so the heads must see the gathered tokens in their original order; which
-  //   sizes must seq divide? The cache keeps the x shard (not the gathered x) and this rank's
+  //   output, after exactly one all-gather and one reduce-scatter. A shard may begin or end
+  //   inside a sequence: why does that not cut any head's attention short, and where must the
+  //   heads run for it not to? The cache keeps the x shard (not the gathered x) and this rank's
   //   heads' q, k, v, p, o under Category::activations; the (n, h) transients live in
   //   Category::comm only while used. Calls: Comm::all_gather, Comm::reduce_scatter,
   //   model::attention_forward (heads / t heads, as in tp_attention_forward), rank.compute.

@@ -41,7 +41,7 @@ double checkpointed_forward_backward(Rank& rank, const model::Model& model,
 
 std::int64_t best_interval(const model::Model& model, std::int64_t tokens) {
   // TODO(11.6 best_interval): the interval with the lowest predicted peak for this model and
-  //   `tokens`, using your formulas and the given byte helpers of checkpointing.hpp.
+  //   `tokens`, using your formulas and the given byte helpers of checkpointing_given.hpp.
   throw NotImplemented("11.6 best_interval");
 }
 

@@ -29,6 +29,25 @@ void check_bias(const char* where, const char* name, Eigen::Index size, Eigen::I
 
 }  // namespace
 
+MatrixRM column_shard(MatIn w, int rank, int t) {
+  args::check_count("column_shard", "t", t);
+  if (rank < 0 || rank >= t)
+    args::fail("column_shard", "rank", std::to_string(rank), "is outside [0, t): use a group rank");
+  check_divides("column_shard", "t", t, "columns", w.cols(),
+                "each rank takes a whole number of columns");
+  const Eigen::Index c = w.cols() / t;
+  return w.middleCols(rank * c, c);
+}
+
+MatrixRM row_shard(MatIn w, int rank, int t) {
+  args::check_count("row_shard", "t", t);
+  if (rank < 0 || rank >= t)
+    args::fail("row_shard", "rank", std::to_string(rank), "is outside [0, t): use a group rank");
+  check_divides("row_shard", "t", t, "rows", w.rows(), "each rank takes a whole number of rows");
+  const Eigen::Index r = w.rows() / t;
+  return w.middleRows(rank * r, r);
+}
+
 void column_parallel_forward(MatIn x, MatIn w_shard, MatOut y_shard) {
   check_shape("column_parallel_forward", "w_shard", w_shard.rows(), w_shard.cols(), x.cols(),
               w_shard.cols());

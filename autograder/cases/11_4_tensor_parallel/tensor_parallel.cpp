@@ -92,6 +92,25 @@ struct GridTraffic {
 
 }  // namespace
 
+MGPU_CASE("11_4.shards") {
+  // Every rank's column_shard and row_shard of a drawn matrix at every grid point: a block taken
+  // from the wrong place, or of the wrong size, is wrong here before any layer uses it.
+  for (const Shape& d : grid(ctx)) {
+    const MatrixRM w = matrix(ctx, d.h * d.t, d.f);  // t divides both sides
+    const std::string at = label(d);
+    for (int r = 0; r < d.t; ++r) {
+      ctx.emit(at + "column_shard_rank" + std::to_string(r), tp::column_shard(w, r, d.t),
+               DType::f32);
+      ctx.emit(at + "row_shard_rank" + std::to_string(r), tp::row_shard(w, r, d.t), DType::f32);
+    }
+  }
+  const MatrixRM w = matrix(ctx, 6, 4);
+  ctx.emit_rejects("column_shard_rejects_t_not_dividing", [&] { tp::column_shard(w, 0, 3); });
+  ctx.emit_rejects("row_shard_rejects_t_not_dividing", [&] { tp::row_shard(w, 0, 4); });
+  ctx.emit_rejects("column_shard_rejects_rank_outside", [&] { tp::column_shard(w, 2, 2); });
+  ctx.emit_rejects("row_shard_rejects_rank_outside", [&] { tp::row_shard(w, -1, 2); });
+}
+
 MGPU_CASE("11_4.column_parallel_linear") {
   GridTraffic traffic;
   for (const Shape& d : grid(ctx)) {
@@ -103,7 +122,8 @@ MGPU_CASE("11_4.column_parallel_linear") {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
       const Eigen::Index c = d.f / d.t;
       MatrixRM ys(d.n, c), dxs(d.n, d.h), dws = MatrixRM::Zero(d.h, c);
-      const MatrixRM ws = tp::column_shard(w, g.rank(), d.t);
+      const MatrixRM ws =
+          w.middleCols(g.rank() * c, c);  // cut here: graded apart from column_shard
       tp::column_parallel_forward(x, ws, ys);
       tp::column_parallel_backward(g, x, ws, dy.middleCols(g.rank() * c, c), dxs, dws);
       y.put(g.rank(), ys);  // each rank writes its own disjoint block
@@ -130,7 +150,7 @@ MGPU_CASE("11_4.row_parallel_linear") {
     cluster.run([&](mgpu::Rank& r) {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
       const Eigen::Index c = d.f / d.t;
-      const MatrixRM xs = x.middleCols(g.rank() * c, c), ws = tp::row_shard(w, g.rank(), d.t);
+      const MatrixRM xs = x.middleCols(g.rank() * c, c), ws = w.middleRows(g.rank() * c, c);
       MatrixRM ys(d.n, d.h), dxs(d.n, c), dws = MatrixRM::Zero(c, d.h);
       Eigen::RowVectorXf dbs = Eigen::RowVectorXf::Zero(d.h);
       tp::row_parallel_forward(g, xs, ws, bias, ys);

@@ -32,8 +32,7 @@ constexpr Shape kShapes[] = {{5, 6, 12}, {3, 7, 20}, {1, 3, 4}, {9, 10, 8}};
 
 }  // namespace
 
-TEST_CASE(
-    "given shard helpers: the t column (row) shards put side by side (stacked) are the matrix") {
+TEST_CASE("column_shard and row_shard: the t shards side by side (stacked) are the matrix") {
   const MatrixRM w = random_matrix(8, 12, 1);
   for (int t : {1, 2, 4}) {
     MatrixRM cols(8, 12), rows(8, 12);
@@ -48,15 +47,38 @@ TEST_CASE(
   CHECK_THROWS_AS(column_shard(w, 3, 3), std::invalid_argument);  // rank 3 of 3
 }
 
+// The tests of the layers cut their shards themselves (middleCols, middleRows), so that each
+// layer can pass before column_shard and row_shard are written.
+
+TEST_CASE("column-parallel forward equals the unsplit linear layer's columns (t = 1, 2, 4)") {
+  for (const Shape& s : kShapes) {
+    const MatrixRM x = random_matrix(s.n, s.hidden, 2), w = random_matrix(s.hidden, s.ffn, 3);
+    const Eigen::RowVectorXf no_bias;
+    MatrixRM y_ref(s.n, s.ffn);
+    model::linear_forward(x, w, no_bias, y_ref);
+    for (int t : {1, 2, 4}) {
+      const Eigen::Index c = s.ffn / t;
+      double worst = 0;
+      for (int rank = 0; rank < t; ++rank) {
+        MatrixRM y(s.n, c);
+        column_parallel_forward(x, w.middleCols(rank * c, c), y);
+        worst = std::max(worst, max_abs_diff(y, y_ref.middleCols(rank * c, c)));
+      }
+      std::printf("column-parallel forward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n,
+                  s.hidden, s.ffn, t, worst);
+      CHECK(worst <= kTol);
+    }
+  }
+}
+
 TEST_CASE(
-    "column-parallel linear equals the unsplit linear layer: y, dx and dW shards (t = 1, 2, 4)") {
+    "column-parallel backward equals the unsplit linear layer: whole dx, dW shards (t = 1, 2, "
+    "4)") {
   for (const Shape& s : kShapes) {
     const MatrixRM x = random_matrix(s.n, s.hidden, 2), w = random_matrix(s.hidden, s.ffn, 3);
     const MatrixRM dy = random_matrix(s.n, s.ffn, 4);
-    const Eigen::RowVectorXf no_bias;
     Eigen::RowVectorXf no_db;
-    MatrixRM y_ref(s.n, s.ffn), dx_ref(s.n, s.hidden), dw_ref = MatrixRM::Zero(s.hidden, s.ffn);
-    model::linear_forward(x, w, no_bias, y_ref);
+    MatrixRM dx_ref(s.n, s.hidden), dw_ref = MatrixRM::Zero(s.hidden, s.ffn);
     model::linear_backward(x, w, dy, dx_ref, dw_ref, no_db);
     for (int t : {1, 2, 4}) {
       std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
@@ -64,52 +86,104 @@ TEST_CASE(
       cluster.run([&](Rank& r) {
         Comm tp = tp_group(r, t);
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
-        MatrixRM y(s.n, c), dx(s.n, s.hidden), dw = MatrixRM::Zero(s.hidden, c);
-        column_parallel_forward(x, column_shard(w, tp.rank(), t), y);
-        column_parallel_backward(tp, x, column_shard(w, tp.rank(), t), dy.middleCols(first, c), dx,
-                                 dw);
+        MatrixRM dx(s.n, s.hidden), dw = MatrixRM::Zero(s.hidden, c);
+        column_parallel_backward(tp, x, w.middleCols(first, c), dy.middleCols(first, c), dx, dw);
         err[static_cast<std::size_t>(r.id())] =
-            std::max({max_abs_diff(y, y_ref.middleCols(first, c)), max_abs_diff(dx, dx_ref),
-                      max_abs_diff(dw, dw_ref.middleCols(first, c))});
+            std::max(max_abs_diff(dx, dx_ref), max_abs_diff(dw, dw_ref.middleCols(first, c)));
       });
       const double worst = *std::max_element(err.begin(), err.end());
-      std::printf("column-parallel n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.hidden,
-                  s.ffn, t, worst);
+      std::printf("column-parallel backward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n,
+                  s.hidden, s.ffn, t, worst);
       CHECK(worst <= kTol);
     }
   }
 }
 
-TEST_CASE(
-    "row-parallel linear equals the unsplit linear layer: y, dx, dW shards, whole b (t = 1, 2, "
-    "4)") {
+namespace {
+
+// The row-parallel layer's data: x (n, f), W (f, h), dy (n, h) and a replicated bias.
+struct RowData {
+  MatrixRM x, w, dy;
+  Eigen::RowVectorXf bias;
+};
+RowData row_data(const Shape& s) {
+  return {random_matrix(s.n, s.ffn, 5), random_matrix(s.ffn, s.hidden, 6),
+          random_matrix(s.n, s.hidden, 7), random_matrix(1, s.hidden, 10)};
+}
+
+}  // namespace
+
+TEST_CASE("row-parallel forward equals the unsplit x W + b on every rank (t = 1, 2, 4)") {
   for (const Shape& s : kShapes) {
-    const MatrixRM x = random_matrix(s.n, s.ffn, 5), w = random_matrix(s.ffn, s.hidden, 6);
-    const MatrixRM dy = random_matrix(s.n, s.hidden, 7);
-    // A replicated bias: it must be added once, after the sum, whatever t.
-    const Eigen::RowVectorXf bias = random_matrix(1, s.hidden, 10);
-    Eigen::RowVectorXf db_ref = Eigen::RowVectorXf::Zero(s.hidden);
-    MatrixRM y_ref(s.n, s.hidden), dx_ref(s.n, s.ffn), dw_ref = MatrixRM::Zero(s.ffn, s.hidden);
-    model::linear_forward(x, w, bias, y_ref);
-    model::linear_backward(x, w, dy, dx_ref, dw_ref, db_ref);
+    const RowData d = row_data(s);
+    // A replicated bias: it must be counted once, whatever t.
+    MatrixRM y_ref(s.n, s.hidden);
+    model::linear_forward(d.x, d.w, d.bias, y_ref);
     for (int t : {1, 2, 4}) {
       std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
       Cluster cluster(2 * t);
       cluster.run([&](Rank& r) {
         Comm tp = tp_group(r, t);
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
-        const MatrixRM x_shard = x.middleCols(first, c), w_shard = row_shard(w, tp.rank(), t);
-        MatrixRM y(s.n, s.hidden), dx(s.n, c), dw = MatrixRM::Zero(c, s.hidden);
-        Eigen::RowVectorXf db = Eigen::RowVectorXf::Zero(s.hidden);
-        row_parallel_forward(tp, x_shard, w_shard, bias, y);
-        row_parallel_backward(x_shard, w_shard, dy, dx, dw, db);
-        err[static_cast<std::size_t>(r.id())] =
-            std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref.middleCols(first, c)),
-                      max_abs_diff(dw, dw_ref.middleRows(first, c)), max_abs_diff(db, db_ref)});
+        MatrixRM y(s.n, s.hidden);
+        row_parallel_forward(tp, d.x.middleCols(first, c), d.w.middleRows(first, c), d.bias, y);
+        err[static_cast<std::size_t>(r.id())] = max_abs_diff(y, y_ref);
       });
       const double worst = *std::max_element(err.begin(), err.end());
-      std::printf("row-parallel n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn, s.hidden,
-                  t, worst);
+      std::printf("row-parallel forward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn,
+                  s.hidden, t, worst);
+      CHECK(worst <= kTol);
+    }
+  }
+}
+
+TEST_CASE(
+    "row-parallel backward equals the unsplit linear layer: dx, dW shards, whole db (t = 1, 2, "
+    "4)") {
+  for (const Shape& s : kShapes) {
+    const RowData d = row_data(s);
+    Eigen::RowVectorXf db_ref = Eigen::RowVectorXf::Zero(s.hidden);
+    MatrixRM dx_ref(s.n, s.ffn), dw_ref = MatrixRM::Zero(s.ffn, s.hidden);
+    model::linear_backward(d.x, d.w, d.dy, dx_ref, dw_ref, db_ref);
+    for (int t : {1, 2, 4}) {
+      double worst = 0;
+      for (int rank = 0; rank < t; ++rank) {
+        const Eigen::Index c = s.ffn / t, first = rank * c;
+        MatrixRM dx(s.n, c), dw = MatrixRM::Zero(c, s.hidden);
+        Eigen::RowVectorXf db = Eigen::RowVectorXf::Zero(s.hidden);
+        // No group at all: a rank's whole backward is computed from what it holds.
+        row_parallel_backward(d.x.middleCols(first, c), d.w.middleRows(first, c), d.dy, dx, dw, db);
+        worst = std::max({worst, max_abs_diff(dx, dx_ref.middleCols(first, c)),
+                          max_abs_diff(dw, dw_ref.middleRows(first, c)), max_abs_diff(db, db_ref)});
+      }
+      std::printf("row-parallel backward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn,
+                  s.hidden, t, worst);
+      CHECK(worst <= kTol);
+    }
+  }
+}
+
+TEST_CASE("tensor-parallel FFN forward equals model::ffn_forward on one rank (t = 1, 2, 4)") {
+  constexpr std::uint64_t seed = 42;
+  for (const Shape& s : kShapes) {
+    const FullFfn full = full_ffn_weights(s.hidden, s.ffn, seed);
+    const MatrixRM x = random_matrix(s.n, s.hidden, 8);
+    const Eigen::RowVectorXf no_bias;
+    MatrixRM h(s.n, s.ffn), a(s.n, s.ffn), y_ref(s.n, s.hidden);
+    model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, y_ref);
+    for (int t : {1, 2, 4}) {
+      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+      Cluster cluster(2 * t);
+      cluster.run([&](Rank& r) {
+        Comm tp = tp_group(r, t);
+        TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
+        MatrixRM y(s.n, s.hidden);
+        tp_ffn_forward(r, tp, ffn, x, y);
+        err[static_cast<std::size_t>(r.id())] = max_abs_diff(y, y_ref);
+      });
+      const double worst = *std::max_element(err.begin(), err.end());
+      std::printf("tp FFN forward n=%td h=%td f=%td t=%d: max error of y %.3g\n", s.n, s.hidden,
+                  s.ffn, t, worst);
       CHECK(worst <= kTol);
     }
   }
@@ -226,6 +300,31 @@ TEST_CASE("the ledger holds 1/t of the FFN's weights and gradients per rank: ffn
     }
     if (previous != 0) CHECK(cluster.report(0).memory.peak(Category::weights) * 2 == previous);
     previous = cluster.report(0).memory.peak(Category::weights);
+  }
+}
+
+TEST_CASE("attention split by heads: the forward equals model::attention_forward on one rank") {
+  constexpr std::uint64_t seed = 17;
+  const Eigen::Index batch = 2, seq = 3, h = 8, heads = 4, n = batch * seq;
+  const FullAttention full = full_attention_weights(h, seed);
+  const MatrixRM x = random_matrix(n, h, 13);
+  MatrixRM q(n, h), k(n, h), v(n, h), o(n, h), p(batch * heads * seq, seq), y_ref(n, h);
+  model::attention_forward(x, seq, heads, true, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
+                           y_ref);
+  for (int t : {1, 2, 4}) {
+    std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+    Cluster cluster(2 * t);
+    cluster.run([&](Rank& r) {
+      Comm tp = tp_group(r, t);
+      TpAttention attn = make_tp_attention(r, tp, h, heads, seed, true);
+      MatrixRM y(n, h);
+      tp_attention_forward(r, tp, attn, x, seq, y);
+      err[static_cast<std::size_t>(r.id())] = max_abs_diff(y, y_ref);
+    });
+    const double worst = *std::max_element(err.begin(), err.end());
+    std::printf("tp attention forward n=%td seq=%td h=%td heads=%td t=%d: max error of y %.3g\n", n,
+                seq, h, heads, t, worst);
+    CHECK(worst <= kTol);
   }
 }
 

@@ -3,6 +3,7 @@
 // the clock against recompute_extra_flops_fraction, and the peak's minimum near sqrt(L).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -79,6 +80,52 @@ TEST_CASE("the given block sizes are what the ledger records for one block's cac
       // cache).
       CHECK(r.memory().current(Category::activations) - before ==
             block.bytes() - block_checkpoint_bytes(net, batch.tokens()) + x.bytes());
+    });
+  }
+}
+
+TEST_CASE("recompute_segment alone: the caches of a plain cached forward, the checkpoint reused") {
+  // Blocks 1 and 2 of 4 (units 2 and 3), from a checkpoint of block 1's input.
+  for (bool attention : {true, false}) {
+    const model::Model net(config(4, attention));
+    const model::Batch batch = net.make_batch(2, 7);
+    const std::int64_t tokens = batch.tokens();
+    Cluster(1).run([&](Rank& r) {
+      model::Replica rep = net.make_replica(r.memory(), 3);
+      const std::span<const float> params(rep.params.span());
+      Buffer<float> x = net.input(r, batch);
+      x = net.unit_forward(r, 0, net.unit_view(params, 0), std::move(x), tokens, nullptr);
+      x = net.unit_forward(r, 1, net.unit_view(params, 1), std::move(x), tokens, nullptr);
+      Buffer<float> cp(r.memory(), Category::activations, x.size(), "checkpoint");
+      std::copy(x.begin(), x.end(), cp.begin());
+      // The reference: the same two blocks run forward with caches, from x itself.
+      std::vector<model::UnitCache> want(2), got(2);
+      for (int i = 0; i < 2; ++i)
+        x = net.unit_forward(r, 2 + i, net.unit_view(params, 2 + i), std::move(x), tokens,
+                             &want[static_cast<std::size_t>(i)]);
+      x.reset();
+      const std::size_t before = r.memory().current(Category::activations);
+      recompute_segment(r, net, params, Segment{1, 2}, std::move(cp), tokens, got);
+      std::size_t cached = 0;
+      for (std::size_t i = 0; i < 2; ++i) {
+        const model::UnitCache &w = want[i], &g = got[i];
+        CHECK(g.filled);
+        CHECK(g.tokens == w.tokens);
+        for (auto field : {&model::UnitCache::x, &model::UnitCache::q, &model::UnitCache::k,
+                           &model::UnitCache::v, &model::UnitCache::p, &model::UnitCache::o,
+                           &model::UnitCache::mid, &model::UnitCache::h, &model::UnitCache::a})
+          CHECK(std::vector<float>((g.*field).begin(), (g.*field).end()) ==
+                std::vector<float>((w.*field).begin(), (w.*field).end()));
+        cached += g.bytes();
+      }
+      // The checkpoint (counted in `before`) became block 1's saved input; the output is gone.
+      std::printf(
+          "recompute_segment attention=%d: activations grew by %zu bytes, caches hold %zu, "
+          "checkpoint %zu\n",
+          attention, r.memory().current(Category::activations) - before, cached,
+          block_checkpoint_bytes(net, tokens));
+      CHECK(r.memory().current(Category::activations) - before ==
+            cached - block_checkpoint_bytes(net, tokens));
     });
   }
 }
