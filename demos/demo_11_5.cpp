@@ -50,8 +50,8 @@ struct ScheduleRun {
   double predicted_step = 0;                // 0 while a TODO
 };
 
-// Megatron's warm-up on stage s plus the one forward that starts the steady state, as
-// interleaved_one_f_one_b_schedule's contract states it: min(v m, 2 (p-1-s) + (v-1) p + 1).
+// Megatron's warm-up on stage s plus the one forward that starts the steady state: the forwards
+// that fit before stage s's first gradient can be back, min(v m, 2 (p-1-s) + (v-1) p + 1).
 // The chapter has no formula function for it (in_flight_micro_batches covers GPipe and 1F1B).
 std::int64_t interleaved_in_flight(int p, int m, int v, int s) {
   const std::int64_t vm = static_cast<std::int64_t>(v) * m;

@@ -54,8 +54,7 @@ double pipeline_step_seconds(std::int64_t p, std::int64_t m, double forward_seco
 
 /// Micro-batches whose activations stage `stage` (0-based, 0 = first) holds at its peak.
 /// - GPipe runs all m forwards before any backward: m on every stage.
-/// - 1F1B lets stage i run p - i forwards before its first backward and then frees one for each
-///   new one: min(m, p - stage). The first stage holds the most, min(m, p).
+/// - 1F1B: min(m, p - stage), however large m grows. The first stage holds the most, min(m, p).
 /// @throws std::invalid_argument when p or m is below 1, or stage is not in [0, p).
 std::int64_t in_flight_micro_batches(Schedule schedule, std::int64_t p, std::int64_t m,
                                      std::int64_t stage);

@@ -18,45 +18,57 @@ PipelineSchedule gpipe_schedule(int p, int m) {
 }
 
 PipelineSchedule one_f_one_b_schedule(int p, int m) {
-  // TODO(11.5 one_f_one_b_schedule): a valid schedule with GPipe's bubble in which stage s never
-  //   holds more than min(m, p - s) micro-batches; for p = 2, m = 3 it is the header's example.
-  //   check_schedule and schedule_in_flight (given) test a result without running it.
+  // TODO(11.5 one_f_one_b_schedule): the schedule the header defines: valid, micro-batches in
+  //   order, stage s never holding more than min(m, p - s) and never putting off a forward it
+  //   could run within that limit. How many forwards does stage s run before its first backward,
+  //   and why that many? check_schedule and schedule_in_flight (given) test a result without
+  //   running it.
   throw NotImplemented("11.5 one_f_one_b_schedule");
+}
+
+void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
+                        const Action& a, std::span<const float> params,
+                        const model::Batch& micro_batch) {
+  // TODO(11.5 run_forward_action): one micro-batch forward through one chunk of this stage, as
+  //   the header states: where its input comes from, what it leaves in `state`, where its output
+  //   goes. The loss of the m micro-batches must add up to the mean loss. Stage and peers come
+  //   from pp, never from rank.id(). Start with one chunk per stage (chunk 0 of stage s is model
+  //   chunk s, its neighbours s - 1 and s + 1); which tag tells this message apart from every
+  //   other one a neighbour may send first? Calls: stage_units, model.input,
+  //   model.unit_forward, model.unit_view, model.loss_backward, pp.send / pp.recv, Buffer<float>
+  //   under Category::activations.
+  throw NotImplemented("11.5 run_forward_action");
+}
+
+void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
+                         const Action& a, std::span<const float> params, std::span<float> grads,
+                         const model::Batch& micro_batch) {
+  // TODO(11.5 run_backward_action): the same micro-batch back through the same chunk: the
+  //   gradient of the chunk's output flows back through its units, adding into their gradients
+  //   and freeing the saved activations, and the input gradient goes where the header says.
+  //   Calls: model.unit_backward, model.unit_view, pp.send / pp.recv.
+  throw NotImplemented("11.5 run_backward_action");
 }
 
 double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
                     const PipelineSchedule& schedule, std::span<const float> params,
                     std::span<float> grads, std::span<const model::Batch> micro_batches) {
   // TODO(11.5 run_pipeline): the executor: this stage runs its program of any valid schedule in
-  //   order and returns the mean loss over the micro-batches on the stage holding the last model
-  //   chunk (0 elsewhere). Done when the accumulated grads equal model.forward_backward on the
-  //   whole batch, the stage's stored activations follow the schedule (each (micro-batch, chunk)'s
-  //   from its forward to its backward, no longer), and every receive gets the message meant for
-  //   it whatever order a neighbour sends in. A schedule for another p or m throws. Stage and
-  //   peers come from pp, never from rank.id(). Start with one chunk per stage (GPipe, 1F1B):
-  //   chunk 0 of stage s is model chunk s, its neighbours s - 1 and s + 1. Calls: check_schedule,
-  //   stage_units, pp.send / pp.recv with tags.
-  // TODO(11.5 run_pipeline_forward): a forward action: the chunk's units run on micro-batch k's
-  //   input, keeping a model::UnitCache per unit until the matching backward; the output moves
-  //   on, and on the last model chunk it becomes the loss and its gradient, scaled so that the m
-  //   micro-batches give the mean loss. Calls: model.input, model.unit_forward, model.unit_view,
-  //   model.loss_backward, Buffer<float> under Category::activations.
-  // TODO(11.5 run_pipeline_backward): a backward action: the gradient of the chunk's output
-  //   flows back through its units, adding into their gradients and freeing the caches, and the
-  //   input gradient goes to the stage holding the model chunk before. Calls:
-  //   model.unit_backward, model.unit_view.
+  //   order, with your two actions, and returns the mean loss over the micro-batches on the
+  //   stage holding the last model chunk (0 elsewhere). A schedule that check_schedule rejects,
+  //   or one built for another p or m, throws before anything runs. Done when the accumulated
+  //   grads equal model.forward_backward on the whole batch for GPipe and 1F1B.
   throw NotImplemented("11.5 run_pipeline");
 }
 
 PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v) {
-  // TODO(11.5 interleaved_one_f_one_b_schedule): Megatron's interleaved order, as the header
-  //   spells it out: which micro-batch and chunk the i-th forward and the i-th backward take, a
-  //   warm-up of min(m*v, 2*(p - 1 - s) + (v - 1)*p) forwards, one forward then one backward
-  //   while forwards remain, then the backwards left. For p = 2, m = 2, v = 2 it is the header's
-  //   example; check_schedule (which also plays the programs against each other and names a
-  //   deadlock) and schedule_in_flight test a result without running it. Throws for p, m or v
-  //   below 1 and for m not a multiple of p. Your run_pipeline runs it once it follows the
-  //   chunks: chunk c of stage s is model chunk c*p + s of p*v.
+  // TODO(11.5 interleaved_one_f_one_b_schedule): Megatron's interleaved order as the header
+  //   defines it. Which micro-batch and chunk does a stage's i-th forward take, and its i-th
+  //   backward? How many forwards fit before stage s's first gradient can be back? For p = 2,
+  //   m = 2, v = 2 it is the header's example; check_schedule (which also plays the programs
+  //   against each other and names a deadlock) and schedule_in_flight test a result without
+  //   running it. Throws for p, m or v below 1 and for m not a multiple of p. Your run_pipeline
+  //   runs it once your actions follow the chunks: chunk c of stage s is model chunk c*p + s.
   throw NotImplemented("11.5 interleaved_one_f_one_b_schedule");
 }
 

@@ -1,239 +1,22 @@
 // 11.5 Pipeline schedules as data, and an executor that runs any of them across stage ranks:
 // each stage holds a contiguous range of the course model's units, receives activations from
 // the stage before it, sends them on, and sends input gradients back the other way.
+// The data types and the given helpers (check_schedule, schedule_in_flight, stage_units,
+// split_micro_batches) are in schedule_given.hpp; this file is the contract of your TODOs.
 #pragma once
 
 #include "11_5_pipeline/formulas.hpp"
+#include "11_5_pipeline/schedule_given.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/model/model.hpp"
 #include "mgpu/not_implemented.hpp"
 
-#include <algorithm>
-#include <cstdint>
 #include <span>
-#include <stdexcept>
-#include <string>
-#include <utility>
 #include <vector>
 
 namespace mgpu::pipeline {
 
-/// Direction of one step of a stage's program.
-enum class Pass {
-  forward,   ///< receive the activation (unless first chunk), run the chunk's units, send it on
-  backward,  ///< receive the output gradient (unless last chunk), run unit_backward, send dX back
-};
-
-/// One entry of a stage's program: which pass of which micro-batch on which of the stage's
-/// chunks comes next. GPipe and 1F1B give each stage one chunk, so their chunk is always 0.
-struct Action {
-  Pass pass = Pass::forward;  ///< forward or backward
-  int micro_batch = 0;        ///< 0-based micro-batch index
-  int chunk = 0;              ///< which of the stage's v chunks, 0..v-1 (see PipelineSchedule)
-  /// Same pass of the same micro-batch on the same chunk.
-  friend bool operator==(const Action&, const Action&) = default;
-};
-
-/// Given: "backward of micro-batch 3 chunk 0", the words check_schedule's messages use.
-inline std::string describe(const Action& a) {
-  return std::string(a.pass == Pass::forward ? "forward" : "backward") + " of micro-batch " +
-         std::to_string(a.micro_batch) + " chunk " + std::to_string(a.chunk);
-}
-
-/// A pipeline schedule: for every stage, the ordered actions that stage runs in one step.
-///
-/// The model's blocks are cut into p * v equal *model chunks* 0..p*v-1 (v = `chunks`), and stage
-/// s holds v of them, round robin: its chunk c is model chunk c * p + s, so a micro-batch goes
-/// round all p stages v times (Narayanan et al. 2021's virtual pipeline; v = 1 is the plain
-/// pipeline, where stage s holds model chunk s). The sends and receives are implied: the forward
-/// of micro-batch k on model chunk j > 0 first receives k's activation from the stage holding
-/// chunk j - 1 (stage p - 1 when a round wraps back to stage 0), and one on j < p*v - 1 ends by
-/// sending it to the stage holding chunk j + 1; a backward mirrors it.
-/// Micro-batches are interchangeable (equal size and cost), so numbering them in another order
-/// that every stage shares gives the same schedule: the graded cases compare schedules after
-/// renumbering the micro-batches in the order stage 0 runs their forwards.
-struct PipelineSchedule {
-  int stages = 1;                              ///< p
-  int micro_batches = 1;                       ///< m
-  std::vector<std::vector<Action>> per_stage;  ///< per_stage[s] is stage s's program
-  int chunks = 1;                              ///< v: model chunks per stage (1 unless interleaved)
-};
-
-/// Given: throws std::invalid_argument naming the first problem unless `schedule` is valid and
-/// runs to its end. Checked in this order:
-/// 1. p, m and v are at least 1 and there are p programs;
-/// 2. each stage's program, action by action: the chunk in [0, v) and the micro-batch in [0, m),
-///    no pass run twice, no backward before the forward of the same micro-batch and chunk; then
-///    every (micro-batch, chunk) has both passes. The message names the first offending action:
-///    "stage 1, position 4 (backward of micro-batch 2 chunk 0): runs before its forward";
-/// 3. no deadlock: the programs are played against each other as the executor runs them (an
-///    action starts only once its input exists: the activation from the forward of the model
-///    chunk before, or the gradient from the backward of the chunk after; sends never wait).
-///    When no stage can move, the message names where every unfinished stage waits and for what:
-///    "deadlock: stage 0 waits at position 2 (backward of micro-batch 0 chunk 0) for stage 1's
-///    backward of micro-batch 0 chunk 0; stage 1 waits at ...".
-inline void check_schedule(const PipelineSchedule& schedule) {
-  const auto fail = [](const std::string& what, const std::string& fix) {
-    throw std::invalid_argument("check_schedule: " + what + "; " + fix);
-  };
-  const std::string once =
-      "every stage must run each micro-batch's forward, then its backward, exactly once per chunk";
-  const int p = schedule.stages, m = schedule.micro_batches, v = schedule.chunks;
-  if (p < 1 || m < 1 || v < 1)
-    fail("stages=" + std::to_string(p) + ", micro_batches=" + std::to_string(m) +
-             " and chunks=" + std::to_string(v) + " must all be at least 1",
-         once);
-  if (schedule.per_stage.size() != static_cast<std::size_t>(p))
-    fail(std::to_string(schedule.per_stage.size()) + " programs for " + std::to_string(p) +
-             " stages",
-         once);
-  // Flags are indexed by k * v + c, one per (micro-batch, chunk) of a stage.
-  const auto slots = static_cast<std::size_t>(m) * static_cast<std::size_t>(v);
-  const auto slot = [v](const Action& a) {
-    return static_cast<std::size_t>(a.micro_batch) * static_cast<std::size_t>(v) +
-           static_cast<std::size_t>(a.chunk);
-  };
-  const auto at = [](int s, std::size_t i, const Action& a) {
-    return "stage " + std::to_string(s) + ", position " + std::to_string(i) + " (" + describe(a) +
-           ")";
-  };
-  for (int s = 0; s < p; ++s) {
-    const auto& program = schedule.per_stage[static_cast<std::size_t>(s)];
-    std::vector<int> fwd(slots, 0), bwd(slots, 0);
-    for (std::size_t i = 0; i < program.size(); ++i) {
-      const Action& a = program[i];
-      if (a.chunk < 0 || a.chunk >= v)
-        fail(at(s, i, a) + ": chunk " + std::to_string(a.chunk) + " is outside [0, " +
-                 std::to_string(v) + ")",
-             once);
-      if (a.micro_batch < 0 || a.micro_batch >= m)
-        fail(at(s, i, a) + ": micro-batch " + std::to_string(a.micro_batch) + " is outside [0, " +
-                 std::to_string(m) + ")",
-             once);
-      const std::size_t k = slot(a);
-      if (a.pass == Pass::forward) {
-        if (++fwd[k] > 1) fail(at(s, i, a) + ": runs a second time", once);
-      } else {
-        if (fwd[k] == 0) fail(at(s, i, a) + ": runs before its forward", once);
-        if (++bwd[k] > 1) fail(at(s, i, a) + ": runs a second time", once);
-      }
-    }
-    for (std::size_t k = 0; k < slots; ++k)
-      if (fwd[k] != 1 || bwd[k] != 1) {
-        const Action missing{fwd[k] == 1 ? Pass::backward : Pass::forward, static_cast<int>(k) / v,
-                             static_cast<int>(k) % v};
-        fail("stage " + std::to_string(s) + " never runs the " + describe(missing) +
-                 " (its program has " + std::to_string(program.size()) + " actions)",
-             once);
-      }
-  }
-
-  // Play the programs: each stage runs its next action as soon as that action's input exists.
-  // Model chunk j lives on stage j % p as its chunk j / p (see PipelineSchedule).
-  const int last = p * v - 1;
-  std::vector<std::vector<char>> fdone(static_cast<std::size_t>(p), std::vector<char>(slots, 0));
-  std::vector<std::vector<char>> bdone = fdone;
-  // The stage and action whose output `a` on stage s needs; stage -1 when it needs none.
-  const auto producer = [&](int s, const Action& a) -> std::pair<int, Action> {
-    const int j = a.chunk * p + s;
-    if (a.pass == Pass::forward)
-      return j == 0 ? std::pair{-1, a}
-                    : std::pair{(j - 1) % p, Action{Pass::forward, a.micro_batch, (j - 1) / p}};
-    // The last chunk's backward starts from the loss its own forward left (checked above).
-    return j == last ? std::pair{-1, a}
-                     : std::pair{(j + 1) % p, Action{Pass::backward, a.micro_batch, (j + 1) / p}};
-  };
-  std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (int s = 0; s < p; ++s) {
-      const auto& program = schedule.per_stage[static_cast<std::size_t>(s)];
-      auto& i = next[static_cast<std::size_t>(s)];
-      while (i < program.size()) {
-        const Action& a = program[i];
-        const auto [from, need] = producer(s, a);
-        if (from >= 0) {
-          const auto& done = need.pass == Pass::forward ? fdone : bdone;
-          if (!done[static_cast<std::size_t>(from)][slot(need)]) break;
-        }
-        (a.pass == Pass::forward ? fdone : bdone)[static_cast<std::size_t>(s)][slot(a)] = 1;
-        ++i;
-        moved = true;
-      }
-    }
-  }
-  std::string stuck;
-  for (int s = 0; s < p; ++s) {
-    const auto& program = schedule.per_stage[static_cast<std::size_t>(s)];
-    const std::size_t i = next[static_cast<std::size_t>(s)];
-    if (i == program.size()) continue;
-    const auto [from, need] = producer(s, program[i]);
-    stuck += (stuck.empty() ? "" : "; ") + std::string("stage ") + std::to_string(s) +
-             " waits at position " + std::to_string(i) + " (" + describe(program[i]) +
-             ") for stage " + std::to_string(from) + "'s " + describe(need);
-  }
-  if (!stuck.empty())
-    fail("deadlock: " + stuck,
-         "order each program so that every action's input comes from an action its neighbour can "
-         "reach first");
-}
-
-/// Given: the most (micro-batch, chunk) pairs stage `stage`'s program holds at once (forwards
-/// run whose backward has not run yet): what the schedule asks of the stage's activation memory,
-/// in chunk-micro-batches (one chunk's activations for one micro-batch; a whole stage's when v =
-/// 1).
-inline std::int64_t schedule_in_flight(const PipelineSchedule& schedule, int stage) {
-  std::int64_t now = 0, peak = 0;
-  for (const Action& a : schedule.per_stage.at(static_cast<std::size_t>(stage))) {
-    now += a.pass == Pass::forward ? 1 : -1;
-    peak = std::max(peak, now);
-  }
-  return peak;
-}
-
-/// The units stage `stage` of a p-stage pipeline holds: [first, last) in forward order.
-struct StageUnits {
-  int first = 0;  ///< first unit
-  int last = 0;   ///< one past the last unit
-  /// Same range.
-  friend bool operator==(const StageUnits&, const StageUnits&) = default;
-};
-
-/// Given: the stage split the chapter uses: the n_layers blocks in p equal runs (as
-/// layers_per_stage), with the embedding added to stage 0 and the head to stage p - 1, so stages
-/// cost the same up to those two small units. The same split gives the model chunks of an
-/// interleaved pipeline: with v chunks per stage, stage_units(model, p * v, j) are the units of
-/// model chunk j (embedding in chunk 0, head in chunk p*v - 1), and which stage holds chunk j is
-/// the executor's business (PipelineSchedule).
-/// @throws std::invalid_argument when p does not divide n_layers or stage is not in [0, p).
-inline StageUnits stage_units(const model::Model& model, int p, int stage) {
-  const std::int64_t layers = model.config().n_layers;
-  if (p < 1 || layers % p != 0)
-    throw std::invalid_argument("stage_units: p=" + std::to_string(p) +
-                                " does not divide n_layers=" + std::to_string(layers) +
-                                "; stages must have equal depth");
-  const std::int64_t per = layers / p;
-  if (stage < 0 || stage >= p)
-    throw std::invalid_argument("stage_units: stage " + std::to_string(stage) + " is outside [0, " +
-                                std::to_string(p) + "); stages are numbered 0 to p-1");
-  // Unit 0 is the embedding, units 1..L the blocks, L + 1 the head.
-  const int first = stage == 0 ? 0 : 1 + static_cast<int>(per) * stage;
-  const int last = stage == p - 1 ? model.num_units() : 1 + static_cast<int>(per) * (stage + 1);
-  return {first, last};
-}
-
-/// Given: `batch` cut into m equal micro-batches of whole sequences (the slices a step pipelines).
-/// @throws std::invalid_argument when m < 1 or m does not divide the batch's sequences.
-inline std::vector<model::Batch> split_micro_batches(const model::Batch& batch, int m) {
-  if (m < 1 || batch.sequences % m != 0)
-    throw std::invalid_argument("split_micro_batches: " + std::to_string(batch.sequences) +
-                                " sequences do not split into m=" + std::to_string(m) +
-                                " equal micro-batches; pick m dividing the batch size");
-  std::vector<model::Batch> out;
-  const std::int64_t each = batch.sequences / m;
-  for (int k = 0; k < m; ++k) out.push_back(batch.slice(k * each, each));
-  return out;
-}
+// ------------------------------------------------------------------ schedules
 
 /// GPipe (Huang et al. 2019): every stage runs the forwards of micro-batches 0..m-1, then their
 /// backwards in the same order 0..m-1. Every stage holds all m micro-batches at its peak.
@@ -242,11 +25,11 @@ inline std::vector<model::Batch> split_micro_batches(const model::Batch& batch, 
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule gpipe_schedule(int p, int m);
 
-/// 1F1B (PipeDream-Flush, Narayanan et al. 2021): stage s runs w = min(m, p - 1 - s) warm-up
-/// forwards (micro-batches 0..w-1), then alternates one forward (the next micro-batch) and one
-/// backward (the oldest held) while forwards remain, then the remaining backwards (cool-down).
-/// Same bubble as GPipe; stage s holds min(m, p - s) micro-batches at its peak.
-/// Example, p = 2, m = 3: stage 0 runs F0 F1 B0 F2 B1 B2; stage 1 runs F0 B0 F1 B1 F2 B2.
+/// 1F1B (PipeDream-Flush, Narayanan et al. 2021): GPipe's bubble with far less activation memory.
+/// The schedule is the valid one (check_schedule accepts it) in which, on every stage s:
+/// - the forwards take the micro-batches in order 0..m-1, and so do the backwards;
+/// - the stage never holds more than min(m, p - s) micro-batches at once (schedule_in_flight);
+/// - it never runs a backward while a forward is left that it could run within that limit.
 /// (Taking the micro-batches in another order shared by all stages, say m-1 down to 0, is the
 /// same schedule: see PipelineSchedule.)
 ///
@@ -257,25 +40,84 @@ PipelineSchedule one_f_one_b_schedule(int p, int m);
 /// Interleaved 1F1B (Narayanan et al. 2021, Megatron-LM's "virtual pipeline"): each stage holds
 /// v model chunks (stage s's chunk c is model chunk c*p + s, see PipelineSchedule), so filling
 /// and draining the pipeline takes slots of one chunk, 1/v of a stage, and the bubble falls to
-/// (p - 1) / (v*m + p - 1). Megatron's order on stage s:
-/// - the stage runs m*v chunk-forwards and m*v chunk-backwards. Its i-th forward (i from 0) is
-///   on chunk (i / p) % v of micro-batch (i / (p*v)) * p + i % p: micro-batches go in groups of
-///   p, each group through chunk 0, then chunk 1, ... The i-th backward takes the same
-///   micro-batch but chunk v - 1 - (i / p) % v: gradients enter at the last chunk.
-/// - warm-up: the first w = min(m*v, 2*(p - 1 - s) + (v - 1)*p) forwards;
-/// - steady state: forward w + i, then backward i, for i = 0, 1, ... while forwards remain;
-/// - cool-down: the backwards left.
-/// Stage s then holds min(m*v, w + 1) chunk-micro-batches at its peak (schedule_in_flight). The
-/// result passes check_schedule, deadlock check included. v = 1 is a valid pipeline too (with a
-/// longer warm-up than one_f_one_b_schedule's).
+/// (p - 1) / (v*m + p - 1). Megatron's order, on every stage s:
+/// - the stage runs m*v chunk-forwards and m*v chunk-backwards. The forwards take the
+///   micro-batches in groups of p (0..p-1, then p..2p-1, ...): a group goes through chunk 0, its
+///   micro-batches in order, then through chunk 1 in the same order, up to chunk v-1, before the
+///   next group starts. The backwards take the same groups in the same order, but the chunks from
+///   v-1 down to 0: gradients enter at the last chunk.
+/// - before its first backward the stage runs as many forwards (at most m*v) as fit before the
+///   gradient that backward needs could be back, if every chunk-forward and chunk-backward took
+///   one slot and messages were free; from then on it runs one backward, one forward, in turn,
+///   while forwards remain, then the backwards left.
+/// The result passes check_schedule, deadlock check included. v = 1 is a valid pipeline too, not
+/// the same as one_f_one_b_schedule (which caps memory rather than filling time).
 /// Example, p = 2, m = 2, v = 2, as Fk.c / Bk.c for micro-batch k on chunk c: stage 0 runs
-/// F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0 (w = 4, all of them); stage 1 runs
-/// F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0 (w = 2).
+/// F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0; stage 1 runs F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0.
 ///
 /// TODO 12 of 11.5.
 /// @throws std::invalid_argument when p, m or v is below 1, or m is not a multiple of p
 ///         (Megatron's requirement: the micro-batches go through the chunks in groups of p).
 PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
+
+// ------------------------------------------------------------------ the executor
+
+/// What one stage keeps between the actions of one step; run_pipeline makes one per step and
+/// hands it to every forward and backward action of the stage's program. A stage of p = pp.size()
+/// runs model chunks j = c*p + pp.rank() for its chunks c (PipelineSchedule).
+struct StageState {
+  /// For m micro-batches and v chunks per stage, holding nothing yet.
+  StageState(int micro_batches_, int chunks_)
+      : micro_batches(micro_batches_),
+        chunks(chunks_),
+        caches(static_cast<std::size_t>(micro_batches_) * static_cast<std::size_t>(chunks_)),
+        loss_grads(static_cast<std::size_t>(micro_batches_)) {}
+
+  int micro_batches;  ///< m: each micro-batch's loss counts 1/m of the step's
+  int chunks;         ///< v: chunks per stage
+  /// caches[k*v + c]: one model::UnitCache per unit of chunk c, filled by the forward of
+  /// micro-batch k on chunk c and emptied by its backward: its saved activations, which the
+  /// ledger counts under Category::activations for that long and no longer.
+  std::vector<std::vector<model::UnitCache>> caches;
+  /// loss_grads[k]: on the stage that holds the last model chunk, from micro-batch k's forward
+  /// to its backward there, the gradient of k's loss times 1/m with respect to the head's output
+  /// (tokens, d_out), a Category::activations buffer; empty otherwise.
+  std::vector<Buffer<float>> loss_grads;
+  /// The sum of loss/m over the micro-batches whose forward has run the last model chunk here.
+  double loss = 0;
+};
+
+/// Runs forward action `a` of stage s = pp.rank() in a p = pp.size() stage pipeline: micro-batch
+/// k = a.micro_batch (`micro_batch`) through model chunk j = a.chunk*p + s of p*v
+/// (v = state.chunks), whose units are stage_units(model, p*v, j).
+/// - Model chunk 0 starts from the micro-batch's inputs; any other takes its input from what the
+///   forward of k on model chunk j - 1 sent (on stage (j - 1) % p).
+/// - After it returns, state.caches[k*v + a.chunk] holds the chunk's saved activations, and
+///   either the chunk's output has been sent on for the forward of k on model chunk j + 1, or,
+///   on the last model chunk, state.loss has grown by k's loss / m and state.loss_grads[k] holds
+///   that scaled loss's gradient (see StageState).
+/// - Reads only the chunk's units of `params` (the full flat buffer in the model's layout).
+/// - Tags its messages so that every receive gets the message meant for it, whatever order the
+///   neighbours run their actions in.
+/// @throws std::invalid_argument when p*v does not divide the model's layers (stage_units).
+void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
+                        const Action& a, std::span<const float> params,
+                        const model::Batch& micro_batch);
+
+/// Runs backward action `a` of stage s = pp.rank(): micro-batch k = a.micro_batch back through
+/// model chunk j = a.chunk*p + s, whose forward this stage has run with the same `state`.
+/// - The gradient of the chunk's output is state.loss_grads[k] on the last model chunk, and what
+///   the backward of k on model chunk j + 1 sent otherwise.
+/// - After it returns, the gradient of k's loss / m with respect to the chunk's units' weights
+///   has been ADDED into their ranges of `grads` (nothing else is written), state.caches[k*v +
+///   a.chunk] is empty (its activations freed) and so is state.loss_grads[k]; unless j = 0, the
+///   gradient with respect to the chunk's input has been sent for the backward of k on model
+///   chunk j - 1.
+/// - Tags its messages as run_forward_action does.
+/// @throws std::invalid_argument when p*v does not divide the model's layers (stage_units).
+void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
+                         const Action& a, std::span<const float> params, std::span<float> grads,
+                         const model::Batch& micro_batch);
 
 /// Runs stage pp.rank()'s program of `schedule` for one training step and returns the mean loss
 /// over the micro-batches on the stage holding the last model chunk (0 on the others).
@@ -284,46 +126,18 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 /// j = c*p + pp.rank() of the p*v, and its units are stage_units(model, p*v, j) (for v = 1 that
 /// is stage_units(model, p, stage)). `params` and `grads` are full flat buffers in the model's
 /// layout of which only this stage's units are read and written. Gradients are ACCUMULATED into
-/// `grads`: the loss of each micro-batch is scaled by 1/m, so the sum is the gradient of the mean
-/// loss over the whole batch, as model.forward_backward on it gives.
+/// `grads`: once every stage has run, their ranges together hold model.forward_backward's
+/// gradient of the mean loss on the whole batch (added to what was there).
+/// Each (micro-batch, chunk)'s saved activations stay in the ledger (Category::activations) from
+/// its forward to its backward, so a stage's activation peak follows schedule_in_flight of its
+/// program, plus the boundary buffers in transit. Messages pair correctly for every schedule that
+/// check_schedule accepts, whatever order each stage takes the micro-batches in.
 ///
-/// TODO 11 of 11.5.
-/// - forward of micro-batch k on chunk c (model chunk j): chunk 0 starts from
-///   model.input(rank, micro_batches[k]); the others receive (tokens, in_width of the chunk's
-///   first unit) from the stage holding chunk j - 1 into a Category::activations buffer. Run the
-///   chunk's units with a UnitCache each, kept until the backward of (k, c). The last chunk
-///   (j = p*v - 1) turns the head output into the loss gradient (loss_backward, scale 1/m),
-///   kept as k's output gradient; the others send the output to the stage holding chunk j + 1.
-/// - backward of micro-batch k on chunk c: the last chunk uses the kept gradient; the others
-///   receive it from the stage holding chunk j + 1. Run unit_backward from the chunk's last unit
-///   down to its first (this empties the caches of (k, c), freeing its activations) and send dX
-///   to the stage holding chunk j - 1 unless j = 0.
-/// - tag each message with the micro-batch, the chunk and the direction so that any valid
-///   schedule pairs sends and receives correctly.
+/// TODO 11 of 11.5: run_forward_action, run_backward_action, then run_pipeline.
 /// @throws std::invalid_argument when the schedule is invalid (check_schedule), its p is not
 ///         pp.size(), its m is not micro_batches.size(), or p*v does not divide the model's layers.
 double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
                     const PipelineSchedule& schedule, std::span<const float> params,
                     std::span<float> grads, std::span<const model::Batch> micro_batches);
-
-/// Given: run_pipeline with the stage's units spelled out, for schedules of one chunk per stage
-/// (GPipe, 1F1B). `units` must be stage_units(model, pp.size(), pp.rank()), which the form above
-/// works out itself.
-/// @throws std::invalid_argument when the schedule has several chunks or `units` is another range,
-///         and as the form above.
-inline double run_pipeline(Rank& rank, Comm& pp, const model::Model& model, StageUnits units,
-                           const PipelineSchedule& schedule, std::span<const float> params,
-                           std::span<float> grads, std::span<const model::Batch> micro_batches) {
-  if (schedule.chunks != 1)
-    throw std::invalid_argument(
-        "run_pipeline: a schedule of " + std::to_string(schedule.chunks) +
-        " chunks per stage has no single range of units; call the form without units");
-  if (units != stage_units(model, pp.size(), pp.rank()))
-    throw std::invalid_argument("run_pipeline: units [" + std::to_string(units.first) + ", " +
-                                std::to_string(units.last) + ") are not stage " +
-                                std::to_string(pp.rank()) +
-                                "'s; pass stage_units(model, pp.size(), pp.rank())");
-  return run_pipeline(rank, pp, model, schedule, params, grads, micro_batches);
-}
 
 }  // namespace mgpu::pipeline

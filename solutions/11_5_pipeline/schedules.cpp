@@ -33,11 +33,27 @@ struct Chunks {
   int chunk_of(int j) const { return j / p; }
 };
 
-// What one in-flight (micro-batch, chunk) keeps on this stage between its forward and backward.
-struct InFlight {
-  std::vector<model::UnitCache> caches;  // one per unit of the chunk
-  Buffer<float> dloss;                   // last model chunk only: the gradient of the head output
+// Where an action of this stage runs: its model chunk j in the chain of p*v, and its units.
+struct Place {
+  Chunks ring;
+  int stage;
+  int j;
+  int last;  // the last model chunk, p*v - 1, which ends in the loss
+  StageUnits units;
 };
+
+Place place_of(int stage, int p, const model::Model& model, const StageState& state,
+               const Action& a) {
+  const Chunks ring{p, state.chunks};
+  const int j = ring.model_chunk(stage, a.chunk);
+  return {ring, stage, j, p * state.chunks - 1, stage_units(model, p * state.chunks, j)};
+}
+
+// Caches are kept per (micro-batch, chunk): the forwards of one micro-batch on several chunks
+// of this stage are in flight at once.
+std::size_t slot_of(const StageState& state, const Action& a) {
+  return static_cast<std::size_t>(a.micro_batch * state.chunks + a.chunk);
+}
 
 }  // namespace
 
@@ -68,6 +84,62 @@ PipelineSchedule one_f_one_b_schedule(int p, int m) {
   return s;
 }
 
+void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
+                        const Action& a, std::span<const float> params,
+                        const model::Batch& micro_batch) {
+  const Place at = place_of(pp.rank(), pp.size(), model, state, a);
+  const int v = state.chunks;
+  const std::int64_t tokens = micro_batch.tokens();
+  Buffer<float> x;
+  if (at.j == 0) {
+    x = model.input(rank, micro_batch);
+  } else {
+    x = Buffer<float>(rank.memory(), Category::activations,
+                      static_cast<std::size_t>(tokens * model.unit(at.units.first).in_width),
+                      "pp.recv.x");
+    pp.recv(x.span(), at.ring.stage_of(at.j - 1), tag_of(a, v));
+  }
+  auto& caches = state.caches[slot_of(state, a)];
+  caches = std::vector<model::UnitCache>(static_cast<std::size_t>(at.units.last - at.units.first));
+  for (int u = at.units.first; u < at.units.last; ++u)
+    x = model.unit_forward(rank, u, model.unit_view(params, u), std::move(x), tokens,
+                           &caches[static_cast<std::size_t>(u - at.units.first)]);
+  if (at.j == at.last) {
+    const float scale = 1.0f / static_cast<float>(state.micro_batches);
+    Buffer<float>& dloss = state.loss_grads[static_cast<std::size_t>(a.micro_batch)];
+    dloss = Buffer<float>(rank.memory(), Category::activations, x.size(), "pp.dloss");
+    state.loss += model.loss_backward(x.span(), micro_batch, dloss.span(), scale) * scale;
+  } else {
+    pp.send(x.span(), at.ring.stage_of(at.j + 1),
+            tag_of({Pass::forward, a.micro_batch, at.ring.chunk_of(at.j + 1)}, v));
+  }
+}
+
+void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
+                         const Action& a, std::span<const float> params, std::span<float> grads,
+                         const model::Batch& micro_batch) {
+  const Place at = place_of(pp.rank(), pp.size(), model, state, a);
+  const int v = state.chunks;
+  const std::int64_t tokens = micro_batch.tokens();
+  Buffer<float> d;
+  if (at.j == at.last) {
+    d = std::move(state.loss_grads[static_cast<std::size_t>(a.micro_batch)]);
+  } else {
+    d = Buffer<float>(rank.memory(), Category::activations,
+                      static_cast<std::size_t>(tokens * model.unit(at.units.last - 1).out_width),
+                      "pp.recv.dy");
+    pp.recv(d.span(), at.ring.stage_of(at.j + 1), tag_of(a, v));
+  }
+  auto& caches = state.caches[slot_of(state, a)];
+  for (int u = at.units.last - 1; u >= at.units.first; --u)
+    d = model.unit_backward(rank, u, model.unit_view(params, u), model.unit_view(grads, u),
+                            caches[static_cast<std::size_t>(u - at.units.first)], d.span());
+  caches.clear();
+  if (at.j > 0)
+    pp.send(d.span(), at.ring.stage_of(at.j - 1),
+            tag_of({Pass::backward, a.micro_batch, at.ring.chunk_of(at.j - 1)}, v));
+}
+
 double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
                     const PipelineSchedule& schedule, std::span<const float> params,
                     std::span<float> grads, std::span<const model::Batch> micro_batches) {
@@ -79,65 +151,16 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
         ", m=" + std::to_string(schedule.micro_batches) + " but the group has " +
         std::to_string(pp.size()) + " stages and " + std::to_string(micro_batches.size()) +
         " micro-batches were given; build the schedule for this group and batch");
-  const int stage = pp.rank();
-  const int p = schedule.stages, v = schedule.chunks;
-  const Chunks ring{p, v};
-  const int last_chunk = p * v - 1;
-  const float scale = 1.0f / static_cast<float>(schedule.micro_batches);
-  std::vector<StageUnits> chunk_units;  // this stage's chunks, by chunk index
-  for (int c = 0; c < v; ++c)
-    chunk_units.push_back(stage_units(model, p * v, ring.model_chunk(stage, c)));
-  std::vector<InFlight> held(micro_batches.size() * static_cast<std::size_t>(v));  // by k * v + c
-  double loss = 0;
-
-  for (const Action& a : schedule.per_stage[static_cast<std::size_t>(stage)]) {
+  StageState state(schedule.micro_batches, schedule.chunks);
+  // The stage runs its program in order; the schedule, not the executor, decides what comes next.
+  for (const Action& a : schedule.per_stage[static_cast<std::size_t>(pp.rank())]) {
     const model::Batch& mb = micro_batches[static_cast<std::size_t>(a.micro_batch)];
-    const std::int64_t tokens = mb.tokens();
-    const int j = ring.model_chunk(stage, a.chunk);
-    const StageUnits units = chunk_units[static_cast<std::size_t>(a.chunk)];
-    InFlight& slot = held[static_cast<std::size_t>(a.micro_batch * v + a.chunk)];
-    if (a.pass == Pass::forward) {
-      Buffer<float> x;
-      if (j == 0) {
-        x = model.input(rank, mb);
-      } else {
-        x = Buffer<float>(rank.memory(), Category::activations,
-                          static_cast<std::size_t>(tokens * model.unit(units.first).in_width),
-                          "pp.recv.x");
-        pp.recv(x.span(), ring.stage_of(j - 1), tag_of(a, v));
-      }
-      slot.caches =
-          std::vector<model::UnitCache>(static_cast<std::size_t>(units.last - units.first));
-      for (int u = units.first; u < units.last; ++u)
-        x = model.unit_forward(rank, u, model.unit_view(params, u), std::move(x), tokens,
-                               &slot.caches[static_cast<std::size_t>(u - units.first)]);
-      if (j == last_chunk) {
-        slot.dloss = Buffer<float>(rank.memory(), Category::activations, x.size(), "pp.dloss");
-        loss += model.loss_backward(x.span(), mb, slot.dloss.span(), scale) * scale;
-      } else {
-        pp.send(x.span(), ring.stage_of(j + 1),
-                tag_of({Pass::forward, a.micro_batch, ring.chunk_of(j + 1)}, v));
-      }
-    } else {
-      Buffer<float> d;
-      if (j == last_chunk) {
-        d = std::move(slot.dloss);
-      } else {
-        d = Buffer<float>(rank.memory(), Category::activations,
-                          static_cast<std::size_t>(tokens * model.unit(units.last - 1).out_width),
-                          "pp.recv.dy");
-        pp.recv(d.span(), ring.stage_of(j + 1), tag_of(a, v));
-      }
-      for (int u = units.last - 1; u >= units.first; --u)
-        d = model.unit_backward(rank, u, model.unit_view(params, u), model.unit_view(grads, u),
-                                slot.caches[static_cast<std::size_t>(u - units.first)], d.span());
-      slot.caches.clear();
-      if (j > 0)
-        pp.send(d.span(), ring.stage_of(j - 1),
-                tag_of({Pass::backward, a.micro_batch, ring.chunk_of(j - 1)}, v));
-    }
+    if (a.pass == Pass::forward)
+      run_forward_action(rank, pp, model, state, a, params, mb);
+    else
+      run_backward_action(rank, pp, model, state, a, params, grads, mb);
   }
-  return stage == ring.stage_of(last_chunk) ? loss : 0.0;
+  return state.loss;
 }
 
 PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v) {
