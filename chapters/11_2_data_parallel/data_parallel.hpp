@@ -18,13 +18,13 @@ namespace mgpu::data_parallel {
 /// How data_parallel_step averages the gradients across ranks.
 enum class GradAverager {
   runtime,  ///< the runtime's Comm::all_reduce with ReduceOp::avg
-  ring,     ///< your ring_all_reduce (TODO 6), then a division by the number of ranks
+  ring,     ///< your ring_all_reduce (TODO 6), which sums
 };
 
 /// The slice of `global` that data-parallel rank `rank` of `ranks` trains on.
 ///
-/// TODO 7 of 11.2. Rank r gets the contiguous sequences [r*B/N, (r+1)*B/N) of the B sequences,
-/// so the slices are disjoint, equal, and together are the whole batch.
+/// TODO 7 of 11.2. The N slices of the B sequences are contiguous, disjoint, equal and in rank
+/// order (rank 0's first), so together they are the whole batch.
 /// @throws std::invalid_argument when ranks < 1, rank is outside [0, ranks), or B is not a
 ///         multiple of N (equal slices make the average of the slice losses the batch loss);
 ///         the message names B and N and says to pick a batch size divisible by the rank count.
@@ -32,16 +32,14 @@ model::Batch local_batch(const model::Batch& global, int rank, int ranks);
 
 /// One data-parallel training step on this rank's replica; returns the loss of this rank's slice.
 ///
-/// TODO 8 of 11.2. The three steps of the text:
-///  1. zero the gradients (the model accumulates into them), then run model.forward_backward on
-///     local_batch(global, dp.rank(), dp.size());
-///  2. average the gradients over `dp` (with `averager`): since each slice's loss is a mean over
-///     its tokens and the slices are equal, the average is the gradient of the whole batch;
-///  3. adam.step on the replica. Every rank applies the same update to the same weights, so the
-///     replicas stay bitwise identical.
-/// On return, replica.grads holds the averaged gradients that adam.step applied (the same on every
-/// rank): the grader reads them there, because Adam's update hardly changes when every gradient
-/// is scaled by the same factor, so the weights alone would not show a sum taken for an average.
+/// TODO 8 of 11.2. After it returns, on every rank of `dp`:
+///  - the weights are bitwise equal to every other rank's, and equal (up to fp32 rounding) to
+///    what one rank reaches taking the same Adam step on the gradient of the whole batch's loss;
+///  - replica.grads holds that whole-batch gradient, the one adam.step applied. The grader reads
+///    it there: Adam's update hardly changes when every gradient is scaled by one factor, so the
+///    weights alone would not show a wrong scale;
+///  - the rank trained on local_batch(global, dp.rank(), dp.size()) only, and the gradient
+///    crossed the ranks through `averager`'s route (the runtime's collective or your ring).
 /// `rank` is this rank (for its clock and ledger); `dp` is the data-parallel group (the world,
 /// or a sub-group in 3D parallelism).
 double data_parallel_step(Rank& rank, Comm& dp, const model::Model& model, model::Replica& replica,
@@ -58,25 +56,27 @@ struct Bucket {
 /// Groups the model's gradients into buckets of about `bucket_bytes` bytes, in the order backward
 /// produces them (as PyTorch DDP does).
 ///
-/// TODO 9 of 11.2. Walk model.tensors() from the last to the first, adding each whole tensor
-/// (4 bytes per fp32 element) to the open bucket, and close the bucket as soon as it holds at least
-/// `bucket_bytes`; the last bucket holds whatever is left. A tensor is never split, so a tensor
-/// larger than `bucket_bytes` gets a bucket of its own, and bucket_bytes = 0 gives one bucket per
-/// tensor. Because units are stored in forward order, each bucket is one contiguous range.
-/// Returns the buckets in the order they become ready (highest offsets first); together they
-/// cover [0, model.num_params()) exactly once. ready_unit is the unit of the bucket's first
-/// (lowest-offset) tensor: backward finishes units from the last to the first.
+/// TODO 9 of 11.2. Contract:
+///  - the buckets are in the order backward completes them (highest offsets first) and together
+///    cover [0, model.num_params()) exactly once, each one a contiguous range of whole tensors
+///    (a tensor is never split);
+///  - every bucket but the last (in that order) holds at least `bucket_bytes` bytes (4 per fp32
+///    element), and holds no more tensors than that takes: removing its last-added tensor would
+///    leave it under `bucket_bytes`. So bucket_bytes = 0 gives one bucket per tensor, and a
+///    tensor larger than `bucket_bytes` gets a bucket of its own;
+///  - ready_unit is the unit whose backward completes the bucket.
 std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_bytes);
 
 /// data_parallel_step with the gradient all-reduce overlapped with backward.
 ///
-/// TODO 10 of 11.2. Same maths as data_parallel_step with GradAverager::runtime, but pass
-/// model.forward_backward a hook: when unit u's gradients are ready, start (dp.iall_reduce,
-/// ReduceOp::avg) every bucket whose ready_unit is u, keep the Requests, and return at once so
-/// backward continues while the comm stream sends. Wait for all of them before adam.step.
-/// The result is bitwise the same as the unbucketed step (averaging is element-wise); the
-/// virtual step time falls from compute + communication towards max(compute, communication).
-/// As there, replica.grads holds the averaged gradients on return.
+/// TODO 10 of 11.2. Contract:
+///  - the weights, replica.grads and the loss are bitwise those of data_parallel_step with
+///    GradAverager::runtime, and the bytes sent are the same;
+///  - each bucket's reduction is in flight on the comm stream while backward still computes the
+///    units below its ready_unit, so the virtual step time falls from compute + communication
+///    towards max(compute, communication);
+///  - one reduction per bucket, through the runtime's collectives.
+/// @throws std::invalid_argument when some bucket's ready_unit is not a unit of `model`.
 double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& model,
                                      model::Replica& replica, model::Adam& adam,
                                      const model::Batch& global, std::span<const Bucket> buckets);
@@ -95,8 +95,8 @@ double data_parallel_step_overlapped(Rank& rank, Comm& dp, const model::Model& m
 /// | adam_v    | fp32 | Category::optimizer | 4P    |
 ///
 /// 16P bytes in all, the same total as fp32 training with Adam ({4, 4, 0, 8}) split differently:
-/// what mixed precision saves is bandwidth (the gradient all-reduce moves 2 bytes per element)
-/// and the compute's memory traffic, not training-state memory. The moments live here rather
+/// what this recipe saves is bandwidth (its gradient all-reduce moves 2 bytes per element) and
+/// the compute's memory traffic, not training-state memory. The moments live here rather
 /// than in a model::Adam, whose step updates fp32 weights only.
 struct MixedReplica {
   model::AdamConfig adam;  ///< optimizer hyper-parameters
@@ -111,41 +111,38 @@ struct MixedReplica {
 /// A freshly initialised mixed-precision replica of `model` in `ledger`, as the MixedReplica
 /// table says.
 ///
-/// TODO 11 of 11.2 (make_mixed_replica). The master holds the parameters exactly as
+/// TODO 11 of 11.2 (make_mixed_replica). Contract: the master holds the parameters exactly as
 /// model.init_params makes them from `seed` (fp32, not their bf16 rounding), weights16 their
-/// bf16 rounding (model::to_bf16); grads16 and the moments start at zero, steps at 0. Every rank
-/// computes the same bits, so the replicas start identical without communication. No buffer but
-/// the five of the table needs to exist (the master can be initialised in place), so the ledger
-/// holds exactly 16P bytes when this returns.
+/// bf16 rounding; grads16 and the moments start at zero, steps at 0. Every rank computes the
+/// same bits, so the replicas start identical without communication. The ledger's peak, like
+/// its content when this returns, is exactly the table's 16P bytes: no other buffer ever exists.
 MixedReplica make_mixed_replica(MemoryLedger& ledger, const model::Model& model, std::uint64_t seed,
                                 const model::AdamConfig& adam = {});
 
 /// One data-parallel step in bf16 mixed precision on this rank's replica; returns the loss of
 /// this rank's slice (local_batch, as data_parallel_step).
 ///
-/// TODO 12 of 11.2 (data_parallel_step_mixed). The model computes in fp32, so:
-///  1. widen weights16 (model::to_float, exact) into a Category::comm fp32 buffer of P and run
-///     model.forward_backward on it, into a zeroed Category::comm fp32 gradient buffer of P;
-///  2. round the gradient to bf16 (model::to_bf16) into grads16 and all-reduce grads16 IN bf16
-///     with ReduceOp::avg: 2 bytes per element on the wire, half of data_parallel_step's bytes
-///     (the runtime sums bf16 in fp32 in rank order and rounds once, as NCCL does, so every rank
-///     gets the same bits);
-///  3. widen the averaged grads16 back to fp32 and take one model::adam_step_mixed (steps + 1)
-///     on the fp32 master and moments, which writes the rounded bf16 weights into weights16.
-/// Every rank rounds the same numbers the same way, so the replicas stay bitwise identical. On
-/// return grads16 holds the averaged bf16 gradient Adam applied (the grader reads it there, as
-/// data_parallel_step's replica.grads).
+/// TODO 12 of 11.2 (data_parallel_step_mixed). Contract:
+///  - the model computes in fp32 only (forward_backward reads and writes float);
+///  - the gradient crosses the ranks as bf16, averaged: 2 bytes per element on the wire, half of
+///    data_parallel_step's bytes. (The runtime's bf16 all-reduce sums in fp32 in rank order and
+///    rounds once, so every rank gets the same bits; NCCL's ring instead rounds a bf16 partial
+///    sum at every hop.);
+///  - one Adam step (replica.steps advances by 1) updates the fp32 master and moments, and
+///    weights16 is the master's bf16 rounding afterwards;
+///  - the replicas (weights16 and master) stay bitwise identical on every rank, and on return
+///    grads16 holds the averaged bf16 gradient Adam applied (the grader reads it there, as
+///    data_parallel_step's replica.grads).
 ///
-/// Memory: the two fp32 scratch buffers exist only inside the step, so between steps the ledger
-/// holds exactly the 16P bytes of MixedReplica. The step's peak is those 16P, plus 8P under
-/// Category::comm (the widened weights and the fp32 gradient, both alive during backward), plus
-/// the activations. Freeing the widened weights once backward is done, and reusing the fp32
-/// gradient buffer for Adam's widened input, keeps it there.
+/// Memory: any fp32 scratch lives under Category::comm and only inside the step, so between
+/// steps the ledger holds exactly the 16P bytes of MixedReplica. The step's Category::comm peak
+/// is at most 8P bytes (two fp32 copies of P elements), plus the activations.
 ///
 /// Against data_parallel_step from the same initial parameters, the weights differ by their bf16
-/// rounding (at most 2^-9 of a weight) plus what the rounded gradients changed in Adam's updates
-/// (at most 2 lr per step for a weight whose gradient is near zero, far less typically); the
-/// losses differ by about what 2^-9 of every weight changes in the forward.
+/// rounding (at most 2^-8 of a weight: bf16 keeps 8 significant bits) plus what the rounded
+/// gradients changed in Adam's updates (at most 2 lr per step for a weight whose gradient is
+/// near zero, far less typically); the losses differ by about what 2^-8 of every weight changes
+/// in the forward.
 double data_parallel_step_mixed(Rank& rank, Comm& dp, const model::Model& model,
                                 MixedReplica& replica, const model::Batch& global);
 

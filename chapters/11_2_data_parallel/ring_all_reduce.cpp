@@ -11,40 +11,73 @@ namespace mgpu::data_parallel {
 
 namespace {
 
-// One body for float and bf16: write it once as a template.
-template <class T>
-void ring(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
-  const int n = comm.size(), r = comm.rank();
-  if (n == 1) return;
-  const int right = (r + 1) % n, left = (r + n - 1) % n;
-  // Chunk c of the buffer for any integer c, taken modulo n: index arithmetic may go negative.
-  auto chunk = [&](int index) { return ring_chunk(data.size(), n, ((index % n) + n) % n); };
-  auto part = [&](Chunk c) { return data.subspan(c.offset, c.count); };
-  Buffer<T> staging(ledger, Category::comm, chunk(0).count, "ring_all_reduce staging");
+// Given: one tag for every message of a call; messages between two ranks with one tag arrive in
+// order, which keeps the steps apart.
+constexpr int kRingTag = 112;
 
-  // TODO(11.2 ring_reduce_scatter): N-1 steps, each sending one chunk to `right` and receiving
-  //   one from `left` into `staging`, then adding it into this rank's copy of that chunk. Done
-  //   when every rank holds the complete sum of exactly one chunk and no two ranks hold the same
-  //   one. Which chunk moves in which step is the puzzle. Calls: comm.isend (wait its Request
-  //   before the step ends), comm.recv. Add through float (static_cast<float> each side) so that
-  //   bf16 sums in float and rounds once per step.
+// Given: rank r's place on the ring over `data`, and the buffer's chunks.
+template <class T>
+struct RingView {
+  RingView(Comm& comm, std::span<T> buffer)
+      : n(comm.size()), r(comm.rank()), right((r + 1) % n), left((r + n - 1) % n), data(buffer) {}
+  int n, r;         // ranks on the ring, and this rank
+  int right, left;  // the neighbours this rank sends to and receives from
+  std::span<T> data;
+  // Chunk `index` for any integer index, taken modulo n: index arithmetic may go negative.
+  [[nodiscard]] Chunk chunk(int index) const {
+    return ring_chunk(data.size(), n, ((index % n) + n) % n);
+  }
+  // The elements of chunk c in `data`.
+  [[nodiscard]] std::span<T> part(Chunk c) const { return data.subspan(c.offset, c.count); }
+};
+
+// One body for float and bf16: each half is written once, as a template.
+template <class T>
+void reduce_scatter(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
+  const RingView<T> ring(comm, data);
+  const int n = ring.n, r = ring.r;
+  if (n == 1) return;
+  Buffer<T> staging(ledger, Category::comm, ring.chunk(0).count, "ring_reduce_scatter staging");
+
+  // TODO(11.2 ring_reduce_scatter): N-1 steps, each sending one chunk to ring.right and
+  //   receiving one from ring.left into `staging`, then adding it into this rank's copy of that
+  //   chunk. Done when chunk r + 1 is complete on rank r (the header's contract). Which chunk
+  //   moves in which step is the puzzle. Calls: comm.isend (wait its Request before the step
+  //   ends), comm.recv, ring.chunk, ring.part. Add through float (static_cast<float> each side)
+  //   so that bf16 sums in float and rounds once per step.
+  (void)r;
+  throw NotImplemented("11.2 ring_reduce_scatter");
+}
+
+template <class T>
+void all_reduce(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
+  ring_reduce_scatter(comm, data, ledger);
+  const RingView<T> ring(comm, data);
+  const int n = ring.n, r = ring.r;
+  if (n == 1) return;
   // TODO(11.2 ring_all_gather): N-1 more steps on the same ring, after which every rank holds
-  //   every complete chunk, bitwise equal on all ranks: finished chunks are copied, never added
-  //   again. Every rank sends 2(N-1) messages in all, even when some chunks are empty.
-  (void)right;
-  (void)left;
-  (void)part;
+  //   every complete chunk, bitwise equal on all ranks. Every rank sends 2(N-1) messages in
+  //   all, even when some chunks are empty.
+  (void)r;
   throw NotImplemented("11.2 ring_all_reduce");
 }
 
 }  // namespace
 
+void ring_reduce_scatter(Comm& comm, std::span<float> data, MemoryLedger& ledger) {
+  reduce_scatter(comm, data, ledger);
+}
+
+void ring_reduce_scatter(Comm& comm, std::span<bf16> data, MemoryLedger& ledger) {
+  reduce_scatter(comm, data, ledger);
+}
+
 void ring_all_reduce(Comm& comm, std::span<float> data, MemoryLedger& ledger) {
-  ring(comm, data, ledger);
+  all_reduce(comm, data, ledger);
 }
 
 void ring_all_reduce(Comm& comm, std::span<bf16> data, MemoryLedger& ledger) {
-  ring(comm, data, ledger);
+  all_reduce(comm, data, ledger);
 }
 
 }  // namespace mgpu::data_parallel

@@ -13,19 +13,38 @@
 namespace mgpu::data_parallel {
 
 // The ring's chunks come from the runtime's ring_chunk (mgpu/traffic.hpp, given, not an
-// exercise): length 10 over 4 ranks gives chunks of 3, 3, 2 and 2 elements, in order.
+// exercise): length 10 over 4 ranks gives chunks of 3, 3, 2 and 2 elements, in order. Chunk c
+// below always means ring_chunk(data.size(), N, c), and rank r's neighbours on the ring are
+// r + 1 and r - 1 (mod N).
 
-/// In place, every member's `data` becomes the element-wise sum over all members of `comm`.
+/// The ring's first half, in place: a reduce-scatter over point-to-point messages.
 ///
-/// TODO 6 of 11.2 (after the five formulas). Use only comm.send / comm.recv (or isend / irecv),
-/// never comm.all_reduce.
-/// Algorithm, for N = comm.size() ranks and chunks c = ring_chunk(data.size(), N, c):
-///  - reduce-scatter, N-1 steps: in step s, rank r sends one chunk to rank (r+1) % N and receives
-///    one from rank (r-1+N) % N, adding the received values into its own copy of that chunk.
-///    Choose the chunk indices so that after the last step each rank holds one chunk fully summed.
-///  - all-gather, N-1 more steps around the same ring: each rank forwards the fully-summed chunk
-///    it received last (starting with its own), overwriting its copy, until all N chunks are
-///    complete.
+/// TODO 6 of 11.2, first half (ring_reduce_scatter). Use only comm.send / comm.recv (or isend /
+/// irecv), never the runtime's collectives.
+///
+/// Contract the tests check:
+///  - when it returns, chunk (r + 1) % N of rank r's `data` holds the element-wise sum over all
+///    members of that chunk, so every chunk is complete on exactly one rank; what the other
+///    chunks hold is unspecified (partial sums);
+///  - any N >= 1 and any length, 0 included; N = 1 sends nothing and leaves `data` as it is;
+///  - for N > 1 each rank sends exactly N-1 messages to rank r + 1, each one chunk, even when
+///    that chunk is empty: (N-1)/N of the buffer on average over ranks;
+///  - the received values are staged in one buffer of ring_chunk(data.size(), N, 0).count
+///    elements allocated from `ledger` under Category::comm (so the ledger sees the ring's extra
+///    memory), released before it returns.
+/// Sends are buffered (the data is copied when posted), so posting a send before the matching
+/// receive cannot deadlock. Messages between two ranks with one tag arrive in order.
+void ring_reduce_scatter(Comm& comm, std::span<float> data, MemoryLedger& ledger);
+
+/// ring_reduce_scatter on bf16 data: each received partial sum is added in float and the result
+/// rounded to bf16, so a sum is rounded once per hop, as NCCL's ring does for bf16.
+void ring_reduce_scatter(Comm& comm, std::span<bf16> data, MemoryLedger& ledger);
+
+/// In place, every member's `data` becomes the element-wise sum over all members of `comm`:
+/// ring_reduce_scatter followed by an all-gather around the same ring.
+///
+/// TODO 6 of 11.2, second half (ring_all_gather), once ring_reduce_scatter passes its test. Use
+/// only point-to-point messages, as above.
 ///
 /// Contract the tests check:
 ///  - any N >= 1 and any length, 0 included (not only multiples of N);
@@ -33,17 +52,14 @@ namespace mgpu::data_parallel {
 ///  - for N > 1 each rank sends exactly 2(N-1) messages, even when some chunks are empty, and
 ///    their sizes add up to all chunks but one, twice: 2(N-1)/N of the buffer on average over
 ///    ranks;
-///  - every rank ends with bitwise identical values (the all-gather copies, never re-adds).
-///
-/// Receive each chunk into a staging buffer of ring_chunk(data.size(), N, 0).count elements
-/// allocated from `ledger` under Category::comm, so the ledger sees the ring's extra memory.
-/// Sends are buffered (the data is copied when posted), so "send, then receive" cannot deadlock.
-/// Use one tag for the whole call; messages between two ranks with one tag arrive in order.
+///  - every rank ends with bitwise identical values;
+///  - the ledger's Category::comm peak is the reduce-scatter's staging buffer, nothing more.
 void ring_all_reduce(Comm& comm, std::span<float> data, MemoryLedger& ledger);
 
-/// The same ring on bf16 data. Each step converts the received chunk and the local chunk to
-/// float, adds them in float, and rounds the sum to bf16 once (what NCCL does for bf16 sums), so
-/// the result is within a few bf16 ulps of the exact sum, and still identical on every rank.
+/// The same ring on bf16 data. The partial sums are rounded to bf16 at every hop of the
+/// reduce-scatter (as in NCCL's ring; the runtime's own Comm::all_reduce instead sums in fp32 and
+/// rounds once), so the result is within a few bf16 ulps of the exact sum, and still identical
+/// on every rank.
 void ring_all_reduce(Comm& comm, std::span<bf16> data, MemoryLedger& ledger);
 
 }  // namespace mgpu::data_parallel

@@ -131,16 +131,18 @@ ShardLayout plan_shards(const model::Model& model, int ranks);
 /// This rank's training state for ZeRO stage `stage` over the group `dp`, allocated in
 /// rank.memory() as the ZeroState table says.
 ///
-/// TODO 8 of 11.3. Every rank computes the same initial parameters (model.init_params with
-/// `seed`), so no communication is needed: full-weight stages keep them all; stage 3 builds
-/// them in a temporary Category::comm buffer and keeps only its owned range of each unit
-/// (owned_range), at the unit's unit_offset in the shard. Gradients and moments start at zero.
+/// TODO 8 of 11.3. Contract: the weights are the parameters model.init_params makes from `seed`
+/// (all of them below stage 3; at stage 3 this rank's owned_range of each unit, at the unit's
+/// unit_offset in the shard, zero in the padding), identical on every rank, and no message is
+/// sent. Gradients and moments start at zero, steps at 0. When it returns the ledger holds the
+/// table's buffers and nothing else. Its Category::comm peak (graded exactly) is 0 below stage 3
+/// and one full fp32 copy of the parameters (4P bytes) at stage 3.
 /// @throws std::invalid_argument when stage is not 0..3 (check_stage from checks.hpp).
 ///
 /// TODO 15 of 11.3 (make_zero_state_mixed), with `precision` = Precision::bf16_mixed: the
 /// second table of ZeroState. The fp32 master (full at stage 0, the owned ranges at stages 1-3)
-/// holds the parameters as model.init_params makes them, weights16 their bf16 rounding
-/// (model::to_bf16) in its layout; `weights` and `grads` stay empty.
+/// holds the parameters exactly as model.init_params makes them (not their bf16 rounding),
+/// weights16 their bf16 rounding in its own layout; `weights` and `grads` stay empty.
 ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int stage,
                           std::uint64_t seed, const model::AdamConfig& adam = {},
                           Precision precision = Precision::fp32);
@@ -148,9 +150,10 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
 /// Starts the all-gather of unit `u`'s weights from each rank's owned part `owned` (the
 /// owned_range of this rank, owned.size() elements, possibly fewer than s_u or none).
 ///
-/// TODO 9 of 11.3. Allocate `full` (N * s_u elements, Category::comm, zero), copy `owned` into
-/// this rank's slot [r * s_u, r * s_u + owned.size()), then post dp.iall_gather with that slot
-/// (all s_u elements) as input and `full` as output (in place) and return without waiting.
+/// TODO 9 of 11.3. Contract: returns with the gather posted but not waited (a caller may compute
+/// meanwhile). Once `done` is waited, `full` (N * s_u elements, Category::comm) holds on every
+/// rank the unit's count_u weights in the model's layout, then zeros. One all-gather on the
+/// traffic meter, of s_u elements per rank: (N - 1) * s_u elements sent per rank.
 /// @throws std::invalid_argument when owned.size() differs from this rank's owned_range.
 Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                      const ShardLayout& layout, int u, std::span<const float> owned);
@@ -167,15 +170,17 @@ Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model
 /// slice) into `shard_grads` (s_u elements): afterwards it holds the average over the group of
 /// the elements this rank owns, zero in the padding.
 ///
-/// TODO 10 of 11.3. Copy unit_grads into a zero-padded Category::comm buffer of N * s_u elements
-/// and dp.reduce_scatter it into shard_grads with ReduceOp::avg (in and out must not overlap).
+/// TODO 10 of 11.3. Contract: one reduce-scatter on the traffic meter, of N * s_u elements:
+/// (N - 1) * s_u elements sent per rank. While it runs it holds one Category::comm buffer of
+/// N * s_u elements (a collective's input and output must not overlap), released before it
+/// returns.
 /// @throws std::invalid_argument when the lengths are not count_u and s_u.
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                          const ShardLayout& layout, int u, std::span<const float> unit_grads,
                          std::span<float> shard_grads);
 
 /// A unit's gradient on its way to the shard: `padded` (N * s_u elements, Category::comm) is the
-/// zero-padded copy the reduce-scatter reads, so it must stay alive until `done` has been waited;
+/// copy the posted reduce-scatter reads, so it must stay alive until `done` has been waited;
 /// release it right after. Destroying the struct waits `done` before freeing `padded` (members
 /// are destroyed last to first).
 template <class T>
@@ -196,10 +201,10 @@ using Reducing16 = BasicReducing<bf16>;
 /// together are a full gradient again, the very buffer stage 2 exists to remove.
 inline constexpr std::size_t kMaxReduceScattersInFlight = 2;
 
-/// reduce_scatter_unit without the wait: copies unit_grads into `padded` and posts
-/// dp.ireduce_scatter(padded, shard_grads, avg), returning at once. `unit_grads` may be released
-/// as soon as this returns; `shard_grads` holds the average only once `done` has been waited.
-/// reduce_scatter_unit is this followed by done.wait().
+/// reduce_scatter_unit without the wait: returns at once with the reduce-scatter posted.
+/// `unit_grads` may be released as soon as this returns; `shard_grads` holds what
+/// reduce_scatter_unit would have written only once `done` has been waited. The same bytes on
+/// the meter as reduce_scatter_unit.
 ///
 /// TODO 19 of 11.3 (zero2_overlap), with the overlap in zero_step and mixed_step.
 /// @throws std::invalid_argument as reduce_scatter_unit.
@@ -215,9 +220,9 @@ Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model
                                      const ShardLayout& layout, int u,
                                      std::span<const bf16> unit_grads, std::span<bf16> shard_grads);
 
-/// reduce_scatter_unit for bf16 gradients (Precision::bf16_mixed): the padded copy is a bf16
-/// Category::comm buffer and the reduce-scatter runs on bf16 (the runtime sums in fp32 and
-/// rounds once, as NCCL does), so it sends half the bytes of the fp32 one.
+/// reduce_scatter_unit for bf16 gradients (Precision::bf16_mixed): the reduce-scatter runs on
+/// bf16 (the runtime sums in fp32 in rank order and rounds once; NCCL's ring would round each
+/// hop's partial sum), so it sends half the bytes of the fp32 one.
 ///
 /// TODO 17 of 11.3 (reduce_scatter_unit_bf16).
 /// @throws std::invalid_argument as reduce_scatter_unit.
@@ -238,80 +243,81 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
 
 /// One training step at state.stage on this rank's slice of `global`; returns the slice's loss.
-/// Every stage ends with the same weights as plain data parallelism (stage 0), up to fp32
-/// rounding.
+/// Stage 3 is fsdp_step's and a Precision::bf16_mixed state mixed_step's: zero_step hands over
+/// to them.
 ///
-/// TODO 12 of 11.3.
-/// - stage 0: zero the grads, model.forward_backward on the slice, dp.all_reduce(avg), Adam
-///   (model::adam_step) over everything.
-/// - stage 1: as stage 0 up to backward; then per unit reduce_scatter_unit the unit's gradient
-///   into a Category::comm staging shard, Adam on the owned range of the full weights with the
-///   shard moments, and gather_unit the updated owned range back into the full weights.
-/// - stage 2: the full gradient never exists: drive the units yourself (model.input,
-///   unit_forward with caches, loss_backward, unit_backward) and give each unit's backward a
-///   Category::comm gradient buffer of count_u, reduce-scattered into state.grads right after;
-///   then Adam and the gather as in stage 1.
-/// - stage 3: return fsdp_step(...).
-/// - state.precision == Precision::bf16_mixed, any stage: return mixed_step(...).
+/// TODO 12 of 11.3 (stages 0 and 1; zero_step_stage2 for stage 2). Contract, at every stage:
+///  - every rank ends with the same full weights (full_weights), those of plain data
+///    parallelism with Adam on the whole batch, up to fp32 rounding; state.steps advances by 1;
+///  - Adam's state is touched only where this rank owns it: the ledger holds the ZeroState
+///    table's buffers, anything transient under Category::comm;
+///  - the traffic meter shows the collectives zero_traffic_per_gpu counts: stage 0 one gradient
+///    all-reduce; stages 1 and 2 a reduce-scatter of the gradient and an all-gather of the
+///    weights, per unit, and no all-reduce;
+///  - stage 2 never holds a full-size gradient: at any moment at most one unit's gradient exists
+///    beside the shard state.grads;
+///  - transient memory (Category::comm, graded exactly): gather_unit's and reduce_scatter_unit's
+///    buffers, one unit's at a time, each released before the next unit's is allocated; besides
+///    them, stage 1 holds one S-element shard of the reduced gradient for the step and stage 2
+///    one unit's gradient (count_u elements) at a time; stage 0 holds nothing.
 ///
-/// TODO 19 of 11.3 (zero2_overlap): with `overlap` at stage 2, post each unit's reduce-scatter
-/// with start_reduce_scatter_unit as soon as its backward ends, so that it travels on the comm
-/// stream while the backward of the units before it computes. Keep at most
-/// kMaxReduceScattersInFlight of them in flight: when that many are pending, wait the oldest
-/// and release its staging copy before posting the next. Wait every one before Adam reads
-/// state.grads. The same reductions in the same order, so the weights, gradients and bytes are
-/// bitwise those without `overlap`; only the step time falls. Stages 0, 1 and 3 ignore
-/// `overlap` (as stages 0-2 ignore `prefetch`).
+/// TODO 19 of 11.3 (zero2_overlap): with `overlap` at stage 2, each unit's gradient reduction is
+/// in flight on the comm stream while the backward of the units before it computes, with at
+/// most kMaxReduceScattersInFlight reductions posted and not yet waited at any moment (so the
+/// Category::comm peak grows by at most that many padded unit copies). The weights, gradients
+/// and bytes are bitwise those without `overlap`; only the step time falls. Stages 0, 1 and 3
+/// ignore `overlap` (as stages 0-2 ignore `prefetch`).
 /// @throws std::invalid_argument when the batch does not split over the group (zero_local_batch).
 double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
                  const model::Batch& global, bool prefetch = false, bool overlap = false);
 
-/// One ZeRO-3 (FSDP) step: weights live only as shards; each unit is gathered, used, released.
+/// One ZeRO-3 (FSDP) step: weights live only as shards.
 ///
-/// TODO 13 of 11.3. Forward: for each unit, gather_unit, wait, unit_forward with its first
-/// count_u elements, release the gathered buffer. Backward (last unit first): gather the unit
-/// again, unit_backward into a Category::comm gradient buffer, release both, reduce_scatter_unit
-/// into state.grads at the unit's offset. Then Adam over the whole shard (padding has zero
-/// weights and gradients and stays zero). With `prefetch`, post the next unit's gather
-/// (the next in forward order, the previous one in backward) before computing the current unit,
-/// so it travels while the compute stream works: at most two gathered units are alive.
+/// TODO 13 of 11.3 (fsdp_step). Contract:
+///  - the same weights as stage 0 up to fp32 rounding, on every rank; state.steps advances by 1;
+///    the shard's padding stays zero;
+///  - a unit's full weights exist (gather_unit's buffer) only while that unit computes, in the
+///    forward and again in the backward, and each unit's full gradient (count_u elements,
+///    Category::comm) only until reduce_scatter_unit has reduced it into state.grads; one unit's
+///    buffers at a time. The Category::comm peak (graded exactly) is a unit's worth, never the
+///    model;
+///  - the traffic meter shows zero_traffic_per_gpu's stage 3: per unit two all-gathers and one
+///    reduce-scatter, 1.5 times stage 0's bytes.
+/// TODO 13 of 11.3, second part (fsdp_prefetch): with `prefetch`, the same weights and bytes, but
+/// the gathers overlap the compute (more comm under compute on the virtual clock, a step no longer
+/// than without), with at most one more gathered unit alive (the tests allow 4 padded units).
+/// @throws std::invalid_argument when state.stage is not 3.
 double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
                  const model::Batch& global, bool prefetch);
 
 /// One bf16 mixed-precision step (state.precision == Precision::bf16_mixed) at any stage, on this
-/// rank's slice of `global`; returns the slice's loss. The model computes in fp32, so each unit's
-/// bf16 weights (stage 3: gathered in bf16 with gather_unit) are widened (model::to_float) into a
-/// Category::comm fp32 buffer of count_u right before its forward, and again before its
-/// backward, and released after it. A unit's fp32 gradient (Category::comm) is rounded to bf16
-/// (model::to_bf16) as soon as its backward ends:
-/// - stages 0 and 1 into state.grads16 at the unit's offset; after the backward, stage 0
-///   all-reduces grads16 (avg, in bf16) and stage 1 reduce-scatters each unit of it into a
-///   Category::comm bf16 staging shard;
-/// - stages 2 and 3 into a Category::comm bf16 buffer of count_u, reduce-scattered right away
-///   into grads16 at the unit's unit_offset.
-/// Then Adam: the reduced bf16 gradient of what this rank owns (everything at stage 0) is widened
-/// into a Category::comm fp32 buffer and model::adam_step_mixed steps the fp32 master and moments
-/// and writes the rounded weights into weights16 (full layout at stages 0-2, shard at stage 3).
-/// Stages 1 and 2 then all-gather each unit's updated bf16 owned range into weights16, as the
-/// fp32 stages do. With `prefetch` at stage 3, the next unit's gather is posted before the
-/// current unit computes, as in fsdp_prefetch. With `overlap` at stage 2, each unit's bf16
-/// reduce-scatter is posted (start_reduce_scatter_unit) and waited as zero_step's overlap says
-/// (TODO 19, zero2_overlap).
+/// rank's slice of `global`; returns the slice's loss.
 ///
+/// TODO 18 of 11.3 (mixed_step). Contract, at every stage:
+///  - the model computes in fp32 only; fp32 copies of weights or gradients are transient
+///    (Category::comm): a unit's weights and gradient at a time around its forward and
+///    backward, and the reduced gradient of what this rank owns for Adam. The state categories
+///    keep the second ZeroState table's peaks;
+///  - every collective carries bf16: the same collectives as the fp32 stage, at half its bytes;
+///    stages 2 and 3 never hold a full-size gradient, as in fp32;
+///  - one Adam step (state.steps + 1) on the fp32 master and moments of what this rank owns,
+///    after which weights16 is the master's bf16 rounding everywhere (all-gathered where the
+///    stage keeps full weights);
+///  - every rank holds the same weights, and all four stages give the same bits (the runtime's
+///    bf16 collectives sum in fp32 in rank order and round once);
+///  - `prefetch` at stage 3 and `overlap` at stage 2 as in fsdp_step and zero_step.
 /// Against an fp32 run from the same start, every weight differs by about its bf16 rounding
-/// plus what the rounded gradients changed in Adam's steps; the loss falls alike.
-///
-/// TODO 18 of 11.3 (mixed_step).
+/// (2^-8 of the weight) plus what the rounded gradients changed in Adam's steps; the loss falls
+/// alike.
 /// @throws std::invalid_argument when state.precision is not bf16_mixed, or as zero_step.
 double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
                   const model::Batch& global, bool prefetch = false, bool overlap = false);
 
-/// The full parameters (model layout, num_params elements) as every rank sees them: a copy of
-/// state.weights for stages 0..2, the per-unit all-gather of the shards for stage 3 (a
-/// collective: every rank of `dp` must call it). With Precision::bf16_mixed the same from
-/// weights16, widened to fp32 (exactly): the weights the next forward computes with.
+/// The full parameters (model layout, num_params elements) as every rank sees them: the weights
+/// the next forward computes with (with Precision::bf16_mixed, weights16 widened to fp32,
+/// exactly). At stage 3 this is a collective: every rank of `dp` must call it.
 ///
-/// TODO 14 of 11.3.
+/// TODO 14 of 11.3 (full_weights).
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model,
                                 const ZeroState& state);
 

@@ -1,7 +1,8 @@
-// Graded cases of 11.2's hand-written ring all-reduce: the summed vectors on every rank, in fp32
-// and bf16, over a fixed grid of edge points (one rank, lengths N does not divide, fewer elements
-// than ranks, an empty buffer) plus world sizes and lengths drawn from the seed; and the bytes and
-// messages each rank sent, which the rubric bounds from both sides.
+// Graded cases of 11.2's hand-written ring: the reduce-scatter's owned chunk on every rank (fp32),
+// and the all-reduce's summed vectors on every rank, in fp32 and bf16, over a fixed grid of edge
+// points (one rank, lengths N does not divide, fewer elements than ranks, an empty buffer) plus
+// world sizes and lengths drawn from the seed; and the bytes and messages each rank sent, which the
+// rubric bounds from both sides.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -125,7 +126,41 @@ void emit_costs(Ctx& ctx, const Costs& costs, double identical) {
   ctx.measure("messages_per_rank", costs.messages_per_rank);
 }
 
+// Runs the reduce-scatter alone on `inputs` and returns what the contract fixes: chunk
+// (r + 1) % N of rank r, for r = 0, 1, ..., concatenated (every chunk of the sum exactly once).
+std::vector<double> run_reduce_scatter(const std::vector<std::vector<float>>& inputs,
+                                       Costs& costs) {
+  const int n = static_cast<int>(inputs.size());
+  std::vector<std::vector<float>> owned(inputs.size());
+  mgpu::Cluster cluster(n);
+  cluster.run([&](mgpu::Rank& r) {
+    std::vector<float> data = inputs[static_cast<std::size_t>(r.id())];
+    dp::ring_reduce_scatter(r.world(), std::span<float>(data), r.memory());
+    const mgpu::Chunk c = mgpu::ring_chunk(data.size(), n, (r.id() + 1) % n);
+    owned[static_cast<std::size_t>(r.id())].assign(
+        data.begin() + static_cast<std::ptrdiff_t>(c.offset),
+        data.begin() + static_cast<std::ptrdiff_t>(c.offset + c.count));
+  });
+  costs.add(cluster);
+  std::vector<double> flat;
+  for (const auto& v : owned)
+    for (float x : v) flat.push_back(static_cast<double>(x));
+  return flat;
+}
+
 }  // namespace
+
+MGPU_CASE("11_2.ring_reduce_scatter") {
+  Costs costs;
+  for (const auto& [name, shape] : ring_shapes(ctx)) {
+    ctx.emit(name + "_ranks", shape.ranks);
+    ctx.emit(name + "_length", static_cast<double>(shape.length));
+    ctx.emit(name + "_owned", run_reduce_scatter(normal_inputs(ctx, shape), costs), DType::f32);
+  }
+  ctx.emit("point_to_point_only", costs.point_to_point_only);
+  ctx.measure("bytes_sent_per_rank", costs.bytes_per_rank);
+  ctx.measure("messages_per_rank", costs.messages_per_rank);
+}
 
 MGPU_CASE("11_2.ring_all_reduce_fp32") {
   Costs costs;

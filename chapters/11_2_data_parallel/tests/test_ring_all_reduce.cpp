@@ -1,4 +1,5 @@
-// 11.2 visible tests of the ring all-reduce: sums against a naive sum, for 1 to 8 ranks and
+// 11.2 visible tests of the ring: the reduce-scatter on its own (the chunk each rank owns against
+// a naive sum, N-1 messages), then the all-reduce: sums against a naive sum, for 1 to 8 ranks and
 // lengths that do not divide evenly; bytes and messages per rank against 2(N-1)/N and 2(N-1).
 #include <doctest/doctest.h>
 
@@ -38,6 +39,50 @@ float integer_value(int rank, std::size_t i) {
 }
 
 }  // namespace
+
+// The first half on its own: it can pass before the all-gather is written.
+TEST_CASE("ring reduce-scatter: rank r owns the summed chunk r + 1, after N-1 messages") {
+  for (int n = 1; n <= 8; ++n) {
+    for (std::size_t length : awkward_lengths(n)) {
+      CAPTURE(n);
+      CAPTURE(length);
+      std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
+      Cluster cluster(n);
+      cluster.run([&](Rank& r) {
+        std::vector<float> data(length);
+        for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
+        ring_reduce_scatter(r.world(), std::span<float>(data), r.memory());
+        result[static_cast<std::size_t>(r.id())] = data;
+      });
+      const double buffer_bytes = static_cast<double>(length * sizeof(float));
+      double total_sent = 0.0;
+      for (int rank = 0; rank < n; ++rank) {
+        const auto& got = result[static_cast<std::size_t>(rank)];
+        REQUIRE(got.size() == length);
+        const int owned = (rank + 1) % n;
+        const Chunk c = ring_chunk(length, n, owned);
+        // The first wrong element of the owned chunk, if any, with its rank and chunk.
+        for (std::size_t i = c.offset; i < c.offset + c.count; ++i) {
+          float expected = 0.0f;
+          for (int q = 0; q < n; ++q) expected += integer_value(q, i);
+          if (got[i] != expected) {
+            FAIL_CHECK("rank " << rank << " should own the full sum of chunk " << owned
+                               << " (elements " << c.offset << ".." << c.offset + c.count
+                               << "), but element " << i << " is " << got[i] << ", not "
+                               << expected);
+            break;
+          }
+        }
+        const TrafficCounts sent = cluster.report(rank).traffic.op(OpKind::send);
+        total_sent += static_cast<double>(sent.bytes_sent);
+        CHECK(sent.messages_sent == static_cast<std::uint64_t>(n - 1));
+        CHECK(cluster.report(rank).traffic.total().bytes_sent == sent.bytes_sent);  // send only
+      }
+      // Summed over ranks, every chunk goes out N-1 times: N-1 buffers in all.
+      CHECK(total_sent == doctest::Approx((n - 1) * buffer_bytes).epsilon(1e-12));
+    }
+  }
+}
 
 TEST_CASE("ring all-reduce equals the naive sum for 1..8 ranks and awkward lengths") {
   for (int n = 1; n <= 8; ++n) {

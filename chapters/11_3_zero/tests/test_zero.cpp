@@ -1,6 +1,7 @@
-// 11.3 visible tests of the running ZeRO stages: same weights as plain data parallelism, the
-// ledger's per-rank state against zero_state_per_gpu, the traffic meter against
-// zero_traffic_per_gpu (stage 3 = 1.5x stage 0), and prefetch on the virtual clock.
+// 11.3 visible tests of the running ZeRO stages, one test case per stage so that each goes green
+// on its own: same weights as plain data parallelism, the ledger's per-rank state against
+// zero_state_per_gpu, the traffic meter against zero_traffic_per_gpu (stage 3 = 1.5x stage 0);
+// then prefetch and overlap on the virtual clock, and the bf16 mixed recipe.
 #include <doctest/doctest.h>
 #include <mgpu_test/compare.hpp>
 
@@ -127,6 +128,87 @@ std::size_t peak_of(const Run& run, int rank, Category c) {
   return run.peaks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(c)];
 }
 
+// The three checks every stage must pass, one stage at a time, so that stage 1 goes green before
+// stage 2 is written (each stage's test case below runs all three for its stage).
+
+// Every rank ends with the weights of plain data parallelism (fp32 tolerance), on 2, 3 and 4 ranks.
+void check_weights_like_plain_dp(int stage) {
+  const model::ModelConfig cfg = small_config();
+  for (int n : {2, 3, 4}) {
+    const std::vector<float> expected = reference_dp(cfg, n);
+    ClusterConfig cc;
+    cc.world_size = n;
+    const Run run = train_zero(cfg, cc, stage);
+    std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage,
+                max_abs_diff(run.weights[0], expected));
+    check_close("stage " + std::to_string(stage) + " weights on " + std::to_string(n) + " ranks",
+                run.weights[0], expected, {1e-6, 0});
+    for (int r = 1; r < n; ++r) {  // every rank ends with the same full weights
+      CAPTURE(r);
+      CHECK(std::memcmp(run.weights[static_cast<std::size_t>(r)].data(), run.weights[0].data(),
+                        run.weights[0].size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+// The ledger's state per rank equals zero_state_per_gpu within the padding, on 2 and 4 ranks.
+void check_ledger_like_formula(int stage) {
+  const model::ModelConfig cfg = small_config();
+  const model::Model net(cfg);
+  const auto p = static_cast<double>(net.num_params());
+  const double units = net.num_units();
+  for (int n : {2, 4}) {
+    ClusterConfig cc;
+    cc.world_size = n;
+    const Run run = train_zero(cfg, cc, stage);
+    const StateBytes want = zero_state_per_gpu(p, kZeroRecipe, stage, n);
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(n);
+      CAPTURE(r);
+      const auto w = static_cast<double>(peak_of(run, r, Category::weights));
+      const auto g = static_cast<double>(peak_of(run, r, Category::grads));
+      const auto m = static_cast<double>(peak_of(run, r, Category::master));
+      const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
+      if (r == 0)
+        std::printf(
+            "N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
+            "%.0f/%.0f (measured/formula bytes)\n",
+            n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
+            want.optimizer_bytes);
+      // A shard is ceil(count_u / N) per unit: at most one element per unit above P / N. (So
+      // the total falls with each stage, as the formula's does.)
+      CHECK(w >= want.weights_bytes);
+      CHECK(w <= want.weights_bytes + kZeroRecipe.bytes_weights * units);
+      CHECK(g >= want.grads_bytes);
+      CHECK(g <= want.grads_bytes + kZeroRecipe.bytes_grads * units);
+      CHECK(m == want.master_bytes);
+      CHECK(o >= want.optimizer_bytes);
+      CHECK(o <= want.optimizer_bytes + kZeroRecipe.bytes_optimizer * units);
+    }
+  }
+}
+
+// The bytes one rank sends per step on 4 ranks: zero_traffic_bytes_per_gpu within the padding.
+double check_traffic_like_formula(int stage) {
+  const model::ModelConfig cfg = small_config();
+  const model::Model net(cfg);
+  const auto p = static_cast<double>(net.num_params());
+  const int n = 4;
+  ClusterConfig cc;
+  cc.world_size = n;
+  const Run run = train_zero(cfg, cc, stage);
+  const double want = zero_traffic_bytes_per_gpu(p, kZeroRecipe, stage, n);
+  // Padded units move up to N - 1 extra elements each, in up to three collectives; the ring
+  // charges whole elements per chunk, so an unpadded all-reduce may come out an element short.
+  const double slack = 3.0 * 4.0 * (n - 1) * net.num_units();
+  const double rounding = 4.0 * 2 * n;
+  std::printf("N=%d stage %d: %.0f bytes sent per rank per step, formula %.0f\n", n, stage,
+              run.bytes_sent_per_step[0], want);
+  CHECK(run.bytes_sent_per_step[0] >= want - rounding);
+  CHECK(run.bytes_sent_per_step[0] <= want + slack);
+  return run.bytes_sent_per_step[0];
+}
+
 }  // namespace
 
 TEST_CASE("plan_shards: equal padded shards per unit whose owned ranges cover every unit once") {
@@ -155,95 +237,32 @@ TEST_CASE("plan_shards: equal padded shards per unit whose owned ranges cover ev
   CHECK_THROWS_AS(plan_shards(net, 0), std::invalid_argument);
 }
 
-TEST_CASE("every stage ends with the weights of plain data parallelism (fp32 tolerance)") {
-  const model::ModelConfig cfg = small_config();
-  for (int n : {2, 3, 4}) {
-    const std::vector<float> expected = reference_dp(cfg, n);
-    ClusterConfig cc;
-    cc.world_size = n;
-    for (int stage = 0; stage <= 3; ++stage) {
-      const Run run = train_zero(cfg, cc, stage);
-      std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage,
-                  max_abs_diff(run.weights[0], expected));
-      check_close("stage " + std::to_string(stage) + " weights", run.weights[0], expected,
-                  {1e-6, 0});
-      for (int r = 1; r < n; ++r)  // every rank ends with the same full weights
-        CHECK(std::memcmp(run.weights[static_cast<std::size_t>(r)].data(), run.weights[0].data(),
-                          run.weights[0].size() * sizeof(float)) == 0);
-    }
-  }
+TEST_CASE("stage 0: plain data parallelism's weights, ledger and traffic") {
+  check_weights_like_plain_dp(0);
+  check_ledger_like_formula(0);
+  check_traffic_like_formula(0);
 }
 
-TEST_CASE(
-    "ledger state per rank equals zero_state_per_gpu within the padding and falls with the stage") {
-  const model::ModelConfig cfg = small_config();
-  const model::Model net(cfg);
-  const auto p = static_cast<double>(net.num_params());
-  const double units = net.num_units();
-  for (int n : {2, 4}) {
-    ClusterConfig cc;
-    cc.world_size = n;
-    double previous_total = 1e300;
-    for (int stage = 0; stage <= 3; ++stage) {
-      const Run run = train_zero(cfg, cc, stage);
-      const StateBytes want = zero_state_per_gpu(p, kZeroRecipe, stage, n);
-      for (int r = 0; r < n; ++r) {
-        const auto w = static_cast<double>(peak_of(run, r, Category::weights));
-        const auto g = static_cast<double>(peak_of(run, r, Category::grads));
-        const auto m = static_cast<double>(peak_of(run, r, Category::master));
-        const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
-        if (r == 0)
-          std::printf(
-              "N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
-              "%.0f/%.0f "
-              "(measured/formula bytes)\n",
-              n, stage, w, want.weights_bytes, g, want.grads_bytes, m, want.master_bytes, o,
-              want.optimizer_bytes);
-        // A shard is ceil(count_u / N) per unit: at most one element per unit above P / N.
-        CHECK(w >= want.weights_bytes);
-        CHECK(w <= want.weights_bytes + kZeroRecipe.bytes_weights * units);
-        CHECK(g >= want.grads_bytes);
-        CHECK(g <= want.grads_bytes + kZeroRecipe.bytes_grads * units);
-        CHECK(m == want.master_bytes);
-        CHECK(o >= want.optimizer_bytes);
-        CHECK(o <= want.optimizer_bytes + kZeroRecipe.bytes_optimizer * units);
-      }
-      const double total = static_cast<double>(peak_of(run, 0, Category::weights) +
-                                               peak_of(run, 0, Category::grads) +
-                                               peak_of(run, 0, Category::optimizer));
-      CHECK(total < previous_total);
-      previous_total = total;
-    }
-  }
+TEST_CASE("stage 1: weights of plain data parallelism, sharded optimizer state, stage 0's bytes") {
+  check_weights_like_plain_dp(1);
+  check_ledger_like_formula(1);
+  const double stage1 = check_traffic_like_formula(1), stage0 = check_traffic_like_formula(0);
+  CHECK(stage1 / stage0 == doctest::Approx(1.0).epsilon(0.03));
 }
 
-TEST_CASE(
-    "stage-3 traffic per rank is 1.5x stage 0, stages 1 and 2 equal it (traffic meter vs "
-    "formula)") {
-  const model::ModelConfig cfg = small_config();
-  const model::Model net(cfg);
-  const auto p = static_cast<double>(net.num_params());
-  const int n = 4;
-  ClusterConfig cc;
-  cc.world_size = n;
-  std::vector<double> measured;
-  for (int stage = 0; stage <= 3; ++stage) {
-    const Run run = train_zero(cfg, cc, stage);
-    const double want = zero_traffic_bytes_per_gpu(p, kZeroRecipe, stage, n);
-    // Padded units move up to N - 1 extra elements each, in up to three collectives; the ring
-    // charges whole elements per chunk, so an unpadded all-reduce may come out an element short.
-    const double slack = 3.0 * 4.0 * (n - 1) * net.num_units();
-    const double rounding = 4.0 * 2 * n;
-    std::printf("N=%d stage %d: %.0f bytes sent per rank per step, formula %.0f\n", n, stage,
-                run.bytes_sent_per_step[0], want);
-    CHECK(run.bytes_sent_per_step[0] >= want - rounding);
-    CHECK(run.bytes_sent_per_step[0] <= want + slack);
-    measured.push_back(run.bytes_sent_per_step[0]);
-  }
-  std::printf("stage 3 / stage 0 = %.4f\n", measured[3] / measured[0]);
-  CHECK(measured[3] / measured[0] == doctest::Approx(1.5).epsilon(0.03));
-  CHECK(measured[1] / measured[0] == doctest::Approx(1.0).epsilon(0.03));
-  CHECK(measured[2] / measured[0] == doctest::Approx(1.0).epsilon(0.03));
+TEST_CASE("stage 2: weights of plain data parallelism, sharded gradients, stage 0's bytes") {
+  check_weights_like_plain_dp(2);
+  check_ledger_like_formula(2);
+  const double stage2 = check_traffic_like_formula(2), stage0 = check_traffic_like_formula(0);
+  CHECK(stage2 / stage0 == doctest::Approx(1.0).epsilon(0.03));
+}
+
+TEST_CASE("stage 3: weights of plain data parallelism, everything sharded, 1.5x stage 0's bytes") {
+  check_weights_like_plain_dp(3);
+  check_ledger_like_formula(3);
+  const double stage3 = check_traffic_like_formula(3), stage0 = check_traffic_like_formula(0);
+  std::printf("stage 3 / stage 0 = %.4f\n", stage3 / stage0);
+  CHECK(stage3 / stage0 == doctest::Approx(1.5).epsilon(0.03));
 }
 
 TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not above without") {
@@ -432,11 +451,12 @@ TEST_CASE("bf16 mixed: every stage gives the same weights, all ranks agree, and 
 }
 
 TEST_CASE("bf16 mixed: the weights stay within bf16 reach of an fp32 run") {
-  // Tolerance: the bf16 weights are the fp32 master rounded, at most half an ulp, 2^-9 |w|.
+  // Tolerance: the bf16 weights are the fp32 master rounded, at most half an ulp, 2^-8 |w|
+  // (bf16 keeps 8 significant bits).
   // The master itself drifts from the fp32 run only through rounded gradients; Adam divides
   // each update by sqrt(v), so a gradient off by a relative 2^-8 moves an update of size <= lr
   // by about that fraction, while a gradient near zero may change its sign: the worst case
-  // is 2 lr per step. So |w16 - w32| <= 2^-9 |w| + 2 lr * steps.
+  // is 2 lr per step. So |w16 - w32| <= 2^-8 |w| + 2 lr * steps.
   const model::ModelConfig cfg = small_config();
   ClusterConfig cc;
   cc.world_size = 4;
@@ -446,7 +466,7 @@ TEST_CASE("bf16 mixed: the weights stay within bf16 reach of an fp32 run") {
     double worst = 0, typical = 0;  // worst excess over the bound; mean difference
     for (std::size_t i = 0; i < fp32.weights[0].size(); ++i) {
       const double a = mixed.weights[0][i], b = fp32.weights[0][i];
-      const double bound = std::ldexp(std::abs(b), -9) + 2.0 * kAdam.lr * kSteps;
+      const double bound = std::ldexp(std::abs(b), -8) + 2.0 * kAdam.lr * kSteps;
       worst = std::max(worst, std::abs(a - b) - bound);
       typical += std::abs(a - b) / static_cast<double>(fp32.weights[0].size());
     }
