@@ -138,6 +138,8 @@ MatrixRM skewed_router(const Options& o) {
 // The Switch Transformer load-balancing loss (Fedus et al. 2021) of one rank's tokens, and its
 // gradient with respect to the router:
 //   aux = E * sum_i f_i P_i,
+// (Switch trains on task loss + alpha * aux with alpha = 0.01; here the router trains on aux
+// alone, where alpha is one factor of the learning rate),
 // f_i the share of the T*k top-k choices that picked expert i (dropped or not: the loss judges
 // the router, not the capacity), P_i the mean router probability of expert i. f comes from an
 // argmax and has no gradient, so it is held constant, as in the paper; through the softmax,
@@ -395,7 +397,9 @@ void run(const Options& o) {
   // ---------------------------------------------------------------- 3. load balancing
   fmt::print(
       "3. Load-balancing loss (Switch Transformer): aux = E sum_i f_i P_i, with f_i the share\n"
-      "  of the top-k choices that picked expert i and P_i its mean router probability.\n"
+      "  of the top-k choices that picked expert i and P_i its mean router probability. Switch\n"
+      "  adds alpha * aux to the task's loss (alpha = 0.01); trained alone here, alpha would only\n"
+      "  rescale the learning rate, so it is left out.\n"
       "  {} plain gradient steps (lr {:g}) on the router alone, from the skewed one: each rank\n"
       "  differentiates its own tokens' loss, an all_reduce averages the gradients\n",
       o.balance_steps, o.balance_lr);
