@@ -388,10 +388,11 @@ void run(const Options& o) {
   }
   fmt::print(
       "  Each all_to_all_v lasts as long as its busiest member, so every rank waits for rank {}.\n"
-      "  With the limit its experts take at most {} from each source, and its own tokens'\n"
-      "  dropped copies never travel, so its bytes stay near the even case's: the skew is paid\n"
-      "  in dropped copies (tokens that skip the layer). Without the limit nothing is dropped,\n"
-      "  and its bytes and expert time grow with the skew.\n\n",
+      "  Its bytes fall: the skew points most of its own tokens' copies at its own experts, and\n"
+      "  those never travel (its dispatch shrinks), while the limit lets its experts take at most\n"
+      "  {} from each source (its combine grows only that far). The skew is paid in dropped\n"
+      "  copies (tokens that skip the layer). Without the limit nothing is dropped, and its bytes\n"
+      "  and expert time grow with the skew.\n\n",
       phases[2].busiest(), slots);
 
   // ---------------------------------------------------------------- 3. load balancing
