@@ -138,6 +138,8 @@ MatrixRM skewed_router(const Options& o) {
 // The Switch Transformer load-balancing loss (Fedus et al. 2021) of one rank's tokens, and its
 // gradient with respect to the router:
 //   aux = E * sum_i f_i P_i,
+// (Switch trains on task loss + alpha * aux with alpha = 0.01; here the router trains on aux
+// alone, where alpha is one factor of the learning rate),
 // f_i the share of the T*k top-k choices that picked expert i (dropped or not: the loss judges
 // the router, not the capacity), P_i the mean router probability of expert i. f comes from an
 // argmax and has no gradient, so it is held constant, as in the paper; through the softmax,
@@ -386,16 +388,19 @@ void run(const Options& o) {
   }
   fmt::print(
       "  Each all_to_all_v lasts as long as its busiest member, so every rank waits for rank {}.\n"
-      "  With the limit its experts take at most {} from each source, and its own tokens'\n"
-      "  dropped copies never travel, so its bytes stay near the even case's: the skew is paid\n"
-      "  in dropped copies (tokens that skip the layer). Without the limit nothing is dropped,\n"
-      "  and its bytes and expert time grow with the skew.\n\n",
+      "  Its bytes fall: the skew points most of its own tokens' copies at its own experts, and\n"
+      "  those never travel (its dispatch shrinks), while the limit lets its experts take at most\n"
+      "  {} from each source (its combine grows only that far). The skew is paid in dropped\n"
+      "  copies (tokens that skip the layer). Without the limit nothing is dropped, and its bytes\n"
+      "  and expert time grow with the skew.\n\n",
       phases[2].busiest(), slots);
 
   // ---------------------------------------------------------------- 3. load balancing
   fmt::print(
       "3. Load-balancing loss (Switch Transformer): aux = E sum_i f_i P_i, with f_i the share\n"
-      "  of the top-k choices that picked expert i and P_i its mean router probability.\n"
+      "  of the top-k choices that picked expert i and P_i its mean router probability. Switch\n"
+      "  adds alpha * aux to the task's loss (alpha = 0.01); trained alone here, alpha would only\n"
+      "  rescale the learning rate, so it is left out.\n"
       "  {} plain gradient steps (lr {:g}) on the router alone, from the skewed one: each rank\n"
       "  differentiates its own tokens' loss, an all_reduce averages the gradients\n",
       o.balance_steps, o.balance_lr);

@@ -146,7 +146,9 @@ std::int64_t experts_per_rank(std::int64_t experts, std::int64_t ranks);
 /// on another rank and leaves it. The dispatch sends them out and the combine sends the expert
 /// outputs back, the same volume again:
 ///   2 * tokens_per_rank * top_k * hidden * bytes_per_element * (ranks - 1)/ranks.
-/// ranks = 1 sends nothing. No capacity factor or dropped tokens are modelled.
+/// ranks = 1 sends nothing. No dropped tokens are modelled, and the capacity factor does not
+/// enter: with a variable-size all-to-all (Comm::all_to_all_v) only the copies that exist travel.
+/// A fixed-size all-to-all, padded to each expert's capacity, would send factor times as much.
 /// @throws std::invalid_argument when tokens_per_rank is negative, hidden, top_k, experts or
 ///         ranks is below 1, top_k exceeds experts, ranks does not divide experts, or
 ///         bytes_per_element is not positive.

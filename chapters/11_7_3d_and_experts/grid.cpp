@@ -11,14 +11,11 @@
 namespace mgpu::layout {
 
 ProcessGrid::ProcessGrid(Comm& world, const Layout& layout) : layout_(layout) {
-  // TODO(11.7 process_grid): check_grid first, so a wrong layout fails on every rank before any
-  //   split. Then coords_ from your rank_coordinates(world.rank(), layout). Each group is one
-  //   world.split(color, key, name): the members of a group share the two coordinates that are NOT
-  //   its axis, so encode those two as the color (one number per group); the key is the coordinate
-  //   along the axis, so group rank = that coordinate. Name the groups "tp", "pp" and "dp": the
-  //   traffic meter adds up bytes by these names. Neighbours: the same (tp, dp) one stage earlier
-  //   and one stage later, as world ranks through your global_rank, and std::nullopt past either
-  //   end of the pipeline (it is not a ring).
+  // TODO(11.7 process_grid): a wrong layout must fail on every rank before any collective.
+  //   Then this rank's coordinates, its three groups (each one world.split(color, key, name),
+  //   named "tp", "pp" and "dp" for the traffic meter) and its two neighbours. Which ranks must
+  //   end up with the same color for each axis, and what key puts them in order along it? What
+  //   is past either end of a pipeline?
   throw NotImplemented("11.7 ProcessGrid");
 }
 

@@ -33,10 +33,10 @@ class ProcessGrid {
   /// collective. The ranks below are ranks of `world` (usually Rank::world(), where they are
   /// the global ranks).
   ///
-  /// TODO 8 of 11.7 (grid.cpp). Check the arguments with check_grid (checks.hpp); find this
-  /// rank's coordinates with your rank_coordinates; make each of the three groups with one
-  /// world.split (which ranks share a color, and what key orders them along the axis?); then
-  /// the neighbours with your global_rank.
+  /// The coordinates and neighbours agree with rank_coordinates and global_rank. Meter: the
+  /// groups' traffic counts under "tp", "pp" and "dp" (the world's stays under its own name).
+  ///
+  /// TODO 8 of 11.7 (grid.cpp).
   /// @throws std::invalid_argument when a degree is below 1 or tp * pp * dp differs from
   ///         world.size(), on every rank alike and before any split, so no rank is left waiting.
   ProcessGrid(Comm& world, const Layout& layout);

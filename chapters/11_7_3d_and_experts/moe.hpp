@@ -148,10 +148,13 @@ struct Routing {
 
 /// The router of one rank's tokens x (T, h): logits = x router (h, E), probabilities = softmax
 /// over each row, and each token's k most probable experts, best first (ties to the lower
-/// expert). The gate of a copy is its probability as it is (not renormalised over the k).
-/// Capacity: copies take slots in the order c = 0, 1, ..., T*k - 1 (token by token, each token's
-/// best choice first); a copy whose expert already has expert_capacity(T, k, E, factor) copies
-/// is dropped: it is not sent, its output is zero and its gate gets no gradient.
+/// expert). The gate of a copy is its probability over all E experts, not renormalised over the
+/// k chosen: as Switch (k = 1) and Megatron-core's router with the softmax before the top-k do;
+/// GShard and Mixtral renormalise the k gates to sum to 1 instead.
+/// Capacity, with token-order dropping (Megatron-core's "position" drop policy): copies claim
+/// slots in the order c = 0, 1, ..., T*k - 1 (token by token, each token's best choice first);
+/// a copy whose expert already has expert_capacity(T, k, E, factor) copies is dropped: it is
+/// not sent, its output is zero and its gate gets no gradient.
 ///
 /// TODO 10 of 11.7 (moe.cpp).
 /// @throws std::invalid_argument when router is not (h, E) for x's h, or as expert_capacity.
@@ -170,19 +173,21 @@ struct Dispatch {
   Buffer<float> received;          ///< (received_rows, h), Category::activations
 };
 
-/// Sends every kept copy of x's rows to the rank of its expert. First the row counts per (rank,
-/// local expert), with one Comm::all_to_all of doubles (E numbers per rank), so every receiver
-/// knows its recv_counts and rows_from; then the rows themselves with one Comm::all_to_all_v.
+/// Sends every kept copy of x's rows to the rank of its expert, and fills every field of
+/// Dispatch on every rank (a receiver learns its recv_counts and rows_from from the senders).
+/// Meter: over ep, one Comm::all_to_all of E doubles per rank (the counts per local expert) and
+/// one Comm::all_to_all_v carrying exactly the kept copies bound for other ranks.
 ///
 /// TODO 11 of 11.7 (moe.cpp).
 /// @throws std::invalid_argument when x is not (routing.tokens, h).
 Dispatch moe_dispatch(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, const Routing& routing);
 
 /// Sends the experts' outputs (received_rows, h), in the order the rows arrived, back to the
-/// ranks that sent them (one Comm::all_to_all_v, the dispatch's counts swapped), and sums each
-/// token's returned copies into y (T, h), weighted by their gates; a token whose copies were all
-/// dropped gets zeros. Returns the returned copies (order.size(), h), in dispatch.order, in
-/// Category::activations: the backward pass needs them for the gate gradient.
+/// ranks that sent them, and writes into y (T, h) each token's returned copies summed, weighted
+/// by their gates; a token whose copies were all dropped gets zeros. Meter: one
+/// Comm::all_to_all_v over ep, as many bytes as the dispatch's, each pair's the other way. Returns
+/// the returned copies (order.size(), h), in dispatch.order, in Category::activations: the backward
+/// pass needs them for the gate gradient.
 ///
 /// TODO 12 of 11.7 (moe.cpp).
 /// @throws std::invalid_argument when expert_out or y has the wrong shape.
@@ -197,9 +202,10 @@ struct MoeCache {
 };
 
 /// The layer's forward pass on one rank's tokens x (T, h): y (T, h) overwritten with
-///   y_t = sum over token t's kept copies of gate * (x_t W_expert).
-/// Route, dispatch, apply each local expert to its received rows, combine. Exactly two
-/// all_to_all_v (and the counts' all_to_all). Charges the experts' matmuls to the clock.
+///   y_t = sum over token t's kept copies of gate * (x_t W_expert),
+/// routing, capacity and drops as moe_route decides them. Meter: exactly two all_to_all_v
+/// (and the counts' all_to_all) over ep. Clock: the experts' matmuls on this rank's received
+/// rows.
 ///
 /// TODO 13 of 11.7 (moe.cpp).
 /// @throws std::invalid_argument when x or y is not (T, h).
@@ -207,9 +213,8 @@ MoeCache moe_forward(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, MatOu
 
 /// The backward pass given dy (T, h): dx (T, h) overwritten with the input gradient through both
 /// the experts and the router; layer.dw accumulates the local experts' gradients from every
-/// rank's tokens; layer.drouter accumulates this rank's tokens' router gradient. Two more
-/// all_to_all_v: the output gradients go out to the experts as the tokens did, the input
-/// gradients come back as the outputs did.
+/// rank's tokens; layer.drouter accumulates this rank's tokens' router gradient. Meter: two more
+/// all_to_all_v over ep, of the same sizes as the forward's.
 ///
 /// TODO 14 of 11.7 (moe.cpp).
 /// @throws std::invalid_argument when x, dy or dx is not (T, h).

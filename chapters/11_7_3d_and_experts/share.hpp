@@ -1,6 +1,6 @@
 // 11.7 Given code for the 3D step: which slice of the course model each rank of a tp x pp x dp
-// layout holds, its training state under ZeRO-1, and the 1F1B order of a stage. Nothing here
-// communicates; step3d.hpp holds the parts to write.
+// layout holds, and its training state under ZeRO-1. Nothing here communicates; step3d.hpp
+// holds the parts to write.
 #pragma once
 
 #include <algorithm>
@@ -206,23 +206,6 @@ inline State3d make_state_3d(Rank& rank, const ProcessGrid& grid, const model::M
   Buffer<float> grads(rank.memory(), Category::grads, share.padded, "3d.grads");
   model::Adam optimizer(rank.memory(), share.shard, adam);
   return State3d{std::move(share), std::move(params), std::move(grads), std::move(optimizer)};
-}
-
-/// Given: the order in which a stage runs its micro-batches under 1F1B: (true, i) is the
-/// forward of micro-batch i, (false, i) its backward. Stage s of p first runs min(p - s - 1, m)
-/// forwards, then alternates one forward and one backward, then drains the backwards.
-inline std::vector<std::pair<bool, int>> one_f_one_b_order(int stage, int stages,
-                                                           int micro_batches) {
-  const int warmup = std::min(stages - stage - 1, micro_batches);
-  std::vector<std::pair<bool, int>> order;
-  int forwards = 0, backwards = 0;
-  for (; forwards < warmup; ++forwards) order.emplace_back(true, forwards);
-  for (; forwards < micro_batches; ++forwards, ++backwards) {
-    order.emplace_back(true, forwards);
-    order.emplace_back(false, backwards);
-  }
-  for (; backwards < micro_batches; ++backwards) order.emplace_back(false, backwards);
-  return order;
 }
 
 }  // namespace mgpu::layout

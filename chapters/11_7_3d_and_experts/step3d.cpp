@@ -1,6 +1,7 @@
 // 11.7 skeleton: the 3D-parallel training step, tensor-parallel blocks, the stage boundary sent
-// in 1/tp slices, and ZeRO-1 over the replicas. The contract is in step3d.hpp, the given parts
-// (shares, state, 1F1B order) in share.hpp. `./mgpu hint 11_7 <todo>` gives hints for each TODO.
+// in 1/tp slices, ZeRO-1 over the replicas and the 1F1B order. The contract is in step3d.hpp,
+// the given parts (shares, state) in share.hpp. `./mgpu hint 11_7 <todo>` gives hints for each
+// TODO.
 #include "11_7_3d_and_experts/step3d.hpp"
 
 #include "mgpu/cluster.hpp"
@@ -48,6 +49,13 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state) {
   //   gradient summed, but only this rank's shard of it kept (state.grads at its shard
   //   afterwards); Adam on that shard alone; then every replica gets every updated shard.
   throw NotImplemented("11.7 zero1_update");
+}
+
+std::vector<std::pair<bool, int>> one_f_one_b_order(int stage, int stages, int micro_batches) {
+  // TODO(11.7 one_f_one_b_order): the 1F1B order of one stage. How many forwards can a stage
+  //   run before the first backward comes back to it, and what does it do once one has? Check
+  //   your answer against the example in the contract, and against the last stage.
+  throw NotImplemented("11.7 one_f_one_b_order");
 }
 
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,

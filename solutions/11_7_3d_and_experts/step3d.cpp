@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mgpu/cluster.hpp"
@@ -168,6 +169,21 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state) {
   const auto my_params = state.params.span().subspan(first, shard);
   state.adam.step(my_params, my_grads);
   dp.all_gather(my_params, state.params.span());
+}
+
+std::vector<std::pair<bool, int>> one_f_one_b_order(int stage, int stages, int micro_batches) {
+  // Stage s first fills the pipeline below it: p - s - 1 forwards (capped at m) before the
+  // first backward can return; then one forward and one backward alternate; then the drain.
+  const int warmup = std::min(stages - stage - 1, micro_batches);
+  std::vector<std::pair<bool, int>> order;
+  int forwards = 0, backwards = 0;
+  for (; forwards < warmup; ++forwards) order.emplace_back(true, forwards);
+  for (; forwards < micro_batches; ++forwards, ++backwards) {
+    order.emplace_back(true, forwards);
+    order.emplace_back(false, backwards);
+  }
+  for (; backwards < micro_batches; ++backwards) order.emplace_back(false, backwards);
+  return order;
 }
 
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,

@@ -191,3 +191,34 @@ MGPU_CASE("11_7.step3d_bytes") {
     ctx.emit(at + "dp_bytes", dp);
   }
 }
+
+MGPU_CASE("11_7.one_f_one_b_order") {
+  // Every stage of pipelines of 1 to 4 stages with 1 to 6 micro-batches, then a drawn deeper
+  // one: whether the order is valid (2m entries, forwards and backwards each in micro-batch
+  // order, every backward after its forward) and its peak in flight. Properties rather than the
+  // list itself, so any order the contract allows scores; a warm-up one too long or too short
+  // shows in the peak wherever m > p - s.
+  std::vector<std::int64_t> shape;
+  for (std::int64_t p = 1; p <= 4; ++p)
+    for (std::int64_t m = 1; m <= 6; ++m) shape.insert(shape.end(), {p, m});
+  shape.insert(shape.end(), {ctx.uniform_int(5, 8), ctx.uniform_int(1, 12)});
+  std::vector<double> valid, peak;
+  for (std::size_t k = 0; k < shape.size(); k += 2) {
+    const int p = static_cast<int>(shape[k]), m = static_cast<int>(shape[k + 1]);
+    for (int s = 0; s < p; ++s) {
+      const auto order = ly::one_f_one_b_order(s, p, m);
+      bool ok = order.size() == static_cast<std::size_t>(2 * m);
+      int forwards = 0, backwards = 0, in_flight = 0, most = 0;
+      for (const auto& [fwd, i] : order) {
+        ok = ok && i == (fwd ? forwards : backwards) && (fwd || i < forwards);
+        (fwd ? forwards : backwards) += 1;
+        in_flight += fwd ? 1 : -1;
+        most = std::max(most, in_flight);
+      }
+      valid.push_back(ok ? 1.0 : 0.0);
+      peak.push_back(most);
+    }
+  }
+  ctx.emit("valid", valid);
+  ctx.emit("peak_in_flight", peak);
+}

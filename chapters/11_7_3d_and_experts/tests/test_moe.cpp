@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "11_7_3d_and_experts/moe.hpp"
+#include "mgpu_test/compare.hpp"
 
 using namespace mgpu;
 using namespace mgpu::experts;
@@ -101,9 +104,10 @@ struct Run {
 };
 
 // The layer on n ranks, rank r taking rows [r*T, (r+1)*T) of x and dy; a non-empty `router`
-// replaces the drawn one on every rank (to force a routing).
+// replaces the drawn one on every rank (to force a routing). Without `backward`, only the
+// forward runs (dx and the gradients stay unset).
 Run run_moe(int n, const MoeConfig& cfg, std::uint64_t seed, MatIn x, MatIn dy,
-            const MatrixRM& router = MatrixRM()) {
+            const MatrixRM& router = MatrixRM(), bool backward = true) {
   const Eigen::Index T = x.rows() / n, h = cfg.hidden;
   Run out{MatrixRM(x.rows(), h),
           MatrixRM(x.rows(), h),
@@ -125,19 +129,20 @@ Run run_moe(int n, const MoeConfig& cfg, std::uint64_t seed, MatIn x, MatIn dy,
     MoeCache cache = moe_forward(r, ep, layer, xs, y);
     out.a2av_bytes[static_cast<std::size_t>(r.id())] =
         r.traffic().op(OpKind::all_to_all_v).bytes_sent;
-    moe_backward(r, ep, layer, xs, cache, dys, dx);
     out.y.middleRows(r.id() * T, T) = y;
+    dropped[static_cast<std::size_t>(r.id())] = cache.routing.dropped;
+    if (!backward) return;
+    moe_backward(r, ep, layer, xs, cache, dys, dx);
     out.dx.middleRows(r.id() * T, T) = dx;
     drouters[static_cast<std::size_t>(r.id())] = as_matrix(
         layer.drouter, static_cast<std::size_t>(h), static_cast<std::size_t>(cfg.experts));
-    dropped[static_cast<std::size_t>(r.id())] = cache.routing.dropped;
     for (std::int64_t i = 0; i < layer.local_experts; ++i)
       out.dw[static_cast<std::size_t>(r.id() * layer.local_experts + i)] =
           as_matrix(layer.dw, static_cast<std::size_t>(h), static_cast<std::size_t>(h),
                     static_cast<std::size_t>(i * h * h));
   });
   for (int i = 0; i < n; ++i) {
-    out.drouter += drouters[static_cast<std::size_t>(i)];
+    if (backward) out.drouter += drouters[static_cast<std::size_t>(i)];
     out.dropped += dropped[static_cast<std::size_t>(i)];
   }
   return out;
@@ -167,6 +172,39 @@ TEST_CASE(
   CHECK(std::vector<char>(r.kept.begin(), r.kept.end()) == std::vector<char>{1, 1, 1, 1, 0, 0});
   CHECK(r.dropped == 2);
   CHECK(r.probs.row(0).sum() == doctest::Approx(1.0));
+}
+
+TEST_CASE("the expert-parallel forward alone equals the dense single-rank MoE's output") {
+  // The core of the layer, before any backward: route, dispatch, experts, combine.
+  struct Point {
+    int n;
+    std::int64_t k;
+    double factor;
+  };
+  for (const Point pt : {Point{2, 1, 1.0}, Point{2, 2, 1.0}, Point{4, 1, 1.0}, Point{4, 2, 1.25},
+                         Point{4, 2, 8.0}}) {
+    const MoeConfig cfg{6, 8, pt.k, pt.factor};
+    const Eigen::Index T = 7;
+    const MatrixRM x = random_matrix(pt.n * T, cfg.hidden, 11),
+                   dy = random_matrix(pt.n * T, cfg.hidden, 12);
+    const Run run = run_moe(pt.n, cfg, 5, x, dy, MatrixRM(), false);
+    const Dense ref =
+        dense_moe(full_moe_weights(cfg.hidden, cfg.experts, 5), x, dy, T, pt.k, pt.factor);
+    const std::string at = "n = " + std::to_string(pt.n) + ", k = " + std::to_string(pt.k) +
+                           ", capacity factor " + std::to_string(pt.factor);
+    const auto rows = static_cast<std::size_t>(T * cfg.hidden);
+    for (int r = 0; r < pt.n; ++r) {
+      const auto first = static_cast<std::size_t>(r) * rows;
+      mgpu_test::check_close("moe_forward output y of rank " + std::to_string(r) + "'s " +
+                                 std::to_string(T) + " tokens (" + at + ")",
+                             std::span<const float>(run.y.data() + first, rows),
+                             std::span<const float>(ref.y.data() + first, rows), {kTol, 0});
+    }
+    CHECK_MESSAGE(run.dropped == ref.dropped, at << ": " << run.dropped
+                                                 << " copies dropped over all ranks, the dense "
+                                                    "layer drops "
+                                                 << ref.dropped);
+  }
 }
 
 TEST_CASE(

@@ -1,11 +1,12 @@
-// Visible tests of the 11.7 3D training step on the simulated cluster: on 2x2x2 = 8 and 2x2x4
-// = 16 ranks (and a few edge layouts), two steps give the loss, the gradients and the updated
-// parameters of one-rank training on the same batch; the ledger holds per_gpu_memory's ZeRO-1
-// state for the rank's share; the traffic meter's bytes per group equal per_gpu_traffic term by
-// term. The expected values come from one-rank training with the runtime's model, never from
-// the code tested.
+// Visible tests of the 11.7 3D training step on the simulated cluster, the README's ladder from
+// one rank through each axis alone to 2x2x2 = 8 and 2x2x4 = 16 ranks: two steps give the loss, the
+// gradients and the updated parameters of one-rank training on the same batch; the ledger holds
+// per_gpu_memory's ZeRO-1 state for the rank's share; the traffic meter's bytes per group equal
+// per_gpu_traffic term by term. The expected values come from one-rank training with the runtime's
+// model, never from the code tested.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "11_7_3d_and_experts/step3d.hpp"
 #include "mgpu/cluster.hpp"
+#include "share_compare.hpp"
 
 using namespace mgpu;
 using namespace mgpu::layout;
@@ -101,17 +103,6 @@ std::vector<RankRun> train_3d(const model::Model& m, const model::Batch& batch, 
   return runs;
 }
 
-// Largest |got - want| relative to the largest |want|, over [first, first + count).
-double rel_error(std::span<const float> got, std::span<const float> want, std::size_t first,
-                 std::size_t count) {
-  double worst = 0.0, scale = 1e-12;
-  for (std::size_t i = first; i < first + count; ++i) {
-    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return worst / scale;
-}
-
 // The layout model of one rank's share: its parameters padded to the ZeRO-1 flat are Psi', so
 // Psi = Psi' * tp * pp, in fp32 with Adam, ZeRO-1 over dp.
 LayoutModel layout_model(const model::ModelConfig& c, Layout l, const Share& share,
@@ -127,6 +118,10 @@ LayoutModel layout_model(const model::ModelConfig& c, Layout l, const Share& sha
   return lm;
 }
 
+std::string layout_name(Layout l) {
+  return std::to_string(l.tp) + "x" + std::to_string(l.pp) + "x" + std::to_string(l.dp);
+}
+
 void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_micro) {
   const model::Model m(config());
   const std::int64_t sequences = l.dp * micro_batches * sequences_per_micro;
@@ -135,15 +130,16 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
   const std::vector<RankRun> runs = train_3d(m, batch, l, micro_batches);
 
   for (int s = 0; s < kSteps; ++s) {
-    CAPTURE(s);
+    const std::string step = "step " + std::to_string(s + 1) + " of " + layout_name(l);
     double loss_sum = 0.0;
     int last_stage_replicas = 0;
     for (const RankRun& run : runs) {
-      CAPTURE(run.coords.tp);
-      CAPTURE(run.coords.pp);
-      CAPTURE(run.coords.dp);
+      const std::string who = "rank " + share_compare::where(run.coords);
       const auto& loss = run.loss[static_cast<std::size_t>(s)];
-      REQUIRE(loss.has_value() == (run.coords.pp == l.pp - 1));
+      REQUIRE_MESSAGE(loss.has_value() == (run.coords.pp == l.pp - 1),
+                      step << ": " << who
+                           << (loss ? " returned a loss; only the last stage should"
+                                    : " returned no loss; the last stage should"));
       if (loss && run.coords.tp == 0) {
         loss_sum += *loss;
         ++last_stage_replicas;
@@ -153,34 +149,43 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
       cut_share(m, run.share, run.coords, want.params[static_cast<std::size_t>(s)], params);
       // The rank's ZeRO-1 shard of the gradient is the global batch's; every parameter agrees.
       const std::size_t first = static_cast<std::size_t>(run.coords.dp) * run.share.shard;
-      CHECK(rel_error(run.grads[static_cast<std::size_t>(s)], grads, first, run.share.shard) <
-            1e-4);
-      CHECK(rel_error(run.params[static_cast<std::size_t>(s)], params, 0, run.share.count) < 1e-5);
+      const std::size_t own =
+          std::min(run.share.shard, run.share.count - std::min(first, run.share.count));
+      share_compare::check_share(m, run.share, run.grads[static_cast<std::size_t>(s)], grads, first,
+                                 own, 1e-4, step, "grad (own ZeRO-1 shard)", who);
+      share_compare::check_share(m, run.share, run.params[static_cast<std::size_t>(s)], params, 0,
+                                 run.share.count, 1e-5, step, "param after Adam", who);
     }
     CHECK(last_stage_replicas == l.dp);
-    CHECK(loss_sum / static_cast<double>(l.dp) ==
-          doctest::Approx(want.loss[static_cast<std::size_t>(s)]).epsilon(1e-5));
+    CHECK_MESSAGE(loss_sum / static_cast<double>(l.dp) ==
+                      doctest::Approx(want.loss[static_cast<std::size_t>(s)]).epsilon(1e-5),
+                  step << ": mean loss over the replicas " << loss_sum / static_cast<double>(l.dp)
+                       << ", one-rank training's " << want.loss[static_cast<std::size_t>(s)]);
   }
 
   for (const RankRun& run : runs) {
-    CAPTURE(run.coords.pp);
+    INFO(layout_name(l) << ", rank " << share_compare::where(run.coords));
     const LayoutModel lm =
         layout_model(m.config(), l, run.share, sequences_per_micro, micro_batches);
     const GpuMemory mem = per_gpu_memory(lm);
-    CHECK(static_cast<double>(run.weights) == mem.weights_bytes);
-    CHECK(static_cast<double>(run.grads_bytes) == mem.grads_bytes);
-    CHECK(static_cast<double>(run.optimizer) == mem.optimizer_bytes);
+    CHECK_MESSAGE(static_cast<double>(run.weights) == mem.weights_bytes, "peak weights bytes");
+    CHECK_MESSAGE(static_cast<double>(run.grads_bytes) == mem.grads_bytes, "peak grads bytes");
+    CHECK_MESSAGE(static_cast<double>(run.optimizer) == mem.optimizer_bytes,
+                  "peak optimizer bytes (Adam's moments of one ZeRO-1 shard)");
     // Two steps of traffic; the formula's pipeline term is the middle (busiest) stage's, and
     // with two stages or more each end stage sends half of it.
     const GpuTraffic per_step = per_gpu_traffic(lm);
     const bool end_stage = run.coords.pp == 0 || run.coords.pp == l.pp - 1;
     const double pipeline =
         l.pp > 2 && end_stage ? per_step.pipeline_bytes / 2 : per_step.pipeline_bytes;
-    CHECK(static_cast<double>(run.tp_all_reduce) ==
-          doctest::Approx(kSteps * per_step.tensor_parallel_bytes));
-    CHECK(static_cast<double>(run.pp_sent) == doctest::Approx(kSteps * pipeline));
-    CHECK(static_cast<double>(run.dp_sent) ==
-          doctest::Approx(kSteps * per_step.data_parallel_bytes));
+    CHECK_MESSAGE(static_cast<double>(run.tp_all_reduce) ==
+                      doctest::Approx(kSteps * per_step.tensor_parallel_bytes),
+                  "bytes sent in tp all-reduces over " << kSteps << " steps");
+    CHECK_MESSAGE(static_cast<double>(run.pp_sent) == doctest::Approx(kSteps * pipeline),
+                  "bytes sent across stage boundaries (pp) over " << kSteps << " steps");
+    CHECK_MESSAGE(
+        static_cast<double>(run.dp_sent) == doctest::Approx(kSteps * per_step.data_parallel_bytes),
+        "bytes sent by ZeRO-1 (dp) over " << kSteps << " steps");
     // The boundary rebuilt on the receiving side: one all-gather per tensor received, which the
     // formula leaves out (a stage receives as many tensors as it sends).
     const double received_tensors =
@@ -190,49 +195,48 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
     const double gather =
         static_cast<double>(sequences_per_micro * m.config().seq_len * m.config().d_model * 4) *
         static_cast<double>(l.tp - 1) / static_cast<double>(l.tp);
-    CHECK(static_cast<double>(run.tp_all_gather) ==
-          doctest::Approx(kSteps * received_tensors * gather));
+    CHECK_MESSAGE(static_cast<double>(run.tp_all_gather) ==
+                      doctest::Approx(kSteps * received_tensors * gather),
+                  "bytes sent in tp all-gathers rebuilding received boundaries");
   }
 }
 
 }  // namespace
 
-TEST_CASE("11.7 3D step: 2x2x2 and 2x2x4 equal one-rank training, memory and bytes per group") {
-  for (const Layout l : {Layout{2, 2, 2}, Layout{2, 2, 4}}) {
-    CAPTURE(l.dp);
-    check_layout_run(l, 4, 1);
-  }
+// The ladder of the README, one rung a case (`./mgpu test '11_7.*rung 3'` runs rung 3): each
+// rung adds one axis to what the previous ones proved.
+
+TEST_CASE("11.7 3D rung 1: 1x1x1, one rank, equals one-rank training") {
+  check_layout_run({1, 1, 1}, 2, 2);
 }
 
-TEST_CASE("11.7 3D step: edge layouts (one rank, a pure pipeline, no pipeline, m < pp)") {
-  SUBCASE("1x1x1") { check_layout_run({1, 1, 1}, 2, 2); }
+TEST_CASE("11.7 3D rung 2: tp only (2x1x1, 4x1x1) equals one-rank training") {
+  SUBCASE("2x1x1") { check_layout_run({2, 1, 1}, 2, 1); }
+  SUBCASE("4x1x1") { check_layout_run({4, 1, 1}, 2, 1); }
+}
+
+TEST_CASE("11.7 3D rung 3: pp only (1x2x1, 1x4x1 with m = 6 and m = 2) equals one-rank training") {
+  SUBCASE("1x2x1, m = 4") { check_layout_run({1, 2, 1}, 4, 1); }
   SUBCASE("1x4x1, m = 6") { check_layout_run({1, 4, 1}, 6, 1); }
+  SUBCASE("1x4x1, m = 2 < pp") { check_layout_run({1, 4, 1}, 2, 1); }
+}
+
+TEST_CASE("11.7 3D rung 4: dp only (1x1x2, 1x1x4) equals one-rank training") {
+  SUBCASE("1x1x2") { check_layout_run({1, 1, 2}, 2, 1); }
+  SUBCASE("1x1x4") { check_layout_run({1, 1, 4}, 1, 1); }
+}
+
+TEST_CASE("11.7 3D rung 5: 2x2x2 and 2x2x4 equal one-rank training, memory and bytes per group") {
+  SUBCASE("2x2x2") { check_layout_run({2, 2, 2}, 4, 1); }
+  SUBCASE("2x2x4") { check_layout_run({2, 2, 4}, 4, 1); }
+}
+
+TEST_CASE("11.7 3D rung 5: mixed layouts (4x1x2, 2x4x1 with m = 2) equal one-rank training") {
   SUBCASE("4x1x2") { check_layout_run({4, 1, 2}, 2, 1); }
   SUBCASE("2x4x1, m = 2 < pp") { check_layout_run({2, 4, 1}, 2, 2); }
 }
 
-TEST_CASE("11.7 3D step: the 1F1B order runs each micro-batch forward before backward") {
-  for (int p = 1; p <= 4; ++p) {
-    for (int s = 0; s < p; ++s) {
-      for (int m = 1; m <= 6; ++m) {
-        const auto order = one_f_one_b_order(s, p, m);
-        REQUIRE(order.size() == static_cast<std::size_t>(2 * m));
-        std::vector<int> seen(static_cast<std::size_t>(m), 0);
-        int in_flight = 0, peak = 0;
-        for (const auto& [fwd, i] : order) {
-          seen[static_cast<std::size_t>(i)] += fwd ? 1 : 10;
-          CHECK((fwd ? seen[static_cast<std::size_t>(i)] == 1
-                     : seen[static_cast<std::size_t>(i)] == 11));
-          in_flight += fwd ? 1 : -1;
-          peak = std::max(peak, in_flight);
-        }
-        CHECK(peak == std::min(m, p - s));
-      }
-    }
-  }
-}
-
-TEST_CASE("11.7 3D step: a batch that does not split is refused before any work") {
+TEST_CASE("11.7 3D rung 5: a batch that does not split is refused before any work") {
   const model::Model m(config());
   const model::Batch batch = m.make_batch(6, 1);
   CHECK_THROWS_AS(Cluster(2).run([&](Rank& r) {

@@ -1,0 +1,58 @@
+// Comparing a rank's share (or part of it) with the one-rank values cut the same way, tensor by
+// tensor, so a failure names the unit, the tensor and the worst element ("step 1, unit 2
+// (block1) w1 grad, rank tp 1 pp 0 dp 1") instead of one relative error for the whole buffer.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "11_7_3d_and_experts/share.hpp"
+#include "mgpu_test/compare.hpp"
+
+namespace share_compare {
+
+/// "tp 1 pp 0 dp 1": where a rank sits, for labels.
+inline std::string where(const mgpu::layout::RankCoords& c) {
+  return "tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " dp " +
+         std::to_string(c.dp);
+}
+
+/// "unit 2 (block1) w1": a share tensor's unit and its short name.
+inline std::string tensor_name(const mgpu::model::Model& model,
+                               const mgpu::layout::ShareTensor& t) {
+  const mgpu::model::TensorInfo& info = model.tensors()[static_cast<std::size_t>(t.tensor)];
+  const auto dot = info.name.find('.');
+  const std::string shortname = dot == std::string::npos ? info.name : info.name.substr(dot + 1);
+  return "unit " + std::to_string(info.unit) + " (" + model.unit(info.unit).name + ") " + shortname;
+}
+
+/// Checks got against want (both share-long flat buffers) over [first, first + count), one
+/// doctest check per tensor of the share that overlaps the range, each labelled
+/// "<prefix>: unit U (name) T <what>, <suffix>". The tolerance is `rel` times the largest
+/// |want| in the range, the same for every tensor (a tensor of tiny values is not held to a
+/// tighter standard than its neighbours). Returns whether every tensor passed.
+inline bool check_share(const mgpu::model::Model& model, const mgpu::layout::Share& share,
+                        std::span<const float> got, std::span<const float> want, std::size_t first,
+                        std::size_t count, double rel, const std::string& prefix,
+                        const std::string& what, const std::string& suffix) {
+  const double atol = rel * std::max(1e-12, mgpu_test::max_abs(want.subspan(first, count)));
+  bool ok = true;
+  for (const mgpu::layout::ShareTensor& t : share.tensors) {
+    const std::size_t lo = std::max(first, t.offset);
+    const std::size_t hi = std::min(first + count, t.offset + t.size());
+    if (lo >= hi) continue;
+    std::string label = prefix + ": " + tensor_name(model, t) + " " + what;
+    if (lo != t.offset || hi != t.offset + t.size()) {
+      label += " (elements " + std::to_string(lo - t.offset) + ".." +
+               std::to_string(hi - t.offset) + " of " + std::to_string(t.size()) + ")";
+    }
+    label += ", " + suffix;
+    ok &= mgpu_test::check_close(label, got.subspan(lo, hi - lo), want.subspan(lo, hi - lo),
+                                 {atol, 0});
+  }
+  return ok;
+}
+
+}  // namespace share_compare
