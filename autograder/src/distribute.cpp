@@ -12,6 +12,7 @@
 #include <set>
 
 #include "hints.hpp"
+#include "predictions.hpp"
 #include "pristine.hpp"
 #include "runner.hpp"
 #include "util.hpp"
@@ -235,6 +236,9 @@ std::vector<std::string> write_submission(const Rubric& rubric, const fs::path& 
   // The hints opened with `./mgpu hint`, for the instructor's report (hints.hpp).
   if (fs::is_regular_file(from.parent_path() / kHintsRecord))
     files.push_back(kHintsRecord.generic_string());
+  // And the predictions recorded with `./mgpu predict` (predictions.hpp), reported, not scored.
+  if (fs::is_regular_file(from.parent_path() / kPredictionsRecord))
+    files.push_back(kPredictionsRecord.generic_string());
   fs::path abs_out = fs::absolute(out);
   std::error_code ec;
   fs::remove(abs_out, ec);

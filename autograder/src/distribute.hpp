@@ -26,7 +26,7 @@ struct Shipment {
 Shipment write_release(const Project& project, const std::filesystem::path& out, bool allow_dirty);
 
 /// Zips the rubric's manifest files found under from (a chapters/ folder), and the hint record
-/// beside it (.mgpu/hints.tsv, if any), into out.
+/// beside it (.mgpu/hints.tsv and .mgpu/predictions.tsv, if any), into out.
 /// Returns the files included, relative to from's parent.
 std::vector<std::string> write_submission(const Rubric& rubric, const std::filesystem::path& from,
                                           const std::filesystem::path& out);

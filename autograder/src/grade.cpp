@@ -16,6 +16,7 @@
 #include "compare.hpp"
 #include "gpu_labs.hpp"
 #include "hints.hpp"
+#include "predictions.hpp"
 #include "pristine.hpp"
 #include "unpack.hpp"
 #include "util.hpp"
@@ -380,6 +381,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   std::string tree_error;
   fs::path scratch_chapters;
   HintsSeen hints;
+  PredictionsMade predictions;
   if (!solution) {
     fs::path base = opts.work_dir / "student" / safe_name(build_name);
     claim_student_folder(base, fs::absolute(submission).lexically_normal().string());
@@ -396,6 +398,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     }
     g.notes.insert(g.notes.end(), st.notes.begin(), st.notes.end());
     hints = read_hints(st.top / kHintsRecord, rubric, g.notes);
+    predictions = read_predictions_by_chapter(st.top / kPredictionsRecord, rubric, g.notes);
     scratch_chapters = st.chapters_dir;
     tree = base / "build";
     Progress p("configuring the build of the submission");
@@ -481,6 +484,7 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     g.timings.emplace_back("gpu labs", since(t_gpu));
   }
   apply_hints(g.chapters, hints, rubric);
+  apply_predictions(g.chapters, predictions);
   for (const auto& cg : g.chapters)
     for (const auto& c : cg.cases)
       if (c.status == Status::reference_error)

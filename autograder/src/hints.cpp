@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "predictions.hpp"
+
 namespace fs = std::filesystem;
 
 namespace mgpu::grade {
@@ -76,6 +78,38 @@ void apply_hints(std::vector<ChapterGrade>& chapters, const HintsSeen& seen, con
     for (const auto& [todo, level] : ch.hints)
       ch.hint_cost += rubric.hint_cost[static_cast<std::size_t>(level - 1)];
   }
+}
+
+PredictionsMade read_predictions_by_chapter(const fs::path& record, const Rubric& rubric,
+                                            std::vector<std::string>& notes) {
+  PredictionsMade made;
+  int malformed = 0, unknown = 0;
+  for (const auto& p : read_predictions(record, &malformed)) {
+    const auto [name, prefix] = owner(p.chapter, rubric);
+    if (name.empty() || !prefix.empty()) {
+      ++unknown;
+      continue;
+    }
+    made[name][p.question] = p.value;  // the record is in time order: the latest wins
+  }
+  if (malformed + unknown > 0)
+    notes.push_back(fmt::format(
+        "{} line(s) of the prediction record {} name no chapter, question and value and were "
+        "not reported",
+        malformed + unknown, kPredictionsRecord.string()));
+  return made;
+}
+
+std::string predictions_summary(const ChapterGrade& chapter) {
+  std::string s;
+  for (const auto& [question, value] : chapter.predictions)
+    s += fmt::format("{}{}: {}", s.empty() ? "" : ", ", question, value);
+  return s + " (not scored)";
+}
+
+void apply_predictions(std::vector<ChapterGrade>& chapters, const PredictionsMade& made) {
+  for (auto& ch : chapters)
+    if (const auto it = made.find(ch.name); it != made.end()) ch.predictions = it->second;
 }
 
 }  // namespace mgpu::grade

@@ -60,9 +60,10 @@ struct ChapterGrade {
   bool build_failed = false;     ///< the chapter did not compile
   std::string build_error;       ///< the compiler's first error, paths relative to the submission
   std::vector<CaseGrade> cases;  ///< in rubric order
-  std::map<std::string, int> hints;  ///< TODO id -> the highest hint level the student opened
-  double hint_cost = 0;              ///< points the rubric's hint_cost takes for those hints
-  double score() const;              ///< sum over cases, less hint_cost (never below 0)
+  std::map<std::string, int> hints;        ///< TODO id -> the highest hint level the student opened
+  double hint_cost = 0;                    ///< points the rubric's hint_cost takes for those hints
+  std::map<int, std::string> predictions;  ///< predict-then-run question -> the student's latest
+  double score() const;                    ///< sum over cases, less hint_cost (never below 0)
   double max_score() const;  ///< sum over cases (reference errors and skipped cases excluded)
 };
 

@@ -32,7 +32,10 @@ nlohmann::json json_report(const Grade& graded) {
                      {"build_error", ch.build_error},
                      {"hints", ch.hints},
                      {"hint_cost", ch.hint_cost},
+                     {"predictions", nlohmann::json::object()},
                      {"cases", nlohmann::json::array()}};
+    for (const auto& [question, value] : ch.predictions)
+      c["predictions"][std::to_string(question)] = value;
     for (const auto& cs : ch.cases)
       c["cases"].push_back({{"name", cs.name},
                             {"status", status_name(cs.status)},
@@ -106,6 +109,9 @@ nlohmann::json gradescope_report(const Grade& graded) {
   for (const auto& ch : g.chapters)
     if (!ch.hints.empty())
       output += fmt::format("\n{}: hints opened: {}", ch.title, hints_summary(ch));
+  for (const auto& ch : g.chapters)
+    if (!ch.predictions.empty())
+      output += fmt::format("\n{}: predictions: {}", ch.title, predictions_summary(ch));
   for (const auto& n : g.notes) output += "\nnote: " + n;
   if (skips)
     output += fmt::format("\n{} test{} skipped (not run here, not counted).", skips,

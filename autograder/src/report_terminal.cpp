@@ -59,6 +59,7 @@ std::string terminal_report(const Grade& graded, bool colour, bool timings) {
       s += "\n";
     }
     if (!ch.hints.empty()) s += "  hints opened: " + one_line(hints_summary(ch)) + "\n";
+    if (!ch.predictions.empty()) s += "  predictions: " + one_line(predictions_summary(ch)) + "\n";
   }
   s += fmt::format("\n{}total {}/{}{}\n", bold, pts(g.score()), pts(g.max_score()), reset);
   if (g.score() < g.max_score())

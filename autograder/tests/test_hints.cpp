@@ -7,6 +7,7 @@
 #include "distribute.hpp"
 #include "helpers.hpp"
 #include "hints.hpp"
+#include "predictions.hpp"
 #include "report.hpp"
 
 using namespace mgpu::grade;
@@ -102,13 +103,14 @@ TEST_CASE(
             "11_3_zero: hints opened: shard (level 3); -1.5 points") != std::string::npos);
 }
 
-TEST_CASE("a graded submission's hint record reaches the report, and submit packs it" *
+TEST_CASE("a graded submission's hint and prediction records reach the report, submit packs it" *
           doctest::skip(!can_grade())) {
   fs::path dir = fresh_dir("hints_grade");
   fs::path sub = toy_submission(dir / "sub", "");
   fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
                 fs::copy_options::overwrite_existing);
   put(sub / kHintsRecord, "toy_a\tscale\t2\t2026-11-30T10:00:00Z\n");
+  put(sub / kPredictionsRecord, "toy_a\t2\t0.27\t2026-11-30T09:00:00Z\n");  // never priced
   put(dir / "priced.json", R"({"chapters": {}, "hint_cost": [0, 1, 2]})");
   fs::path json = dir / "grade.json";
   RunOutcome o = grader(toy_args({"grade", sub.string(), "--json", json.string(), "--rubric",
@@ -116,6 +118,7 @@ TEST_CASE("a graded submission's hint record reaches the report, and submit pack
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   CHECK(o.out.find("hints opened: scale (level 2); -1 points") != std::string::npos);
+  CHECK(o.out.find("predictions: 2: 0.27 (not scored)") != std::string::npos);
   const auto j = nlohmann::json::parse(read_text(json));
   CHECK(chapter_score(j, "toy_a") == 4);  // 5 points less the level-2 hint
   CHECK(j["score"].get<double>() == j["max_score"].get<double>() - 1);
