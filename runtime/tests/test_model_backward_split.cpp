@@ -246,6 +246,51 @@ TEST_CASE("the weight halves can wait: run after other units' input halves, in a
   }
 }
 
+TEST_CASE("two micro-batches: the second's input halves run between the first's two halves") {
+  // As a zero-bubble stage runs them: B of micro-batch 0, B of micro-batch 1, then the W's, each
+  // unit's in micro-batch order, so its gradient adds up as two whole backwards in a row do.
+  for (const ModelConfig& c : configs()) {
+    const Model net(c);
+    const Batch batch0 = net.make_batch(2, 31), batch1 = net.make_batch(1, 32);
+    std::vector<float> whole = start_grads(net), split = start_grads(net);
+    std::vector<std::vector<float>> whole_dx, split_dx;
+    Cluster(1).run([&](Rank& r) {
+      Replica rep = net.make_replica(r.memory(), 12);
+      const std::span<const float> params = rep.params.span();
+      const std::span<float> wg(whole), sg(split);
+      for (const Batch* batch : {&batch0, &batch1}) {
+        Forward f = forward_all(r, net, params, *batch);
+        Buffer<float> d = std::move(f.dloss);
+        for (int u = net.num_units() - 1; u >= 0; --u) {
+          d = net.unit_backward(r, u, net.unit_view(params, u), net.unit_view(wg, u),
+                                f.caches[static_cast<std::size_t>(u)], d.span());
+        }
+        whole_dx.emplace_back(d.begin(), d.end());
+      }
+      Forward f0 = forward_all(r, net, params, batch0), f1 = forward_all(r, net, params, batch1);
+      for (Forward* f : {&f0, &f1}) {
+        Buffer<float> d = std::move(f->dloss);
+        for (int u = net.num_units() - 1; u >= 0; --u) {
+          d = net.unit_backward_input(r, u, net.unit_view(params, u),
+                                      f->caches[static_cast<std::size_t>(u)], d.span());
+        }
+        split_dx.emplace_back(d.begin(), d.end());
+      }
+      for (int u = 0; u < net.num_units(); ++u) {
+        for (Forward* f : {&f0, &f1}) {
+          net.unit_backward_weight(r, u, net.unit_view(sg, u),
+                                   f->caches[static_cast<std::size_t>(u)]);
+        }
+      }
+    });
+    const std::string at = describe(c, 2) + " and 1";
+    for (std::size_t k = 0; k < 2; ++k)
+      check_close(at + ": embedding dx of micro-batch " + std::to_string(k), split_dx[k],
+                  whole_dx[k]);
+    check_close(at + ": gradients", split, whole);
+  }
+}
+
 TEST_CASE("each half charges its own FLOPs, and the two add up to unit_backward's charge") {
   for (const ModelConfig& c : configs()) {
     const Model net(c);

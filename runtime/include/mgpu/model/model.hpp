@@ -231,7 +231,9 @@ class Model {
   /// into unit_grads from the cache unit_backward_input left, then empties it (the ledger sees
   /// x, o, mid, a and the kept gradients freed here). Needs no parameters and no other unit's
   /// state, so it may run any time after its input half, in any order among units. Input half
-  /// then weight half leave unit_grads with unit_backward's bits. Charges
+  /// then weight half leave unit_grads with unit_backward's bits; one unit's weight halves of
+  /// several micro-batches add in the order they run (float addition), so they match a run of
+  /// unit_backward bit for bit when they run in its micro-batch order. Charges
   /// unit_backward_weight_flops as "bwd-w <unit name>".
   /// @throws std::logic_error naming the unit when unit_backward_input has not run on the cache.
   void unit_backward_weight(Rank& rank, int u, std::span<float> unit_grads, UnitCache& cache) const;
