@@ -43,6 +43,7 @@ MatrixRM rows_of(MatIn full, std::int64_t seq, const std::vector<std::int64_t>& 
 }
 
 struct Point {
+  std::string name;  // "fixed" or "drawn", so a drawn point never shares a fixed one's names
   int ranks;
   cx::CpShape shape;
   std::int64_t sequences;
@@ -50,7 +51,7 @@ struct Point {
 };
 
 std::string label(const Point& p) {
-  return "c" + std::to_string(p.ranks) + "_" + split_name(p.shape.split) + ".";
+  return p.name + "_c" + std::to_string(p.ranks) + "_" + split_name(p.shape.split) + ".";
 }
 
 // Everything a run shows, per rank (index = rank).
@@ -124,14 +125,15 @@ std::vector<Point> grid(Ctx& ctx) {
                                              {4, cx::Split::zigzag},     {3, cx::Split::zigzag}};
   for (const auto& [c, split] : fixed) {
     const std::int64_t heads = ctx.uniform_int(1, 2);
-    points.push_back({c,
+    points.push_back({"fixed",
+                      c,
                       {2 * c * ctx.uniform_int(1, 3), heads, split},
                       ctx.uniform_int(1, 2),
                       heads * ctx.pick<std::int64_t>({2, 4})});
   }
   const int c = ctx.pick({2, 3, 4});
   const cx::Split split = ctx.pick({cx::Split::contiguous, cx::Split::zigzag});
-  points.push_back({c, {2 * c * ctx.uniform_int(1, 4), 2, split}, 2, 6});
+  points.push_back({"drawn", c, {2 * c * ctx.uniform_int(1, 4), 2, split}, 2, 6});
   return points;
 }
 
