@@ -150,8 +150,9 @@ int measure(const std::string& chapter, const Question& q, const fs::path& readm
       lines.push_back(fmt::format(
           "  {:<40}  not measured: {}", m.label,
           rc != 0 ? fmt::format("the command exited {} (a chapter function not written yet?)", rc)
-                  : fmt::format("no number after '{}' in its output ({}:{})", m.label,
-                                readme.generic_string(), m.line)));
+                  : fmt::format("no number right after '{}' in its output (a chapter function "
+                                "not written yet? else fix {}:{})",
+                                m.label, readme.generic_string(), m.line)));
     }
   }
   fmt::print("\nQuestion {}, measured beside your prediction:\n", q.number);

@@ -193,9 +193,14 @@ std::optional<std::string> measured_value(const std::string& output, const std::
   const std::string rest = output.substr(at + label.size(), end_of_line == std::string::npos
                                                                 ? std::string::npos
                                                                 : end_of_line - at - label.size());
-  static const std::regex number(R"([-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?%?)");
+  // The value follows the label at once, past spaces and a ':' or '='; anything else there (a
+  // "finish 11.5 ..." row of a function not written yet) is no measurement.
+  const auto start = rest.find_first_not_of(" \t:=");
+  if (start == std::string::npos) return std::nullopt;
+  static const std::regex number(R"(^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?%?)");
   std::smatch m;
-  if (!std::regex_search(rest, m, number)) return std::nullopt;
+  const std::string tail = rest.substr(start);
+  if (!std::regex_search(tail, m, number)) return std::nullopt;
   return m.str();
 }
 

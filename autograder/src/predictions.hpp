@@ -13,8 +13,8 @@
 //   <!-- predict: ./mgpu pipeline --stages 4 --micro-batches 8 | bubble -->
 //
 // the command that measures the answer, then after the last '|' the label of the printed value:
-// the first number after the first occurrence of the label (case-insensitive) in the command's
-// standard output is the measured value. The format is documented for authors in
+// the number right after the first occurrence of the label (case-insensitive) in the command's
+// standard output, past spaces and a ':' or '=', is the measured value. The format is documented for authors in
 // autograder/tests/predict/README.md.
 #pragma once
 
@@ -75,9 +75,9 @@ void append_prediction(const std::filesystem::path& record, const Prediction& p)
 std::optional<std::string> latest_prediction(const std::vector<Prediction>& record,
                                              const std::string& chapter, int question);
 
-/// The measured value in a command's output: the first number after the first occurrence of
-/// label (case-insensitive), with a trailing % kept; nothing when the label or the number is
-/// missing.
+/// The measured value in a command's output: the number right after the first occurrence of
+/// label (case-insensitive), past spaces and a ':' or '=', with a trailing % kept; nothing when
+/// the label is missing or no number follows it there.
 std::optional<std::string> measured_value(const std::string& output, const std::string& label);
 
 /// The current UTC time as the record writes it.
