@@ -333,7 +333,7 @@ std::string render_text(const Figure& f) {
                                   ? fmt::format("{:.4f}", *f.formula.value)
                                   : fmt::format("finish {} to see it", f.formula.pending);
   out += fmt::format(
-      "Bubble: {:.4f} measured (mean over the stages, which differ by up to {:.4f}), formula {} = "
+      "Bubble: {:.4f} measured (the mean over the stages, each within {:.4f} of it), formula {} = "
       "{}\n",
       f.bubble, f.bubble_worst, f.formula_text, formula);
   out += fmt::format(
