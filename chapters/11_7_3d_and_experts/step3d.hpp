@@ -29,7 +29,7 @@ struct BlockCache3d {
   Buffer<float> o;    ///< (n, d/t) their outputs, before W_O
   Buffer<float> p;    ///< (n/seq * heads/t * seq, seq) attention probabilities
   Buffer<float> mid;  ///< (n, d) the FFN's input, x + attention(x)
-  Buffer<float> h;    ///< (n, f/t) this rank's FFN pre-activation, x W_1 + b_1
+  Buffer<float> h;    ///< (n, f/t) this rank's FFN pre-activation, mid W_1 + b_1 on its columns
   Buffer<float> a;    ///< (n, f/t) its GELU
 };
 
