@@ -46,8 +46,12 @@ endif()
 # One doctest main for every test program, compiled once.
 add_library(mgpu_doctest_main STATIC ${PROJECT_SOURCE_DIR}/cmake/doctest_main.cpp)
 target_link_libraries(mgpu_doctest_main PUBLIC doctest::doctest)
+# The comparison core (testing/mgpu_test/mismatch.hpp): header-only and without doctest, so the
+# grader's comparison links it as well as the tests, and both diagnose a mismatch alike.
+add_library(mgpu_mismatch INTERFACE)
+target_include_directories(mgpu_mismatch INTERFACE ${PROJECT_SOURCE_DIR}/testing)
 # Shared test support (testing/mgpu_test/compare.hpp: check_close and friends) for every test.
-target_include_directories(mgpu_doctest_main PUBLIC ${PROJECT_SOURCE_DIR}/testing)
+target_link_libraries(mgpu_doctest_main PUBLIC mgpu_mismatch)
 
 include(${doctest_DIR}/doctest.cmake)  # doctest_discover_tests, from the doctest package
 

@@ -1,11 +1,16 @@
 // numpy.isclose semantics with the reference as b, plus budget checks. Runs in the grader
 // process only: nothing the student's program says is trusted beyond being a number. The
 // feedback is written to point at the mistake: where the first wrong element is, which one is
-// worst, and whether the wrong elements are all one clean multiple of the right ones.
+// worst, and whether the wrong elements are all one clean multiple of the right ones. The
+// element-wise judgement and those words come from the comparison core the visible tests share
+// (testing/mgpu_test/mismatch.hpp), so the tests and the grader diagnose alike; what is the
+// grader's own is reading the harness's JSON, the rubric's tolerances and the budgets.
 #include "compare.hpp"
 
 #include <fmt/format.h>
+#include <mgpu_test/mismatch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -14,7 +19,7 @@ namespace {
 
 constexpr std::size_t kMaxMismatches = 5;
 
-std::string show(double v) { return fmt::format("{:.10g}", v); }
+using mgpu_test::show;
 
 // "weights[3]", or "peak_weights on rank 3" for a value emitted per rank.
 std::string where(const std::string& name, bool scalar, bool per_rank, std::size_t i) {
@@ -22,55 +27,16 @@ std::string where(const std::string& name, bool scalar, bool per_rank, std::size
   return per_rank ? fmt::format("{} on rank {}", name, i) : fmt::format("{}[{}]", name, i);
 }
 
-std::string describe(const nlohmann::json& raw, bool decoded, double a) {
-  if (!decoded) return raw.dump();
-  return std::isnan(a) ? "NaN" : show(a);
-}
-
-// got/expected as "2.00x (+2048)" so a scaling or an offset mistake reads at a glance.
-std::string relation(double a, double b) {
-  if (!std::isfinite(a) || !std::isfinite(b)) return "";
-  std::string s =
-      b != 0 ? fmt::format(" ({:.3g}x, {:+.4g})", a / b, a - b) : fmt::format(" ({:+.4g})", a - b);
-  return s;
-}
-
-// Tracks whether every wrong element of a value is the same multiple of the reference.
-struct FactorWatch {
-  std::optional<double> factor;
-  bool consistent = true;
-  void add(double a, double b) {
-    if (!consistent) return;
-    if (b == 0 || !std::isfinite(a) || !std::isfinite(b)) {
-      consistent = false;
-      return;
-    }
-    double r = a / b;
-    if (!factor)
-      factor = r;
-    else if (std::fabs(r - *factor) > 1e-3 * std::fabs(*factor))
-      consistent = false;
-  }
+// An element as the harness wrote it: a number (nullopt for anything else) and how to show it.
+struct Element {
+  std::optional<double> number;
+  std::string text;
 };
 
-// "every wrong element of grads is 4.00x the reference: summed over the 4 ranks instead of
-// averaged?"
-std::string factor_hint(const std::string& name, const FactorWatch& w, std::size_t bad,
-                        std::optional<double> ranks) {
-  if (!w.consistent || !w.factor || bad < 2) return "";
-  double f = *w.factor;
-  if (std::fabs(f - 1) < 1e-3) return "";
-  std::string s = fmt::format("every wrong element of {} is {:.3g}x the reference", name, f);
-  if (ranks && *ranks > 1) {
-    double n = *ranks;
-    if (std::fabs(f - n) < 1e-3 * n)
-      s += fmt::format(": summed over the {:g} ranks instead of averaged?", n);
-    else if (std::fabs(f * n - 1) < 1e-3)
-      s += fmt::format(": divided by the {:g} ranks once too often?", n);
-  } else if (std::fabs(f - std::round(f)) < 1e-3 || std::fabs(1 / f - std::round(1 / f)) < 1e-3) {
-    s += ": a missing or extra factor?";
-  }
-  return s;
+Element element(const nlohmann::json& raw) {
+  double v = 0;
+  if (!decode_number(raw, v)) return {std::nullopt, raw.dump()};
+  return {v, show(v)};
 }
 
 std::optional<double> scalar_value(const nlohmann::json& values, const char* name) {
@@ -104,10 +70,7 @@ bool decode_number(const nlohmann::json& j, double& out) {
 }
 
 bool is_close(double a, double b, Tolerance t) {
-  if (std::isnan(b)) return std::isnan(a);
-  if (std::isinf(b)) return a == b;
-  if (!std::isfinite(a)) return false;
-  return std::fabs(a - b) <= t.atol + t.rtol * std::fabs(b);
+  return mgpu_test::is_close(a, b, {.atol = t.atol, .rtol = t.rtol});
 }
 
 std::string Comparison::detail() const {
@@ -156,44 +119,27 @@ Comparison compare_values(const nlohmann::json& student_values,
       continue;
     }
     std::size_t n = ref_scalar ? 1 : rd.size();
-    std::size_t bad = 0, first = 0, worst = 0;
-    double worst_excess = -1;
-    FactorWatch factor;
+    mgpu_test::MismatchScan scan({.atol = tol.atol, .rtol = tol.rtol});
+    auto element_of = [&](const nlohmann::json& data, std::size_t i) -> const nlohmann::json& {
+      return ref_scalar ? data : data[i];
+    };
     auto line = [&](std::size_t i, const char* label) {
-      const auto& ja = ref_scalar ? sd : sd[i];
-      const auto& jb = ref_scalar ? rd : rd[i];
-      double a = 0, b = 0;
-      bool oka = decode_number(ja, a);
-      decode_number(jb, b);
-      return fmt::format("{}{}: got {}, expected {}{}", label, where(name, ref_scalar, per_rank, i),
-                         describe(ja, oka, a), show(b), oka ? relation(a, b) : "");
+      Element got = element(element_of(sd, i));
+      double b = 0;
+      decode_number(element_of(rd, i), b);
+      return mgpu_test::element_line(label, where(name, ref_scalar, per_rank, i), got.text,
+                                     got.number, b);
     };
     for (std::size_t i = 0; i < n; ++i) {
-      double a = 0, b = 0;
-      const auto& ja = ref_scalar ? sd : sd[i];
-      const auto& jb = ref_scalar ? rd : rd[i];
-      bool okb = decode_number(jb, b);
-      bool oka = decode_number(ja, a);
-      if (!okb) continue;  // the reference never writes anything else
-      if (oka && std::isfinite(a) && std::isfinite(b)) {
-        double abs = std::fabs(a - b);
-        c.max_abs_error = std::max(c.max_abs_error, abs);
-        if (b != 0) c.max_rel_error = std::max(c.max_rel_error, abs / std::fabs(b));
-      }
-      if (oka && is_close(a, b, tol)) continue;
-      if (oka && std::isnan(a) && !std::isnan(b)) ++c.nan_count;
-      // How far outside its tolerance: infinite for a non-number, so it is the worst.
-      double excess = oka && std::isfinite(a) && std::isfinite(b)
-                          ? std::fabs(a - b) - (tol.atol + tol.rtol * std::fabs(b))
-                          : INFINITY;
-      if (bad == 0) first = i;
-      if (excess > worst_excess) worst_excess = excess, worst = i;
-      if (oka)
-        factor.add(a, b);
-      else
-        factor.consistent = false;
-      ++bad;
+      double b = 0;
+      if (!decode_number(element_of(rd, i), b))
+        continue;  // the reference never writes anything else
+      scan.add(i, element(element_of(sd, i)).number, b);
     }
+    c.max_abs_error = std::max(c.max_abs_error, scan.max_abs_error);
+    c.max_rel_error = std::max(c.max_rel_error, scan.max_rel_error);
+    c.nan_count += scan.nan_count;
+    const std::size_t bad = scan.count, first = scan.first, worst = scan.worst;
     if (!bad) continue;
     c.ok = false;
     bad_total += bad;
@@ -201,7 +147,7 @@ Comparison compare_values(const nlohmann::json& student_values,
       c.mismatches.push_back(line(first, ref_scalar ? "" : "first wrong: "));
     if (!ref_scalar && worst != first && c.mismatches.size() < kMaxMismatches)
       c.mismatches.push_back(line(worst, "worst: "));
-    if (std::string h = factor_hint(name, factor, bad, ranks); !h.empty()) c.hints.push_back(h);
+    if (std::string h = scan.factor_hint(name, ranks.value_or(0)); !h.empty()) c.hints.push_back(h);
     if (c.reason.empty()) {
       std::string at = ref_scalar ? ""
                                   : (per_rank ? fmt::format(" on rank {}", first)

@@ -107,7 +107,8 @@ TEST_CASE("data-parallel training equals one-rank training on the whole batch") 
           "dp %d ranks (%s) vs 1 rank after %d Adam steps: max |diff| %.2e (weights up to %.2f)\n",
           ranks, name, steps, mgpu_test::max_abs_diff(params[0], single),
           mgpu_test::max_abs(single));
-      mgpu_test::check_close(std::string("weights, ") + name, params[0], single, {1e-5, 0});
+      mgpu_test::check_close(std::string("weights, ") + name, params[0], single, {1e-5, 0},
+                             {.ranks = ranks});
     }
   }
 }
@@ -145,7 +146,7 @@ TEST_CASE(
         "dp gradient (%s) vs whole-batch gradient: max |diff| %.2e (gradients up to %.2e)\n",
         names[variant], mgpu_test::max_abs_diff(grads[0], reference), scale);
     mgpu_test::check_close(std::string("gradient, ") + names[variant], grads[0], reference,
-                           {1e-5 * scale, 0});
+                           {1e-5 * scale, 0}, {.rank = 0, .ranks = n});
     for (int r = 1; r < n; ++r) CHECK(bitwise_equal(grads[static_cast<std::size_t>(r)], grads[0]));
   }
 }
