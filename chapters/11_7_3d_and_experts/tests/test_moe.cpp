@@ -15,23 +15,15 @@
 #include "11_7_3d_and_experts/moe.hpp"
 #include "mgpu_test/compare.hpp"
 
+#include "helpers.hpp"
+
 using namespace mgpu;
 using namespace mgpu::experts;
 
 namespace {
 
-MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
-  MatrixRM m(rows, cols);
-  model::Rng rng(seed);
-  rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), 1.0);
-  return m;
-}
-
-double max_abs_diff(MatIn a, MatIn b) {
-  REQUIRE(a.rows() == b.rows());
-  REQUIRE(a.cols() == b.cols());
-  return a.size() == 0 ? 0.0 : static_cast<double>((a - b).cwiseAbs().maxCoeff());
-}
+using layout_test::max_abs_diff;
+using layout_test::random_matrix;
 
 constexpr double kTol = 2e-5;  // fp32 sums of a few dozen O(1) products, in another order
 

@@ -16,8 +16,8 @@
 
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "11_7_3d_and_experts/step3d.hpp"
+#include "helpers.hpp"
 #include "mgpu/cluster.hpp"
-#include "share_compare.hpp"
 
 using namespace mgpu;
 using namespace mgpu::layout;
@@ -27,17 +27,7 @@ namespace {
 constexpr int kSteps = 2;
 constexpr std::uint64_t kSeed = 7;
 
-model::ModelConfig config() {
-  model::ModelConfig c;
-  c.d_in = 8;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 4;
-  c.n_heads = 4;
-  c.seq_len = 4;
-  c.d_out = 4;
-  return c;
-}
+using layout_test::config;
 
 // One-rank training of the same model on the same batch: the loss, gradients and parameters
 // after each step.

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "11_7_3d_and_experts/step3d.hpp"
+#include "helpers.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu_test/compare.hpp"
-#include "share_compare.hpp"
 
 using namespace mgpu;
 using namespace mgpu::layout;
@@ -27,17 +27,7 @@ constexpr std::uint64_t kSeed = 5;
 constexpr int kUnit = 2;                 // block1: a block in the middle of the model
 constexpr std::int64_t kTokens = 2 * 4;  // two sequences of seq_len 4
 
-model::ModelConfig config() {
-  model::ModelConfig c;
-  c.d_in = 8;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 4;
-  c.n_heads = 4;
-  c.seq_len = 4;
-  c.d_out = 4;
-  return c;
-}
+using layout_test::config;
 
 // Smooth, sign-changing test data, different for each `salt`.
 std::vector<float> wave(std::size_t n, double salt) {

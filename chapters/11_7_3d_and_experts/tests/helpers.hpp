@@ -1,15 +1,56 @@
-// Comparing a rank's share (or part of it) with the one-rank values cut the same way, tensor by
-// tensor, so a failure names the unit, the tensor and the worst element ("step 1, unit 2
-// (block1) w1 grad, rank tp 1 pp 0 dp 1") instead of one relative error for the whole buffer.
+// What the 11.7 test programs share: the small attention model of the 3D tests, random inputs,
+// the largest difference of two matrices, and the comparison of a rank's share (or part of it)
+// with the one-rank values cut the same way, tensor by tensor, so a failure names the unit, the
+// tensor and the worst element ("step 1, unit 2 (block1) w1 grad, rank tp 1 pp 0 dp 1") instead
+// of one relative error for the whole buffer.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 
 #include "11_7_3d_and_experts/share.hpp"
+#include "mgpu/model/layers.hpp"
+#include "mgpu/model/rng.hpp"
 #include "mgpu_test/compare.hpp"
+
+namespace layout_test {
+
+/// The model of the 3D tests: 4 attention blocks of width 16, 4 heads, sequences of 4 tokens,
+/// small enough for 16 ranks and divisible by tp = 4 and pp = 4.
+inline mgpu::model::ModelConfig config() {
+  mgpu::model::ModelConfig c;
+  c.d_in = 8;
+  c.d_model = 16;
+  c.d_ff = 32;
+  c.n_layers = 4;
+  c.n_heads = 4;
+  c.seq_len = 4;
+  c.d_out = 4;
+  return c;
+}
+
+/// A (rows, cols) matrix of N(0, 1) draws from model::Rng(seed).
+inline mgpu::model::MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols,
+                                           std::uint64_t seed) {
+  mgpu::model::MatrixRM m(rows, cols);
+  mgpu::model::Rng rng(seed);
+  rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), 1.0);
+  return m;
+}
+
+/// The largest |a - b| over the entries of two matrices of one shape.
+inline double max_abs_diff(mgpu::model::MatIn a, mgpu::model::MatIn b) {
+  REQUIRE(a.rows() == b.rows());
+  REQUIRE(a.cols() == b.cols());
+  return a.size() == 0 ? 0.0 : static_cast<double>((a - b).cwiseAbs().maxCoeff());
+}
+
+}  // namespace layout_test
 
 namespace share_compare {
 
