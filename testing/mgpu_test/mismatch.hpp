@@ -35,11 +35,15 @@ inline bool is_close(double got, double want, Tolerance tol) {
 }
 
 namespace detail {
+// Sized by a first call, so no message is ever cut short.
 template <class... Args>
 std::string printf_string(const char* format, Args... args) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, args...);
-  return buffer;
+  const int length = std::snprintf(nullptr, 0, format, args...);
+  if (length <= 0) return "";
+  std::string out(static_cast<std::size_t>(length) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format, args...);
+  out.pop_back();
+  return out;
 }
 }  // namespace detail
 
