@@ -69,6 +69,24 @@ void linear_backward(MatIn x, MatIn w, MatIn dy, MatOut dx, MatOut dw, VecOut db
   if (dx.size() != 0) dx.noalias() = dy * w.transpose();
 }
 
+// The two halves below repeat linear_backward's expressions one for one, so a backward split into
+// them (zero-bubble pipelines) gives the fused backward's bits; the tests compare the two.
+void linear_backward_input(MatIn w, MatIn dy, MatOut dx) {
+  require(dy.cols() == w.cols() && dx.rows() == dy.rows() && dx.cols() == w.rows(),
+          "linear_backward_input: w " + shape(w) + ", dy " + shape(dy) + ", dx " + shape(dx) +
+              " do not fit dx = dy w^T");
+  dx.noalias() = dy * w.transpose();
+}
+
+void linear_backward_weight(MatIn x, MatIn dy, MatOut dw, VecOut db) {
+  require(dy.rows() == x.rows() && dw.rows() == x.cols() && dw.cols() == dy.cols() &&
+              (db.size() == 0 || db.size() == dy.cols()),
+          "linear_backward_weight: x " + shape(x) + ", dy " + shape(dy) + ", dw " + shape(dw) +
+              " do not fit dw += x^T dy");
+  dw.noalias() += x.transpose() * dy;
+  if (db.size() != 0) db += dy.colwise().sum();
+}
+
 // ------------------------------------------------------------------------------------ GELU
 namespace {
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
@@ -107,6 +125,23 @@ void ffn_backward(MatIn x, MatIn w1, MatIn w2, MatIn h, MatIn a, MatIn dy, MatOu
   MatrixRM dh(h.rows(), h.cols());  // (n, f)
   gelu_backward(h, da, dh);
   linear_backward(x, w1, dh, dx, dw1, db1);
+}
+
+void ffn_backward_input(MatIn w1, MatIn w2, MatIn h, MatIn dy, MatOut dh, MatOut dx) {
+  require(h.cols() == w1.cols() && w2.rows() == w1.cols() && dh.rows() == h.rows() &&
+              dh.cols() == h.cols() && dy.rows() == h.rows(),
+          "ffn_backward_input: w1 " + shape(w1) + ", w2 " + shape(w2) + ", h " + shape(h) +
+              ", dy " + shape(dy) + ", dh " + shape(dh) + " do not fit");
+  MatrixRM da(h.rows(), h.cols());  // (n, f), only the input half needs it
+  linear_backward_input(w2, dy, da);
+  gelu_backward(h, da, dh);
+  linear_backward_input(w1, dh, dx);
+}
+
+void ffn_backward_weight(MatIn x, MatIn a, MatIn dy, MatIn dh, MatOut dw1, VecOut db1, MatOut dw2,
+                         VecOut db2) {
+  linear_backward_weight(a, dy, dw2, db2);
+  linear_backward_weight(x, dh, dw1, db1);
 }
 
 // ------------------------------------------------------------------------------------ attention
@@ -235,6 +270,41 @@ void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq,
   dx.noalias() = dq * wq.transpose();
   dx.noalias() += dk * wk.transpose();
   dx.noalias() += dv * wv.transpose();
+}
+
+void attention_backward_input(std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
+                              MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn dy, MatOut dq,
+                              MatOut dk, MatOut dv, MatOut dx) {
+  const std::int64_t n = q.rows(), d = wq.rows(), hd = wq.cols();
+  require(wk.rows() == d && wv.rows() == d && wk.cols() == hd && wv.cols() == hd &&
+              wo.rows() == hd && wo.cols() == d && q.cols() == hd && dy.rows() == n &&
+              dy.cols() == d && dx.rows() == n && dx.cols() == d && dq.rows() == n &&
+              dq.cols() == hd && dk.rows() == n && dk.cols() == hd && dv.rows() == n &&
+              dv.cols() == hd,
+          "attention_backward_input: wq " + shape(wq) + ", wo " + shape(wo) + ", q " + shape(q) +
+              ", dy " + shape(dy) + ", dq " + shape(dq) + ", dx " + shape(dx) +
+              ": expected (d, hd) projections, a (hd, d) output, (n, hd) q and dq, (n, d) dy, dx");
+  MatrixRM d_o = dy * wo.transpose();  // (n, hd)
+  attention_core_backward(q, k, v, p, d_o, seq, heads, dq, dk, dv);
+  dx.noalias() = dq * wq.transpose();
+  dx.noalias() += dk * wk.transpose();
+  dx.noalias() += dv * wv.transpose();
+}
+
+void attention_backward_weight(MatIn x, MatIn o, MatIn dy, MatIn dq, MatIn dk, MatIn dv, MatOut dwq,
+                               MatOut dwk, MatOut dwv, MatOut dwo) {
+  const std::int64_t n = x.rows(), d = x.cols(), hd = o.cols();
+  require(o.rows() == n && dy.rows() == n && dy.cols() == d && dq.rows() == n && dq.cols() == hd &&
+              dk.rows() == n && dk.cols() == hd && dv.rows() == n && dv.cols() == hd &&
+              dwq.rows() == d && dwq.cols() == hd && dwk.rows() == d && dwk.cols() == hd &&
+              dwv.rows() == d && dwv.cols() == hd && dwo.rows() == hd && dwo.cols() == d,
+          "attention_backward_weight: x " + shape(x) + ", o " + shape(o) + ", dy " + shape(dy) +
+              ", dq " + shape(dq) + ", dwq " + shape(dwq) + ", dwo " + shape(dwo) +
+              ": expected (n, d) x and dy, (n, hd) o and dq, (d, hd) and (hd, d) gradients");
+  dwo.noalias() += o.transpose() * dy;  // (hd, d)
+  dwq.noalias() += x.transpose() * dq;
+  dwk.noalias() += x.transpose() * dk;
+  dwv.noalias() += x.transpose() * dv;
 }
 
 // ------------------------------------------------------------------------------------ layer norm

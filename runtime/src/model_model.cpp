@@ -38,6 +38,32 @@ Buffer<float> activation(Rank& rank, std::size_t count, const std::string& label
   return Buffer<float>(rank.memory(), Category::activations, count, label);
 }
 
+// The checks every backward (whole, or its input half) makes of the cache it is given.
+void require_saved_forward(const std::string& who, const std::string& unit, const UnitCache& cache,
+                           bool needs_core) {
+  if (!cache.filled) {
+    throw std::logic_error(who + ": the cache of " + unit +
+                           " is empty; run unit_forward with a cache first (or recompute it)");
+  }
+  if (cache.weight_pending) {
+    throw std::logic_error(who + ": the input gradient of " + unit +
+                           " was already computed (unit_backward_input) and its weight half is "
+                           "pending; run unit_backward_weight on this cache first");
+  }
+  if (needs_core && (cache.p.empty() || cache.o.empty())) {
+    throw std::logic_error(
+        who + ": " + unit +
+        " was saved without its attention core (Save::without_attention_core); rebuild "
+        "cache.p and cache.o from cache.q, k, v with attention_core_forward first");
+  }
+}
+
+Buffer<float> copy_activation(Rank& rank, std::span<const float> from, const std::string& label) {
+  Buffer<float> to = activation(rank, from.size(), label);
+  std::copy(from.begin(), from.end(), to.begin());
+  return to;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------ config,
@@ -86,13 +112,17 @@ Batch Batch::slice(std::int64_t first, std::int64_t count) const {
 
 std::size_t UnitCache::bytes() const {
   std::size_t total = 0;
-  for (const Buffer<float>* b : {&x, &q, &k, &v, &p, &o, &mid, &h, &a}) total += b->bytes();
+  for (const Buffer<float>* b :
+       {&x, &q, &k, &v, &p, &o, &mid, &h, &a, &dy, &dh, &dmid, &dq, &dk, &dv})
+    total += b->bytes();
   return total;
 }
 
 void UnitCache::clear() {
-  for (Buffer<float>* b : {&x, &q, &k, &v, &p, &o, &mid, &h, &a}) b->reset();
+  for (Buffer<float>* b : {&x, &q, &k, &v, &p, &o, &mid, &h, &a, &dy, &dh, &dmid, &dq, &dk, &dv})
+    b->reset();
   filled = false;
+  weight_pending = false;
 }
 
 void zero(std::span<float> data) { std::fill(data.begin(), data.end(), 0.0f); }
@@ -215,6 +245,23 @@ double Model::unit_forward_flops(int u, std::int64_t tokens) const {
   return flops;
 }
 
+double Model::unit_backward_weight_flops(int u, std::int64_t tokens) const {
+  const UnitInfo& info = unit(u);
+  if (u == 0 || u == num_units() - 1) return linear_flops(tokens, info.in_width, info.out_width);
+  double flops = ffn_flops(tokens, config_.d_model, config_.d_ff);
+  if (config_.attention) flops += 4.0 * linear_flops(tokens, config_.d_model, config_.d_model);
+  return flops;
+}
+
+double Model::unit_backward_input_flops(int u, std::int64_t tokens) const {
+  // Every linear layer's dX costs what its dW costs; the core, which has no weights, is all here.
+  double flops = unit_backward_weight_flops(u, tokens);
+  const bool is_block = u != 0 && u != num_units() - 1;
+  if (is_block && config_.attention)
+    flops += 2.0 * attention_core_flops(tokens, config_.seq_len, config_.d_model);
+  return flops;
+}
+
 double Model::forward_flops(std::int64_t tokens) const {
   double total = 0.0;
   for (int u = 0; u < num_units(); ++u) total += unit_forward_flops(u, tokens);
@@ -227,6 +274,11 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
                                   Save save) const {
   const UnitInfo& info = unit(u);
   require_size(unit_params.size(), info.count, "Model::unit_forward: parameters of " + info.name);
+  if (cache != nullptr && cache->weight_pending) {
+    throw std::logic_error("Model::unit_forward: the cache of " + info.name +
+                           " still waits for its weight half; run unit_backward_weight on it "
+                           "before reusing it (its gradients would be lost)");
+  }
   require_size(x.size(), static_cast<std::size_t>(tokens * info.in_width),
                "Model::unit_forward: input of " + info.name);
   if (tokens % config_.seq_len != 0) {
@@ -307,17 +359,8 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
   const UnitInfo& info = unit(u);
   require_size(unit_params.size(), info.count, "Model::unit_backward: parameters of " + info.name);
   require_size(unit_grads.size(), info.count, "Model::unit_backward: gradients of " + info.name);
-  if (!cache.filled) {
-    throw std::logic_error("Model::unit_backward: the cache of " + info.name +
-                           " is empty; run unit_forward with a cache first (or recompute it)");
-  }
   const bool is_block = u != 0 && u != num_units() - 1;
-  if (is_block && config_.attention && (cache.p.empty() || cache.o.empty())) {
-    throw std::logic_error(
-        "Model::unit_backward: " + info.name +
-        " was saved without its attention core (Save::without_attention_core); rebuild "
-        "cache.p and cache.o from cache.q, k, v with attention_core_forward first");
-  }
+  require_saved_forward("Model::unit_backward", info.name, cache, is_block && config_.attention);
   const auto n = static_cast<std::size_t>(cache.tokens);
   require_size(dy.size(), n * static_cast<std::size_t>(info.out_width),
                "Model::unit_backward: dy of " + info.name);
@@ -371,6 +414,120 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
   rank.compute(2.0 * unit_forward_flops(u, cache.tokens), "bwd " + info.name);
   cache.clear();
   return dx;
+}
+
+// The two halves below repeat unit_backward's steps in its order (the layers' _input and _weight
+// halves repeat their fused expressions), so input then weight gives unit_backward's bits.
+Buffer<float> Model::unit_backward_input(Rank& rank, int u, std::span<const float> unit_params,
+                                         UnitCache& cache, std::span<const float> dy) const {
+  const UnitInfo& info = unit(u);
+  require_size(unit_params.size(), info.count,
+               "Model::unit_backward_input: parameters of " + info.name);
+  const bool is_block = u != 0 && u != num_units() - 1;
+  require_saved_forward("Model::unit_backward_input", info.name, cache,
+                        is_block && config_.attention);
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
+  require_size(dy.size(), n * width(info.out_width),
+               "Model::unit_backward_input: dy of " + info.name);
+  const auto base = info.offset;
+  const TensorInfo* t =
+      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
+  auto weight = [&](int i) {
+    return as_matrix(unit_params, static_cast<std::size_t>(t[i].rows),
+                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
+  };
+  auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
+    return as_matrix(std::span<const float>(b.span()), rows, cols);
+  };
+
+  Buffer<float> dx = activation(rank, n * width(info.in_width), info.name + ".dx");
+  auto DX = as_matrix(dx.span(), n, width(info.in_width));
+  const auto DY = as_matrix(dy, n, width(info.out_width));
+  // The caller may free dy on return; the weight half needs it (dW of the unit's last linear).
+  cache.dy = copy_activation(rank, dy, info.name + ".dy");
+  if (!is_block) {
+    linear_backward_input(weight(0), DY, DX);
+  } else {
+    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
+    const int next = config_.attention ? 4 : 0;
+    cache.dh = activation(rank, n * f, info.name + ".dh");
+    MatrixRM dmid(n, d);
+    ffn_backward_input(weight(next), weight(next + 2), saved(cache.h, n, f), DY,
+                       as_matrix(cache.dh.span(), n, f), dmid);
+    cache.h.reset();  // GELU'(h) was its only use; the weight half reads a and dh
+    dmid += DY;
+    if (config_.attention) {
+      const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
+      cache.dq = activation(rank, n * d, info.name + ".dq");
+      cache.dk = activation(rank, n * d, info.name + ".dk");
+      cache.dv = activation(rank, n * d, info.name + ".dv");
+      attention_backward_input(config_.seq_len, config_.n_heads, weight(0), weight(1), weight(2),
+                               weight(3), saved(cache.q, n, d), saved(cache.k, n, d),
+                               saved(cache.v, n, d), saved(cache.p, n * heads, seq), dmid,
+                               as_matrix(cache.dq.span(), n, d), as_matrix(cache.dk.span(), n, d),
+                               as_matrix(cache.dv.span(), n, d), DX);
+      DX += dmid;
+      // q, k, v and p fed only the core's backward; Wo's gradient needs dmid (with o).
+      for (Buffer<float>* b : {&cache.q, &cache.k, &cache.v, &cache.p}) b->reset();
+      cache.dmid =
+          copy_activation(rank, std::span<const float>(dmid.data(), n * d), info.name + ".dmid");
+    } else {
+      DX = dmid;
+    }
+  }
+  cache.weight_pending = true;
+  rank.compute(unit_backward_input_flops(u, cache.tokens), "bwd-in " + info.name);
+  return dx;
+}
+
+void Model::unit_backward_weight(Rank& rank, int u, std::span<float> unit_grads,
+                                 UnitCache& cache) const {
+  const UnitInfo& info = unit(u);
+  require_size(unit_grads.size(), info.count,
+               "Model::unit_backward_weight: gradients of " + info.name);
+  if (!cache.weight_pending) {
+    throw std::logic_error(
+        "Model::unit_backward_weight: " + info.name +
+        (cache.filled ? " has not run unit_backward_input on this cache; run it first (the weight "
+                        "half needs the output gradients it keeps)"
+                      : "'s cache is empty; run unit_forward and then unit_backward_input on it "
+                        "first"));
+  }
+  const auto n = static_cast<std::size_t>(cache.tokens);
+  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
+  const auto base = info.offset;
+  const TensorInfo* t =
+      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
+  auto dweight = [&](int i) {
+    return as_matrix(unit_grads, static_cast<std::size_t>(t[i].rows),
+                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
+  };
+  auto dbias = [&](int i) {
+    return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols);
+  };
+  auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
+    return as_matrix(std::span<const float>(b.span()), rows, cols);
+  };
+
+  const bool is_block = u != 0 && u != num_units() - 1;
+  if (!is_block) {
+    linear_backward_weight(saved(cache.x, n, width(info.in_width)),
+                           saved(cache.dy, n, width(info.out_width)), dweight(0), dbias(1));
+  } else {
+    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
+    const int next = config_.attention ? 4 : 0;
+    ffn_backward_weight(saved(config_.attention ? cache.mid : cache.x, n, d), saved(cache.a, n, f),
+                        saved(cache.dy, n, d), saved(cache.dh, n, f), dweight(next),
+                        dbias(next + 1), dweight(next + 2), dbias(next + 3));
+    if (config_.attention) {
+      attention_backward_weight(saved(cache.x, n, d), saved(cache.o, n, d), saved(cache.dmid, n, d),
+                                saved(cache.dq, n, d), saved(cache.dk, n, d), saved(cache.dv, n, d),
+                                dweight(0), dweight(1), dweight(2), dweight(3));
+    }
+  }
+  rank.compute(unit_backward_weight_flops(u, cache.tokens), "bwd-w " + info.name);
+  cache.clear();
 }
 
 // ------------------------------------------------------------------------------------ loss

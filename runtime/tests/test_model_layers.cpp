@@ -138,6 +138,76 @@ TEST_CASE("the attention core rerun from q, k, v gives the saved p and o bit for
                   std::invalid_argument);
 }
 
+TEST_CASE("each backward split into its input and weight halves gives the fused bits") {
+  // A tiny shape (coefficient-wise products) and a wider one (blocked products); the weight
+  // gradients start away from zero, so accumulation (+=) is what is compared.
+  for (const bool wide : {false, true}) {
+    Rng rng(wide ? 21 : 20);
+    const int seq = wide ? 8 : 3, batch = 2, n = batch * seq, d = wide ? 32 : 8, f = wide ? 96 : 12,
+              heads = wide ? 4 : 2;
+    const MatrixRM x = random_matrix(rng, n, d), dy = random_matrix(rng, n, d);
+    const auto start = [&](int rows, int cols) { return random_matrix(rng, rows, cols, 0.1); };
+    CAPTURE(wide);
+
+    // linear
+    const MatrixRM w = random_matrix(rng, d, f), dyl = random_matrix(rng, n, f);
+    const MatrixRM dw0 = start(d, f), db0 = start(1, f);
+    MatrixRM dx(n, d), dw = dw0, dx2(n, d), dw2 = dw0;
+    Eigen::RowVectorXf db = db0.row(0), db2 = db0.row(0);
+    linear_backward(x, w, dyl, dx, dw, db);
+    linear_backward_input(w, dyl, dx2);
+    linear_backward_weight(x, dyl, dw2, db2);
+    CHECK(dx2 == dx);
+    CHECK(dw2 == dw);
+    CHECK(db2 == db);
+
+    // FFN
+    const MatrixRM w1 = random_matrix(rng, d, f), w2 = random_matrix(rng, f, d);
+    const MatrixRM b1 = random_matrix(rng, 1, f), b2 = random_matrix(rng, 1, d);
+    MatrixRM h(n, f), a(n, f), y(n, d);
+    ffn_forward(x, w1, b1.row(0), w2, b2.row(0), h, a, y);
+    const MatrixRM dw1_0 = start(d, f), dw2_0 = start(f, d), db1_0 = start(1, f),
+                   db2_0 = start(1, d);
+    MatrixRM fdx(n, d), fdw1 = dw1_0, fdw2 = dw2_0, sdx(n, d), sdh(n, f), sdw1 = dw1_0,
+                        sdw2 = dw2_0;
+    Eigen::RowVectorXf fdb1 = db1_0.row(0), fdb2 = db2_0.row(0), sdb1 = fdb1, sdb2 = fdb2;
+    ffn_backward(x, w1, w2, h, a, dy, fdx, fdw1, fdb1, fdw2, fdb2);
+    ffn_backward_input(w1, w2, h, dy, sdh, sdx);
+    ffn_backward_weight(x, a, dy, sdh, sdw1, sdb1, sdw2, sdb2);
+    CHECK(sdx == fdx);
+    CHECK(sdw1 == fdw1);
+    CHECK(sdb1 == fdb1);
+    CHECK(sdw2 == fdw2);
+    CHECK(sdb2 == fdb2);
+
+    // attention
+    const MatrixRM wq = random_matrix(rng, d, d), wk = random_matrix(rng, d, d),
+                   wv = random_matrix(rng, d, d), wo = random_matrix(rng, d, d);
+    MatrixRM q(n, d), k(n, d), v(n, d), p(batch * heads * seq, seq), o(n, d), ya(n, d);
+    attention_forward(x, seq, heads, !wide, wq, wk, wv, wo, q, k, v, p, o, ya);
+    const MatrixRM g0 = start(d, d);
+    MatrixRM adx(n, d), adwq = g0, adwk = g0, adwv = g0, adwo = g0;
+    attention_backward(x, seq, heads, wq, wk, wv, wo, q, k, v, p, o, dy, adx, adwq, adwk, adwv,
+                       adwo);
+    MatrixRM bdx(n, d), dq(n, d), dk(n, d), dv(n, d), bdwq = g0, bdwk = g0, bdwv = g0, bdwo = g0;
+    attention_backward_input(seq, heads, wq, wk, wv, wo, q, k, v, p, dy, dq, dk, dv, bdx);
+    attention_backward_weight(x, o, dy, dq, dk, dv, bdwq, bdwk, bdwv, bdwo);
+    CHECK(bdx == adx);
+    CHECK(bdwq == adwq);
+    CHECK(bdwk == adwk);
+    CHECK(bdwv == adwv);
+    CHECK(bdwo == adwo);
+    MatrixRM wrong(n + 1, d);
+    CHECK_THROWS_AS(
+        attention_backward_input(seq, heads, wq, wk, wv, wo, q, k, v, p, wrong, dq, dk, dv, bdx),
+        std::invalid_argument);
+    CHECK_THROWS_AS(attention_backward_weight(x, o, wrong, dq, dk, dv, bdwq, bdwk, bdwv, bdwo),
+                    std::invalid_argument);
+    MatrixRM bad_dw(f, d);
+    CHECK_THROWS_AS(linear_backward_weight(x, dyl, bad_dw, db2), std::invalid_argument);
+  }
+}
+
 TEST_CASE("causal attention: a token's output does not depend on later tokens") {
   Rng rng(5);
   const int seq = 5, n = seq, d = 4, heads = 2;

@@ -43,6 +43,12 @@ void linear_forward(MatIn x, MatIn w, VecIn b, MatOut y);
 /// dx (n, in) is overwritten (pass a 0x0 matrix to skip it); dw (in, out) and db (out) are
 /// accumulated (+=), so micro-batches can sum into one gradient; db of size 0 skips the bias.
 void linear_backward(MatIn x, MatIn w, MatIn dy, MatOut dx, MatOut dw, VecOut db);
+/// The input half of linear_backward: dx (n, in) = dy W^T, overwritten. Same bits as the dx of
+/// linear_backward. 2*n*in*out FLOPs.
+void linear_backward_input(MatIn w, MatIn dy, MatOut dx);
+/// The weight half of linear_backward: dw (in, out) += x^T dy and db (out) += the column sums of
+/// dy (size 0 skips the bias). Same bits as the dw and db of linear_backward. 2*n*in*out FLOPs.
+void linear_backward_weight(MatIn x, MatIn dy, MatOut dw, VecOut db);
 
 // ------------------------------------------------------------------------------------ GELU
 /// a = GELU(h), tanh approximation (as GPT-2). h and a have the same shape; a is overwritten.
@@ -58,6 +64,14 @@ void ffn_forward(MatIn x, MatIn w1, VecIn b1, MatIn w2, VecIn b2, MatOut h, MatO
 /// Backward of ffn_forward. dx (n, d) overwritten; dw1, db1, dw2, db2 accumulated (+=).
 void ffn_backward(MatIn x, MatIn w1, MatIn w2, MatIn h, MatIn a, MatIn dy, MatOut dx, MatOut dw1,
                   VecOut db1, MatOut dw2, VecOut db2);
+/// The input half of ffn_backward (no weight gradients): dh (n, f), the gradient of the
+/// pre-activation h = x W1 + b1, and dx (n, d), both overwritten. dh is what the weight half needs
+/// besides x, a and dy. Same dx bits as ffn_backward.
+void ffn_backward_input(MatIn w1, MatIn w2, MatIn h, MatIn dy, MatOut dh, MatOut dx);
+/// The weight half of ffn_backward, from the saved x, a (n, f), dy (n, d) and the input half's dh:
+/// dw1, db1, dw2, db2 accumulated (+=), the same bits as ffn_backward's.
+void ffn_backward_weight(MatIn x, MatIn a, MatIn dy, MatIn dh, MatOut dw1, VecOut db1, MatOut dw2,
+                         VecOut db2);
 
 // ------------------------------------------------------------------------------------ attention
 /// Multi-head self-attention without biases: y = concat_j softmax(Q_j K_j^T / sqrt(dh) [+ mask])
@@ -74,6 +88,19 @@ void attention_forward(MatIn x, std::int64_t seq, std::int64_t heads, bool causa
 void attention_backward(MatIn x, std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
                         MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn o, MatIn dy, MatOut dx,
                         MatOut dwq, MatOut dwk, MatOut dwv, MatOut dwo);
+/// The input half of attention_backward (no weight gradients, no x needed): the gradients dq, dk,
+/// dv (n, hd) of the projections' outputs and dx (n, d), all overwritten; dq, dk, dv are what the
+/// weight half needs besides x, o and dy. Includes the whole core backward, which has no weights.
+/// Same dx bits as attention_backward.
+/// @throws std::invalid_argument when the shapes do not fit.
+void attention_backward_input(std::int64_t seq, std::int64_t heads, MatIn wq, MatIn wk, MatIn wv,
+                              MatIn wo, MatIn q, MatIn k, MatIn v, MatIn p, MatIn dy, MatOut dq,
+                              MatOut dk, MatOut dv, MatOut dx);
+/// The weight half of attention_backward, from the saved x (n, d), o (n, hd), dy (n, d) and the
+/// input half's dq, dk, dv: dwq, dwk, dwv, dwo accumulated (+=), the same bits as
+/// attention_backward's.
+void attention_backward_weight(MatIn x, MatIn o, MatIn dy, MatIn dq, MatIn dk, MatIn dv, MatOut dwq,
+                               MatOut dwk, MatOut dwv, MatOut dwo);
 
 /// The attention core, the part with no weights: per sequence and head, the probabilities
 /// P = softmax(Q K^T / sqrt(dh) [+ causal mask]) and the weighted sum O = P V.

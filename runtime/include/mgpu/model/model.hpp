@@ -94,21 +94,39 @@ enum class Save {
 /// Category::activations. unit_backward empties it, which is when the ledger sees them freed.
 /// The embedding and the head keep x only; a block keeps x and its internals (q to o only with
 /// attention; p and o stay empty when it ran with Save::without_attention_core).
+///
+/// A backward split in two (zero-bubble pipelines) passes through three states:
+///   empty            filled = false: constructed, or emptied by unit_backward or
+///                    unit_backward_weight;
+///   forward saved    filled, !weight_pending: after unit_forward with this cache;
+///   weight pending   filled, weight_pending: after unit_backward_input, which freed what only the
+///                    input gradient needed and added the output gradients of the unit's linear
+///                    layers (dy to dv below), which unit_backward_weight needs with the saved
+///                    inputs (x, o, mid, a).
 struct UnitCache {
-  std::int64_t tokens = 0;  ///< rows of the saved tensors
-  bool filled = false;      ///< set by unit_forward, cleared by unit_backward
-  Buffer<float> x;          ///< (tokens, in_width) the unit's input
-  Buffer<float> q;          ///< (tokens, d_model) queries x Wq
-  Buffer<float> k;          ///< (tokens, d_model) keys x Wk
-  Buffer<float> v;          ///< (tokens, d_model) values x Wv
+  std::int64_t tokens = 0;      ///< rows of the saved tensors
+  bool filled = false;          ///< set by unit_forward, cleared by unit_backward(_weight)
+  bool weight_pending = false;  ///< set by unit_backward_input, cleared by unit_backward_weight
+  Buffer<float> x;              ///< (tokens, in_width) the unit's input
+  Buffer<float> q;              ///< (tokens, d_model) queries x Wq
+  Buffer<float> k;              ///< (tokens, d_model) keys x Wk
+  Buffer<float> v;              ///< (tokens, d_model) values x Wv
   Buffer<float> p;  ///< (tokens * n_heads, seq_len) probabilities, (seq, seq) per sequence and head
   Buffer<float> o;  ///< (tokens, d_model) the weighted sums P V, the output projection's input
   Buffer<float> mid;  ///< (tokens, d_model) residual stream after attention: the FFN's input
   Buffer<float> h;    ///< (tokens, d_ff) FFN pre-activation x W1 + b1
   Buffer<float> a;    ///< (tokens, d_ff) GELU(h)
+  // Output gradients kept by unit_backward_input for unit_backward_weight (empty otherwise).
+  Buffer<float> dy;  ///< (tokens, out_width) the unit's output gradient (head, embed: the linear's;
+                     ///< block: W2's and b2's)
+  Buffer<float> dh;  ///< (tokens, d_ff) block: gradient of h, W1's and b1's output gradient
+  Buffer<float> dmid;  ///< (tokens, d_model) attention block: gradient of mid, Wo's
+  Buffer<float> dq;    ///< (tokens, d_model) attention block: gradient of q, Wq's
+  Buffer<float> dk;    ///< (tokens, d_model) attention block: gradient of k, Wk's
+  Buffer<float> dv;    ///< (tokens, d_model) attention block: gradient of v, Wv's
   /// Bytes held.
   std::size_t bytes() const;
-  /// Frees every saved buffer.
+  /// Frees every saved buffer and returns to the empty state.
   void clear();
 };
 
@@ -159,6 +177,17 @@ class Model {
 
   /// FLOPs of unit `u`'s forward on `tokens` tokens (matmuls only); backward is charged twice this.
   double unit_forward_flops(int u, std::int64_t tokens) const;
+  /// FLOPs of unit_backward_input: every linear layer's input gradient dX = dY W^T (2*n*in*out
+  /// each, as its forward) plus, in an attention block, the whole core backward (dV = P^T dO,
+  /// dP = dO V^T, dQ = dS K, dK = dS^T Q: 2 * attention_core_flops), which has no weights.
+  /// The embedding's dX is counted too, as unit_backward computes and charges it.
+  double unit_backward_input_flops(int u, std::int64_t tokens) const;
+  /// FLOPs of unit_backward_weight: every linear layer's weight gradient dW = X^T dY (2*n*in*out
+  /// each); bias sums are not counted (matmuls only). For every unit,
+  /// unit_backward_input_flops + unit_backward_weight_flops == 2 * unit_forward_flops, the charge
+  /// of unit_backward: the linear layers cost their forward once in each half and the core
+  /// twice its forward in the input half.
+  double unit_backward_weight_flops(int u, std::int64_t tokens) const;
   /// FLOPs of a forward pass over `tokens` tokens (sum over units).
   double forward_flops(std::int64_t tokens) const;
 
@@ -167,17 +196,47 @@ class Model {
   /// into it (for an attention block with Save::without_attention_core, all but p and o, which
   /// are freed on return); without (inference, or a checkpointed pass), x is freed on return.
   /// Charges unit_forward_flops to the rank's clock as "fwd <unit name>".
+  /// @throws std::logic_error when the cache's weight half is still pending (its gradients would
+  ///         be lost).
   Buffer<float> unit_forward(Rank& rank, int u, std::span<const float> unit_params, Buffer<float> x,
                              std::int64_t tokens, UnitCache* cache,
                              Save save = Save::everything) const;
   /// Backward of unit `u` from dy (tokens, out_width): accumulates (+=) into unit_grads, returns
   /// dx (tokens, in_width) and empties the cache. Charges twice the forward FLOPs as "bwd <unit
   /// name>".
-  /// @throws std::logic_error when the cache is empty, or when an attention block's p or o is
-  ///         missing (saved without the core and not rebuilt).
+  /// @throws std::logic_error when the cache is empty or its weight half is pending, or when an
+  ///         attention block's p or o is missing (saved without the core and not rebuilt).
   Buffer<float> unit_backward(Rank& rank, int u, std::span<const float> unit_params,
                               std::span<float> unit_grads, UnitCache& cache,
                               std::span<const float> dy) const;
+  /// The first half of unit_backward, the part the previous unit (or pipeline stage) waits for:
+  /// returns dx (tokens, in_width) from dy (tokens, out_width) and computes no weight gradient.
+  /// The cache goes from "forward saved" to "weight pending" (UnitCache): it frees q, k, v, p
+  /// and h (needed for dx only) and keeps x, o, mid, a; it adds copies or results the weight half
+  /// needs, so the caller may free dy on return: dy (tokens, out_width) in every unit, dh
+  /// (tokens, d_ff) in a block, dmid, dq, dk, dv (tokens, d_model each) in an attention block.
+  /// cache.bytes() between the halves, with n = tokens, d = d_model, f = d_ff, 4 bytes a float:
+  ///   embedding, head        4n (in_width + out_width)
+  ///   FFN-only block         4n (2d + 2f)   (x, dy; a, dh)
+  ///   attention block        4n (8d + 2f)   (x, o, mid, dy, dmid, dq, dk, dv; a, dh)
+  /// so activations stay on the ledger until the weight half, not the input half: the memory a
+  /// zero-bubble schedule trades for its smaller bubble. Charges unit_backward_input_flops as
+  /// "bwd-in <unit name>". dx has unit_backward's bits.
+  /// @throws std::logic_error naming the unit when the cache is empty, when its weight half is
+  ///         still pending (input half run twice), or when an attention block's p or o is missing
+  ///         (saved with Save::without_attention_core and not rebuilt), as unit_backward does.
+  Buffer<float> unit_backward_input(Rank& rank, int u, std::span<const float> unit_params,
+                                    UnitCache& cache, std::span<const float> dy) const;
+  /// The second half of unit_backward: accumulates (+=) the weight and bias gradients of unit `u`
+  /// into unit_grads from the cache unit_backward_input left, then empties it (the ledger sees
+  /// x, o, mid, a and the kept gradients freed here). Needs no parameters and no other unit's
+  /// state, so it may run any time after its input half, in any order among units. Input half
+  /// then weight half leave unit_grads with unit_backward's bits; one unit's weight halves of
+  /// several micro-batches add in the order they run (float addition), so they match a run of
+  /// unit_backward bit for bit when they run in its micro-batch order. Charges
+  /// unit_backward_weight_flops as "bwd-w <unit name>".
+  /// @throws std::logic_error naming the unit when unit_backward_input has not run on the cache.
+  void unit_backward_weight(Rank& rank, int u, std::span<float> unit_grads, UnitCache& cache) const;
   /// The batch's inputs copied into a ledger-tracked activations buffer (tokens, d_in): the `x`
   /// of unit 0, for callers that drive unit_forward themselves (pipeline stages, FSDP,
   /// checkpointing).
