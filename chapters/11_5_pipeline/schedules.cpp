@@ -46,7 +46,9 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
   // TODO(11.5 run_backward_action): the same micro-batch back through the same chunk: the
   //   gradient of the chunk's output flows back through its units, adding into their gradients
   //   and freeing the saved activations, and the input gradient goes where the header says.
-  //   Calls: model.unit_backward, model.unit_view, pp.send / pp.recv.
+  //   Then the two halves (a.pass backward_input, backward_weight), which split that work
+  //   between them. Calls: model.unit_backward, model.unit_backward_input,
+  //   model.unit_backward_weight, model.unit_view, pp.send / pp.recv.
   throw NotImplemented("11.5 run_backward_action");
 }
 
@@ -57,7 +59,8 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
   //   order, with your two actions, and returns the mean loss over the micro-batches on the
   //   stage holding the last model chunk (0 elsewhere). A schedule that check_schedule rejects,
   //   or one built for another p or m, throws before anything runs. Done when the accumulated
-  //   grads equal model.forward_backward on the whole batch for GPipe and 1F1B.
+  //   grads equal model.forward_backward on the whole batch for GPipe and 1F1B, and for any
+  //   schedule that runs the backward in two halves.
   throw NotImplemented("11.5 run_pipeline");
 }
 

@@ -19,9 +19,10 @@ void check_p_m(const char* where, int p, int m) {
 }
 
 // The tag of the message an action receives: one per (micro-batch, chunk, direction), so every
-// receive gets its own message whatever order the neighbour sent in.
+// receive gets its own message whatever order the neighbour sent in. A whole backward and an
+// input half receive the same gradient, so they share the backward direction's tag.
 int tag_of(const Action& a, int v) {
-  return 2 * (a.micro_batch * v + a.chunk) + (a.pass == Pass::backward ? 1 : 0);
+  return 2 * (a.micro_batch * v + a.chunk) + (a.pass == Pass::forward ? 0 : 1);
 }
 
 // Where the p*v model chunks live: round robin, so that a micro-batch visits every stage once
@@ -121,6 +122,15 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
   const Place at = place_of(pp.rank(), pp.size(), model, state, a);
   const int v = state.chunks;
   const std::int64_t tokens = micro_batch.tokens();
+  auto& caches = state.caches[slot_of(state, a)];
+  if (a.pass == Pass::backward_weight) {
+    // The weight half needs only what the input half left in the caches: no message.
+    for (int u = at.units.last - 1; u >= at.units.first; --u)
+      model.unit_backward_weight(rank, u, model.unit_view(grads, u),
+                                 caches[static_cast<std::size_t>(u - at.units.first)]);
+    caches.clear();
+    return;
+  }
   Buffer<float> d;
   if (at.j == at.last) {
     d = std::move(state.loss_grads[static_cast<std::size_t>(a.micro_batch)]);
@@ -130,11 +140,15 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
                       "pp.recv.dy");
     pp.recv(d.span(), at.ring.stage_of(at.j + 1), tag_of(a, v));
   }
-  auto& caches = state.caches[slot_of(state, a)];
-  for (int u = at.units.last - 1; u >= at.units.first; --u)
-    d = model.unit_backward(rank, u, model.unit_view(params, u), model.unit_view(grads, u),
-                            caches[static_cast<std::size_t>(u - at.units.first)], d.span());
-  caches.clear();
+  for (int u = at.units.last - 1; u >= at.units.first; --u) {
+    model::UnitCache& cache = caches[static_cast<std::size_t>(u - at.units.first)];
+    d = a.pass == Pass::backward_input
+            ? model.unit_backward_input(rank, u, model.unit_view(params, u), cache, d.span())
+            : model.unit_backward(rank, u, model.unit_view(params, u), model.unit_view(grads, u),
+                                  cache, d.span());
+  }
+  // A whole backward has freed the activations; an input half leaves them for the weight half.
+  if (a.pass == Pass::backward) caches.clear();
   if (at.j > 0)
     pp.send(d.span(), at.ring.stage_of(at.j - 1),
             tag_of({Pass::backward, a.micro_batch, at.ring.chunk_of(at.j - 1)}, v));

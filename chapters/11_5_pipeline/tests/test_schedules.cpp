@@ -771,3 +771,153 @@ TEST_CASE(
     CHECK(idle[2] > idle[1]);
   }
 }
+
+// ------------------------------------------------------------------ the backward in two halves
+
+namespace {
+
+// `schedule` with every backward split into its input half and its weight half: the weight half
+// right after the input half, or (weights_last) all weight halves at the end of the program in
+// the order of the input halves.
+PipelineSchedule split_backwards(PipelineSchedule schedule, bool weights_last) {
+  for (auto& program : schedule.per_stage) {
+    std::vector<Action> split, weights;
+    for (const Action& a : program) {
+      if (a.pass != Pass::backward) {
+        split.push_back(a);
+        continue;
+      }
+      split.push_back({Pass::backward_input, a.micro_batch, a.chunk});
+      (weights_last ? weights : split).push_back({Pass::backward_weight, a.micro_batch, a.chunk});
+    }
+    split.insert(split.end(), weights.begin(), weights.end());
+    program = split;
+  }
+  return schedule;
+}
+
+// check_schedule's message, or "" when it accepts.
+std::string rejection(const PipelineSchedule& s) {
+  try {
+    check_schedule(s);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Stage 0 runs GPipe's programs for p = 2, m = 2 with hand-written halves.
+PipelineSchedule halves_p2_m2(std::vector<Action> stage0) {
+  PipelineSchedule s = split_backwards(gpipe_schedule(2, 2), false);
+  s.per_stage[0] = std::move(stage0);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "check_schedule accepts the backward in two halves and rejects a weight half out of place") {
+  const Action f0{Pass::forward, 0}, f1{Pass::forward, 1};
+  const Action b0{Pass::backward_input, 0}, b1{Pass::backward_input, 1};
+  const Action w0{Pass::backward_weight, 0}, w1{Pass::backward_weight, 1};
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, w0, b1, w1})).empty());
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, b1, w1, w0})).empty());  // weights in any order
+  // A weight half before its input half, named by stage and position.
+  const std::string early = rejection(halves_p2_m2({f0, f1, w0, b0, b1, w1}));
+  INFO(early);
+  CHECK(early.find("stage 0, position 2 (backward-weight of micro-batch 0 chunk 0): runs before "
+                   "its backward-input") != std::string::npos);
+  // A weight half missing.
+  const std::string missing = rejection(halves_p2_m2({f0, f1, b0, w0, b1}));
+  INFO(missing);
+  CHECK(missing.find("stage 0 never runs the backward-weight of micro-batch 1 chunk 0") !=
+        std::string::npos);
+  // Run twice, mixed with the whole backward, an input half before its forward.
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, w0, w0, b1, w1})).find("runs a second time") !=
+        std::string::npos);
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, w0, b1, w1, {Pass::backward, 1}}))
+            .find("mixes the whole backward with its halves") != std::string::npos);
+  CHECK(rejection(halves_p2_m2({f0, b1, f1, b0, w0, w1})).find("runs before its forward") !=
+        std::string::npos);
+  // The play: the stage before waits for the input half, a weight half waits for nobody.
+  PipelineSchedule s = split_backwards(gpipe_schedule(2, 2), false);
+  CHECK(rejection(s).empty());
+  s.per_stage[1] = {f0, b0, w0, f1, b1, w1};  // 1F1B on the last stage: still fine
+  CHECK(rejection(s).empty());
+  s.per_stage[0] = {f0, b0, w0, f1, b1, w1};  // stage 0 waits for B0 before it sends F1
+  CHECK(rejection(s).empty());
+  s.per_stage[1] = {f1, f0, b0, w0, b1, w1};  // stage 1 waits for F1, stage 0 for B0
+  const std::string dead = rejection(s);
+  INFO(dead);
+  CHECK(dead.find("stage 0 waits at position 1 (backward-input of micro-batch 0 chunk 0) for stage "
+                  "1's backward-input of micro-batch 0 chunk 0") != std::string::npos);
+}
+
+TEST_CASE("schedule_in_flight holds a micro-batch until its weight half") {
+  for (int p : {2, 3, 4}) {
+    for (int m : {1, 4, 8}) {
+      const PipelineSchedule g = gpipe_schedule(p, m);
+      for (int s = 0; s < p; ++s) {
+        CHECK(schedule_in_flight(split_backwards(g, false), s) == m);
+        CHECK(schedule_in_flight(split_backwards(g, true), s) == m);
+      }
+    }
+  }
+  // One stage: micro-batch 1's weight half waits until micro-batch 2 has run its forward.
+  PipelineSchedule s = gpipe_schedule(1, 3);
+  s.per_stage[0] = {
+      {Pass::forward, 0},        {Pass::backward_input, 0},  {Pass::backward_weight, 0},
+      {Pass::forward, 1},        {Pass::backward_input, 1},  {Pass::forward, 2},
+      {Pass::backward_input, 2}, {Pass::backward_weight, 1}, {Pass::backward_weight, 2}};
+  CHECK(schedule_in_flight(s, 0) == 2);
+}
+
+TEST_CASE(
+    "run_backward_action in two halves: the input half sends the gradient and keeps the "
+    "activations, the weight half adds model.forward_backward's gradients and frees them") {
+  const model::Model net(attention_config(2));
+  const model::Batch batch = net.make_batch(4, 12);
+  double ref_loss = 0;
+  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  std::vector<float> got;
+  std::size_t after_forward = 0, after_input = 0, after_weight = 1;
+  double grads_after_input = 1;
+  Cluster(1).run([&](Rank& r) {
+    model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
+    const std::size_t before = r.memory().current(Category::activations);
+    StageState state(1, 1);
+    run_forward_action(r, r.world(), net, state, {Pass::forward, 0, 0}, replica.params.span(),
+                       batch);
+    after_forward = r.memory().current(Category::activations) - before;
+    run_backward_action(r, r.world(), net, state, {Pass::backward_input, 0, 0},
+                        replica.params.span(), replica.grads.span(), batch);
+    after_input = r.memory().current(Category::activations) - before;
+    grads_after_input = max_abs(std::vector<float>(replica.grads.begin(), replica.grads.end()));
+    run_backward_action(r, r.world(), net, state, {Pass::backward_weight, 0, 0},
+                        replica.params.span(), replica.grads.span(), batch);
+    after_weight = r.memory().current(Category::activations) - before;
+    got.assign(replica.grads.begin(), replica.grads.end());
+  });
+  CHECK(after_forward > 0);
+  CHECK(after_input > 0);  // the weight half's inputs are still saved
+  CHECK(grads_after_input == 0.0);
+  CHECK(after_weight == 0);
+  check_close("one stage, two halves", got, expected, {1e-5 * std::max(1.0, max_abs(expected)), 0});
+}
+
+TEST_CASE("pipelined gradients with the backward in two halves equal the unpipelined model's") {
+  const model::Model net(attention_config());
+  const model::Batch batch = net.make_batch(8, 77);
+  double ref_loss = 0;
+  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const double scale = std::max(1.0, max_abs(expected));
+  for (int p : {2, 4}) {
+    for (bool weights_last : {false, true}) {
+      const Step step = pipelined_step(net, free_links(p),
+                                       split_backwards(gpipe_schedule(p, 4), weights_last), batch);
+      INFO("GPipe in halves, p=" << p << ", weights last: " << weights_last);
+      check_close("gradients", step.grads, expected, {1e-5 * scale, 0});
+      CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+    }
+  }
+}
