@@ -60,6 +60,29 @@ PipelineSchedule one_f_one_b_schedule(int p, int m);
 ///         (Megatron's requirement: the micro-batches go through the chunks in groups of p).
 PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 
+/// ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B with every
+/// backward split into its input half (B, Pass::backward_input) and its weight half (W,
+/// Pass::backward_weight), the weight halves moved into time the stage would spend waiting.
+/// The schedule is the valid one (check_schedule) in which, on every stage s:
+/// - no Pass::backward appears; the forwards take the micro-batches in order 0..m-1, and so do
+///   the input halves and the weight halves;
+/// - leaving the weight halves out, the program is 1F1B's (one_f_one_b_schedule) with each
+///   backward read as its input half;
+/// - while forwards remain, a weight half runs only where the next forward would otherwise make
+///   the stage hold more than min(m, p) micro-batches (schedule_in_flight, which holds one until
+///   its weight half); after the last forward, one weight half (if any is pending) runs just
+///   before each input half, filling the wait for its gradient; the rest run at the end.
+/// So every stage holds at most min(m, p): 1F1B's peak, that of its first stage (the later stages
+/// now hold as many as the first). On the virtual clock, with each stage spending T_F, T_B and
+/// T_W seconds per micro-batch on F, B and W and free messages, for m >= p and
+/// T_W <= min(T_F, T_B) (true of every unit of the course model), the step takes
+/// m (T_F + T_B + T_W) + zb_h1_bubble_seconds(p, T_F, T_B, T_W): every stage waits
+/// (p - 1)(T_F + T_B - T_W), where 1F1B waits (p - 1)(T_F + T_B + T_W).
+///
+/// TODO 13 of 11.5.
+/// @throws std::invalid_argument when p or m is below 1.
+PipelineSchedule zb_h1_schedule(int p, int m);
+
 // ------------------------------------------------------------------ the executor
 
 /// What one stage keeps between the actions of one step; run_pipeline makes one per step and

@@ -85,6 +85,34 @@ PipelineSchedule one_f_one_b_schedule(int p, int m) {
   return s;
 }
 
+PipelineSchedule zb_h1_schedule(int p, int m) {
+  check_p_m("zb_h1_schedule", p, m);
+  PipelineSchedule s{p, m, std::vector<std::vector<Action>>(static_cast<std::size_t>(p))};
+  // 1F1B's peak, that of its first stage: every stage may hold this many until their weight halves.
+  const int cap = std::min(m, p);
+  for (int stage = 0; stage < p; ++stage) {
+    auto& program = s.per_stage[static_cast<std::size_t>(stage)];
+    int next_f = 0, next_b = 0, next_w = 0;
+    const auto weight = [&] { program.push_back({Pass::backward_weight, next_w++}); };
+    const int warmup = std::min(m, p - 1 - stage);
+    while (next_f < warmup) program.push_back({Pass::forward, next_f++});
+    while (next_f < m) {
+      // Weight halves wait as long as the memory bound lets them: only when the next forward
+      // would hold one micro-batch too many.
+      while (next_f - next_w >= cap) weight();
+      program.push_back({Pass::forward, next_f++});
+      program.push_back({Pass::backward_input, next_b++});
+    }
+    // Cool-down: while this stage waits for each gradient, a weight half fills the wait.
+    while (next_b < m) {
+      if (next_w < next_b) weight();
+      program.push_back({Pass::backward_input, next_b++});
+    }
+    while (next_w < m) weight();
+  }
+  return s;
+}
+
 void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
                         const Action& a, std::span<const float> params,
                         const model::Batch& micro_batch) {
