@@ -92,23 +92,23 @@ PipelineSchedule zb_h1_schedule(int p, int m) {
   const int cap = std::min(m, p);
   for (int stage = 0; stage < p; ++stage) {
     auto& program = s.per_stage[static_cast<std::size_t>(stage)];
-    int next_f = 0, next_b = 0, next_w = 0;
-    const auto weight = [&] { program.push_back({Pass::backward_weight, next_w++}); };
-    const int warmup = std::min(m, p - 1 - stage);
-    while (next_f < warmup) program.push_back({Pass::forward, next_f++});
-    while (next_f < m) {
+    int forwards = 0, inputs = 0, weights = 0;  // how many of each pass the program has so far
+    const auto weight = [&] { program.push_back({Pass::backward_weight, weights++}); };
+    // 1F1B's warm-up: the forwards that fit before the first gradient can be back.
+    while (forwards < std::min(m, p - 1 - stage)) program.push_back({Pass::forward, forwards++});
+    while (forwards < m) {
       // Weight halves wait as long as the memory bound lets them: only when the next forward
       // would hold one micro-batch too many.
-      while (next_f - next_w >= cap) weight();
-      program.push_back({Pass::forward, next_f++});
-      program.push_back({Pass::backward_input, next_b++});
+      while (forwards - weights >= cap) weight();
+      program.push_back({Pass::forward, forwards++});
+      program.push_back({Pass::backward_input, inputs++});
     }
     // Cool-down: while this stage waits for each gradient, a weight half fills the wait.
-    while (next_b < m) {
-      if (next_w < next_b) weight();
-      program.push_back({Pass::backward_input, next_b++});
+    while (inputs < m) {
+      if (weights < inputs) weight();
+      program.push_back({Pass::backward_input, inputs++});
     }
-    while (next_w < m) weight();
+    while (weights < m) weight();
   }
   return s;
 }
