@@ -79,7 +79,7 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 /// m (T_F + T_B + T_W) + zb_h1_bubble_seconds(p, T_F, T_B, T_W): every stage waits
 /// (p - 1)(T_F + T_B - T_W), where 1F1B waits (p - 1)(T_F + T_B + T_W).
 ///
-/// TODO 13 of 11.5.
+/// TODO 14 of 11.5 (zb_h1_bubble_seconds in formulas.hpp is 13).
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule zb_h1_schedule(int p, int m);
 
