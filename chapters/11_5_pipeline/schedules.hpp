@@ -104,8 +104,8 @@ struct StageState {
   /// Category::activations for that long and no longer.
   std::vector<std::vector<model::UnitCache>> caches;
   /// loss_grads[k]: on the stage that holds the last model chunk, from micro-batch k's forward
-  /// to its backward there, the gradient of k's loss times 1/m with respect to the head's output
-  /// (tokens, d_out), a Category::activations buffer; empty otherwise.
+  /// to its backward (or backward-input) there, the gradient of k's loss times 1/m with respect to
+  /// the head's output (tokens, d_out), a Category::activations buffer; empty otherwise.
   std::vector<Buffer<float>> loss_grads;
   /// The sum of loss/m over the micro-batches whose forward has run the last model chunk here.
   double loss = 0;
