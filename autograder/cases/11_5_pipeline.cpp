@@ -1,5 +1,7 @@
 // Graded cases of 11.5's formulas: the pipeline bubble (GPipe, interleaved), the micro-batches a
 // target bubble needs, step time, activations in flight per schedule, and boundary traffic.
+#include <algorithm>
+
 #include "11_5_pipeline/formulas.hpp"
 #include "case.hpp"
 
@@ -120,4 +122,23 @@ MGPU_CASE("11_5.layers_and_boundary_bytes") {
       other_sizes.push_back(pp::boundary_bytes_sent_per_stage(s, 4, 3, stage, element));
   ctx.emit("boundary_bytes_fp32_fp8", other_sizes);
   ctx.emit_rejects("rejects_uneven_stages", [] { pp::layers_per_stage(32, 3); });
+}
+
+MGPU_CASE("11_5.zb_h1_bubble_seconds") {
+  // Equal halves, the text's p = 4, a free weight half, a weight half equal to the forward or to
+  // the input half (the formula's edge), then drawn points with T_W below both.
+  std::vector<double> seconds{
+      pp::zb_h1_bubble_seconds(1, 1.0, 1.0, 1.0),  pp::zb_h1_bubble_seconds(4, 1.0, 1.0, 1.0),
+      pp::zb_h1_bubble_seconds(4, 0.5, 0.75, 0.0), pp::zb_h1_bubble_seconds(8, 0.5, 0.75, 0.5),
+      pp::zb_h1_bubble_seconds(3, 0.75, 0.5, 0.5), pp::zb_h1_bubble_seconds(2, 0.0, 0.0, 0.0)};
+  for (int i = 0; i < 3; ++i) {
+    const double f = ctx.log_uniform(1e-4, 1e-1), b = ctx.uniform_real(0.5, 2.0) * f;
+    seconds.push_back(pp::zb_h1_bubble_seconds(ctx.uniform_int(1, 64), f, b,
+                                               ctx.uniform_real(0.0, 1.0) * std::min(f, b)));
+  }
+  ctx.emit("seconds", seconds);
+  ctx.emit_rejects("rejects_zero_stages", [] { pp::zb_h1_bubble_seconds(0, 1, 1, 1); });
+  ctx.emit_rejects("rejects_negative_time", [] { pp::zb_h1_bubble_seconds(4, 1, -1, 0.5); });
+  ctx.emit_rejects("rejects_weight_above_forward", [] { pp::zb_h1_bubble_seconds(4, 1, 2, 1.5); });
+  ctx.emit_rejects("rejects_weight_above_input", [] { pp::zb_h1_bubble_seconds(4, 2, 1, 1.5); });
 }

@@ -51,6 +51,13 @@ double pipeline_step_seconds(std::int64_t p, std::int64_t m, double forward_seco
   throw NotImplemented("11.5 pipeline_step_seconds");
 }
 
+double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input_backward_seconds,
+                            double weight_backward_seconds) {
+  // TODO(11.5 zb_h1_bubble_seconds): the seconds a ZB-H1 stage waits per step, as the header
+  // states, with its argument checks (the formula's condition on T_W included).
+  throw NotImplemented("11.5 zb_h1_bubble_seconds");
+}
+
 std::int64_t in_flight_micro_batches(Schedule schedule, std::int64_t p, std::int64_t m,
                                      std::int64_t stage) {
   // TODO(11.5 in_flight_micro_batches): the most micro-batches whose activations `stage` holds

@@ -52,6 +52,17 @@ double bubble_to_compute_ratio(std::int64_t p, std::int64_t m, std::int64_t v = 
 double pipeline_step_seconds(std::int64_t p, std::int64_t m, double forward_seconds,
                              double backward_seconds);
 
+/// Seconds every stage of a ZB-H1 pipeline waits in one step (Qi et al. 2024):
+/// (p - 1) (T_F + T_B - T_W), for T_F = forward_seconds, T_B = input_backward_seconds (the input
+/// half of a micro-batch's backward through one stage) and T_W = weight_backward_seconds (its
+/// weight half), all stages equal, communication free, m >= p and T_W <= min(T_F, T_B) (see
+/// zb_h1_schedule). 1F1B, whose backward is B and W together, waits (p - 1) (T_F + T_B + T_W).
+/// Example: p = 4, T_F = T_B = T_W = 1 gives 3, a third of 1F1B's 9.
+/// @throws std::invalid_argument when p is below 1, a time is negative, or T_W exceeds T_F or T_B
+///         (the formula does not hold there).
+double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input_backward_seconds,
+                            double weight_backward_seconds);
+
 /// Micro-batches whose activations stage `stage` (0-based, 0 = first) holds at its peak.
 /// - GPipe runs all m forwards before any backward: m on every stage.
 /// - 1F1B: min(m, p - stage), however large m grows. The first stage holds the most, min(m, p).

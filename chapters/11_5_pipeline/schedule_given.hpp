@@ -17,25 +17,31 @@
 
 namespace mgpu::pipeline {
 
-/// Direction of one step of a stage's program.
+/// Direction of one step of a stage's program. A (micro-batch, chunk) runs either `backward` or
+/// its two halves, backward_input then backward_weight (zero-bubble schedules), never both.
 enum class Pass {
-  forward,   ///< a micro-batch's forward through one chunk of the stage
-  backward,  ///< its backward through the same chunk
+  forward,          ///< a micro-batch's forward through one chunk of the stage
+  backward,         ///< its whole backward through the same chunk
+  backward_input,   ///< B: the input-gradient half of that backward, which the stage before waits
+                    ///< for
+  backward_weight,  ///< W: the weight-gradient half, which no other stage waits for
 };
 
 /// One entry of a stage's program: which pass of which micro-batch on which of the stage's
 /// chunks comes next. GPipe and 1F1B give each stage one chunk, so their chunk is always 0.
 struct Action {
-  Pass pass = Pass::forward;  ///< forward or backward
+  Pass pass = Pass::forward;  ///< forward, backward, or one half of the backward
   int micro_batch = 0;        ///< 0-based micro-batch index
   int chunk = 0;              ///< which of the stage's v chunks, 0..v-1 (see PipelineSchedule)
   /// Same pass of the same micro-batch on the same chunk.
   friend bool operator==(const Action&, const Action&) = default;
 };
 
-/// Given: "backward of micro-batch 3 chunk 0", the words check_schedule's messages use.
+/// Given: "backward of micro-batch 3 chunk 0" ("forward", "backward-input", "backward-weight"),
+/// the words check_schedule's messages use.
 inline std::string describe(const Action& a) {
-  return std::string(a.pass == Pass::forward ? "forward" : "backward") + " of micro-batch " +
+  const char* names[] = {"forward", "backward", "backward-input", "backward-weight"};
+  return std::string(names[static_cast<int>(a.pass)]) + " of micro-batch " +
          std::to_string(a.micro_batch) + " chunk " + std::to_string(a.chunk);
 }
 
@@ -62,12 +68,15 @@ struct PipelineSchedule {
 /// runs to its end. Checked in this order:
 /// 1. p, m and v are at least 1 and there are p programs;
 /// 2. each stage's program, action by action: the chunk in [0, v) and the micro-batch in [0, m),
-///    no pass run twice, no backward before the forward of the same micro-batch and chunk; then
-///    every (micro-batch, chunk) has both passes. The message names the first offending action:
+///    no pass run twice, no backward (whole or input half) before the forward of the same
+///    micro-batch and chunk, no backward-weight before its backward-input, no whole backward
+///    beside the halves; then every (micro-batch, chunk) has its forward and either its backward
+///    or both halves. The message names the first offending action:
 ///    "stage 1, position 4 (backward of micro-batch 2 chunk 0): runs before its forward";
 /// 3. no deadlock: the programs are played against each other as the executor runs them (an
 ///    action starts only once its input exists: the activation from the forward of the model
-///    chunk before, or the gradient from the backward of the chunk after; sends never wait).
+///    chunk before, or the gradient from the backward, or backward-input, of the chunk after; a
+///    backward-weight needs nothing from a neighbour; sends never wait).
 ///    When no stage can move, the message names where every unfinished stage waits and for what:
 ///    "deadlock: stage 0 waits at position 2 (backward of micro-batch 0 chunk 0) for stage 1's
 ///    backward of micro-batch 0 chunk 0; stage 1 waits at ...".
@@ -76,7 +85,8 @@ inline void check_schedule(const PipelineSchedule& schedule) {
     throw std::invalid_argument("check_schedule: " + what + "; " + fix);
   };
   const std::string once =
-      "every stage must run each micro-batch's forward, then its backward, exactly once per chunk";
+      "every stage must run each micro-batch's forward, then its backward (or backward-input, "
+      "then backward-weight), exactly once per chunk";
   const int p = schedule.stages, m = schedule.micro_batches, v = schedule.chunks;
   if (p < 1 || m < 1 || v < 1)
     fail("stages=" + std::to_string(p) + ", micro_batches=" + std::to_string(m) +
@@ -96,9 +106,16 @@ inline void check_schedule(const PipelineSchedule& schedule) {
     return "stage " + std::to_string(s) + ", position " + std::to_string(i) + " (" + describe(a) +
            ")";
   };
+  // uses_halves[s][k * v + c]: stage s runs the backward of (k, c) as two halves.
+  std::vector<std::vector<char>> uses_halves(static_cast<std::size_t>(p),
+                                             std::vector<char>(slots, 0));
   for (int s = 0; s < p; ++s) {
     const auto& program = schedule.per_stage[static_cast<std::size_t>(s)];
-    std::vector<int> fwd(slots, 0), bwd(slots, 0);
+    // runs[pass][k * v + c]: how often the stage has run that pass of (k, c) so far.
+    std::vector<std::vector<int>> runs(4, std::vector<int>(slots, 0));
+    const auto ran = [&](Pass pass, std::size_t k) {
+      return runs[static_cast<std::size_t>(pass)][k];
+    };
     for (std::size_t i = 0; i < program.size(); ++i) {
       const Action& a = program[i];
       if (a.chunk < 0 || a.chunk >= v)
@@ -110,37 +127,56 @@ inline void check_schedule(const PipelineSchedule& schedule) {
                  std::to_string(m) + ")",
              once);
       const std::size_t k = slot(a);
-      if (a.pass == Pass::forward) {
-        if (++fwd[k] > 1) fail(at(s, i, a) + ": runs a second time", once);
-      } else {
-        if (fwd[k] == 0) fail(at(s, i, a) + ": runs before its forward", once);
-        if (++bwd[k] > 1) fail(at(s, i, a) + ": runs a second time", once);
+      if (a.pass == Pass::backward || a.pass == Pass::backward_input) {
+        if (ran(Pass::forward, k) == 0) fail(at(s, i, a) + ": runs before its forward", once);
       }
+      if (a.pass == Pass::backward_weight && ran(Pass::backward_input, k) == 0)
+        fail(at(s, i, a) + ": runs before its backward-input", once);
+      if ((a.pass == Pass::backward &&
+           ran(Pass::backward_input, k) + ran(Pass::backward_weight, k) > 0) ||
+          (a.pass != Pass::forward && a.pass != Pass::backward && ran(Pass::backward, k) > 0))
+        fail(at(s, i, a) + ": mixes the whole backward with its halves", once);
+      if (++runs[static_cast<std::size_t>(a.pass)][k] > 1)
+        fail(at(s, i, a) + ": runs a second time", once);
     }
-    for (std::size_t k = 0; k < slots; ++k)
-      if (fwd[k] != 1 || bwd[k] != 1) {
-        const Action missing{fwd[k] == 1 ? Pass::backward : Pass::forward, static_cast<int>(k) / v,
-                             static_cast<int>(k) % v};
-        fail("stage " + std::to_string(s) + " never runs the " + describe(missing) +
-                 " (its program has " + std::to_string(program.size()) + " actions)",
-             once);
-      }
+    for (std::size_t k = 0; k < slots; ++k) {
+      const bool halves = ran(Pass::backward_input, k) == 1;
+      uses_halves[static_cast<std::size_t>(s)][k] = halves ? 1 : 0;
+      Pass missing = Pass::forward;
+      if (ran(Pass::forward, k) != 1)
+        missing = Pass::forward;
+      else if (halves && ran(Pass::backward_weight, k) != 1)
+        missing = Pass::backward_weight;
+      else if (!halves && ran(Pass::backward, k) != 1)
+        missing = Pass::backward;
+      else
+        continue;
+      fail("stage " + std::to_string(s) + " never runs the " +
+               describe({missing, static_cast<int>(k) / v, static_cast<int>(k) % v}) +
+               " (its program has " + std::to_string(program.size()) + " actions)",
+           once);
+    }
   }
 
   // Play the programs: each stage runs its next action as soon as that action's input exists.
   // Model chunk j lives on stage j % p as its chunk j / p (see PipelineSchedule).
   const int last = p * v - 1;
+  // fdone: forward run; gdone: the input gradient sent (backward or backward-input run).
   std::vector<std::vector<char>> fdone(static_cast<std::size_t>(p), std::vector<char>(slots, 0));
-  std::vector<std::vector<char>> bdone = fdone;
+  std::vector<std::vector<char>> gdone = fdone;
   // The stage and action whose output `a` on stage s needs; stage -1 when it needs none.
   const auto producer = [&](int s, const Action& a) -> std::pair<int, Action> {
     const int j = a.chunk * p + s;
     if (a.pass == Pass::forward)
       return j == 0 ? std::pair{-1, a}
                     : std::pair{(j - 1) % p, Action{Pass::forward, a.micro_batch, (j - 1) / p}};
-    // The last chunk's backward starts from the loss its own forward left (checked above).
-    return j == last ? std::pair{-1, a}
-                     : std::pair{(j + 1) % p, Action{Pass::backward, a.micro_batch, (j + 1) / p}};
+    // The weight half needs only its own input half (checked above); the last chunk's backward
+    // starts from the loss its own forward left.
+    if (a.pass == Pass::backward_weight || j == last) return std::pair{-1, a};
+    const int from = (j + 1) % p;
+    Action need{Pass::backward, a.micro_batch, (j + 1) / p};
+    if (uses_halves[static_cast<std::size_t>(from)][slot(need)]) need.pass = Pass::backward_input;
+    return std::pair{from, need};
   };
   std::vector<std::size_t> next(static_cast<std::size_t>(p), 0);
   for (bool moved = true; moved;) {
@@ -152,10 +188,12 @@ inline void check_schedule(const PipelineSchedule& schedule) {
         const Action& a = program[i];
         const auto [from, need] = producer(s, a);
         if (from >= 0) {
-          const auto& done = need.pass == Pass::forward ? fdone : bdone;
+          const auto& done = need.pass == Pass::forward ? fdone : gdone;
           if (!done[static_cast<std::size_t>(from)][slot(need)]) break;
         }
-        (a.pass == Pass::forward ? fdone : bdone)[static_cast<std::size_t>(s)][slot(a)] = 1;
+        if (a.pass == Pass::forward) fdone[static_cast<std::size_t>(s)][slot(a)] = 1;
+        if (a.pass == Pass::backward || a.pass == Pass::backward_input)
+          gdone[static_cast<std::size_t>(s)][slot(a)] = 1;
         ++i;
         moved = true;
       }
@@ -178,13 +216,16 @@ inline void check_schedule(const PipelineSchedule& schedule) {
 }
 
 /// Given: the most (micro-batch, chunk) pairs stage `stage`'s program holds at once (forwards
-/// run whose backward has not run yet): what the schedule asks of the stage's activation memory,
-/// in chunk-micro-batches (one chunk's activations for one micro-batch; a whole stage's when v =
-/// 1).
+/// run whose backward, or backward-weight, has not run yet): what the schedule asks of the
+/// stage's activation memory, in chunk-micro-batches (one chunk's activations for one
+/// micro-batch; a whole stage's when v = 1). A pair whose backward-input has run still counts
+/// until its backward-weight: the weight half needs the saved inputs (model.hpp), so this is an
+/// upper bound on what the ledger sees between the halves.
 inline std::int64_t schedule_in_flight(const PipelineSchedule& schedule, int stage) {
   std::int64_t now = 0, peak = 0;
   for (const Action& a : schedule.per_stage.at(static_cast<std::size_t>(stage))) {
-    now += a.pass == Pass::forward ? 1 : -1;
+    if (a.pass == Pass::forward) ++now;
+    if (a.pass == Pass::backward || a.pass == Pass::backward_weight) --now;
     peak = std::max(peak, now);
   }
   return peak;

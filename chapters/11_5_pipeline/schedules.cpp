@@ -26,6 +26,15 @@ PipelineSchedule one_f_one_b_schedule(int p, int m) {
   throw NotImplemented("11.5 one_f_one_b_schedule");
 }
 
+PipelineSchedule zb_h1_schedule(int p, int m) {
+  // TODO(11.5 zb_h1_schedule): the zero-bubble schedule the header defines: 1F1B's order of
+  //   forwards and input halves, with each weight half as late as the bound of min(m, p) held
+  //   micro-batches lets it while forwards remain, then in the waits of the cool-down. Where does
+  //   a stage of 1F1B sit idle after its last forward, and what could it do there that no other
+  //   stage waits for? check_schedule and schedule_in_flight test a result without running it.
+  throw NotImplemented("11.5 zb_h1_schedule");
+}
+
 void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
                         const Action& a, std::span<const float> params,
                         const model::Batch& micro_batch) {
@@ -46,7 +55,9 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
   // TODO(11.5 run_backward_action): the same micro-batch back through the same chunk: the
   //   gradient of the chunk's output flows back through its units, adding into their gradients
   //   and freeing the saved activations, and the input gradient goes where the header says.
-  //   Calls: model.unit_backward, model.unit_view, pp.send / pp.recv.
+  //   Then the two halves (a.pass backward_input, backward_weight), which split that work
+  //   between them. Calls: model.unit_backward, model.unit_backward_input,
+  //   model.unit_backward_weight, model.unit_view, pp.send / pp.recv.
   throw NotImplemented("11.5 run_backward_action");
 }
 
@@ -57,7 +68,8 @@ double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,
   //   order, with your two actions, and returns the mean loss over the micro-batches on the
   //   stage holding the last model chunk (0 elsewhere). A schedule that check_schedule rejects,
   //   or one built for another p or m, throws before anything runs. Done when the accumulated
-  //   grads equal model.forward_backward on the whole batch for GPipe and 1F1B.
+  //   grads equal model.forward_backward on the whole batch for GPipe and 1F1B, and for any
+  //   schedule that runs the backward in two halves.
   throw NotImplemented("11.5 run_pipeline");
 }
 

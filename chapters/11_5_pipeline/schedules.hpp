@@ -60,6 +60,29 @@ PipelineSchedule one_f_one_b_schedule(int p, int m);
 ///         (Megatron's requirement: the micro-batches go through the chunks in groups of p).
 PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 
+/// ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B with every
+/// backward split into its input half (B, Pass::backward_input) and its weight half (W,
+/// Pass::backward_weight), the weight halves moved into time the stage would spend waiting.
+/// The schedule is the valid one (check_schedule) in which, on every stage s:
+/// - no Pass::backward appears; the forwards take the micro-batches in order 0..m-1, and so do
+///   the input halves and the weight halves;
+/// - leaving the weight halves out, the program is 1F1B's (one_f_one_b_schedule) with each
+///   backward read as its input half;
+/// - while forwards remain, a weight half runs only where the next forward would otherwise make
+///   the stage hold more than min(m, p) micro-batches (schedule_in_flight, which holds one until
+///   its weight half); after the last forward, one weight half (if any is pending) runs just
+///   before each input half, filling the wait for its gradient; the rest run at the end.
+/// So every stage holds at most min(m, p): 1F1B's peak, that of its first stage (the later stages
+/// now hold as many as the first). On the virtual clock, with each stage spending T_F, T_B and
+/// T_W seconds per micro-batch on F, B and W and free messages, for m >= p and
+/// T_W <= min(T_F, T_B) (true of every unit of the course model), the step takes
+/// m (T_F + T_B + T_W) + zb_h1_bubble_seconds(p, T_F, T_B, T_W): every stage waits
+/// (p - 1)(T_F + T_B - T_W), where 1F1B waits (p - 1)(T_F + T_B + T_W).
+///
+/// TODO 14 of 11.5 (zb_h1_bubble_seconds in formulas.hpp is 13).
+/// @throws std::invalid_argument when p or m is below 1.
+PipelineSchedule zb_h1_schedule(int p, int m);
+
 // ------------------------------------------------------------------ the executor
 
 /// What one stage keeps between the actions of one step; run_pipeline makes one per step and
@@ -76,12 +99,13 @@ struct StageState {
   int micro_batches;  ///< m: each micro-batch's loss counts 1/m of the step's
   int chunks;         ///< v: chunks per stage
   /// caches[k*v + c]: one model::UnitCache per unit of chunk c, filled by the forward of
-  /// micro-batch k on chunk c and emptied by its backward: its saved activations, which the
-  /// ledger counts under Category::activations for that long and no longer.
+  /// micro-batch k on chunk c and emptied by its backward (or, when the backward runs in two
+  /// halves, by its backward-weight): its saved activations, which the ledger counts under
+  /// Category::activations for that long and no longer.
   std::vector<std::vector<model::UnitCache>> caches;
   /// loss_grads[k]: on the stage that holds the last model chunk, from micro-batch k's forward
-  /// to its backward there, the gradient of k's loss times 1/m with respect to the head's output
-  /// (tokens, d_out), a Category::activations buffer; empty otherwise.
+  /// to its backward (or backward-input) there, the gradient of k's loss times 1/m with respect to
+  /// the head's output (tokens, d_out), a Category::activations buffer; empty otherwise.
   std::vector<Buffer<float>> loss_grads;
   /// The sum of loss/m over the micro-batches whose forward has run the last model chunk here.
   double loss = 0;
@@ -106,13 +130,19 @@ void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageSt
 
 /// Runs backward action `a` of stage s = pp.rank(): micro-batch k = a.micro_batch back through
 /// model chunk j = a.chunk*p + s, whose forward this stage has run with the same `state`.
-/// - The gradient of the chunk's output is state.loss_grads[k] on the last model chunk, and what
-///   the backward of k on model chunk j + 1 sent otherwise.
-/// - After it returns, the gradient of k's loss / m with respect to the chunk's units' weights
-///   has been ADDED into their ranges of `grads` (nothing else is written), state.caches[k*v +
-///   a.chunk] is empty (its activations freed) and so is state.loss_grads[k]; unless j = 0, the
-///   gradient with respect to the chunk's input has been sent for the backward of k on model
-///   chunk j - 1.
+/// a.pass is Pass::backward (the whole backward), Pass::backward_input (B) or
+/// Pass::backward_weight (W, which this stage's B of k on the same chunk has preceded).
+/// - The gradient of the chunk's output (needed by backward and B) is state.loss_grads[k] on the
+///   last model chunk, and what the backward or B of k on model chunk j + 1 sent otherwise.
+/// - After a backward returns, the gradient of k's loss / m with respect to the chunk's units'
+///   weights has been ADDED into their ranges of `grads` (nothing else is written),
+///   state.caches[k*v + a.chunk] is empty (its activations freed) and so is state.loss_grads[k];
+///   unless j = 0, the gradient with respect to the chunk's input has been sent for the backward
+///   (or B) of k on model chunk j - 1.
+/// - B does the same sending and freeing of state.loss_grads[k], and writes nothing into `grads`:
+///   every unit's cache is left weight pending (model::UnitCache), so the activations stay on the
+///   ledger. W then adds the weight gradients into `grads`, as the backward would have, and
+///   empties the caches; it neither sends nor receives.
 /// - Tags its messages as run_forward_action does.
 /// @throws std::invalid_argument when p*v does not divide the model's layers (stage_units).
 void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
@@ -129,9 +159,10 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
 /// `grads`: once every stage has run, their ranges together hold model.forward_backward's
 /// gradient of the mean loss on the whole batch (added to what was there).
 /// Each (micro-batch, chunk)'s saved activations stay in the ledger (Category::activations) from
-/// its forward to its backward, so a stage's activation peak follows schedule_in_flight of its
-/// program, plus the boundary buffers in transit. Messages pair correctly for every schedule that
-/// check_schedule accepts, whatever order each stage takes the micro-batches in.
+/// its forward to its backward (or backward-weight), so a stage's activation peak follows
+/// schedule_in_flight of its program, plus the boundary buffers in transit. Messages pair correctly
+/// for every schedule that check_schedule accepts, whatever order each stage takes the
+/// micro-batches in.
 ///
 /// TODO 11 of 11.5: run_forward_action, run_backward_action, then run_pipeline.
 /// @throws std::invalid_argument when the schedule is invalid (check_schedule), its p is not

@@ -64,6 +64,26 @@ double pipeline_step_seconds(std::int64_t p, std::int64_t m, double forward_seco
   return static_cast<double>(m + p - 1) * (forward_seconds + backward_seconds);
 }
 
+double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input_backward_seconds,
+                            double weight_backward_seconds) {
+  const char* where = "zb_h1_bubble_seconds";
+  check_count(where, "p", p);
+  check_non_negative(where, "forward_seconds", forward_seconds);
+  check_non_negative(where, "input_backward_seconds", input_backward_seconds);
+  check_non_negative(where, "weight_backward_seconds", weight_backward_seconds);
+  if (weight_backward_seconds > std::min(forward_seconds, input_backward_seconds))
+    throw std::invalid_argument(
+        std::string(where) +
+        ": weight_backward_seconds=" + std::to_string(weight_backward_seconds) +
+        " exceeds forward_seconds=" + std::to_string(forward_seconds) +
+        " or input_backward_seconds=" + std::to_string(input_backward_seconds) +
+        "; the formula holds only while a weight half fits in the waits it fills");
+  // The gradient's trip back costs T_B per stage, as in 1F1B; the W halves that 1F1B ran on that
+  // trip now fill waits, so each of the p - 1 slots gains back one T_W instead of paying one.
+  return static_cast<double>(p - 1) *
+         (forward_seconds + input_backward_seconds - weight_backward_seconds);
+}
+
 std::int64_t in_flight_micro_batches(Schedule schedule, std::int64_t p, std::int64_t m,
                                      std::int64_t stage) {
   const char* where = "in_flight_micro_batches";

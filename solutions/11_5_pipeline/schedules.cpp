@@ -19,9 +19,10 @@ void check_p_m(const char* where, int p, int m) {
 }
 
 // The tag of the message an action receives: one per (micro-batch, chunk, direction), so every
-// receive gets its own message whatever order the neighbour sent in.
+// receive gets its own message whatever order the neighbour sent in. A whole backward and an
+// input half receive the same gradient, so they share the backward direction's tag.
 int tag_of(const Action& a, int v) {
-  return 2 * (a.micro_batch * v + a.chunk) + (a.pass == Pass::backward ? 1 : 0);
+  return 2 * (a.micro_batch * v + a.chunk) + (a.pass == Pass::forward ? 0 : 1);
 }
 
 // Where the p*v model chunks live: round robin, so that a micro-batch visits every stage once
@@ -84,6 +85,34 @@ PipelineSchedule one_f_one_b_schedule(int p, int m) {
   return s;
 }
 
+PipelineSchedule zb_h1_schedule(int p, int m) {
+  check_p_m("zb_h1_schedule", p, m);
+  PipelineSchedule s{p, m, std::vector<std::vector<Action>>(static_cast<std::size_t>(p))};
+  // 1F1B's peak, that of its first stage: every stage may hold this many until their weight halves.
+  const int cap = std::min(m, p);
+  for (int stage = 0; stage < p; ++stage) {
+    auto& program = s.per_stage[static_cast<std::size_t>(stage)];
+    int forwards = 0, inputs = 0, weights = 0;  // how many of each pass the program has so far
+    const auto weight = [&] { program.push_back({Pass::backward_weight, weights++}); };
+    // 1F1B's warm-up: the forwards that fit before the first gradient can be back.
+    while (forwards < std::min(m, p - 1 - stage)) program.push_back({Pass::forward, forwards++});
+    while (forwards < m) {
+      // Weight halves wait as long as the memory bound lets them: only when the next forward
+      // would hold one micro-batch too many.
+      while (forwards - weights >= cap) weight();
+      program.push_back({Pass::forward, forwards++});
+      program.push_back({Pass::backward_input, inputs++});
+    }
+    // Cool-down: while this stage waits for each gradient, a weight half fills the wait.
+    while (inputs < m) {
+      if (weights < inputs) weight();
+      program.push_back({Pass::backward_input, inputs++});
+    }
+    while (weights < m) weight();
+  }
+  return s;
+}
+
 void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
                         const Action& a, std::span<const float> params,
                         const model::Batch& micro_batch) {
@@ -121,6 +150,15 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
   const Place at = place_of(pp.rank(), pp.size(), model, state, a);
   const int v = state.chunks;
   const std::int64_t tokens = micro_batch.tokens();
+  auto& caches = state.caches[slot_of(state, a)];
+  if (a.pass == Pass::backward_weight) {
+    // The weight half needs only what the input half left in the caches: no message.
+    for (int u = at.units.last - 1; u >= at.units.first; --u)
+      model.unit_backward_weight(rank, u, model.unit_view(grads, u),
+                                 caches[static_cast<std::size_t>(u - at.units.first)]);
+    caches.clear();
+    return;
+  }
   Buffer<float> d;
   if (at.j == at.last) {
     d = std::move(state.loss_grads[static_cast<std::size_t>(a.micro_batch)]);
@@ -130,11 +168,15 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
                       "pp.recv.dy");
     pp.recv(d.span(), at.ring.stage_of(at.j + 1), tag_of(a, v));
   }
-  auto& caches = state.caches[slot_of(state, a)];
-  for (int u = at.units.last - 1; u >= at.units.first; --u)
-    d = model.unit_backward(rank, u, model.unit_view(params, u), model.unit_view(grads, u),
-                            caches[static_cast<std::size_t>(u - at.units.first)], d.span());
-  caches.clear();
+  for (int u = at.units.last - 1; u >= at.units.first; --u) {
+    model::UnitCache& cache = caches[static_cast<std::size_t>(u - at.units.first)];
+    d = a.pass == Pass::backward_input
+            ? model.unit_backward_input(rank, u, model.unit_view(params, u), cache, d.span())
+            : model.unit_backward(rank, u, model.unit_view(params, u), model.unit_view(grads, u),
+                                  cache, d.span());
+  }
+  // A whole backward has freed the activations; an input half leaves them for the weight half.
+  if (a.pass == Pass::backward) caches.clear();
   if (at.j > 0)
     pp.send(d.span(), at.ring.stage_of(at.j - 1),
             tag_of({Pass::backward, a.micro_batch, at.ring.chunk_of(at.j - 1)}, v));

@@ -20,8 +20,9 @@ ScheduleKind parse_schedule(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::gpipe;
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
+  if (name == "zb-h1") return ScheduleKind::zb_h1;
   throw UsageError(fmt::format(
-      "--schedule '{}' is not a schedule: use --schedule gpipe, 1f1b or interleaved", name));
+      "--schedule '{}' is not a schedule: use --schedule gpipe, 1f1b, interleaved or zb-h1", name));
 }
 
 std::string schedule_flag(ScheduleKind kind) {
@@ -32,6 +33,8 @@ std::string schedule_flag(ScheduleKind kind) {
       return "1f1b";
     case ScheduleKind::interleaved:
       return "interleaved";
+    case ScheduleKind::zb_h1:
+      return "zb-h1";
   }
   return "";
 }
@@ -44,6 +47,8 @@ std::string schedule_title(ScheduleKind kind) {
       return "1F1B";
     case ScheduleKind::interleaved:
       return "interleaved 1F1B";
+    case ScheduleKind::zb_h1:
+      return "ZB-H1";
   }
   return "";
 }
@@ -90,6 +95,8 @@ PipelineSchedule make_schedule(const FigureOptions& o) {
       return pipeline::one_f_one_b_schedule(o.stages, o.micro_batches);
     case ScheduleKind::interleaved:
       return pipeline::interleaved_one_f_one_b_schedule(o.stages, o.micro_batches, o.chunks);
+    case ScheduleKind::zb_h1:
+      return pipeline::zb_h1_schedule(o.stages, o.micro_batches);
   }
   throw std::logic_error("make_schedule: unknown schedule");
 }
@@ -145,8 +152,24 @@ std::vector<std::size_t> saved_bytes_per_unit(const model::Model& net, const mod
   return bytes;
 }
 
+// The clock's label prefix of a pass's unit spans (Model::unit_forward, unit_backward,
+// unit_backward_input and unit_backward_weight label them so).
+std::string_view span_prefix(Pass pass) {
+  switch (pass) {
+    case Pass::forward:
+      return "fwd ";
+    case Pass::backward:
+      return "bwd ";
+    case Pass::backward_input:
+      return "bwd-in ";
+    case Pass::backward_weight:
+      return "bwd-w ";
+  }
+  return "";
+}
+
 // Cuts stage s's compute spans into its program's actions: an action on a chunk of n units is
-// n spans, "fwd <unit>" or "bwd <unit>" (Model::unit_forward / unit_backward label them so).
+// n spans labelled by span_prefix.
 // A timeline that does not split this way came from an executor that ran another order.
 std::vector<Box> boxes_of_stage(const model::Model& net, const PipelineSchedule& schedule, int s,
                                 const std::vector<Span>& timeline) {
@@ -158,7 +181,7 @@ std::vector<Box> boxes_of_stage(const model::Model& net, const PipelineSchedule&
   std::size_t next = 0;
   for (const Action& a : schedule.per_stage[static_cast<std::size_t>(s)]) {
     const pipeline::StageUnits units = pipeline::stage_units(net, p * v, a.chunk * p + s);
-    const std::string_view prefix = a.pass == Pass::forward ? "fwd " : "bwd ";
+    const std::string_view prefix = span_prefix(a.pass);
     Box box{s, a.pass, a.micro_batch, a.chunk, 0, 0};
     for (int u = units.first; u < units.last; ++u, ++next) {
       if (next >= compute.size() || !compute[next]->label.starts_with(prefix))
@@ -246,6 +269,19 @@ Figure run_figure(const FigureOptions& o, bool with_trace) {
   if (o.schedule == ScheduleKind::interleaved) {
     f.formula_text = "(p-1)/(v*m+p-1)";
     f.formula = formula_of([&] { return pipeline::interleaved_bubble_fraction(p, m, v); });
+  } else if (o.schedule == ScheduleKind::zb_h1) {
+    // One block per stage: its F, B and W seconds per micro-batch from the runtime's FLOPs.
+    const std::int64_t tokens = micro[0].tokens();
+    const double rate = cluster_config(o).flops_per_second;
+    f.t_forward = net.unit_forward_flops(1, tokens) / rate;
+    f.t_input = net.unit_backward_input_flops(1, tokens) / rate;
+    f.t_weight = net.unit_backward_weight_flops(1, tokens) / rate;
+    f.one_f_one_b_wait = (p - 1) * (f.t_forward + f.t_input + f.t_weight);
+    f.wait = formula_of(
+        [&] { return pipeline::zb_h1_bubble_seconds(p, f.t_forward, f.t_input, f.t_weight); });
+    const double busy = m * (f.t_forward + f.t_input + f.t_weight);
+    f.formula_text = "(p-1)(T_F+T_B-T_W)/step";
+    f.formula = f.wait.value ? Formula{*f.wait.value / (busy + *f.wait.value), ""} : f.wait;
   } else {
     f.formula_text = "(p-1)/(m+p-1)";
     f.formula = formula_of([&] { return pipeline::gpipe_bubble_fraction(p, m); });
@@ -339,6 +375,20 @@ std::string render_text(const Figure& f) {
   out += fmt::format(
       "Step time: {:.1f} us on the virtual clock, of which a stage computes {:.1f} us\n",
       f.step_seconds * 1e6, f.step_seconds * (1.0 - f.bubble) * 1e6);
+  if (o.schedule == ScheduleKind::zb_h1) {
+    const std::string wait = f.wait.value ? fmt::format("{:.1f} us", *f.wait.value * 1e6)
+                                          : fmt::format("finish {} to see it", f.wait.pending);
+    out += fmt::format(
+        "Wait per stage: {:.1f} us measured, formula (p-1)(T_F+T_B-T_W) = {} for T_F = {:.2f}, "
+        "T_B = {:.2f}, T_W = {:.2f} us;\n"
+        "  1F1B would wait (p-1)(T_F+T_B+T_W) = {:.1f} us, a bubble of {:.4f}\n",
+        f.step_seconds * f.bubble * 1e6, wait, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
+        f.one_f_one_b_wait * 1e6,
+        f.one_f_one_b_wait /
+            (o.micro_batches * (f.t_forward + f.t_input + f.t_weight) + f.one_f_one_b_wait));
+    if (o.micro_batches < o.stages)
+      out += "  (the formula assumes m >= p: with fewer micro-batches the stages wait longer)\n";
+  }
   if (o.latency > 0 && f.formula.value)
     out += fmt::format(
         "Latency adds {:+.4f} to the bubble: every boundary message waits on the critical path\n",

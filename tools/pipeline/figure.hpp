@@ -19,6 +19,7 @@ enum class ScheduleKind {
   gpipe,        ///< pipeline::gpipe_schedule
   one_f_one_b,  ///< pipeline::one_f_one_b_schedule
   interleaved,  ///< pipeline::interleaved_one_f_one_b_schedule, v chunks per stage
+  zb_h1,        ///< pipeline::zb_h1_schedule: 1F1B with the backward in halves (zero bubble)
 };
 
 /// A flag was missing, out of range or inconsistent (tools/errors.hpp).
@@ -59,7 +60,7 @@ pipeline::PipelineSchedule make_schedule(const FigureOptions& o);
 /// One forward or backward action as it ran: the compute spans of its units on the clock.
 struct Box {
   int stage = 0;                                  ///< which stage ran it
-  pipeline::Pass pass = pipeline::Pass::forward;  ///< forward or backward
+  pipeline::Pass pass = pipeline::Pass::forward;  ///< forward, backward, or a half of one
   int micro_batch = 0;                            ///< 0-based micro-batch
   int chunk = 0;                                  ///< the stage's chunk, 0..v-1
   double start = 0;                               ///< virtual seconds, first unit's start
@@ -91,6 +92,12 @@ struct Figure {
   Formula formula;                  ///< (p-1)/(m+p-1), or (p-1)/(v m+p-1) interleaved
   std::string formula_text;         ///< "(p-1)/(m+p-1)" or "(p-1)/(v*m+p-1)"
   std::string trace_json;           ///< the Chrome trace, when asked for
+  /// ZB-H1 only: one stage's seconds per micro-batch for a forward, an input half and a weight
+  /// half (from the model's FLOPs), the wait per stage that zb_h1_bubble_seconds gives for them,
+  /// and the wait 1F1B's (p-1)(T_F + T_B + T_W) would leave.
+  double t_forward = 0, t_input = 0, t_weight = 0;
+  Formula wait;
+  double one_f_one_b_wait = 0;
 };
 
 /// Runs one step of `o`'s schedule through pipeline::run_pipeline on a p-rank cluster with a

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "pipeline/figure.hpp"
 #include "svg.hpp"
@@ -16,13 +17,42 @@ namespace {
 
 constexpr double kLeft = 80, kRight = 30, kTop = 64, kLane = 34, kBoxHeight = 26, kPlotWidth = 960;
 
-// Forward in blues and backward in oranges, lighter for the first chunk and darker for later
-// ones, so a chunk's round through the pipeline reads as one shade.
+// Forward in blues, backward and its input half in oranges, the weight half in greens, lighter
+// for the first chunk and darker for later ones, so a chunk's round reads as one shade.
+std::size_t colour_of(pipeline::Pass pass) {
+  switch (pass) {
+    case pipeline::Pass::forward:
+      return 0;
+    case pipeline::Pass::backward:
+    case pipeline::Pass::backward_input:
+      return 1;
+    case pipeline::Pass::backward_weight:
+      return 2;
+  }
+  return 0;
+}
+
+// The box's class and the words of its tooltip.
+std::pair<const char*, const char*> names_of(pipeline::Pass pass) {
+  switch (pass) {
+    case pipeline::Pass::forward:
+      return {"fwd", "forward"};
+    case pipeline::Pass::backward:
+      return {"bwd", "backward"};
+    case pipeline::Pass::backward_input:
+      return {"bwd-in", "input half of the backward"};
+    case pipeline::Pass::backward_weight:
+      return {"bwd-w", "weight half of the backward"};
+  }
+  return {"", ""};
+}
+
 std::string fill(pipeline::Pass pass, int chunk, int chunks) {
-  constexpr std::array<std::array<int, 3>, 2> light{{{158, 202, 225}, {253, 190, 133}}};
-  constexpr std::array<std::array<int, 3>, 2> dark{{{33, 113, 181}, {217, 72, 1}}};
-  const auto& a = light[pass == pipeline::Pass::forward ? 0 : 1];
-  const auto& b = dark[pass == pipeline::Pass::forward ? 0 : 1];
+  constexpr std::array<std::array<int, 3>, 3> light{
+      {{158, 202, 225}, {253, 190, 133}, {161, 217, 155}}};
+  constexpr std::array<std::array<int, 3>, 3> dark{{{33, 113, 181}, {217, 72, 1}, {35, 139, 69}}};
+  const auto& a = light[colour_of(pass)];
+  const auto& b = dark[colour_of(pass)];
   const double t = chunks > 1 ? static_cast<double>(chunk) / (chunks - 1) : 0.5;
   const auto mix = [t](int x, int y) { return static_cast<int>(std::lround(x + (y - x) * t)); };
   return fmt::format("rgb({},{},{})", mix(a[0], b[0]), mix(a[1], b[1]), mix(a[2], b[2]));
@@ -65,10 +95,12 @@ std::string render_svg(const Figure& f) {
       "<text class=\"title\" x=\"{2:.0f}\" y=\"24\" font-size=\"15\" "
       "font-weight=\"bold\">{3}</text>\n"
       "<text x=\"{2:.0f}\" y=\"44\" fill=\"#555\">one row per stage; boxes are forward (blue) and "
-      "backward (orange) "
+      "{5} "
       "passes numbered by micro-batch{4}; empty space is the bubble</text>\n",
       width, height, kLeft, tools::escape_xml(title),
-      v > 1 ? ".chunk, darker for later chunks" : "");
+      v > 1 ? ".chunk, darker for later chunks" : "",
+      o.schedule == ScheduleKind::zb_h1 ? "backward input (orange) and weight (green)"
+                                        : "backward (orange)");
 
   // Lanes: a thin outline shows where a stage could have been busy.
   for (int s = 0; s < p; ++s) {
@@ -85,7 +117,7 @@ std::string render_svg(const Figure& f) {
     const double x = kLeft + b.start * 1e6 * scale,
                  w = std::max((b.end - b.start) * 1e6 * scale, 0.5);
     const double y = kTop + b.stage * kLane;
-    const bool fwd = b.pass == pipeline::Pass::forward;
+    const auto [css, words] = names_of(b.pass);
     const std::string label =
         v > 1 ? fmt::format("{}.{}", b.micro_batch, b.chunk) : std::to_string(b.micro_batch);
     svg += fmt::format(
@@ -95,8 +127,8 @@ std::string render_svg(const Figure& f) {
         "stroke-width=\"0.5\">"
         "<title>stage {1}: {9} of micro-batch {2} chunk {3}, {10:.1f} to {11:.1f} "
         "us</title></rect>\n",
-        fwd ? "fwd" : "bwd", b.stage, b.micro_batch, b.chunk, x, y, w, kBoxHeight,
-        fill(b.pass, b.chunk, v), fwd ? "forward" : "backward", b.start * 1e6, b.end * 1e6);
+        css, b.stage, b.micro_batch, b.chunk, x, y, w, kBoxHeight, fill(b.pass, b.chunk, v), words,
+        b.start * 1e6, b.end * 1e6);
     // A number only where it fits, smaller in narrow boxes: a digit is about 0.6 em wide.
     const double chars = static_cast<double>(label.size());
     const int font = w >= 6.6 * chars + 2 ? 11 : w >= 5.0 * chars + 1 ? 9 : 0;

@@ -49,7 +49,8 @@ FigureOptions options(ScheduleKind kind, int p, int m, int v = 1) {
 }
 
 // Checks the SVG of `o`: a lane per stage, 2 m v boxes per lane, one forward and one backward
-// per (micro-batch, chunk), inside the lane and not overlapping.
+// per (micro-batch, chunk) (ZB-H1: 3 m, a forward and the backward's two halves), inside the
+// lane and not overlapping.
 void check_svg(const FigureOptions& o) {
   CAPTURE(schedule_flag(o.schedule));
   CAPTURE(o.stages);
@@ -69,15 +70,16 @@ void check_svg(const FigureOptions& o) {
       ++lanes;
       lane_left = std::stod(e.attributes.at("x"));
       lane_right = lane_left + std::stod(e.attributes.at("width"));
-    } else if (cls == "fwd" || cls == "bwd") {
+    } else if (cls == "fwd" || cls == "bwd" || cls == "bwd-in" || cls == "bwd-w") {
       boxes[std::stoi(e.attributes.at("data-stage"))].push_back(&e);
     }
   }
   CHECK(lanes == o.stages);
   REQUIRE(static_cast<int>(boxes.size()) == o.stages);
+  const int passes = o.schedule == ScheduleKind::zb_h1 ? 3 : 2;
   for (const auto& [stage, row] : boxes) {
     CAPTURE(stage);
-    CHECK(static_cast<int>(row.size()) == 2 * o.micro_batches * o.chunks);
+    CHECK(static_cast<int>(row.size()) == passes * o.micro_batches * o.chunks);
     std::map<std::string, int> seen;  // "fwd 3.1" -> count
     double previous_end = lane_left - 1e-6;
     for (const Element* e : row) {
@@ -88,7 +90,7 @@ void check_svg(const FigureOptions& o) {
       CHECK(x + w <= lane_right + 0.02);
       previous_end = x + w;
     }
-    CHECK(static_cast<int>(seen.size()) == 2 * o.micro_batches * o.chunks);
+    CHECK(static_cast<int>(seen.size()) == passes * o.micro_batches * o.chunks);
   }
 }
 
@@ -122,6 +124,30 @@ TEST_CASE("interleaved 1F1B with p = 4, m = 8, v = 2 matches (p-1)/(v m+p-1) wit
   for (const StageResult& st : f.stages) CHECK(std::abs(st.bubble - formula) <= 0.002);
   // Interleaving shrinks the bubble below the plain pipeline's on the same p and m.
   CHECK(f.bubble < run_figure(options(ScheduleKind::one_f_one_b, 4, 8)).bubble - 0.1);
+}
+
+TEST_CASE(
+    "ZB-H1 with 4 stages and 8 micro-batches waits (p-1)(T_F+T_B-T_W), below 1F1B, holding 1F1B's "
+    "peak") {
+  const Run r = run({"--schedule", "zb-h1", "--stages", "4", "--micro-batches", "8"});
+  CAPTURE(r.err);
+  REQUIRE(r.status == kExitOk);
+  std::printf("%s", r.out.c_str());
+  const Figure f = run_figure(options(ScheduleKind::zb_h1, 4, 8));
+  const Figure f1b = run_figure(options(ScheduleKind::one_f_one_b, 4, 8));
+  // The formula's wait, from the runtime's FLOPs of one block (the figure's model, one per stage).
+  const double wait = mgpu::pipeline::zb_h1_bubble_seconds(4, f.t_forward, f.t_input, f.t_weight);
+  REQUIRE(f.wait.value.has_value());
+  CHECK(*f.wait.value == doctest::Approx(wait));
+  CHECK(f.t_forward + f.t_input + f.t_weight > 0);
+  for (const StageResult& st : f.stages) {
+    CHECK(std::abs(st.bubble * f.step_seconds - wait) <= 0.005 * f.step_seconds);
+    CHECK(st.in_flight_schedule == 4);  // 1F1B's peak, its first stage's, on every stage
+  }
+  CHECK(std::abs(number_after(r.out, "Bubble: ") - *f.formula.value) <= 0.002);
+  CHECK(r.out.find("Wait per stage: ") != std::string::npos);
+  CHECK(f.bubble < f1b.bubble - 0.1);
+  CHECK(f1b.stages[0].in_flight_schedule == 4);
 }
 
 TEST_CASE("GPipe's bubble matches the formula too, and link latency makes it larger") {
@@ -221,6 +247,8 @@ TEST_CASE("the SVG timeline is well-formed XML with a lane per stage and 2 m v b
   check_svg(options(ScheduleKind::interleaved, 4, 8, 2));
   check_svg(options(ScheduleKind::interleaved, 2, 4, 3));
   check_svg(options(ScheduleKind::one_f_one_b, 1, 2));
+  check_svg(options(ScheduleKind::zb_h1, 4, 8));
+  check_svg(options(ScheduleKind::zb_h1, 3, 2));
   // The title carries the measured bubble and the formula.
   const std::string svg = render_svg(run_figure(options(ScheduleKind::one_f_one_b, 4, 8)));
   CHECK(svg.find("(p-1)/(m+p-1) = 0.2727") != std::string::npos);
@@ -250,7 +278,7 @@ TEST_CASE("mgpu-pipeline: bad input exits 2 with a message naming the fix") {
   check_refused({"--stages", "-2", "--micro-batches", "8"}, "at least one stage");
   check_refused({"--stages", "4", "--micro-batches", "0"}, "use --micro-batches 8");
   check_refused({"--schedule", "zero-bubble", "--stages", "4", "--micro-batches", "8"},
-                "use --schedule gpipe, 1f1b or interleaved");
+                "use --schedule gpipe, 1f1b, interleaved or zb-h1");
   check_refused(
       {"--schedule", "interleaved", "--stages", "4", "--micro-batches", "6", "--chunks", "2"},
       "is not a multiple of --stages 4");

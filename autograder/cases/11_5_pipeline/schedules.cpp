@@ -64,9 +64,12 @@ std::vector<Point> interleaved_grid(Ctx& ctx, std::vector<Point> fixed, int max_
 }
 
 // A schedule as numbers: its chunks per stage, then stage by stage +(k v + c + 1) for the forward
-// of micro-batch k on chunk c, -(k v + c + 1) for its backward (with one chunk, +-(k + 1)), and 0
-// closing each stage's program. Micro-batches are renumbered in the order stage 0 first runs
+// of micro-batch k on chunk c, -(k v + c + 1) for its backward (with one chunk, +-(k + 1)),
+// -(kInputHalf + k v + c + 1) for its input half and -(kWeightHalf + ...) for its weight half,
+// and 0 closing each stage's program. Micro-batches are renumbered in the order stage 0 first runs
 // their forwards (equal micro-batches make any shared order the same schedule).
+constexpr int kInputHalf = 1'000'000, kWeightHalf = 2'000'000;
+
 std::vector<double> encode(const pl::PipelineSchedule& s) {
   std::vector<int> renumber(static_cast<std::size_t>(std::max(s.micro_batches, 0)), -1);
   int next = 0;
@@ -83,7 +86,20 @@ std::vector<double> encode(const pl::PipelineSchedule& s) {
       const bool known = a.micro_batch >= 0 && a.micro_batch < s.micro_batches;
       const int k = known ? renumber[static_cast<std::size_t>(a.micro_batch)] : a.micro_batch;
       const int id = k * std::max(s.chunks, 1) + a.chunk + 1;
-      out.push_back(a.pass == pl::Pass::forward ? id : -id);
+      switch (a.pass) {
+        case pl::Pass::forward:
+          out.push_back(id);
+          break;
+        case pl::Pass::backward:
+          out.push_back(-id);
+          break;
+        case pl::Pass::backward_input:
+          out.push_back(-(kInputHalf + id));
+          break;
+        case pl::Pass::backward_weight:
+          out.push_back(-(kWeightHalf + id));
+          break;
+      }
     }
     out.push_back(0);
   }
@@ -416,5 +432,53 @@ MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
     ctx.emit(name + "_bubble", idle, DType::f32);
     ctx.emit(name + "_in_flight", held);
     emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
+  }
+}
+
+MGPU_CASE("11_5.zb_h1_schedule") {
+  for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2))
+    emit_schedule(ctx, label(g) + "zb_h1", pl::zb_h1_schedule(g.p, g.m));
+  ctx.emit_rejects("rejects_zero_stages", [&] { pl::zb_h1_schedule(0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::zb_h1_schedule(2, 0); });
+}
+
+MGPU_CASE("11_5.zb_h1_gradients") {
+  gradients_case(ctx, gradient_grid(ctx),
+                 [](const Point& g) { return pl::zb_h1_schedule(g.p, g.m); });
+}
+
+MGPU_CASE("11_5.zb_h1_bubble_and_in_flight") {
+  // FFN-only blocks (T_F = T_B = T_W) or attention blocks (T_W < T_F < T_B) with one-feature
+  // embedding and head, so stages cost the same to about 0.1%: each stage's idle share on the
+  // virtual clock is ZB-H1's, and every rank's activation peak is what it holds between halves.
+  std::vector<Point> points = {{2, 4}, {4, 8}, {3, 6}, {4, 4}};
+  Point d;
+  do d = {static_cast<int>(ctx.uniform_int(2, 4)), ctx.pick({4, 6, 8, 12})};
+  while (d.m < d.p || std::any_of(points.begin(), points.end(),
+                                  [&](const Point& q) { return q.p == d.p && q.m == d.m; }));
+  points.push_back(d);
+  for (const Point& g : points) {
+    for (bool attention : {false, true}) {
+      model::ModelConfig c;
+      c.d_in = 1;
+      c.d_model = ctx.pick({8, 16});
+      c.d_ff = (attention ? 4 : 16) * c.d_model;
+      c.n_layers = g.p;
+      c.attention = attention;
+      c.n_heads = 2;
+      c.seq_len = attention ? 8 : 2;
+      c.d_out = 1;
+      const model::Model net(c);
+      const Step step =
+          run_step(net, pl::zb_h1_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
+      std::vector<double> idle;  // stage by stage (world rank p-1-s holds stage s)
+      for (int s = 0; s < g.p; ++s)
+        idle.push_back(1.0 -
+                       step.reports[static_cast<std::size_t>(g.p - 1 - s)].clock.compute_time() /
+                           step.makespan);
+      const std::string name = label(g) + (attention ? "attention" : "ffn");
+      ctx.emit(name + "_bubble", idle, DType::f32);
+      emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
+    }
   }
 }

@@ -125,3 +125,25 @@ TEST_CASE("invalid inputs are rejected with std::invalid_argument") {
   CHECK_THROWS_AS(boundary_bytes_sent_per_stage({128, 1, 1024, 16, 4}, 4, 8, 0, 0),
                   std::invalid_argument);
 }
+
+TEST_CASE("zb_h1_bubble_seconds is 1F1B's wait less two weight halves per stage after the first") {
+  struct Costs {
+    double f, b, w;
+  };
+  // 1F1B's wait, from the step time of a pipeline whose backward is B and W together.
+  for (std::int64_t p : {1, 2, 4, 8}) {
+    for (const auto& [f, b, w] :
+         {Costs{1.0, 1.0, 1.0}, Costs{2.0, 3.0, 0.5}, Costs{1.5, 1.0, 1.0}, Costs{1.0, 2.0, 0.0}}) {
+      const std::int64_t m = 8;
+      const double f1b_wait =
+          pipeline_step_seconds(p, m, f, b + w) - static_cast<double>(m) * (f + b + w);
+      CHECK(zb_h1_bubble_seconds(p, f, b, w) ==
+            doctest::Approx(f1b_wait - 2.0 * static_cast<double>(p - 1) * w));
+    }
+  }
+  CHECK(zb_h1_bubble_seconds(4, 1, 1, 1) == doctest::Approx(3.0));
+  CHECK_THROWS_AS(zb_h1_bubble_seconds(0, 1, 1, 1), std::invalid_argument);
+  CHECK_THROWS_AS(zb_h1_bubble_seconds(4, -1, 1, 1), std::invalid_argument);
+  CHECK_THROWS_AS(zb_h1_bubble_seconds(4, 1, 1, 2), std::invalid_argument);    // T_W > T_F
+  CHECK_THROWS_AS(zb_h1_bubble_seconds(4, 2, 1, 1.5), std::invalid_argument);  // T_W > T_B
+}

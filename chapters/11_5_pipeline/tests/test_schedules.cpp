@@ -771,3 +771,308 @@ TEST_CASE(
     CHECK(idle[2] > idle[1]);
   }
 }
+
+// ------------------------------------------------------------------ the backward in two halves
+
+namespace {
+
+// `schedule` with every backward split into its input half and its weight half: the weight half
+// right after the input half, or (weights_last) all weight halves at the end of the program in
+// the order of the input halves.
+PipelineSchedule split_backwards(PipelineSchedule schedule, bool weights_last) {
+  for (auto& program : schedule.per_stage) {
+    std::vector<Action> split, weights;
+    for (const Action& a : program) {
+      if (a.pass != Pass::backward) {
+        split.push_back(a);
+        continue;
+      }
+      split.push_back({Pass::backward_input, a.micro_batch, a.chunk});
+      (weights_last ? weights : split).push_back({Pass::backward_weight, a.micro_batch, a.chunk});
+    }
+    split.insert(split.end(), weights.begin(), weights.end());
+    program = split;
+  }
+  return schedule;
+}
+
+// check_schedule's message, or "" when it accepts.
+std::string rejection(const PipelineSchedule& s) {
+  try {
+    check_schedule(s);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Stage 0 runs GPipe's programs for p = 2, m = 2 with hand-written halves.
+PipelineSchedule halves_p2_m2(std::vector<Action> stage0) {
+  PipelineSchedule s = split_backwards(gpipe_schedule(2, 2), false);
+  s.per_stage[0] = std::move(stage0);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "check_schedule accepts the backward in two halves and rejects a weight half out of place") {
+  const Action f0{Pass::forward, 0}, f1{Pass::forward, 1};
+  const Action b0{Pass::backward_input, 0}, b1{Pass::backward_input, 1};
+  const Action w0{Pass::backward_weight, 0}, w1{Pass::backward_weight, 1};
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, w0, b1, w1})).empty());
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, b1, w1, w0})).empty());  // weights in any order
+  // A weight half before its input half, named by stage and position.
+  const std::string early = rejection(halves_p2_m2({f0, f1, w0, b0, b1, w1}));
+  INFO(early);
+  CHECK(early.find("stage 0, position 2 (backward-weight of micro-batch 0 chunk 0): runs before "
+                   "its backward-input") != std::string::npos);
+  // A weight half missing.
+  const std::string missing = rejection(halves_p2_m2({f0, f1, b0, w0, b1}));
+  INFO(missing);
+  CHECK(missing.find("stage 0 never runs the backward-weight of micro-batch 1 chunk 0") !=
+        std::string::npos);
+  // Run twice, mixed with the whole backward, an input half before its forward.
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, w0, w0, b1, w1})).find("runs a second time") !=
+        std::string::npos);
+  CHECK(rejection(halves_p2_m2({f0, f1, b0, w0, b1, w1, {Pass::backward, 1}}))
+            .find("mixes the whole backward with its halves") != std::string::npos);
+  CHECK(rejection(halves_p2_m2({f0, b1, f1, b0, w0, w1})).find("runs before its forward") !=
+        std::string::npos);
+  // The play: the stage before waits for the input half, a weight half waits for nobody.
+  PipelineSchedule s = split_backwards(gpipe_schedule(2, 2), false);
+  CHECK(rejection(s).empty());
+  s.per_stage[1] = {f0, b0, w0, f1, b1, w1};  // 1F1B on the last stage: still fine
+  CHECK(rejection(s).empty());
+  s.per_stage[0] = {f0, b0, w0, f1, b1, w1};  // stage 0 waits for B0 before it sends F1
+  CHECK(rejection(s).empty());
+  s.per_stage[1] = {f1, f0, b0, w0, b1, w1};  // stage 1 waits for F1, stage 0 for B0
+  const std::string dead = rejection(s);
+  INFO(dead);
+  CHECK(dead.find("stage 0 waits at position 1 (backward-input of micro-batch 0 chunk 0) for stage "
+                  "1's backward-input of micro-batch 0 chunk 0") != std::string::npos);
+}
+
+TEST_CASE("schedule_in_flight holds a micro-batch until its weight half") {
+  for (int p : {2, 3, 4}) {
+    for (int m : {1, 4, 8}) {
+      const PipelineSchedule g = gpipe_schedule(p, m);
+      for (int s = 0; s < p; ++s) {
+        CHECK(schedule_in_flight(split_backwards(g, false), s) == m);
+        CHECK(schedule_in_flight(split_backwards(g, true), s) == m);
+      }
+    }
+  }
+  // One stage: micro-batch 1's weight half waits until micro-batch 2 has run its forward.
+  PipelineSchedule s = gpipe_schedule(1, 3);
+  s.per_stage[0] = {
+      {Pass::forward, 0},        {Pass::backward_input, 0},  {Pass::backward_weight, 0},
+      {Pass::forward, 1},        {Pass::backward_input, 1},  {Pass::forward, 2},
+      {Pass::backward_input, 2}, {Pass::backward_weight, 1}, {Pass::backward_weight, 2}};
+  CHECK(schedule_in_flight(s, 0) == 2);
+}
+
+TEST_CASE(
+    "run_backward_action in two halves: the input half sends the gradient and keeps the "
+    "activations, the weight half adds model.forward_backward's gradients and frees them") {
+  const model::Model net(attention_config(2));
+  const model::Batch batch = net.make_batch(4, 12);
+  double ref_loss = 0;
+  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  std::vector<float> got;
+  std::size_t after_forward = 0, after_input = 0, after_weight = 1;
+  double grads_after_input = 1;
+  Cluster(1).run([&](Rank& r) {
+    model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
+    const std::size_t before = r.memory().current(Category::activations);
+    StageState state(1, 1);
+    run_forward_action(r, r.world(), net, state, {Pass::forward, 0, 0}, replica.params.span(),
+                       batch);
+    after_forward = r.memory().current(Category::activations) - before;
+    run_backward_action(r, r.world(), net, state, {Pass::backward_input, 0, 0},
+                        replica.params.span(), replica.grads.span(), batch);
+    after_input = r.memory().current(Category::activations) - before;
+    grads_after_input = max_abs(std::vector<float>(replica.grads.begin(), replica.grads.end()));
+    run_backward_action(r, r.world(), net, state, {Pass::backward_weight, 0, 0},
+                        replica.params.span(), replica.grads.span(), batch);
+    after_weight = r.memory().current(Category::activations) - before;
+    got.assign(replica.grads.begin(), replica.grads.end());
+  });
+  CHECK(after_forward > 0);
+  CHECK(after_input > 0);  // the weight half's inputs are still saved
+  CHECK(grads_after_input == 0.0);
+  CHECK(after_weight == 0);
+  check_close("one stage, two halves", got, expected, {1e-5 * std::max(1.0, max_abs(expected)), 0});
+}
+
+TEST_CASE("pipelined gradients with the backward in two halves equal the unpipelined model's") {
+  const model::Model net(attention_config());
+  const model::Batch batch = net.make_batch(8, 77);
+  double ref_loss = 0;
+  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const double scale = std::max(1.0, max_abs(expected));
+  for (int p : {2, 4}) {
+    for (bool weights_last : {false, true}) {
+      const Step step = pipelined_step(net, free_links(p),
+                                       split_backwards(gpipe_schedule(p, 4), weights_last), batch);
+      INFO("GPipe in halves, p=" << p << ", weights last: " << weights_last);
+      check_close("gradients", step.grads, expected, {1e-5 * scale, 0});
+      CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+    }
+  }
+}
+
+// ------------------------------------------------------------------ ZB-H1
+
+namespace {
+
+// The program without its weight halves, input halves read as whole backwards.
+std::vector<Action> without_weights(const std::vector<Action>& program) {
+  std::vector<Action> out;
+  for (const Action& a : program) {
+    if (a.pass == Pass::backward_weight) continue;
+    out.push_back(a.pass == Pass::backward_input ? Action{Pass::backward, a.micro_batch, a.chunk}
+                                                 : a);
+  }
+  return out;
+}
+
+// FFN-only blocks (T_F = T_B = T_W) or attention blocks (T_W < T_F < T_B), one feature in and
+// out so that every stage costs the same up to about 0.1%.
+model::ModelConfig zb_config(bool attention) {
+  model::ModelConfig c = equal_stage_config();
+  if (attention) {
+    c.attention = true;
+    c.n_heads = 2;
+    c.d_ff = 64;
+    c.seq_len = 16;
+  }
+  return c;
+}
+
+// Bytes one micro-batch keeps saved on stage s of p between its input half and its weight half,
+// measured with the runtime's own units (no chapter code): what the weight half still needs.
+std::size_t pending_bytes_per_micro_batch(const model::Model& net, int p, int s,
+                                          const model::Batch& micro) {
+  const StageUnits units = stage_units(net, p, s);
+  std::size_t bytes = 0;
+  Cluster(1).run([&](Rank& r) {
+    const model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
+    std::vector<model::UnitCache> caches(static_cast<std::size_t>(net.num_units()));
+    Buffer<float> x = net.input(r, micro);
+    for (int u = 0; u < net.num_units(); ++u)
+      x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
+                           micro.tokens(), &caches[static_cast<std::size_t>(u)]);
+    std::vector<float> dy(x.size(), 1.0f);
+    for (int u = net.num_units() - 1; u >= 0; --u) {
+      Buffer<float> dx = net.unit_backward_input(r, u, net.unit_view(replica.params.span(), u),
+                                                 caches[static_cast<std::size_t>(u)], dy);
+      if (u >= units.first && u < units.last) bytes += caches[static_cast<std::size_t>(u)].bytes();
+      dy.assign(dx.begin(), dx.end());
+    }
+  });
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "zb_h1_schedule: valid, every backward in halves taken in order, 1F1B's order without the "
+    "weight halves, and 1F1B's peak of min(m, p) on every stage") {
+  for (int p : {1, 2, 3, 4, 6}) {
+    for (int m : {1, 2, 4, 8, 9}) {
+      INFO("p=" << p << " m=" << m);
+      const PipelineSchedule zb = zb_h1_schedule(p, m);
+      const PipelineSchedule f1b = one_f_one_b_schedule(p, m);
+      CHECK(rejection(zb) == "");
+      CHECK(zb.chunks == 1);
+      std::int64_t zb_peak = 0, f1b_peak = 0;
+      for (int s = 0; s < p; ++s) {
+        const auto& program = zb.per_stage[static_cast<std::size_t>(s)];
+        std::vector<int> next(4, 0);  // next micro-batch expected per pass
+        for (const Action& a : program) {
+          CHECK(a.pass != Pass::backward);
+          CHECK(a.micro_batch == next[static_cast<std::size_t>(a.pass)]++);
+        }
+        CHECK(without_weights(program) == f1b.per_stage[static_cast<std::size_t>(s)]);
+        CHECK(schedule_in_flight(zb, s) <= std::min(m, p));
+        zb_peak = std::max(zb_peak, schedule_in_flight(zb, s));
+        f1b_peak = std::max(f1b_peak, schedule_in_flight(f1b, s));
+      }
+      CHECK(zb_peak == f1b_peak);
+    }
+  }
+  // The weight halves wait while the bound lets them: the last of 2 stages, m = 3.
+  const std::vector<Action> last = zb_h1_schedule(2, 3).per_stage[1];
+  const std::vector<Action> expected = {
+      {Pass::forward, 0},        {Pass::backward_input, 0},  {Pass::forward, 1},
+      {Pass::backward_input, 1}, {Pass::backward_weight, 0}, {Pass::forward, 2},
+      {Pass::backward_input, 2}, {Pass::backward_weight, 1}, {Pass::backward_weight, 2}};
+  CHECK(last == expected);
+  CHECK_THROWS_AS(zb_h1_schedule(0, 4), std::invalid_argument);
+  CHECK_THROWS_AS(zb_h1_schedule(4, 0), std::invalid_argument);
+}
+
+TEST_CASE("ZB-H1 pipelined gradients equal the unpipelined model's on the whole batch") {
+  const model::Model net(attention_config());
+  const model::Batch batch = net.make_batch(8, 77);
+  double ref_loss = 0;
+  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const double scale = std::max(1.0, max_abs(expected));
+  for (int p : {1, 2, 4}) {
+    for (int m : {1, 4, 8}) {
+      const Step step = pipelined_step(net, free_links(p), zb_h1_schedule(p, m), batch);
+      INFO("ZB-H1 p=" << p << " m=" << m);
+      check_close("ZB-H1 gradients", step.grads, expected, {1e-5 * scale, 0});
+      CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE(
+    "measured ZB-H1 wait on the virtual clock is zb_h1_bubble_seconds for the model's F, B and W "
+    "costs, 2 (p-1) T_W below 1F1B's, with at most min(m, p) micro-batches on the ledger") {
+  for (bool attention : {false, true}) {
+    const model::Model net(zb_config(attention));
+    const model::Batch batch = net.make_batch(8, 3);
+    const ClusterConfig unit_cc = free_links(1);
+    for (int p : {2, 4}) {
+      for (int m : {4, 8}) {
+        // One stage's seconds per micro-batch: its blocks' FLOPs from the runtime's cost model.
+        const std::int64_t tokens = split_micro_batches(batch, m)[0].tokens();
+        const double blocks = static_cast<double>(net.config().n_layers / p);
+        const double t_f = blocks * net.unit_forward_flops(1, tokens) / unit_cc.flops_per_second;
+        const double t_b =
+            blocks * net.unit_backward_input_flops(1, tokens) / unit_cc.flops_per_second;
+        const double t_w =
+            blocks * net.unit_backward_weight_flops(1, tokens) / unit_cc.flops_per_second;
+        const double wait = zb_h1_bubble_seconds(p, t_f, t_b, t_w);
+        const Step zb = pipelined_step(net, free_links(p), zb_h1_schedule(p, m), batch);
+        const Step f1b = pipelined_step(net, free_links(p), one_f_one_b_schedule(p, m), batch);
+        const std::vector<model::Batch> micro = split_micro_batches(batch, m);
+        std::printf(
+            "ZB-H1 %s p=%d m=%d: makespan %.4g s (formula %.4g s), 1F1B %.4g s; T_F %.3g T_B "
+            "%.3g T_W %.3g\n",
+            attention ? "attention" : "FFN-only ", p, m, zb.makespan,
+            static_cast<double>(m) * (t_f + t_b + t_w) + wait, f1b.makespan, t_f, t_b, t_w);
+        for (int s = 0; s < p; ++s) {
+          const auto i = static_cast<std::size_t>(s);
+          INFO("attention " << attention << ", p=" << p << " m=" << m << " stage " << s);
+          CHECK(std::abs((zb.makespan - zb.compute[i]) - wait) <= 0.005 * zb.makespan);
+          const double f1b_wait = f1b.makespan - f1b.compute[i];
+          CHECK(std::abs(f1b_wait - (zb.makespan - zb.compute[i]) -
+                         2.0 * static_cast<double>(p - 1) * t_w) <= 0.005 * zb.makespan);
+          // A micro-batch between its halves keeps what the weight half needs, which in these
+          // blocks is more than the forward saved (x, dy, a and dh against x, h and a).
+          const auto saved = static_cast<double>(saved_bytes_per_micro_batch(net, p, s, micro[0]));
+          const auto pending =
+              static_cast<double>(pending_bytes_per_micro_batch(net, p, s, micro[0]));
+          const double held = static_cast<double>(zb.activation_peak[i]);
+          // Plus the boundary buffers and one unit's temporaries in flight, under one more.
+          CHECK(held < static_cast<double>(std::min(m, p)) * std::max(saved, pending) + saved);
+          CHECK(held >= static_cast<double>(std::min(m, p)) * saved);
+        }
+      }
+    }
+  }
+}
