@@ -14,8 +14,8 @@
 //
 // the command that measures the answer, then after the last '|' the label of the printed value:
 // the number right after the first occurrence of the label (case-insensitive) in the command's
-// standard output, past spaces and a ':' or '=', is the measured value. The format is documented for authors in
-// autograder/tests/predict/README.md.
+// standard output, past spaces and a ':' or '=', is the measured value. The format is documented
+// for authors in autograder/tests/predict/README.md.
 #pragma once
 
 #include <filesystem>
