@@ -83,6 +83,17 @@ StageUnits chunk_of_stage(const model::Model& net, int p, int v, int s, int c) {
   return stage_units(net, p * v, c * p + s);
 }
 
+// Copies units [units.first, units.last) of a whole-model flat buffer `from` into `to`: a stage
+// writes only its own units, so a pipeline's gradient is pieced together stage by stage.
+void copy_units(const model::Model& net, StageUnits units, const std::vector<float>& from,
+                std::vector<float>& to) {
+  for (int u = units.first; u < units.last; ++u) {
+    const model::UnitInfo& info = net.unit(u);
+    const auto at = static_cast<std::ptrdiff_t>(info.offset);
+    std::copy_n(from.begin() + at, info.count, to.begin() + at);
+  }
+}
+
 Step pipelined_step(const model::Model& net, const ClusterConfig& cc,
                     const PipelineSchedule& schedule, const model::Batch& batch) {
   const int p = cc.world_size, v = schedule.chunks;
@@ -106,13 +117,8 @@ Step pipelined_step(const model::Model& net, const ClusterConfig& cc,
   });
   for (int s = 0; s < p; ++s) {
     for (int c = 0; c < v; ++c) {
-      const StageUnits units = chunk_of_stage(net, p, v, s, c);
-      for (int u = units.first; u < units.last; ++u) {
-        const model::UnitInfo& info = net.unit(u);
-        std::copy_n(stage_grads[static_cast<std::size_t>(s)].begin() +
-                        static_cast<std::ptrdiff_t>(info.offset),
-                    info.count, step.grads.begin() + static_cast<std::ptrdiff_t>(info.offset));
-      }
+      copy_units(net, chunk_of_stage(net, p, v, s, c), stage_grads[static_cast<std::size_t>(s)],
+                 step.grads);
     }
     step.compute.push_back(cluster.report(s).clock.compute_time());
     step.activation_peak.push_back(cluster.report(s).memory.peak(Category::activations));
@@ -403,13 +409,7 @@ TEST_CASE(
   });
   std::vector<float> got(expected.size(), 0.0f);
   for (int s = 0; s < 2; ++s) {
-    const StageUnits units = stage_units(net, 2, s);
-    for (int u = units.first; u < units.last; ++u) {
-      const model::UnitInfo& info = net.unit(u);
-      std::copy_n(stage_grads[static_cast<std::size_t>(s)].begin() +
-                      static_cast<std::ptrdiff_t>(info.offset),
-                  info.count, got.begin() + static_cast<std::ptrdiff_t>(info.offset));
-    }
+    copy_units(net, stage_units(net, 2, s), stage_grads[static_cast<std::size_t>(s)], got);
   }
   check_close("two-stage gradients", got, expected, {1e-5 * std::max(1.0, max_abs(expected)), 0});
 }
