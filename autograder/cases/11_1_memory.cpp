@@ -86,6 +86,8 @@ MGPU_CASE("11_1.training_state_bytes") {
   });
   ctx.emit_rejects("rejects_negative_params",
                    [] { m::training_state_bytes(-1, mgpu::kBf16MixedAdam); });
+  // The inside end of the same bound: no parameters hold no bytes, and are no error.
+  ctx.emit("no_params", m::training_state_bytes(0, mgpu::kBf16MixedAdam));
 }
 
 MGPU_CASE("11_1.activation_bytes_per_layer") {
@@ -129,4 +131,13 @@ MGPU_CASE("11_1.training_flops_and_time") {
            m::training_seconds(m::training_flops(70e9, 2e12), 1024, 9.89e14, 0.4) / 86400.0);
   ctx.emit_rejects("rejects_mfu_above_one", [&] { m::training_seconds(flops, gpus, rate, 1.5); });
   ctx.emit_rejects("rejects_mfu_zero", [&] { m::training_seconds(flops, gpus, rate, 0.0); });
+  // Each remaining bound on both sides: no parameters or tokens (0 FLOPs) and no FLOPs (0 s) are
+  // inside; negative counts, no GPU and no rate are outside.
+  ctx.emit("edge_flops", std::vector<double>{m::training_flops(0, d), m::training_flops(n, 0)});
+  ctx.emit("edge_seconds", m::training_seconds(0, gpus, rate, mfu));
+  ctx.emit_rejects("flops_rejects_negative_params", [&] { m::training_flops(-1, d); });
+  ctx.emit_rejects("flops_rejects_negative_tokens", [&] { m::training_flops(n, -1); });
+  ctx.emit_rejects("rejects_negative_flops", [&] { m::training_seconds(-1, gpus, rate, mfu); });
+  ctx.emit_rejects("rejects_zero_gpus", [&] { m::training_seconds(flops, 0, rate, mfu); });
+  ctx.emit_rejects("rejects_zero_rate", [&] { m::training_seconds(flops, gpus, 0.0, mfu); });
 }

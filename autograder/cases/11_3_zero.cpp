@@ -1,5 +1,7 @@
 // Graded cases of 11.3's formulas: per-GPU training state and traffic at each ZeRO stage, the
 // smallest GPU count that fits, and the DeepSpeed and Megatron-LM memory estimates.
+#include <utility>
+
 #include "11_3_zero/formulas.hpp"
 #include "case.hpp"
 
@@ -93,6 +95,22 @@ MGPU_CASE("11_3.min_gpus_to_fit") {
           fixed.push_back(n ? static_cast<double>(*n) : -1.0);
         }
   ctx.emit("fixed_gpus", fixed);
+  // The branch where nothing needs sharding: 1e9 parameters (16 GB at stage 0) on 24 GB, and 5e9
+  // (80 GB, exactly full) on 80 GB, where a full GPU still fits. Every stage fits on one GPU, so
+  // the answer is one server's worth when GPUs come in multiples of 8, not 1.
+  std::vector<double> fits;
+  for (const auto& [p, cap] : {std::pair{1e9, 24e9}, std::pair{5e9, 80e9}})
+    for (std::int64_t mult : {1, 8})
+      for (int stage = 0; stage <= 3; ++stage) {
+        auto n = z::min_gpus_to_fit(p, mgpu::kBf16MixedAdam, stage, cap, mult);
+        fits.push_back(n ? static_cast<double>(*n) : -1.0);
+      }
+  ctx.emit("already_fits_gpus", fits);
+  // Just outside the capacity and multiple bounds (both must be at least 1 byte / 1 GPU).
+  ctx.emit_rejects("rejects_zero_capacity",
+                   [] { z::min_gpus_to_fit(1e9, mgpu::kBf16MixedAdam, 3, 0.0, 1); });
+  ctx.emit_rejects("rejects_zero_multiple",
+                   [] { z::min_gpus_to_fit(1e9, mgpu::kBf16MixedAdam, 3, 24e9, 0); });
 }
 
 MGPU_CASE("11_3.deepspeed_estimates") {

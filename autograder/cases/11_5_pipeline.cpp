@@ -142,3 +142,26 @@ MGPU_CASE("11_5.zb_h1_bubble_seconds") {
   ctx.emit_rejects("rejects_weight_above_forward", [] { pp::zb_h1_bubble_seconds(4, 1, 2, 1.5); });
   ctx.emit_rejects("rejects_weight_above_input", [] { pp::zb_h1_bubble_seconds(4, 2, 1, 1.5); });
 }
+
+// ---------------------------------------------------------------- validation bounds, both sides
+MGPU_CASE("11_5.formula_bounds") {
+  // Each documented range checked just outside each end (the inside ends, target 1 and stage
+  // p - 1, run in the value cases): a target above 1 or below 0 is no bubble fraction, and a
+  // stage is 0 to p - 1.
+  ctx.emit_rejects("rejects_target_above_one",
+                   [] { pp::min_micro_batches_for_bubble(4, 1.0 + 1e-9); });
+  ctx.emit_rejects("rejects_target_negative", [] { pp::min_micro_batches_for_bubble(4, -0.5); });
+  ctx.emit("accepts_target_one", static_cast<double>(pp::min_micro_batches_for_bubble(4, 1.0)));
+  ctx.emit_rejects("in_flight_rejects_stage_p",
+                   [] { pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, 4, 8, 4); });
+  ctx.emit_rejects("in_flight_rejects_stage_negative",
+                   [] { pp::in_flight_micro_batches(pp::Schedule::gpipe, 4, 8, -1); });
+  ctx.emit("in_flight_last_stage",
+           static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, 4, 8, 3)));
+  // A stage runs at least one chunk; a pass takes no negative time, and may take none.
+  ctx.emit_rejects("interleaved_rejects_zero_chunks",
+                   [] { pp::interleaved_bubble_fraction(4, 8, 0); });
+  ctx.emit_rejects("step_seconds_rejects_negative_backward",
+                   [] { pp::pipeline_step_seconds(4, 8, 1.0, -1.0); });
+  ctx.emit("step_seconds_free_passes", pp::pipeline_step_seconds(4, 8, 0.0, 0.0));
+}

@@ -168,4 +168,9 @@ MGPU_CASE("11_7.experts") {
                    [] { ly::expert_all_to_all_bytes_per_rank(16, 8, 3, 2, 2, 2); });
   ctx.emit_rejects("rejects_negative_tokens",
                    [] { ly::expert_all_to_all_bytes_per_rank(-1, 8, 1, 2, 2, 2); });
+  // The inside ends of the same two bounds: a token that picks every expert (top_k == experts)
+  // and a rank with no tokens are both allowed.
+  ctx.emit("inside_bounds_all_to_all_bytes",
+           std::vector<double>{ly::expert_all_to_all_bytes_per_rank(16, 8, 2, 2, 2, 2),
+                               ly::expert_all_to_all_bytes_per_rank(0, 8, 1, 2, 2, 2)});
 }

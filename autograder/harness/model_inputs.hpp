@@ -90,4 +90,22 @@ inline void emit_peaks(Ctx& ctx, const std::vector<RankReport>& reports,
   emit_peaks(ctx, "", reports, categories);
 }
 
+/// Emits every rank's virtual clock as "<prefix>compute_seconds" (seconds of compute charged to the
+/// rank) and "<prefix>end_seconds" (when the rank's last compute or communication ended), one value
+/// per rank. Virtual time depends only on what the code charged and sent, so a correct submission
+/// matches the reference to rounding; work not split over the group (a rank charged t times its
+/// share), charged to the wrong rank, or communication the compute no longer hides shows here.
+/// The rubric judges them with a relative tolerance of their own ("values": {"compute_seconds":
+/// ..., "end_seconds": ...}): the seconds are far below any absolute tolerance of the case.
+inline void emit_clocks(Ctx& ctx, const std::string& prefix,
+                        const std::vector<RankReport>& reports) {
+  std::vector<double> compute, end;
+  for (const RankReport& r : reports) {
+    compute.push_back(r.clock.compute_time());
+    end.push_back(r.clock.end_time());
+  }
+  ctx.emit_per_rank(prefix + "compute_seconds", compute);
+  ctx.emit_per_rank(prefix + "end_seconds", end);
+}
+
 }  // namespace mgpu::grade

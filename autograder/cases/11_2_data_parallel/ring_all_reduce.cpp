@@ -71,7 +71,13 @@ struct Costs {
   double bytes_per_rank = 0;
   double messages_per_rank = 0;
   double point_to_point_only = 1;
+  // Virtual seconds of the runs (each run's makespan), summed: every correct ring takes the same
+  // steps of one chunk each (2(N-1) for the all-reduce), so a ring whose messages wait on one
+  // another round the ring (a rank that receives before it sends) takes up to N times as long
+  // with the same bytes.
+  double seconds = 0;
   void add(const mgpu::Cluster& cluster) {
+    seconds += cluster.makespan();
     double total = 0, most = 0;
     for (const mgpu::RankReport& rep : cluster.reports()) {
       // Every op kind: a ring built on the runtime's collectives is charged too.
@@ -124,6 +130,7 @@ void emit_costs(Ctx& ctx, const Costs& costs, double identical) {
   ctx.emit("point_to_point_only", costs.point_to_point_only);
   ctx.measure("bytes_sent_per_rank", costs.bytes_per_rank);
   ctx.measure("messages_per_rank", costs.messages_per_rank);
+  ctx.emit("ring_seconds", costs.seconds);
 }
 
 // Runs the reduce-scatter alone on `inputs` and returns what the contract fixes: chunk
@@ -160,6 +167,7 @@ MGPU_CASE("11_2.ring_reduce_scatter") {
   ctx.emit("point_to_point_only", costs.point_to_point_only);
   ctx.measure("bytes_sent_per_rank", costs.bytes_per_rank);
   ctx.measure("messages_per_rank", costs.messages_per_rank);
+  ctx.emit("ring_seconds", costs.seconds);
 }
 
 MGPU_CASE("11_2.ring_all_reduce_fp32") {

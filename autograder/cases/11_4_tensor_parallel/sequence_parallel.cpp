@@ -1,8 +1,9 @@
 // Graded cases of 11.4's sequence parallelism: the FFN, attention and the layer norm in front of
 // them, each rank holding n/t tokens outside the block. Over a fixed grid and a drawn point:
 // outputs and input gradients assembled from the token shards, the weight-gradient shards, the
-// activations saved between the passes and the ledger's peaks, the collectives by kind, and the
-// bytes each rank sends, held between a floor and the budget.
+// activations saved between the passes and the ledger's peaks, the collectives by kind, every
+// rank's virtual clock (FFN and attention), and the bytes each rank sends, held between a floor and
+// the budget.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -104,6 +105,7 @@ MGPU_CASE("11_4.sp_ffn") {
     ctx.emit(at + "dw2", dw2, DType::f32);
     ctx.emit_per_rank(at + "saved_activations", saved);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
+    emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
     traffic.add(cluster.reports());
   }
   traffic.emit(ctx);
@@ -213,6 +215,7 @@ MGPU_CASE("11_4.sp_attention") {
     ctx.emit(at + "dwo", dwo, DType::f32);
     ctx.emit_per_rank(at + "saved_activations", saved);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
+    emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
     traffic.add(cluster.reports());
   }
   traffic.emit(ctx);

@@ -1,7 +1,9 @@
 // Graded cases of 11.4's running tensor-parallel layers: column- and row-parallel linear, the FFN
 // and attention by heads over a fixed grid (t = 1, t dividing the all-reduced length and t not
 // dividing it) plus a drawn point; outputs and gradients of every rank, the ledger's weights and
-// gradients per rank, and the bytes each rank sends, held between a floor and the budget.
+// gradients per rank, every rank's virtual clock where the layer charges compute (the FFN and
+// attention: each rank is charged its own 1/t share), and the bytes each rank sends, held between
+// a floor and the budget.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -200,6 +202,7 @@ MGPU_CASE("11_4.tp_ffn") {
     ctx.emit(at + "dw1", dw1.m, DType::f32);
     ctx.emit(at + "dw2", dw2.m, DType::f32);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
+    emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
     traffic.add(cluster);
   }
   traffic.measure(ctx);
@@ -263,6 +266,7 @@ MGPU_CASE("11_4.tp_attention") {
     ctx.emit(at + "dwv", dwv.m, DType::f32);
     ctx.emit(at + "dwo", dwo.m, DType::f32);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
+    emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
     traffic.add(cluster);
   }
   traffic.measure(ctx);

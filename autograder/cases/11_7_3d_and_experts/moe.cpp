@@ -34,6 +34,7 @@ MatrixRM drawn(Ctx& ctx, Eigen::Index rows, Eigen::Index cols) {
 struct Seen {
   std::vector<MatrixRM> y, dx_first, dx_second, drouter, dw;
   std::vector<double> dropped, forward_bytes, backward_bytes;
+  std::vector<double> compute_seconds;  // per rank, over the whole run (filled after it)
   explicit Seen(int n)
       : y(static_cast<std::size_t>(n)),
         dx_first(static_cast<std::size_t>(n)),
@@ -75,6 +76,8 @@ Seen run(const Point& p, std::uint64_t seed, const MatrixRM& x, const MatrixRM& 
     s.drouter[i] = mgpu::as_matrix(layer.drouter, h, static_cast<std::size_t>(p.config.experts));
     s.dw[i] = mgpu::as_matrix(layer.dw, static_cast<std::size_t>(layer.local_experts) * h, h);
   });
+  for (const mgpu::RankReport& rep : cluster.reports())
+    s.compute_seconds.push_back(rep.clock.compute_time());
   return s;
 }
 
@@ -123,6 +126,9 @@ MGPU_CASE("11_7.moe_values") {
     // Each rank's router gradient from its own tokens (after two passes), and every expert's.
     ctx.emit(at + "drouter", stacked(s.drouter), DType::f32);
     ctx.emit(at + "dw", stacked(s.dw), DType::f32);
+    // The experts' compute is charged where the rows arrived: a rank charged for the copies it
+    // sent is off wherever routing is uneven.
+    ctx.emit_per_rank(at + "compute_seconds", s.compute_seconds);
   }
 }
 

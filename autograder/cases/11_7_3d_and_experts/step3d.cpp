@@ -2,7 +2,7 @@
 // layouts plus a drawn one: the loss, every rank's ZeRO-1 gradient shard and its parameters
 // after two steps; the ledger's training state and activation peak; and the bytes each rank
 // sends per group (tensor-parallel all-reduces, pipeline boundaries, data-parallel ZeRO-1, and
-// the boundary all-gathers).
+// the boundary all-gathers), with every rank's virtual clock.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -11,6 +11,7 @@
 #include "11_7_3d_and_experts/step3d.hpp"
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
+#include "model_inputs.hpp"
 
 using namespace mgpu::grade;
 namespace ly = mgpu::layout;
@@ -189,6 +190,9 @@ MGPU_CASE("11_7.step3d_bytes") {
     ctx.emit(at + "tp_all_gather_bytes", tp_all_gather);
     ctx.emit(at + "pp_bytes", pp);
     ctx.emit(at + "dp_bytes", dp);
+    // Every rank's clock: a unit's work charged whole on each tp rank instead of its 1/tp share,
+    // or a stage that waits where 1F1B would not, shows in the seconds.
+    emit_clocks(ctx, at, cluster.reports());
   }
 }
 
