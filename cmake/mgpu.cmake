@@ -55,15 +55,18 @@ target_link_libraries(mgpu_doctest_main PUBLIC mgpu_mismatch)
 
 include(${doctest_DIR}/doctest.cmake)  # doctest_discover_tests, from the doctest package
 
-# mgpu_doctest(NAME name SOURCES ... LIBS ... LABELS ... [TIMEOUT s] [RESOURCE_LOCK lock]): a test
+# mgpu_doctest(NAME name SOURCES ... LIBS ... LABELS ... [TIMEOUT s] [RESOURCE_LOCK lock] [COST s]):
+# a test
 # program, test_<name>, whose every test case is its own CTest entry "<name>/<test case>", so a
 # failure names its case, CTest spreads the cases over the cores and a slow case does not hold up
 # the rest of its program. The cases are listed by running the program after each build
 # (doctest_discover_tests); until its first build the program shows as one placeholder entry,
 # test_<name>_NOT_BUILT-<hash>, which `./mgpu test` maps back to the program to build. LABELS,
-# TIMEOUT (seconds per case, 300 unless given) and RESOURCE_LOCK apply to every case.
+# TIMEOUT (seconds per case, 300 unless given), RESOURCE_LOCK and COST apply to every case. COST
+# (about how many seconds a case takes) lets CTest start the slow cases first on a fresh tree,
+# before it has timings of its own, so they overlap the many quick ones instead of trailing them.
 function(mgpu_doctest)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;RESOURCE_LOCK;COST" "SOURCES;LIBS;LABELS" ${ARGN})
   set(program test_${T_NAME})
   add_executable(${program} ${T_SOURCES})
   target_link_libraries(${program} PRIVATE mgpu_doctest_main ${T_LIBS})
@@ -93,6 +96,9 @@ function(mgpu_doctest)
                  " SKIP_REGULAR_EXPRESSION [==[\\[doctest\\] test cases: +0 \\|]==]")
   if(T_RESOURCE_LOCK)
     string(APPEND properties " RESOURCE_LOCK ${T_RESOURCE_LOCK}")
+  endif()
+  if(T_COST)
+    string(APPEND properties " COST ${T_COST}")
   endif()
   set(script ${CMAKE_CURRENT_BINARY_DIR}/${program}_properties.cmake)
   file(WRITE ${script} "if(${program}_TESTS)\n"

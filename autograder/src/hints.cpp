@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 
 #include "predictions.hpp"
 
@@ -39,19 +38,15 @@ HintsSeen read_hints(const fs::path& record, const Rubric& rubric,
   std::string first_skipped;
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    std::istringstream fields(line);
-    std::string chapter, todo, level_text;
-    std::getline(fields, chapter, '\t');
-    std::getline(fields, todo, '\t');
-    std::getline(fields, level_text, '\t');
-    const auto [name, prefix] = owner(chapter, rubric);
-    const bool level_ok = level_text == "1" || level_text == "2" || level_text == "3";
-    if (name.empty() || todo.empty() || !level_ok) {
+    const auto opened = parse_record_line(line);
+    const auto [name, prefix] =
+        opened ? owner(opened->chapter, rubric) : std::pair<std::string, std::string>{};
+    if (name.empty()) {
       if (skipped++ == 0) first_skipped = line;
       continue;
     }
-    int& highest = seen[name][prefix + todo];
-    highest = std::max(highest, level_text[0] - '0');
+    int& highest = seen[name][prefix + opened->todo];
+    highest = std::max(highest, opened->level);
   }
   if (skipped > 0)
     notes.push_back(fmt::format(

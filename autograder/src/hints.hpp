@@ -1,8 +1,8 @@
 // The hints a student opened with `./mgpu hint`, and the predictions made with `./mgpu predict`,
-// as the grader reports them. The command appends
-// one line per opened hint to .mgpu/hints.tsv in the student's checkout (chapter, TODO id, level,
-// time, separated by tabs) and `./mgpu submit` packs that file. The record is the student's own
-// word: it is shown to instructors, and costs points only where the rubric's hint_cost says so.
+// as the grader reports them. The command appends one line per opened hint to .mgpu/hints.tsv in
+// the student's checkout (hint_book.hpp) and `./mgpu submit` packs that file. The record is the
+// student's own word: it is shown to instructors, and costs points only where the rubric's
+// hint_cost says so.
 #pragma once
 
 #include <filesystem>
@@ -10,13 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "hint_book.hpp"
 #include "model.hpp"
 #include "rubric.hpp"
 
 namespace mgpu::grade {
-
-/// Where the record lies, relative to the checkout's root and to a submission's top folder.
-inline const std::filesystem::path kHintsRecord = ".mgpu/hints.tsv";
 
 /// Rubric chapter -> TODO id -> the highest level opened.
 using HintsSeen = std::map<std::string, std::map<std::string, int>>;
