@@ -142,3 +142,22 @@ MGPU_CASE("11_5.zb_h1_bubble_seconds") {
   ctx.emit_rejects("rejects_weight_above_forward", [] { pp::zb_h1_bubble_seconds(4, 1, 2, 1.5); });
   ctx.emit_rejects("rejects_weight_above_input", [] { pp::zb_h1_bubble_seconds(4, 2, 1, 1.5); });
 }
+
+MGPU_CASE("11_5.zb_h2_bubble_seconds") {
+  // One stage, m below, at and above the first stage's round trip 2p - 1, the text's p = 4, a
+  // zero pass time, then drawn points on both sides of 2p - 1.
+  std::vector<double> seconds{
+      pp::zb_h2_bubble_seconds(1, 1, 1.0), pp::zb_h2_bubble_seconds(4, 1, 1.0),
+      pp::zb_h2_bubble_seconds(4, 4, 1.0), pp::zb_h2_bubble_seconds(4, 6, 0.5),
+      pp::zb_h2_bubble_seconds(4, 7, 1.0), pp::zb_h2_bubble_seconds(4, 8, 1.0),
+      pp::zb_h2_bubble_seconds(8, 3, 0.0), pp::zb_h2_bubble_seconds(2, 2, 0.25)};
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t p = ctx.uniform_int(1, 64);
+    seconds.push_back(
+        pp::zb_h2_bubble_seconds(p, ctx.uniform_int(1, 4 * p), ctx.log_uniform(1e-4, 1e-1)));
+  }
+  ctx.emit("seconds", seconds);
+  ctx.emit_rejects("rejects_zero_stages", [] { pp::zb_h2_bubble_seconds(0, 4, 1); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [] { pp::zb_h2_bubble_seconds(4, 0, 1); });
+  ctx.emit_rejects("rejects_negative_time", [] { pp::zb_h2_bubble_seconds(4, 8, -1); });
+}
