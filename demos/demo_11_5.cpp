@@ -190,7 +190,8 @@ void run(const Options& o) {
   fmt::print(
       "model: one equal FFN block per stage (per chunk for interleaved, v = {}, each 1/v as wide, "
       "so a stage's\n"
-      "  work is the same in all three); 1 GFLOP/s per stage, free links: only the schedule makes "
+      "  work is the same in all of them); 1 GFLOP/s per stage, free links: only the schedule "
+      "makes "
       "a stage "
       "wait\n",
       v);
@@ -275,14 +276,14 @@ void run(const Options& o) {
     wp = std::max(wp, l.program.size());
     ww = std::max(ww, l.want.size());
   }
-  fmt::print("  {:<20}{:>8}{:>9}  {:<18}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", "schedule", "bubble",
+  fmt::print("  {:<20}{:>8}{:>9}  {:<24}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", "schedule", "bubble",
              "formula", "", "in flight: ledger", wl, "program", wp, "formula", ww, "step",
              "predicted");
   for (const Line& l : lines) {
     if (!l.error.empty())
       fmt::print("  {:<20}{}\n", l.name, l.error);
     else
-      fmt::print("  {:<20}{:>8}{:>9}  {:<18}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", l.name, l.bubble,
+      fmt::print("  {:<20}{:>8}{:>9}  {:<24}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", l.name, l.bubble,
                  l.formula, l.formula_text, l.ledger, wl, l.program, wp, l.want, ww, l.step,
                  l.predicted);
   }
