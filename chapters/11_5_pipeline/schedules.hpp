@@ -92,9 +92,13 @@ PipelineSchedule zb_h1_schedule(int p, int m);
 ///   one until its weight half), and it does hold that many at its peak;
 /// - played in slots (every forward, input half and weight half takes one slot, messages are
 ///   free, and each action starts in the first slot where its stage is free and its input exists),
-///   no stage waits between its first action and its last once m >= 2p - 1; for smaller m, the
-///   stage that waits most waits 2p - 1 - m slots there. One step on its own takes
-///   3m + max(p - 1, 2p - 1 - m) slots: for m >= p the only wait left is the forward fill.
+///   the stage never sits out a slot in which it could run something; never runs a forward or a
+///   weight half in a slot where the gradient for its next input half has arrived; and never runs
+///   a weight half in a slot where its next forward's input has arrived and fits the bound.
+/// Those rules fix the schedule, and with it what it achieves: played in slots, no stage waits
+/// between its first action and its last once m >= 2p - 1; for smaller m, the stage that waits
+/// most waits 2p - 1 - m slots there. One step on its own takes 3m + max(p - 1, 2p - 1 - m)
+/// slots: for m >= p the only wait left is the forward fill.
 /// On the virtual clock, with a stage spending the same T seconds on a forward, an input half and
 /// a weight half (the course model's FFN-only blocks) and free messages, the most any stage waits
 /// between its first and its last action is zb_h2_bubble_seconds(p, m, T): the bubble of a step
