@@ -79,8 +79,9 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
     return run;
   }
   try {
-    if (kind == pf::ScheduleKind::zb_h1) {
-      // run_figure evaluated zb_h1_bubble_seconds for the block's F, B and W seconds.
+    if (kind == pf::ScheduleKind::zb_h1 || kind == pf::ScheduleKind::zb_h2) {
+      // run_figure evaluated zb_h1_bubble_seconds (zb_h2_bubble_seconds) for the block's F, B
+      // and W seconds.
       if (run.figure) run.formula = run.figure->formula.value;
     } else {
       run.formula = kind == pf::ScheduleKind::interleaved ? pl::interleaved_bubble_fraction(p, m, v)
@@ -105,6 +106,9 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
         case pf::ScheduleKind::zb_h1:  // the bound of its contract: 1F1B's peak on every stage
           run.want.emplace_back(static_cast<double>(std::min(m, p)));
           break;
+        case pf::ScheduleKind::zb_h2:  // its contract: min(m, 2p - 1) on every stage
+          run.want.emplace_back(static_cast<double>(std::min(m, 2 * p - 1)));
+          break;
       }
     } catch (const NotImplemented&) {
       run.want.emplace_back(std::nullopt);
@@ -117,6 +121,12 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
     const pf::Figure& f = *run.figure;
     if (f.wait.value)
       run.predicted_step = m * (f.t_forward + f.t_input + f.t_weight) + *f.wait.value;
+  } else if (run.figure && kind == pf::ScheduleKind::zb_h2) {
+    // One step on its own waits the fill, or the wait inside a stage if that is longer.
+    const pf::Figure& f = *run.figure;
+    if (f.inner_wait.value)
+      run.predicted_step = m * (f.t_forward + f.t_input + f.t_weight) +
+                           std::max((p - 1) * f.t_forward, *f.inner_wait.value);
   } else if (run.figure) {
     double busy = 0;
     for (const pf::StageResult& st : run.figure->stages) busy = std::max(busy, st.busy_seconds);
@@ -137,6 +147,29 @@ std::string counts(const std::vector<double>& values) {
   return out;
 }
 
+// The longest wait inside one stage's part of the step, per schedule: what each would lose per
+// step if steps ran back to back. ZB-H2's formula is zb_h2_bubble_seconds.
+void print_inner_waits(const std::vector<ScheduleRun>& runs) {
+  std::string line;
+  for (const ScheduleRun& r : runs) {
+    if (!r.figure || r.kind == pf::ScheduleKind::interleaved) continue;
+    double longest = 0;
+    for (const pf::StageResult& st : r.figure->stages)
+      longest = std::max(longest, st.inner_wait_seconds);
+    line +=
+        fmt::format("{}{} {}", line.empty() ? "" : ", ", pf::schedule_title(r.kind), us(longest));
+    if (r.kind == pf::ScheduleKind::zb_h2)
+      line += r.figure->inner_wait.value
+                  ? fmt::format(" (formula max(0, 2p-1-m) F = {})", us(*r.figure->inner_wait.value))
+                  : " (formula: TODO zb_h2_bubble_seconds)";
+  }
+  if (!line.empty())
+    fmt::print(
+        "\nlongest wait inside one stage's part of the step (lost per step when steps run back "
+        "to back):\n  {}\n",
+        line);
+}
+
 void run(const Options& o) {
   if (o.stages < 1 || o.stages > pf::kMaxStages)
     throw std::invalid_argument(fmt::format("--stages {}: use 1 to {}", o.stages, pf::kMaxStages));
@@ -145,7 +178,8 @@ void run(const Options& o) {
   const int p = o.stages, m = o.micro_batches, v = o.chunks;
 
   fmt::print(
-      "11.5 pipeline parallelism: GPipe, 1F1B, interleaved 1F1B and ZB-H1, one step each, p = {} "
+      "11.5 pipeline parallelism: GPipe, 1F1B, interleaved 1F1B, ZB-H1 and ZB-H2, one step each, "
+      "p = {} "
       "stages, "
       "m = {} micro-batches\n",
       p, m);
@@ -156,7 +190,8 @@ void run(const Options& o) {
   fmt::print(
       "model: one equal FFN block per stage (per chunk for interleaved, v = {}, each 1/v as wide, "
       "so a stage's\n"
-      "  work is the same in all three); 1 GFLOP/s per stage, free links: only the schedule makes "
+      "  work is the same in all of them); 1 GFLOP/s per stage, free links: only the schedule "
+      "makes "
       "a stage "
       "wait\n",
       v);
@@ -164,8 +199,9 @@ void run(const Options& o) {
              whose(), whose());
 
   std::vector<ScheduleRun> runs;
-  for (pf::ScheduleKind kind : {pf::ScheduleKind::gpipe, pf::ScheduleKind::one_f_one_b,
-                                pf::ScheduleKind::interleaved, pf::ScheduleKind::zb_h1})
+  for (pf::ScheduleKind kind :
+       {pf::ScheduleKind::gpipe, pf::ScheduleKind::one_f_one_b, pf::ScheduleKind::interleaved,
+        pf::ScheduleKind::zb_h1, pf::ScheduleKind::zb_h2})
     runs.push_back(run_schedule(o, kind));
 
   fmt::print(
@@ -185,12 +221,15 @@ void run(const Options& o) {
     Line l;
     l.name = r.kind == pf::ScheduleKind::interleaved ? fmt::format("interleaved, v = {}", r.chunks)
                                                      : pf::schedule_title(r.kind);
-    const bool zb = r.kind == pf::ScheduleKind::zb_h1;
+    const bool h2 = r.kind == pf::ScheduleKind::zb_h2;
+    const bool zb = r.kind == pf::ScheduleKind::zb_h1 || h2;
     l.formula_text = r.kind == pf::ScheduleKind::interleaved ? "(p-1)/(vm+p-1)"
+                     : h2                                    ? "max((p-1)F, inner)/step"
                      : zb                                    ? "(p-1)(F+B-W)/step"
                                                              : "(p-1)/(m+p-1)";
     const std::string in_flight_text = r.kind == pf::ScheduleKind::gpipe         ? "m"
                                        : r.kind == pf::ScheduleKind::one_f_one_b ? "min(m, p-stage)"
+                                       : h2                                      ? "min(m, 2p-1)"
                                        : zb                                      ? "min(m, p)"
                                                                                  : "warm-up + 1";
     std::vector<double> want;
@@ -237,14 +276,14 @@ void run(const Options& o) {
     wp = std::max(wp, l.program.size());
     ww = std::max(ww, l.want.size());
   }
-  fmt::print("  {:<20}{:>8}{:>9}  {:<18}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", "schedule", "bubble",
+  fmt::print("  {:<20}{:>8}{:>9}  {:<24}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", "schedule", "bubble",
              "formula", "", "in flight: ledger", wl, "program", wp, "formula", ww, "step",
              "predicted");
   for (const Line& l : lines) {
     if (!l.error.empty())
       fmt::print("  {:<20}{}\n", l.name, l.error);
     else
-      fmt::print("  {:<20}{:>8}{:>9}  {:<18}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", l.name, l.bubble,
+      fmt::print("  {:<20}{:>8}{:>9}  {:<24}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", l.name, l.bubble,
                  l.formula, l.formula_text, l.ledger, wl, l.program, wp, l.want, ww, l.step,
                  l.predicted);
   }
@@ -258,6 +297,7 @@ void run(const Options& o) {
       "stage\n"
       "(the program's count exactly, the ledger's within 0.05 + {:.0f}%): {}\n",
       kBubbleTolerance, 100 * kInFlightTolerance, all_equal ? "yes" : "NO");
+  print_inner_waits(runs);
   fmt::print(
       "\nWhat to read in the table:\n"
       "- GPipe and 1F1B idle the same (p-1)/(m+p-1): 1F1B only reorders the work. What it changes "
@@ -275,6 +315,15 @@ void run(const Options& o) {
       "holds\n"
       "  min(m, p) until the weight halves (1F1B's peak; the ledger shows the halves' larger "
       "keep).\n"
+      "- ZB-H2 lets each stage hold up to 2p-1 micro-batches, enough for the first stage to cover "
+      "its first\n"
+      "  gradient's round trip with forwards, and puts the weight halves wherever a stage would "
+      "wait: in a\n"
+      "  step on its own only the forward fill is left ((p-1)F, ZB-H1's wait when B = W), and "
+      "inside "
+      "each\n"
+      "  stage's part of the step nothing (inner wait below), so steps run back to back lose "
+      "nothing.\n"
       "- `./mgpu pipeline --schedule 1f1b --stages {} --micro-batches {} --svg t.svg` draws one "
       "timeline.\n",
       p, m);

@@ -165,3 +165,22 @@ MGPU_CASE("11_5.formula_bounds") {
                    [] { pp::pipeline_step_seconds(4, 8, 1.0, -1.0); });
   ctx.emit("step_seconds_free_passes", pp::pipeline_step_seconds(4, 8, 0.0, 0.0));
 }
+
+MGPU_CASE("11_5.zb_h2_bubble_seconds") {
+  // One stage, m below, at and above the first stage's round trip 2p - 1, the text's p = 4, a
+  // zero pass time, then drawn points on both sides of 2p - 1.
+  std::vector<double> seconds{
+      pp::zb_h2_bubble_seconds(1, 1, 1.0), pp::zb_h2_bubble_seconds(4, 1, 1.0),
+      pp::zb_h2_bubble_seconds(4, 4, 1.0), pp::zb_h2_bubble_seconds(4, 6, 0.5),
+      pp::zb_h2_bubble_seconds(4, 7, 1.0), pp::zb_h2_bubble_seconds(4, 8, 1.0),
+      pp::zb_h2_bubble_seconds(8, 3, 0.0), pp::zb_h2_bubble_seconds(2, 2, 0.25)};
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t p = ctx.uniform_int(1, 64);
+    seconds.push_back(
+        pp::zb_h2_bubble_seconds(p, ctx.uniform_int(1, 4 * p), ctx.log_uniform(1e-4, 1e-1)));
+  }
+  ctx.emit("seconds", seconds);
+  ctx.emit_rejects("rejects_zero_stages", [] { pp::zb_h2_bubble_seconds(0, 4, 1); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [] { pp::zb_h2_bubble_seconds(4, 0, 1); });
+  ctx.emit_rejects("rejects_negative_time", [] { pp::zb_h2_bubble_seconds(4, 8, -1); });
+}

@@ -58,6 +58,13 @@ double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input
   throw NotImplemented("11.5 zb_h1_bubble_seconds");
 }
 
+double zb_h2_bubble_seconds(std::int64_t p, std::int64_t m, double pass_seconds) {
+  // TODO(11.5 zb_h2_bubble_seconds): the longest wait inside one stage's part of a ZB-H2 step, as
+  // the header states, with its argument checks. What happens to it once m passes the schedule's
+  // memory bound?
+  throw NotImplemented("11.5 zb_h2_bubble_seconds");
+}
+
 std::int64_t in_flight_micro_batches(Schedule schedule, std::int64_t p, std::int64_t m,
                                      std::int64_t stage) {
   // TODO(11.5 in_flight_micro_batches): the most micro-batches whose activations `stage` holds

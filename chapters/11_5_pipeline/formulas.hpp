@@ -63,6 +63,16 @@ double pipeline_step_seconds(std::int64_t p, std::int64_t m, double forward_seco
 double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input_backward_seconds,
                             double weight_backward_seconds);
 
+/// Seconds the stage that waits most spends waiting between its first action and its last in a
+/// ZB-H2 step (zb_h2_schedule), when a forward, an input half and a weight half each take
+/// pass_seconds on every stage and messages are free: max(0, 2p - 1 - m) pass_seconds. Zero
+/// once m >= 2p - 1: the bubble of a step when steps run back to back. (One step on its own also
+/// waits for the first forward to reach each stage and for the last stages to finish: every
+/// stage waits max(p - 1, 2p - 1 - m) pass_seconds in all.)
+/// Example: p = 4, m = 8 gives 0; p = 4, m = 4 gives 3 pass_seconds.
+/// @throws std::invalid_argument when p or m is below 1 or pass_seconds is negative.
+double zb_h2_bubble_seconds(std::int64_t p, std::int64_t m, double pass_seconds);
+
 /// Micro-batches whose activations stage `stage` (0-based, 0 = first) holds at its peak.
 /// - GPipe runs all m forwards before any backward: m on every stage.
 /// - 1F1B: min(m, p - stage), however large m grows. The first stage holds the most, min(m, p).

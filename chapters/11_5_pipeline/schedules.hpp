@@ -83,6 +83,32 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule zb_h1_schedule(int p, int m);
 
+/// ZB-H2 (Qi et al. 2024): the zero-bubble schedule that spends memory to remove the bubble.
+/// Every backward in two halves as in zb_h1_schedule, each stage allowed to hold almost twice
+/// 1F1B's peak. The schedule is a valid one (check_schedule) in which, on every stage s:
+/// - no Pass::backward appears; the forwards take the micro-batches in order 0..m-1, and so do
+///   the input halves and the weight halves;
+/// - the stage never holds more than min(m, 2p - 1) micro-batches (schedule_in_flight, which holds
+///   one until its weight half), and it does hold that many at its peak;
+/// - played in slots (every forward, input half and weight half takes one slot, messages are
+///   free, and each action starts in the first slot where its stage is free and its input exists),
+///   the stage never sits out a slot in which it could run something; never runs a forward or a
+///   weight half in a slot where the gradient for its next input half has arrived; and never runs
+///   a weight half in a slot where its next forward's input has arrived and fits the bound.
+/// Those rules fix the schedule, and with it what it achieves: played in slots, no stage waits
+/// between its first action and its last once m >= 2p - 1; for smaller m, the stage that waits
+/// most waits 2p - 1 - m slots there. One step on its own takes 3m + max(p - 1, 2p - 1 - m)
+/// slots: for m >= p the only wait left is the forward fill.
+/// On the virtual clock, with a stage spending the same T seconds on a forward, an input half and
+/// a weight half (the course model's FFN-only blocks) and free messages, the most any stage waits
+/// between its first and its last action is zb_h2_bubble_seconds(p, m, T): the bubble of a step
+/// when steps run back to back, each stage starting the next as soon as it has finished (ZB-H1
+/// leaves (p - 1) T there, 1F1B 3 (p - 1) T).
+///
+/// TODO 16 of 11.5 (zb_h2_bubble_seconds in formulas.hpp is 15).
+/// @throws std::invalid_argument when p or m is below 1.
+PipelineSchedule zb_h2_schedule(int p, int m);
+
 // ------------------------------------------------------------------ the executor
 
 /// What one stage keeps between the actions of one step; run_pipeline makes one per step and

@@ -84,6 +84,17 @@ double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input
          (forward_seconds + input_backward_seconds - weight_backward_seconds);
 }
 
+double zb_h2_bubble_seconds(std::int64_t p, std::int64_t m, double pass_seconds) {
+  const char* where = "zb_h2_bubble_seconds";
+  check_count(where, "p", p);
+  check_count(where, "m", m);
+  check_non_negative(where, "pass_seconds", pass_seconds);
+  // The first stage needs 2p - 1 forwards to cover the first micro-batch's trip out and back
+  // (p forwards, p - 1 input halves); each one short of that is a slot it waits, and from
+  // m = 2p - 1 on the weight halves fill every remaining gap.
+  return static_cast<double>(std::max<std::int64_t>(0, 2 * p - 1 - m)) * pass_seconds;
+}
+
 std::int64_t in_flight_micro_batches(Schedule schedule, std::int64_t p, std::int64_t m,
                                      std::int64_t stage) {
   const char* where = "in_flight_micro_batches";

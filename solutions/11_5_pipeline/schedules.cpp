@@ -113,6 +113,49 @@ PipelineSchedule zb_h1_schedule(int p, int m) {
   return s;
 }
 
+PipelineSchedule zb_h2_schedule(int p, int m) {
+  check_p_m("zb_h2_schedule", p, m);
+  PipelineSchedule s{p, m, std::vector<std::vector<Action>>(static_cast<std::size_t>(p))};
+  // The first stage's forwards must cover the first micro-batch's round trip: p forwards out,
+  // p - 1 input halves back, one slot each.
+  const int cap = std::min(m, 2 * p - 1);
+  const auto at = [](auto& v, int i) -> auto& { return v[static_cast<std::size_t>(i)]; };
+  std::vector<int> forwards(static_cast<std::size_t>(p)), inputs = forwards, weights = forwards;
+  // The slot at whose start each stage's forward (input half) of micro-batch k has ended; -1
+  // while it has not run.
+  std::vector<std::vector<int>> forward_end(static_cast<std::size_t>(p),
+                                            std::vector<int>(static_cast<std::size_t>(m), -1));
+  std::vector<std::vector<int>> input_end = forward_end;
+  const auto ended = [&](const std::vector<std::vector<int>>& end, int stage, int k, int slot) {
+    const int e = at(at(end, stage), k);
+    return e >= 0 && e <= slot;
+  };
+  // Play the stages slot by slot; an action chosen in this slot ends after it, so what a stage
+  // sees of its neighbours is what ended before the slot began.
+  for (int slot = 0; std::any_of(weights.begin(), weights.end(), [m](int w) { return w < m; });
+       ++slot) {
+    for (int stage = 0; stage < p; ++stage) {
+      auto& program = at(s.per_stage, stage);
+      int& f = at(forwards, stage);
+      int& b = at(inputs, stage);
+      int& w = at(weights, stage);
+      // The input half first: the stage before waits for it.
+      if (b < f && (stage == p - 1 ? ended(forward_end, stage, b, slot)
+                                   : ended(input_end, stage + 1, b, slot))) {
+        at(at(input_end, stage), b) = slot + 1;
+        program.push_back({Pass::backward_input, b++});
+      } else if (f < m && f - w < cap && (stage == 0 || ended(forward_end, stage - 1, f, slot))) {
+        at(at(forward_end, stage), f) = slot + 1;
+        program.push_back({Pass::forward, f++});
+      } else if (w < b) {
+        // Nothing arrived that another stage waits for: a weight half fills the slot.
+        program.push_back({Pass::backward_weight, w++});
+      }
+    }
+  }
+  return s;
+}
+
 void run_forward_action(Rank& rank, Comm& pp, const model::Model& model, StageState& state,
                         const Action& a, std::span<const float> params,
                         const model::Batch& micro_batch) {

@@ -19,8 +19,8 @@ struct RawFlags {
 };
 
 void add_flags(CLI::App& app, RawFlags& f) {
-  app.add_option("--schedule", f.schedule, "gpipe, 1f1b, interleaved or zb-h1")
-      ->type_name("gpipe|1f1b|interleaved|zb-h1")
+  app.add_option("--schedule", f.schedule, "gpipe, 1f1b, interleaved, zb-h1 or zb-h2")
+      ->type_name("gpipe|1f1b|interleaved|zb-h1|zb-h2")
       ->capture_default_str();
   app.add_option("--stages", f.stages, "pipeline stages p (one simulated GPU each)")
       ->type_name("P")

@@ -21,8 +21,10 @@ ScheduleKind parse_schedule(const std::string& name) {
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
   if (name == "zb-h1") return ScheduleKind::zb_h1;
+  if (name == "zb-h2") return ScheduleKind::zb_h2;
   throw UsageError(fmt::format(
-      "--schedule '{}' is not a schedule: use --schedule gpipe, 1f1b, interleaved or zb-h1", name));
+      "--schedule '{}' is not a schedule: use --schedule gpipe, 1f1b, interleaved, zb-h1 or zb-h2",
+      name));
 }
 
 std::string schedule_flag(ScheduleKind kind) {
@@ -35,6 +37,8 @@ std::string schedule_flag(ScheduleKind kind) {
       return "interleaved";
     case ScheduleKind::zb_h1:
       return "zb-h1";
+    case ScheduleKind::zb_h2:
+      return "zb-h2";
   }
   return "";
 }
@@ -49,6 +53,8 @@ std::string schedule_title(ScheduleKind kind) {
       return "interleaved 1F1B";
     case ScheduleKind::zb_h1:
       return "ZB-H1";
+    case ScheduleKind::zb_h2:
+      return "ZB-H2";
   }
   return "";
 }
@@ -97,6 +103,8 @@ PipelineSchedule make_schedule(const FigureOptions& o) {
       return pipeline::interleaved_one_f_one_b_schedule(o.stages, o.micro_batches, o.chunks);
     case ScheduleKind::zb_h1:
       return pipeline::zb_h1_schedule(o.stages, o.micro_batches);
+    case ScheduleKind::zb_h2:
+      return pipeline::zb_h2_schedule(o.stages, o.micro_batches);
   }
   throw std::logic_error("make_schedule: unknown schedule");
 }
@@ -216,6 +224,28 @@ Formula formula_of(F&& f) {
   }
 }
 
+// ZB-H2's numbers: one block per stage, whose F, B and W seconds are equal in these FFN blocks;
+// the longest wait inside a stage against zb_h2_bubble_seconds, and the whole step's bubble,
+// max((p-1) T, that wait) over the step (the schedule's contract).
+void zb_h2_formulas(Figure& f, const model::Model& net, std::int64_t tokens, double rate) {
+  const int p = f.options.stages, m = f.options.micro_batches;
+  f.t_forward = net.unit_forward_flops(1, tokens) / rate;
+  f.t_input = net.unit_backward_input_flops(1, tokens) / rate;
+  f.t_weight = net.unit_backward_weight_flops(1, tokens) / rate;
+  f.one_f_one_b_wait = (p - 1) * (f.t_forward + f.t_input + f.t_weight);
+  f.zb_h1_inner_wait = (p - 1) * (f.t_forward + f.t_input - f.t_weight);
+  for (const StageResult& st : f.stages)
+    f.inner_wait_measured = std::max(f.inner_wait_measured, st.inner_wait_seconds);
+  f.inner_wait = formula_of([&] { return pipeline::zb_h2_bubble_seconds(p, m, f.t_forward); });
+  f.formula_text = "max((p-1)T, zb_h2_bubble_seconds)/step";
+  if (!f.inner_wait.value) {
+    f.formula = f.inner_wait;
+    return;
+  }
+  const double wait = std::max((p - 1) * f.t_forward, *f.inner_wait.value);
+  f.formula = {wait / (m * (f.t_forward + f.t_input + f.t_weight) + wait), ""};
+}
+
 }  // namespace
 
 Figure run_figure(const FigureOptions& o, bool with_trace) {
@@ -257,8 +287,10 @@ Figure run_figure(const FigureOptions& o, bool with_trace) {
     st.in_flight_measured =
         static_cast<double>(report.memory.peak(Category::activations)) / chunk_bytes;
     st.in_flight_schedule = pipeline::schedule_in_flight(schedule, s);
-    f.stages.push_back(st);
     const std::vector<Box> boxes = boxes_of_stage(net, schedule, s, report.clock.timeline());
+    if (!boxes.empty())
+      st.inner_wait_seconds = boxes.back().end - boxes.front().start - st.busy_seconds;
+    f.stages.push_back(st);
     f.boxes.insert(f.boxes.end(), boxes.begin(), boxes.end());
   }
   double sum = 0;
@@ -282,6 +314,8 @@ Figure run_figure(const FigureOptions& o, bool with_trace) {
     const double busy = m * (f.t_forward + f.t_input + f.t_weight);
     f.formula_text = "(p-1)(T_F+T_B-T_W)/step";
     f.formula = f.wait.value ? Formula{*f.wait.value / (busy + *f.wait.value), ""} : f.wait;
+  } else if (o.schedule == ScheduleKind::zb_h2) {
+    zb_h2_formulas(f, net, micro[0].tokens(), cluster_config(o).flops_per_second);
   } else {
     f.formula_text = "(p-1)/(m+p-1)";
     f.formula = formula_of([&] { return pipeline::gpipe_bubble_fraction(p, m); });
@@ -388,6 +422,22 @@ std::string render_text(const Figure& f) {
             (o.micro_batches * (f.t_forward + f.t_input + f.t_weight) + f.one_f_one_b_wait));
     if (o.micro_batches < o.stages)
       out += "  (the formula assumes m >= p: with fewer micro-batches the stages wait longer)\n";
+  }
+  if (o.schedule == ScheduleKind::zb_h2) {
+    const std::string inner = f.inner_wait.value
+                                  ? fmt::format("{:.1f} us", *f.inner_wait.value * 1e6)
+                                  : fmt::format("finish {} to see it", f.inner_wait.pending);
+    out += fmt::format(
+        "Inner wait: {:.1f} us measured, formula max(0, 2p-1-m) T = {} for T = T_F = {:.2f} us\n"
+        "  (the longest a stage waits between its first and last action, the bubble per step when "
+        "steps\n"
+        "  run back to back; T_B = {:.2f}, T_W = {:.2f} us); ZB-H1 leaves (p-1)(T_F+T_B-T_W) = "
+        "{:.1f} us\n"
+        "  inside its first stage, 1F1B (p-1)(T_F+T_B+T_W) = {:.1f} us; in flight: min(m, 2p-1) = "
+        "{} per stage\n",
+        f.inner_wait_measured * 1e6, inner, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
+        f.zb_h1_inner_wait * 1e6, f.one_f_one_b_wait * 1e6,
+        std::min(o.micro_batches, 2 * o.stages - 1));
   }
   if (o.latency > 0 && f.formula.value)
     out += fmt::format(

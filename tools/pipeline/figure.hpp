@@ -20,13 +20,14 @@ enum class ScheduleKind {
   one_f_one_b,  ///< pipeline::one_f_one_b_schedule
   interleaved,  ///< pipeline::interleaved_one_f_one_b_schedule, v chunks per stage
   zb_h1,        ///< pipeline::zb_h1_schedule: 1F1B with the backward in halves (zero bubble)
+  zb_h2,        ///< pipeline::zb_h2_schedule: up to 2p - 1 held, no wait inside a stage's step
 };
 
 /// A flag was missing, out of range or inconsistent (tools/errors.hpp).
 using UsageError = tools::UsageError;
 
-/// Parses "gpipe", "1f1b" or "interleaved".
-/// @throws UsageError for anything else, listing the three names.
+/// Parses "gpipe", "1f1b", "interleaved", "zb-h1" or "zb-h2".
+/// @throws UsageError for anything else, listing the names.
 ScheduleKind parse_schedule(const std::string& name);
 
 /// The name parse_schedule accepts for `kind`.
@@ -73,6 +74,8 @@ struct StageResult {
   double bubble = 0;                    ///< 1 - busy / step time, as the 11.5 tests measure it
   double in_flight_measured = 0;        ///< ledger peak of activations / one (chunk-)micro-batch's
   std::int64_t in_flight_schedule = 0;  ///< pipeline::schedule_in_flight of the stage's program
+  /// Seconds the stage waited between its first action's start and its last action's end.
+  double inner_wait_seconds = 0;
 };
 
 /// A chapter formula's value, or the chapter function still to write.
@@ -98,6 +101,12 @@ struct Figure {
   double t_forward = 0, t_input = 0, t_weight = 0;
   Formula wait;
   double one_f_one_b_wait = 0;
+  /// ZB-H2 only (with t_forward, t_input, t_weight above): the longest wait inside one stage's
+  /// part of the step, measured and by zb_h2_bubble_seconds for T = T_F, and what ZB-H1's and
+  /// 1F1B's formulas leave inside their first stage.
+  double inner_wait_measured = 0;
+  Formula inner_wait;
+  double zb_h1_inner_wait = 0;
 };
 
 /// Runs one step of `o`'s schedule through pipeline::run_pipeline on a p-rank cluster with a

@@ -67,6 +67,18 @@ double tick_step(double span) {
   return 10 * decade;
 }
 
+// ZB-H2's title adds the wait inside a stage and the micro-batches each stage holds at its peak.
+std::string zb_h2_title(const Figure& f) {
+  std::string held;
+  for (const StageResult& st : f.stages)
+    held += (held.empty() ? "" : " ") + fmt::format("{:.2f}", st.in_flight_measured);
+  return fmt::format("; inner wait {:.1f} us measured, formula {}; in flight {}",
+                     f.inner_wait_measured * 1e6,
+                     f.inner_wait.value ? fmt::format("{:.1f} us", *f.inner_wait.value * 1e6)
+                                        : "finish " + f.inner_wait.pending,
+                     held);
+}
+
 }  // namespace
 
 std::string render_svg(const Figure& f) {
@@ -83,6 +95,7 @@ std::string render_svg(const Figure& f) {
       o.micro_batches, v > 1 ? fmt::format(", v = {}", v) : "", f.bubble, f.formula_text);
   title +=
       f.formula.value ? fmt::format("{:.4f}", *f.formula.value) : "finish " + f.formula.pending;
+  if (o.schedule == ScheduleKind::zb_h2) title += zb_h2_title(f);
   if (o.latency > 0) title += fmt::format(" (latency {:g} us)", o.latency * 1e6);
 
   std::string svg = fmt::format(
@@ -99,8 +112,9 @@ std::string render_svg(const Figure& f) {
       "passes numbered by micro-batch{4}; empty space is the bubble</text>\n",
       width, height, kLeft, tools::escape_xml(title),
       v > 1 ? ".chunk, darker for later chunks" : "",
-      o.schedule == ScheduleKind::zb_h1 ? "backward input (orange) and weight (green)"
-                                        : "backward (orange)");
+      o.schedule == ScheduleKind::zb_h1 || o.schedule == ScheduleKind::zb_h2
+          ? "backward input (orange) and weight (green)"
+          : "backward (orange)");
 
   // Lanes: a thin outline shows where a stage could have been busy.
   for (int s = 0; s < p; ++s) {

@@ -49,7 +49,7 @@ FigureOptions options(ScheduleKind kind, int p, int m, int v = 1) {
 }
 
 // Checks the SVG of `o`: a lane per stage, 2 m v boxes per lane, one forward and one backward
-// per (micro-batch, chunk) (ZB-H1: 3 m, a forward and the backward's two halves), inside the
+// per (micro-batch, chunk) (ZB-H1, ZB-H2: 3 m, a forward and the backward's two halves), inside the
 // lane and not overlapping.
 void check_svg(const FigureOptions& o) {
   CAPTURE(schedule_flag(o.schedule));
@@ -76,7 +76,7 @@ void check_svg(const FigureOptions& o) {
   }
   CHECK(lanes == o.stages);
   REQUIRE(static_cast<int>(boxes.size()) == o.stages);
-  const int passes = o.schedule == ScheduleKind::zb_h1 ? 3 : 2;
+  const int passes = o.schedule == ScheduleKind::zb_h1 || o.schedule == ScheduleKind::zb_h2 ? 3 : 2;
   for (const auto& [stage, row] : boxes) {
     CAPTURE(stage);
     CHECK(static_cast<int>(row.size()) == passes * o.micro_batches * o.chunks);
@@ -148,6 +148,43 @@ TEST_CASE(
   CHECK(r.out.find("Wait per stage: ") != std::string::npos);
   CHECK(f.bubble < f1b.bubble - 0.1);
   CHECK(f1b.stages[0].in_flight_schedule == 4);
+}
+
+TEST_CASE(
+    "ZB-H2 with 4 stages and 8 micro-batches waits nothing inside a stage, below ZB-H1 and 1F1B, "
+    "holding at most 2p - 1") {
+  const Run r = run({"--schedule", "zb-h2", "--stages", "4", "--micro-batches", "8"});
+  CAPTURE(r.err);
+  REQUIRE(r.status == kExitOk);
+  std::printf("%s", r.out.c_str());
+  const Figure f = run_figure(options(ScheduleKind::zb_h2, 4, 8));
+  const Figure h1 = run_figure(options(ScheduleKind::zb_h1, 4, 8));
+  const Figure f1b = run_figure(options(ScheduleKind::one_f_one_b, 4, 8));
+  // FFN blocks: a forward, an input half and a weight half cost the same.
+  REQUIRE(f.t_input == doctest::Approx(f.t_forward));
+  REQUIRE(f.t_weight == doctest::Approx(f.t_forward));
+  const double t = f.t_forward;
+  REQUIRE(f.inner_wait.value.has_value());
+  CHECK(*f.inner_wait.value == doctest::Approx(mgpu::pipeline::zb_h2_bubble_seconds(4, 8, t)));
+  const double tol = 0.005 * f.step_seconds;
+  CHECK(std::abs(f.inner_wait_measured - *f.inner_wait.value) <= tol);
+  // Inside their first stage ZB-H1 leaves 3 T and 1F1B 9 T; ZB-H2 none.
+  CHECK(std::abs(h1.stages[0].inner_wait_seconds - 3 * t) <= tol);
+  CHECK(std::abs(f1b.stages[0].inner_wait_seconds - 9 * t) <= tol);
+  CHECK(f.inner_wait_measured + t < h1.stages[0].inner_wait_seconds);
+  for (const StageResult& st : f.stages) {
+    // One step on its own: every stage waits for the fill, (p - 1) T.
+    CHECK(std::abs(st.bubble * f.step_seconds - 3 * t) <= tol);
+    CHECK(st.in_flight_schedule <= 7);
+  }
+  CHECK(f.stages[0].in_flight_schedule == 7);
+  CHECK(f.stages[0].in_flight_measured >= 7);
+  CHECK(std::abs(number_after(r.out, "Bubble: ") - *f.formula.value) <= 0.002);
+  CHECK(std::abs(number_after(r.out, "Inner wait: ") * 1e-6 - f.inner_wait_measured) <= 1e-7);
+  CHECK(render_svg(f).find("inner wait") != std::string::npos);
+  // Fewer micro-batches than the round trip: the first stage waits 2p - 1 - m passes inside.
+  const Figure few = run_figure(options(ScheduleKind::zb_h2, 4, 4));
+  CHECK(std::abs(few.inner_wait_measured - 3 * few.t_forward) <= 0.005 * few.step_seconds);
 }
 
 TEST_CASE("GPipe's bubble matches the formula too, and link latency makes it larger") {
@@ -249,6 +286,8 @@ TEST_CASE("the SVG timeline is well-formed XML with a lane per stage and 2 m v b
   check_svg(options(ScheduleKind::one_f_one_b, 1, 2));
   check_svg(options(ScheduleKind::zb_h1, 4, 8));
   check_svg(options(ScheduleKind::zb_h1, 3, 2));
+  check_svg(options(ScheduleKind::zb_h2, 4, 8));
+  check_svg(options(ScheduleKind::zb_h2, 3, 2));
   // The title carries the measured bubble and the formula.
   const std::string svg = render_svg(run_figure(options(ScheduleKind::one_f_one_b, 4, 8)));
   CHECK(svg.find("(p-1)/(m+p-1) = 0.2727") != std::string::npos);
@@ -278,7 +317,7 @@ TEST_CASE("mgpu-pipeline: bad input exits 2 with a message naming the fix") {
   check_refused({"--stages", "-2", "--micro-batches", "8"}, "at least one stage");
   check_refused({"--stages", "4", "--micro-batches", "0"}, "use --micro-batches 8");
   check_refused({"--schedule", "zero-bubble", "--stages", "4", "--micro-batches", "8"},
-                "use --schedule gpipe, 1f1b, interleaved or zb-h1");
+                "use --schedule gpipe, 1f1b, interleaved, zb-h1 or zb-h2");
   check_refused(
       {"--schedule", "interleaved", "--stages", "4", "--micro-batches", "6", "--chunks", "2"},
       "is not a multiple of --stages 4");

@@ -482,3 +482,75 @@ MGPU_CASE("11_5.zb_h1_bubble_and_in_flight") {
     }
   }
 }
+
+namespace {
+
+// Per stage (stage by stage; world rank p-1-s holds stage s), the share of the step the stage
+// waits between the start of its first compute span and the end of its last: the bubble of a
+// step when steps run back to back.
+std::vector<double> inner_idle(const Step& step, int p) {
+  std::vector<double> idle;
+  for (int s = 0; s < p; ++s) {
+    const mgpu::VirtualClock& clock = step.reports[static_cast<std::size_t>(p - 1 - s)].clock;
+    double first = -1, last = 0;
+    for (const mgpu::Span& span : clock.timeline()) {
+      if (span.stream != mgpu::Stream::compute || span.kind != mgpu::SpanKind::compute) continue;
+      if (first < 0) first = span.start;
+      last = std::max(last, span.end);
+    }
+    idle.push_back((last - first - clock.compute_time()) / step.makespan);
+  }
+  return idle;
+}
+
+}  // namespace
+
+MGPU_CASE("11_5.zb_h2_schedule") {
+  for (const Point& g :
+       grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {2, 3}, {4, 7}, {4, 8}, {8, 3}}, 8, 2))
+    emit_schedule(ctx, label(g) + "zb_h2", pl::zb_h2_schedule(g.p, g.m));
+  ctx.emit_rejects("rejects_zero_stages", [&] { pl::zb_h2_schedule(0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::zb_h2_schedule(2, 0); });
+}
+
+MGPU_CASE("11_5.zb_h2_gradients") {
+  gradients_case(ctx, gradient_grid(ctx),
+                 [](const Point& g) { return pl::zb_h2_schedule(g.p, g.m); });
+}
+
+MGPU_CASE("11_5.zb_h2_bubble_and_in_flight") {
+  // FFN-only blocks (T_F = T_B = T_W, the formula's case) and attention blocks, one-feature
+  // embedding and head: per stage the idle share of the whole step, the idle share inside the
+  // stage's own part of it (zero once m >= 2p - 1 for FFN-only blocks), and every rank's peak.
+  std::vector<Point> points = {{2, 4}, {4, 8}, {3, 6}, {4, 4}, {2, 1}};
+  Point d;
+  do d = {static_cast<int>(ctx.uniform_int(2, 4)), ctx.pick({2, 4, 6, 8, 12})};
+  while (std::any_of(points.begin(), points.end(),
+                     [&](const Point& q) { return q.p == d.p && q.m == d.m; }));
+  points.push_back(d);
+  for (const Point& g : points) {
+    for (bool attention : {false, true}) {
+      model::ModelConfig c;
+      c.d_in = 1;
+      c.d_model = ctx.pick({8, 16});
+      c.d_ff = (attention ? 4 : 16) * c.d_model;
+      c.n_layers = g.p;
+      c.attention = attention;
+      c.n_heads = 2;
+      c.seq_len = attention ? 8 : 2;
+      c.d_out = 1;
+      const model::Model net(c);
+      const Step step =
+          run_step(net, pl::zb_h2_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
+      std::vector<double> idle;
+      for (int s = 0; s < g.p; ++s)
+        idle.push_back(1.0 -
+                       step.reports[static_cast<std::size_t>(g.p - 1 - s)].clock.compute_time() /
+                           step.makespan);
+      const std::string name = label(g) + (attention ? "attention" : "ffn");
+      ctx.emit(name + "_bubble", idle, DType::f32);
+      ctx.emit(name + "_inner_bubble", inner_idle(step, g.p), DType::f32);
+      emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
+    }
+  }
+}

@@ -147,3 +147,23 @@ TEST_CASE("zb_h1_bubble_seconds is 1F1B's wait less two weight halves per stage 
   CHECK_THROWS_AS(zb_h1_bubble_seconds(4, 1, 1, 2), std::invalid_argument);    // T_W > T_F
   CHECK_THROWS_AS(zb_h1_bubble_seconds(4, 2, 1, 1.5), std::invalid_argument);  // T_W > T_B
 }
+
+TEST_CASE("zb_h2_bubble_seconds: one pass per micro-batch short of the first stage's round trip") {
+  for (std::int64_t p : {1, 2, 4, 8}) {
+    for (std::int64_t m : {1, 2, 3, 7, 8, 15, 16}) {
+      // The first stage's round trip: p forwards out and p - 1 input halves back, 2p - 1 passes;
+      // each of them that no micro-batch's forward covers is one pass of waiting.
+      std::int64_t uncovered = 0;
+      for (std::int64_t slot = 0; slot < 2 * p - 1; ++slot)
+        if (slot >= m) ++uncovered;
+      CHECK(zb_h2_bubble_seconds(p, m, 0.25) ==
+            doctest::Approx(0.25 * static_cast<double>(uncovered)));
+    }
+  }
+  CHECK(zb_h2_bubble_seconds(4, 8, 1) == 0.0);
+  CHECK(zb_h2_bubble_seconds(4, 4, 1) == doctest::Approx(3.0));
+  CHECK(zb_h2_bubble_seconds(4, 7, 2) == 0.0);  // m = 2p - 1: the bound is met exactly
+  CHECK_THROWS_AS(zb_h2_bubble_seconds(0, 4, 1), std::invalid_argument);
+  CHECK_THROWS_AS(zb_h2_bubble_seconds(4, 0, 1), std::invalid_argument);
+  CHECK_THROWS_AS(zb_h2_bubble_seconds(4, 4, -1), std::invalid_argument);
+}

@@ -1076,3 +1076,234 @@ TEST_CASE(
     }
   }
 }
+
+// ------------------------------------------------------------------ ZB-H2
+
+namespace {
+
+// A schedule played in slots: every forward, input half and weight half takes one slot, messages
+// are free, and each stage runs its next action in the first slot where its input has ended
+// (independent of the chapter's code: it reads the programs only).
+struct SlotPlay {
+  std::vector<int> first, last;  // per stage: the slot of its first action, one past its last
+  std::vector<int> busy;         // per stage: slots it ran something in
+  std::string problem;           // "" or the first slot where the stage broke the ZB-H2 contract
+  int slots = 0;                 // the step: one past the last slot anyone ran in
+};
+
+SlotPlay play_in_slots(const PipelineSchedule& s, int cap) {
+  const int p = s.stages, m = s.micro_batches;
+  const auto idx = [](int i) { return static_cast<std::size_t>(i); };
+  SlotPlay out{std::vector<int>(idx(p), -1), std::vector<int>(idx(p), 0),
+               std::vector<int>(idx(p), 0), "", 0};
+  // end[pass][stage][k]: the slot after the one in which that pass ran, -1 before.
+  std::vector<std::vector<std::vector<int>>> end(
+      3, std::vector<std::vector<int>>(idx(p), std::vector<int>(idx(m), -1)));
+  const auto ended = [&](int pass, int stage, int k, int t) {
+    const int e = end[idx(pass)][idx(stage)][idx(k)];
+    return e >= 0 && e <= t;
+  };
+  std::vector<std::size_t> next(idx(p), 0);
+  std::vector<int> f(idx(p), 0), b(idx(p), 0), w(idx(p), 0);  // passes run so far
+  const int kF = 0, kB = 1, kW = 2;
+  for (int t = 0; t < 4 * (3 * m + 2 * p); ++t) {
+    bool left = false;
+    for (int st = 0; st < p; ++st) {
+      const auto& program = s.per_stage[idx(st)];
+      if (next[idx(st)] == program.size()) continue;
+      left = true;
+      const Action& a = program[next[idx(st)]];
+      const int k = a.micro_batch;
+      bool ready = true;
+      if (a.pass == Pass::forward) ready = st == 0 || ended(kF, st - 1, k, t);
+      if (a.pass == Pass::backward_input)
+        ready = st == p - 1 ? ended(kF, st, k, t) : ended(kB, st + 1, k, t);
+      // What this stage could run in this slot, before choosing.
+      const auto i = idx(st);
+      const bool input_arrived =
+          b[i] < f[i] && (st == p - 1 ? ended(kF, st, b[i], t) : ended(kB, st + 1, b[i], t));
+      const bool forward_fits =
+          f[i] < m && f[i] - w[i] < cap && (st == 0 || ended(kF, st - 1, f[i], t));
+      const bool weight_pending = w[i] < b[i];
+      const std::string at = "stage " + std::to_string(st) + " slot " + std::to_string(t) + ": ";
+      if (out.problem.empty()) {
+        if (!ready && (input_arrived || forward_fits || weight_pending))
+          out.problem = at + "waits with work it could run";
+        else if (ready && a.pass != Pass::backward_input && input_arrived)
+          out.problem = at + describe(a) + " while an input half's gradient has arrived";
+        else if (ready && a.pass == Pass::backward_weight && forward_fits)
+          out.problem = at + describe(a) + " while a forward fits within the bound";
+      }
+      if (!ready) continue;
+      const int pass = a.pass == Pass::forward ? kF : a.pass == Pass::backward_input ? kB : kW;
+      end[idx(pass)][i][idx(k)] = t + 1;
+      ++(pass == kF ? f[i] : pass == kB ? b[i] : w[i]);
+      if (out.first[i] < 0) out.first[i] = t;
+      out.last[i] = t + 1;
+      ++out.busy[i];
+      out.slots = std::max(out.slots, t + 1);
+      ++next[i];
+    }
+    if (!left) break;
+  }
+  return out;
+}
+
+// The longest wait inside one stage's part of the step on the virtual clock: from its first
+// compute span's start to its last one's end, less its compute.
+double longest_inner_wait(const Cluster& cluster, int p) {
+  double longest = 0;
+  for (int s = 0; s < p; ++s) {
+    double first = -1, last = 0;
+    for (const Span& span : cluster.report(s).clock.timeline()) {
+      if (span.stream != Stream::compute || span.kind != SpanKind::compute) continue;
+      if (first < 0) first = span.start;
+      last = std::max(last, span.end);
+    }
+    longest = std::max(longest, last - first - cluster.report(s).clock.compute_time());
+  }
+  return longest;
+}
+
+// The wait inside stage 0's part of the step (for 1F1B and ZB-H1 it starts first and ends last,
+// so this is its whole wait), and the longest inner wait, for one step of `schedule`.
+struct InnerWaits {
+  double first_stage = 0, longest = 0, makespan = 0;
+  std::vector<double> compute;
+  std::vector<std::size_t> activation_peak;
+};
+
+InnerWaits inner_waits(const model::Model& net, const PipelineSchedule& schedule,
+                       const model::Batch& batch) {
+  const int p = schedule.stages;
+  const std::vector<model::Batch> micro = split_micro_batches(batch, schedule.micro_batches);
+  Cluster cluster(free_links(p));
+  cluster.run([&](Rank& r) {
+    model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
+    run_pipeline(r, r.world(), net, schedule, replica.params.span(), replica.grads.span(), micro);
+  });
+  InnerWaits out;
+  out.longest = longest_inner_wait(cluster, p);
+  out.first_stage = longest_inner_wait(cluster, 1);
+  out.makespan = cluster.makespan();
+  for (int s = 0; s < p; ++s) {
+    out.compute.push_back(cluster.report(s).clock.compute_time());
+    out.activation_peak.push_back(cluster.report(s).memory.peak(Category::activations));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "zb_h2_schedule: valid, every pass in micro-batch order, at most min(m, 2p - 1) held, and "
+    "played in slots no stage waits between its first and last action once m >= 2p - 1") {
+  for (int p : {1, 2, 3, 4, 6}) {
+    for (int m : {1, 2, 3, 4, 7, 8, 12}) {
+      INFO("p=" << p << " m=" << m);
+      const PipelineSchedule zb = zb_h2_schedule(p, m);
+      REQUIRE(rejection(zb) == "");
+      CHECK(zb.chunks == 1);
+      const int cap = std::min(m, 2 * p - 1);
+      for (int s = 0; s < p; ++s) {
+        std::vector<int> next(4, 0);  // next micro-batch expected per pass
+        for (const Action& a : zb.per_stage[static_cast<std::size_t>(s)]) {
+          CHECK(a.pass != Pass::backward);
+          CHECK(a.micro_batch == next[static_cast<std::size_t>(a.pass)]++);
+        }
+        CHECK(schedule_in_flight(zb, s) == cap);
+      }
+      const SlotPlay play = play_in_slots(zb, cap);
+      CHECK(play.problem == "");
+      int longest = 0;
+      for (int s = 0; s < p; ++s) {
+        const auto i = static_cast<std::size_t>(s);
+        longest = std::max(longest, play.last[i] - play.first[i] - play.busy[i]);
+      }
+      CHECK(longest == std::max(0, 2 * p - 1 - m));
+      CHECK(play.slots == 3 * m + std::max(p - 1, 2 * p - 1 - m));
+    }
+  }
+  // Two stages, three micro-batches: the first stage covers the round trip with 2p - 1 = 3
+  // forwards; the last defers its weight halves to the end.
+  const PipelineSchedule two = zb_h2_schedule(2, 3);
+  const Action f0{Pass::forward, 0}, f1{Pass::forward, 1}, f2{Pass::forward, 2};
+  const Action b0{Pass::backward_input, 0}, b1{Pass::backward_input, 1},
+      b2{Pass::backward_input, 2};
+  const Action w0{Pass::backward_weight, 0}, w1{Pass::backward_weight, 1},
+      w2{Pass::backward_weight, 2};
+  CHECK(two.per_stage[0] == std::vector<Action>{f0, f1, f2, b0, w0, b1, w1, b2, w2});
+  CHECK(two.per_stage[1] == std::vector<Action>{f0, b0, f1, b1, f2, b2, w0, w1, w2});
+  CHECK_THROWS_AS(zb_h2_schedule(0, 4), std::invalid_argument);
+  CHECK_THROWS_AS(zb_h2_schedule(4, 0), std::invalid_argument);
+}
+
+TEST_CASE("ZB-H2 pipelined gradients equal the unpipelined model's on the whole batch") {
+  const model::Model net(attention_config());
+  const model::Batch batch = net.make_batch(8, 77);
+  double ref_loss = 0;
+  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const double scale = std::max(1.0, max_abs(expected));
+  for (int p : {1, 2, 4}) {
+    for (int m : {1, 4, 8}) {
+      const Step step = pipelined_step(net, free_links(p), zb_h2_schedule(p, m), batch);
+      INFO("ZB-H2 p=" << p << " m=" << m);
+      check_close("ZB-H2 gradients", step.grads, expected, {1e-5 * scale, 0});
+      CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE(
+    "measured ZB-H2 inner wait on the virtual clock is zb_h2_bubble_seconds, below ZB-H1's and "
+    "1F1B's, with at most min(m, 2p - 1) micro-batches on the ledger") {
+  const model::Model net(zb_config(false));  // T_F = T_B = T_W
+  const model::Batch batch = net.make_batch(8, 3);
+  const ClusterConfig unit_cc = free_links(1);
+  for (int p : {2, 4}) {
+    for (int m : {2, 4, 8}) {
+      const std::vector<model::Batch> micro = split_micro_batches(batch, m);
+      const std::int64_t tokens = micro[0].tokens();
+      const double blocks = static_cast<double>(net.config().n_layers / p);
+      const double t = blocks * net.unit_forward_flops(1, tokens) / unit_cc.flops_per_second;
+      REQUIRE(blocks * net.unit_backward_input_flops(1, tokens) / unit_cc.flops_per_second ==
+              doctest::Approx(t));
+      REQUIRE(blocks * net.unit_backward_weight_flops(1, tokens) / unit_cc.flops_per_second ==
+              doctest::Approx(t));
+      const InnerWaits h2 = inner_waits(net, zb_h2_schedule(p, m), batch);
+      const InnerWaits h1 = inner_waits(net, zb_h1_schedule(p, m), batch);
+      const InnerWaits f1b = inner_waits(net, one_f_one_b_schedule(p, m), batch);
+      std::printf(
+          "ZB-H2 p=%d m=%d: longest inner wait %.4g s (formula %.4g s), ZB-H1 %.4g s, 1F1B %.4g "
+          "s; step %.4g s (ZB-H1 %.4g s); T %.3g s\n",
+          p, m, h2.longest, zb_h2_bubble_seconds(p, m, t), h1.first_stage, f1b.first_stage,
+          h2.makespan, h1.makespan, t);
+      INFO("p=" << p << " m=" << m);
+      const double tol = 0.005 * h2.makespan;
+      CHECK(std::abs(h2.longest - zb_h2_bubble_seconds(p, m, t)) <= tol);
+      if (m >= p) {
+        // Against the schedules' own formulas, on the stage that waits most in each.
+        CHECK(std::abs(h1.first_stage - zb_h1_bubble_seconds(p, t, t, t)) <= tol);
+        CHECK(std::abs(f1b.first_stage - 3.0 * static_cast<double>(p - 1) * t) <= tol);
+      }
+      if (m >= 2 * p - 1) {
+        CHECK(h2.longest + 0.5 * t < h1.first_stage);
+        CHECK(h1.first_stage + 0.5 * t < f1b.first_stage);
+      }
+      const int cap = std::min(m, 2 * p - 1);
+      for (int s = 0; s < p; ++s) {
+        const auto i = static_cast<std::size_t>(s);
+        INFO("stage " << s);
+        // One step on its own: every stage waits for the fill, max(p - 1, 2p - 1 - m) passes.
+        CHECK(std::abs(h2.makespan - h2.compute[i] -
+                       static_cast<double>(std::max(p - 1, 2 * p - 1 - m)) * t) <= tol);
+        const auto saved = static_cast<double>(saved_bytes_per_micro_batch(net, p, s, micro[0]));
+        const auto pending =
+            static_cast<double>(pending_bytes_per_micro_batch(net, p, s, micro[0]));
+        const double held = static_cast<double>(h2.activation_peak[i]);
+        CHECK(held < static_cast<double>(cap) * std::max(saved, pending) + saved);
+        if (s == 0) CHECK(held >= static_cast<double>(cap) * saved);
+      }
+    }
+  }
+}
