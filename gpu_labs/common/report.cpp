@@ -10,48 +10,6 @@
 
 namespace mgpu::gpu {
 
-namespace {
-void check_lengths(std::size_t a, std::size_t b) {
-  if (a != b) {
-    throw std::invalid_argument("error metric: result has " + std::to_string(a) +
-                                " elements but the reference has " + std::to_string(b));
-  }
-}
-}  // namespace
-
-double max_rel_error(std::span<const double> got, std::span<const double> want) {
-  check_lengths(got.size(), want.size());
-  double diff = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    // std::max(x, NaN) is x: a NaN anywhere has to be caught explicitly, or all-NaN output passes.
-    if (std::isnan(got[i]) || std::isnan(want[i])) return std::numeric_limits<double>::quiet_NaN();
-    diff = std::max(diff, std::abs(got[i] - want[i]));
-    scale = std::max(scale, std::abs(want[i]));
-  }
-  if (std::isnan(diff)) return diff;  // inf - inf
-  if (scale == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
-  return diff / scale;
-}
-
-double norm_rel_error(std::span<const double> got, std::span<const double> want) {
-  check_lengths(got.size(), want.size());
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  if (std::isnan(diff)) return diff;
-  if (norm == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
-  return std::sqrt(diff / norm);
-}
-
-double worse_error(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return std::max(a, b);
-}
-
-bool within_tolerance(double err, double tol) { return std::isfinite(err) && err <= tol; }
-
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

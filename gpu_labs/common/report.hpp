@@ -1,9 +1,10 @@
-// How every lab reports: a relative error against a reference, bytes per GPU from the ledger,
+// How every lab reports: an error against a reference, bytes per GPU from the ledger,
 // and one machine-readable `RESULT lab=... key=value ...` line that gpu_labs/check.sh collects.
 // Host code only.
 #pragma once
 
 #include <mgpu/memory.hpp>
+#include <mgpu_test/mismatch.hpp>
 
 #include <span>
 #include <string>
@@ -12,22 +13,12 @@
 
 namespace mgpu::gpu {
 
-/// max_i |got_i - want_i| / max_i |want_i|: the largest error relative to the output's scale.
-/// Element-wise relative error is meaningless near zeros, which bf16 outputs have plenty of.
-/// Throws if the lengths differ. Returns 0 when both are all zeros, NaN when either holds a NaN
-/// (so no tolerance accepts it), infinity for a nonzero result against an all-zero reference.
-double max_rel_error(std::span<const double> got, std::span<const double> want);
-
-/// ||got - want||_2 / ||want||_2 (Frobenius for matrices). Throws if the lengths differ. NaN in
-/// either gives NaN, as above.
-double norm_rel_error(std::span<const double> got, std::span<const double> want);
-
-/// The larger of two errors, NaN if either is: for folding the errors of several outputs or
-/// ranks into one, where std::max would drop a NaN that comes second.
-double worse_error(double a, double b);
-
-/// True when `err` is a finite number no larger than `tol`: NaN and infinity never pass.
-bool within_tolerance(double err, double tol);
+// A whole output's error against its reference, from the project's comparison core
+// (testing/mgpu_test/mismatch.hpp), which the visible tests and the grader diagnose through too.
+using mgpu_test::norm_rel_error;
+using mgpu_test::scaled_max_error;
+using mgpu_test::within_tolerance;
+using mgpu_test::worse_error;
 
 /// Byte count as text in binary units with two decimals, e.g. "12.00 MiB" ("512 B" below 1 KiB).
 std::string format_bytes(double bytes);

@@ -125,7 +125,7 @@ FfnRankResult tp_ffn_rank(DeviceComm& comm, const FfnProblem& problem, const Ffn
     const std::pair<const MatD*, const MatD*> pairs[] = {
         {&out.y, &problem.y}, {&out.dx, &problem.dx}, {&out.dw1, &want_dw1}, {&out.dw2, &want_dw2}};
     for (const auto& [got, want] : pairs) {
-      out.err = worse_error(out.err, max_rel_error(flat(*got), flat(*want)));
+      out.err = worse_error(out.err, scaled_max_error(flat(*got), flat(*want)));
       out.err_norm = worse_error(out.err_norm, norm_rel_error(flat(*got), flat(*want)));
     }
   }

@@ -41,7 +41,7 @@ FfnProblem make_problem(const FfnShape& shape, std::uint32_t seed);
 
 /// One rank's measured results.
 struct FfnRankResult {
-  double err = 0.0;       ///< largest max_rel_error over y, dx, dw1, dw2 (this rank's blocks)
+  double err = 0.0;       ///< largest scaled_max_error over y, dx, dw1, dw2 (this rank's blocks)
   double err_norm = 0.0;  ///< largest norm_rel_error over the same
   MatD y;                 ///< this rank's y on the check problem (replicated)
   MatD dx;                ///< this rank's dx on the check problem (replicated)

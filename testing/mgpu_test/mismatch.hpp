@@ -4,15 +4,19 @@
 // mistake with a cause: 4x on 4 ranks is a sum that should have been an average). The test
 // helpers (check_close in compare.hpp) and the grader's judgement of a case
 // (autograder/src/compare.cpp) both diagnose through it, so a student reads the same words from
-// the visible tests and from the grader. Plain C++: no test framework, no JSON, no formatting
-// library, and no shared state, so any program and any thread (a simulated rank's) may use it.
+// the visible tests and from the grader. The GPU labs measure a whole output's error with the
+// measures at the end of this file. Plain C++: no test framework, no JSON, no formatting library,
+// and no shared state, so any program and any thread (a simulated rank's) may use it.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <limits>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -166,5 +170,59 @@ class MismatchScan {
   std::optional<double> factor_;
   bool factor_consistent_ = true;
 };
+
+// ---------------------------------------------------------------- one number per output
+// What a GPU lab reports of an output computed in bf16 or fp32 against its fp64 reference: one
+// error for the whole output, judged against the lab's tolerance.
+
+namespace detail {
+inline void check_lengths(std::size_t got, std::size_t want) {
+  if (got != want)
+    throw std::invalid_argument("error measure: the result has " + std::to_string(got) +
+                                " elements but the reference has " + std::to_string(want));
+}
+}  // namespace detail
+
+/// max_i |got_i - want_i| / max_i |want_i|: the largest error relative to the output's scale.
+/// Element-wise relative error is meaningless near zeros, which bf16 outputs have plenty of.
+/// Throws if the lengths differ. Returns 0 when both are all zeros, NaN when either holds a NaN
+/// (so no tolerance accepts it), infinity for a nonzero result against an all-zero reference.
+inline double scaled_max_error(std::span<const double> got, std::span<const double> want) {
+  detail::check_lengths(got.size(), want.size());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    // std::max(x, NaN) is x: a NaN anywhere has to be caught explicitly, or all-NaN output passes.
+    if (std::isnan(got[i]) || std::isnan(want[i])) return std::numeric_limits<double>::quiet_NaN();
+    diff = std::max(diff, std::fabs(got[i] - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  if (std::isnan(diff)) return diff;  // inf - inf
+  if (scale == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
+  return diff / scale;
+}
+
+/// ||got - want||_2 / ||want||_2 (Frobenius for matrices). Throws if the lengths differ. NaN in
+/// either gives NaN, as above.
+inline double norm_rel_error(std::span<const double> got, std::span<const double> want) {
+  detail::check_lengths(got.size(), want.size());
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  if (std::isnan(diff)) return diff;
+  if (norm == 0.0) return diff == 0.0 ? 0.0 : INFINITY;
+  return std::sqrt(diff / norm);
+}
+
+/// The larger of two errors, NaN if either is: for folding the errors of several outputs or
+/// ranks into one, where std::max would drop a NaN that comes second.
+inline double worse_error(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return std::max(a, b);
+}
+
+/// True when `err` is a finite number no larger than `tol`: NaN and infinity never pass.
+inline bool within_tolerance(double err, double tol) { return std::isfinite(err) && err <= tol; }
 
 }  // namespace mgpu_test
