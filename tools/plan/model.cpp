@@ -3,8 +3,9 @@
 // cost, 11.7 memory and traffic of a layout with a model shape), so the student build shows the
 // student's own numbers, and a row whose function is still a skeleton waits for it while the
 // others are computed. No chapter formula is restated here; the only arithmetic is bookkeeping:
-// the share Psi / (tp pp) that the ZeRO formulas are asked about, and the bubble's idle time
-// added to the training time.
+// the share Psi / (tp pp) that the ZeRO formulas are asked about, the bubble's idle time
+// added to the training time, and with --cp the ring's bytes per layer (11.7's fp32 counts)
+// rescaled to bf16 and multiplied by the stage's layers and micro-batches.
 #include "plan/model.hpp"
 
 #include <fmt/format.h>

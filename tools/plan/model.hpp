@@ -181,7 +181,7 @@ double cp_ring_bytes_per_step(const Options& o);
 
 /// Fewest GPUs with the same tp and pp at which memory_per_gpu fits the capacity, up to
 /// kMaxSearchGpus; empty when even the largest count does not fit (e.g. ZeRO stage 0: nothing is
-/// sharded, so adding GPUs never helps). Counts step by tp*pp; with `whole_nodes`, counts above
+/// sharded, so adding GPUs never helps). Counts step by tp*cp*pp; with `whole_nodes`, counts above
 /// one node must also fill whole nodes of gpus_per_node (how clusters are allocated: 70e9 at
 /// stage 3 in 80 GB needs 14 GPUs, or 16 in whole 8-GPU nodes). Relies on memory per GPU never
 /// growing with dp, which holds for every ZeRO stage. Throws as memory_per_gpu.
