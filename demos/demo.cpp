@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   mgpu::demo::add_11_6(app);
   mgpu::demo::add_11_7(app);
   mgpu::demo::add_11_7_moe(app);
+  mgpu::demo::add_11_7_cp(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -25,5 +25,9 @@ void add_11_7(CLI::App& app);
 /// Adds `11_7_moe` (the expert-parallel layer under even and skewed routing, with and without
 /// the load-balancing loss) to `app`.
 void add_11_7_moe(CLI::App& app);
+/// Adds `11_7_cp` (ring attention at several sequence lengths and c = 1, 2, 4, 8: saved
+/// activations, bytes and time per rank beside the formulas; contiguous versus zig-zag compute)
+/// to `app`.
+void add_11_7_cp(CLI::App& app);
 
 }  // namespace mgpu::demo

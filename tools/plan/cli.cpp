@@ -19,6 +19,7 @@ namespace {
 // Raw flag values as CLI11 fills them; to_options() turns them into checked Options.
 struct RawFlags {
   double params = 0, gpus = 0, gpu_memory = 80e9, zero = 0, tp = 1, pp = 1, micro_batches = 1;
+  double cp = 1;
   double gpus_per_node = 8;
   std::string precision = "bf16-mixed-adam";
   double layers = 0, hidden = 0, heads = 0, seq = 0, micro_batch = 1;
@@ -39,7 +40,7 @@ void add_flags(CLI::App& app, RawFlags& f) {
   app.add_option("--params", f.params, "parameters of the model, e.g. 70e9")
       ->type_name("N")
       ->required();
-  app.add_option("--gpus", f.gpus, "total GPUs = tp * pp * dp")->type_name("N")->required();
+  app.add_option("--gpus", f.gpus, "total GPUs = tp * cp * pp * dp")->type_name("N")->required();
   app.add_option("--gpu-memory", f.gpu_memory, "bytes of memory per GPU")
       ->type_name("BYTES")
       ->capture_default_str();
@@ -53,6 +54,9 @@ void add_flags(CLI::App& app, RawFlags& f) {
       ->type_name("N")
       ->capture_default_str();
   app.add_option("--pp", f.pp, "pipeline stages")->type_name("N")->capture_default_str();
+  app.add_option("--cp", f.cp, "context-parallel degree: ranks sharing each sequence (11.7)")
+      ->type_name("N")
+      ->capture_default_str();
   app.add_option("--micro-batches", f.micro_batches, "micro-batches per step (m)")
       ->type_name("M")
       ->capture_default_str();
@@ -105,6 +109,7 @@ Options to_options(const CLI::App& app, const RawFlags& f) {
   o.zero_stage = static_cast<int>(zero);
   o.tp = to_count("--tp", f.tp);
   o.pp = to_count("--pp", f.pp);
+  o.cp = to_count("--cp", f.cp);
   o.micro_batches = to_count("--micro-batches", f.micro_batches);
   o.gpus_per_node = to_count("--gpus-per-node", f.gpus_per_node);
 

@@ -3,8 +3,9 @@
 // cost, 11.7 memory and traffic of a layout with a model shape), so the student build shows the
 // student's own numbers, and a row whose function is still a skeleton waits for it while the
 // others are computed. No chapter formula is restated here; the only arithmetic is bookkeeping:
-// the share Psi / (tp pp) that the ZeRO formulas are asked about, and the bubble's idle time
-// added to the training time.
+// the share Psi / (tp pp) that the ZeRO formulas are asked about, the bubble's idle time
+// added to the training time, and with --cp the ring's bytes per layer (11.7's fp32 counts)
+// rescaled to bf16 and multiplied by the stage's layers and micro-batches.
 #include "plan/model.hpp"
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "11_4_tensor_parallel/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
 #include "11_6_checkpointing/formulas.hpp"
+#include "11_7_3d_and_experts/context_parallel.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
 
 namespace mgpu::planner {
@@ -24,6 +26,7 @@ namespace mgpu::planner {
 namespace {
 
 constexpr double kActivationElementBytes = 2;  // bf16 activations, as in Korthikanti et al.
+constexpr double kChapterCpElementBytes = 4;   // 11.7's context-parallel formulas count fp32
 
 memory::ActivationOptions activation_options(const Options& o) {
   memory::ActivationOptions a;
@@ -40,7 +43,8 @@ layout::LayoutModel layout_model(const Options& o) {
   layout::LayoutModel m;
   m.params = o.params;
   m.recipe = precision_preset(o.precision);
-  m.layout = {o.tp, o.pp, data_parallel_degree(o)};
+  // The cp ranks of a sequence hold the same weights, so ZeRO shards over dp x cp.
+  m.layout = {o.tp, o.pp, gradient_group(o)};
   m.zero_stage = o.zero_stage;
   m.micro_batches = o.micro_batches;
   m.bytes_per_activation = kActivationElementBytes;
@@ -49,6 +53,10 @@ layout::LayoutModel layout_model(const Options& o) {
     m.activation_bytes_per_layer =
         memory::activation_bytes_per_layer(m.shape, activation_options(o));
     m.recompute = o.shape->recompute;
+    if (o.cp > 1) {  // each rank keeps, and sends between tp ranks and stages, its s/cp tokens
+      m.activation_bytes_per_layer *= cp_activation_share(o);
+      m.shape.seq /= o.cp;
+    }
   } else {
     m.shape.layers = o.pp;
     m.activation_bytes_per_layer = 0;
@@ -96,7 +104,7 @@ enum class MemoryRoute { whole_state, zero_shards, layout };
 // nothing is sharded and 11.3's when ZeRO shards it; activations need 11.7's layout model.
 MemoryRoute memory_route(const Options& o) {
   if (o.shape) return MemoryRoute::layout;
-  if (o.zero_stage == 0 || data_parallel_degree(o) == 1) return MemoryRoute::whole_state;
+  if (o.zero_stage == 0 || gradient_group(o) == 1) return MemoryRoute::whole_state;
   return MemoryRoute::zero_shards;
 }
 
@@ -121,17 +129,18 @@ Row<double> part(const Row<S>& whole, double S::*field) {
 // reduce-scatter and all-gathers from 11.3 at stages 1..3, on this GPU's share of the model.
 void add_data_parallel_traffic(Plan& p, const PrecisionRecipe& recipe) {
   const Options& o = p.options;
-  if (p.dp == 1) return;
+  if (p.grad_group == 1) return;
   if (o.zero_stage == 0) {
     p.traffic.push_back(
         {"dp_all_reduce", "gradient all-reduce (plain data parallel)", "dp", compute_row([&] {
-           return data_parallel::gradient_all_reduce_bytes_per_rank(p.dp, p.params_per_gpu,
+           return data_parallel::gradient_all_reduce_bytes_per_rank(p.grad_group, p.params_per_gpu,
                                                                     recipe.bytes_grads);
          })});
     return;
   }
-  const Row<zero::TrafficBytes> z = compute_row(
-      [&] { return zero::zero_traffic_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp); });
+  const Row<zero::TrafficBytes> z = compute_row([&] {
+    return zero::zero_traffic_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.grad_group);
+  });
   p.traffic.push_back({"zero_reduce_scatter", "ZeRO gradient reduce-scatter", "dp",
                        part(z, &zero::TrafficBytes::reduce_scatter_bytes)});
   p.traffic.push_back({"zero_all_gather_forward",
@@ -159,6 +168,13 @@ void add_model_parallel_traffic(Plan& p) {
   if (p.options.pp > 1)
     p.traffic.push_back({"pp_boundary", "pipeline sends at stage boundaries", "pp",
                          part(t, &layout::GpuTraffic::pipeline_bytes)});
+}
+
+// Ring attention's keys and values (and, backward, their gradients) round the cp group.
+void add_context_parallel_traffic(Plan& p) {
+  if (!p.options.shape || p.options.cp == 1) return;
+  p.traffic.push_back({"cp_ring", "ring-attention keys and values (+ grads)", "cp",
+                       compute_row([&] { return cp_ring_bytes_per_step(p.options); })});
 }
 
 // ------------------------------------------------------------------ advice
@@ -238,19 +254,19 @@ std::vector<Advice> evaluate_advice(const Plan& p) {
   };
 
   std::vector<Change> zero;
-  if (p.dp > 1)
+  if (p.grad_group > 1)
     for (int s = o.zero_stage + 1; s <= 3; ++s)
       zero.push_back({[s](Options& c) { c.zero_stage = s; }, fmt::format("--zero {}", s)});
   lever(zero);
 
   std::vector<Change> tp;
   for (std::int64_t t : divisors_above(o.gpus_per_node, o.tp))
-    if (o.gpus % (t * o.pp) == 0)
+    if (o.gpus % (t * o.cp * o.pp) == 0)
       tp.push_back({[t](Options& c) { c.tp = t; }, fmt::format("--tp {}", t)});
   lever(tp);
 
   std::vector<Change> pp;
-  for (std::int64_t q : divisors_above(o.gpus / o.tp, o.pp))
+  for (std::int64_t q : divisors_above(o.gpus / (o.tp * o.cp), o.pp))
     pp.push_back({[q](Options& c) { c.pp = q; }, fmt::format("--pp {}", q)});
   lever(pp);
 
@@ -340,8 +356,9 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
       "Psi (w + g + m + o)", "mgpu::memory::training_state_bytes (11.1)");
   add("Psi': parameters per GPU before ZeRO", p.params_per_gpu, "Psi / (tp pp)",
       "tp and pp each hold 1/degree of every parameter (mgpu::layout::per_gpu_memory, 11.7)");
-  add("N_d: data-parallel degree", static_cast<double>(p.dp), "gpus / (tp pp)",
-      "mgpu::layout::Layout (11.7)");
+  add("N_d: data-parallel degree", static_cast<double>(p.grad_group), "gpus / (tp pp)",
+      o.cp > 1 ? "dp x cp: the cp ranks of a sequence hold the same weights (11.7)"
+               : "mgpu::layout::Layout (11.7)");
   add("weights per GPU, bytes", memory_part(&layout::GpuMemory::weights_bytes),
       state_formula(o.zero_stage, "w"), p.memory_source);
   add("gradients per GPU, bytes", memory_part(&layout::GpuMemory::grads_bytes),
@@ -369,11 +386,13 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
         }),
         "min(m, p) for 1F1B", "mgpu::pipeline::in_flight_micro_batches (11.5)");
     add("activations per GPU, bytes", memory_part(&layout::GpuMemory::activation_bytes),
-        "per layer x L/p x min(m, p)", "mgpu::layout::per_gpu_memory (11.7)");
+        o.cp > 1 ? "per layer / c x L/p x min(m, p)" : "per layer x L/p x min(m, p)",
+        "mgpu::layout::per_gpu_memory (11.7)");
   }
-  if (p.dp > 1) {
-    add("ring all-reduce bytes per byte of buffer",
-        compute_row([&] { return data_parallel::ring_all_reduce_bytes_per_rank(p.dp, 1.0); }),
+  if (p.grad_group > 1) {
+    add("ring all-reduce bytes per byte of buffer", compute_row([&] {
+          return data_parallel::ring_all_reduce_bytes_per_rank(p.grad_group, 1.0);
+        }),
         "2 (N_d - 1) / N_d", "mgpu::data_parallel::ring_all_reduce_bytes_per_rank (11.2)");
     if (p.dp_traffic_vs_plain.shown())
       add("dp traffic relative to stage 0", p.dp_traffic_vs_plain,
@@ -394,16 +413,17 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
                                               : "2 forward + 2 backward",
         "mgpu::tensor_parallel::all_reduces_per_block (11.4)");
     add("tp all-reduce payload A, bytes", compute_row([&] {
-          return tensor_parallel::all_reduce_payload_bytes(o.shape->transformer,
+          return tensor_parallel::all_reduce_payload_bytes(layout_model(o).shape,
                                                            kActivationElementBytes);
         }),
-        "s b h x 2", "mgpu::tensor_parallel::all_reduce_payload_bytes (11.4)");
+        o.cp > 1 ? "(s/c) b h x 2: this rank's tokens" : "s b h x 2",
+        "mgpu::tensor_parallel::all_reduce_payload_bytes (11.4)");
   }
   if (o.shape && o.pp > 1) {
     const std::int64_t middle = o.pp > 2 ? 1 : 0;
     add("pipeline bytes sent by the busiest stage", compute_row([&] {
           return pipeline::boundary_bytes_sent_per_stage(
-              o.shape->transformer, o.pp, o.micro_batches, middle, kActivationElementBytes);
+              layout_model(o).shape, o.pp, o.micro_batches, middle, kActivationElementBytes);
         }),
         o.pp > 2 ? "2 m A (a middle stage)" : "m A (two stages)",
         "mgpu::pipeline::boundary_bytes_sent_per_stage (11.5)");
@@ -411,6 +431,28 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
     add("pipeline bytes sent per GPU",
         compute_row([&] { return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes; }),
         "stage bytes / tp (each tp GPU sends its slice)", "mgpu::layout::per_gpu_traffic (11.7)");
+  }
+  if (o.shape && o.cp > 1) {
+    const TransformerShape& t = o.shape->transformer;
+    add("cp: activations per rank / unsplit layer's",
+        compute_row([&] { return cp_activation_share(o); }), "1 / c (each rank keeps s/c tokens)",
+        "mgpu::context::cp_saved_activation_bytes_per_rank at c over at 1 (11.7)");
+    add("cp ring bytes per layer forward, fp32", compute_row([&] {
+          return context::cp_forward_bytes_per_rank(t.micro_batch, t.seq, t.hidden / o.tp,
+                                                    static_cast<int>(o.cp), context::Split::zigzag);
+        }),
+        "(c - 1) 2 (s/c) b (h/t) x 4", "mgpu::context::cp_forward_bytes_per_rank (11.7)");
+    add("cp ring bytes per layer backward, fp32", compute_row([&] {
+          return context::cp_backward_bytes_per_rank(t.micro_batch, t.seq, t.hidden / o.tp,
+                                                     static_cast<int>(o.cp),
+                                                     context::Split::zigzag);
+        }),
+        "(c - 1) 4 (s/c) b (h/t) x 4", "mgpu::context::cp_backward_bytes_per_rank (11.7)");
+    add("cp ring bytes per GPU per step", compute_row([&] { return cp_ring_bytes_per_step(o); }),
+        o.shape->recompute == Recompute::full ? "(2 fwd + bwd) x L/p x m x 2/4"
+                                              : "(fwd + bwd) x L/p x m x 2/4 (bf16, not fp32)",
+        fmt::format("cp group {} ({} x {} consecutive GPUs)",
+                    cp_within_server(o) ? "within one server" : "across servers", o.tp, o.cp));
   }
   add("pipeline bubble", p.bubble, "(p - 1) / (m + p - 1)",
       o.pp == 1 ? "one stage: no pipeline, no bubble"
@@ -509,6 +551,33 @@ std::vector<std::string> Plan::pending_functions(bool with_factors) const {
   return out;
 }
 
+double cp_activation_share(const Options& o) {
+  if (o.cp == 1 || !o.shape) return 1.0;
+  const TransformerShape& t = o.shape->transformer;
+  const auto saved = [&](std::int64_t ranks) {
+    return context::cp_saved_activation_bytes_per_rank(
+        t.micro_batch, t.seq, t.hidden / o.tp, t.heads / o.tp, static_cast<int>(ranks),
+        ranks == 1 ? context::Split::contiguous : context::Split::zigzag);
+  };
+  return saved(o.cp) / saved(1);
+}
+
+double cp_ring_bytes_per_step(const Options& o) {
+  if (o.cp == 1 || !o.shape) return 0.0;
+  const TransformerShape& t = o.shape->transformer;
+  const int c = static_cast<int>(o.cp);
+  const std::int64_t width = t.hidden / o.tp;  // this tp rank's heads
+  const double forward =
+      context::cp_forward_bytes_per_rank(t.micro_batch, t.seq, width, c, context::Split::zigzag);
+  const double backward =
+      context::cp_backward_bytes_per_rank(t.micro_batch, t.seq, width, c, context::Split::zigzag);
+  const double forwards = o.shape->recompute == Recompute::full ? 2.0 : 1.0;
+  const double per_layer = forwards * forward + backward;
+  const double layers = static_cast<double>(pipeline::layers_per_stage(t.layers, o.pp));
+  return per_layer * layers * static_cast<double>(o.micro_batches) *
+         (kActivationElementBytes / kChapterCpElementBytes);
+}
+
 layout::GpuMemory memory_per_gpu(const Options& o) {
   const PrecisionRecipe recipe = precision_preset(o.precision);
   const double share = o.params / static_cast<double>(o.tp * o.pp);
@@ -516,8 +585,7 @@ layout::GpuMemory memory_per_gpu(const Options& o) {
     case MemoryRoute::whole_state:
       return whole_state_by_kind(share, recipe);
     case MemoryRoute::zero_shards:
-      return from_state(
-          zero::zero_state_per_gpu(share, recipe, o.zero_stage, data_parallel_degree(o)));
+      return from_state(zero::zero_state_per_gpu(share, recipe, o.zero_stage, gradient_group(o)));
     case MemoryRoute::layout:
       break;
   }
@@ -541,7 +609,7 @@ std::string memory_source(const Options& o) {
 }
 
 std::optional<std::int64_t> min_gpus_that_fit(const Options& o, bool whole_nodes) {
-  const std::int64_t step = o.tp * o.pp;
+  const std::int64_t step = o.tp * o.cp * o.pp;
   const auto fits = [&](std::int64_t gpus) {
     const Options at = with_gpus(o, gpus);
     return fits_capacity(memory_per_gpu(at), at);
@@ -571,6 +639,7 @@ Plan make_plan(const Options& o) {
   Plan p;
   p.options = o;
   p.dp = data_parallel_degree(o);
+  p.grad_group = gradient_group(o);
   p.params_per_gpu = o.params / static_cast<double>(o.tp * o.pp);
   const PrecisionRecipe recipe = precision_preset(o.precision);
   p.memory = compute_row([&] { return memory_per_gpu(o); });
@@ -591,12 +660,16 @@ Plan make_plan(const Options& o) {
   p.min_gpus_any = fewest(false);
   if (p.fits.has_value() && !*p.fits) p.advice = evaluate_advice(p);
   add_data_parallel_traffic(p, recipe);
-  if (p.dp > 1)
+  if (p.grad_group > 1)
     p.dp_traffic_vs_plain = compute_row([&] {
-      const double plain = zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, 0, p.dp);
-      return zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp) / plain;
+      const double plain =
+          zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, 0, p.grad_group);
+      return zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, o.zero_stage,
+                                              p.grad_group) /
+             plain;
     });
   add_model_parallel_traffic(p);
+  add_context_parallel_traffic(p);
   // One stage is no pipeline: nothing waits, so there is no bubble to ask 11.5 about.
   p.bubble = o.pp == 1 ? Row<double>(0.0) : compute_row([&] {
     return pipeline::gpipe_bubble_fraction(o.pp, o.micro_batches);

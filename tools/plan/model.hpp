@@ -86,7 +86,7 @@ inline bool fits_capacity(const layout::GpuMemory& m, const Options& o) {
 struct Traffic {
   std::string kind;   ///< stable key, e.g. "dp_all_reduce", "zero_all_gather", "tp_all_reduce"
   std::string label;  ///< human wording, e.g. "data-parallel gradient all-reduce"
-  std::string group;  ///< which ranks talk: "dp", "tp", "pp"
+  std::string group;  ///< which ranks talk: "dp", "tp", "pp", "cp"
   Row<double> bytes;  ///< bytes sent per GPU per step
 };
 
@@ -118,7 +118,8 @@ struct Advice {
 /// Everything the planner reports for one layout.
 struct Plan {
   Options options;                  ///< the validated inputs
-  std::int64_t dp = 1;              ///< data-parallel degree, gpus / (tp * pp)
+  std::int64_t dp = 1;              ///< data-parallel degree, gpus / (tp * cp * pp)
+  std::int64_t grad_group = 1;      ///< ranks reducing gradients together, dp * cp = gpus/(tp pp)
   double params_per_gpu = 0;        ///< parameters one GPU computes with, Psi / (tp * pp)
   Row<layout::GpuMemory> memory;    ///< one GPU's memory at options.gpus
   std::string memory_source;        ///< the chapter function the memory rows come from
@@ -165,9 +166,22 @@ layout::GpuMemory memory_per_gpu(const Options& o);
 /// "mgpu::zero::zero_state_per_gpu (11.3)".
 std::string memory_source(const Options& o);
 
+/// Activations one rank keeps per layer with context parallelism, as a fraction of the unsplit
+/// layer's: 11.7's cp_saved_activation_bytes_per_rank at c = o.cp over the same at c = 1 (every
+/// activation belongs to one token, and each rank keeps its s/c tokens), 1 when cp = 1. Throws
+/// mgpu::NotImplemented while that chapter function is a skeleton.
+double cp_activation_share(const Options& o);
+
+/// Bytes one GPU sends per step in ring attention (11.7 cp_forward_bytes_per_rank and
+/// cp_backward_bytes_per_rank, each rank holding heads/tp heads: width h/tp, b sequences), per
+/// layer and micro-batch times the stage's layers and m, with the forward counted twice under
+/// full recompute. The chapter counts fp32 elements; the planner sends bf16 activations, so the
+/// bytes are scaled from 4 to 2 per element. 0 when cp = 1 or without a shape.
+double cp_ring_bytes_per_step(const Options& o);
+
 /// Fewest GPUs with the same tp and pp at which memory_per_gpu fits the capacity, up to
 /// kMaxSearchGpus; empty when even the largest count does not fit (e.g. ZeRO stage 0: nothing is
-/// sharded, so adding GPUs never helps). Counts step by tp*pp; with `whole_nodes`, counts above
+/// sharded, so adding GPUs never helps). Counts step by tp*cp*pp; with `whole_nodes`, counts above
 /// one node must also fill whole nodes of gpus_per_node (how clusters are allocated: 70e9 at
 /// stage 3 in 80 GB needs 14 GPUs, or 16 in whole 8-GPU nodes). Relies on memory per GPU never
 /// growing with dp, which holds for every ZeRO stage. Throws as memory_per_gpu.

@@ -76,6 +76,12 @@ void validate_shape(const Options& o, const ModelShape& m) {
         fmt::format("--hidden {} is not divisible by --heads {}: each head has hidden/heads "
                     "dimensions; use --heads {}",
                     s.hidden, s.heads, divisors_of(s.hidden)));
+  // Ring attention's zig-zag split cuts every sequence into 2 cp equal chunks.
+  if (o.cp > 1 && s.seq % (2 * o.cp) != 0)
+    throw UsageError(fmt::format(
+        "--seq {} is not divisible by 2 x --cp = {}: the zig-zag split gives each of the cp "
+        "ranks two of 2 cp equal chunks; use a --seq that 2 cp divides or --cp {}",
+        s.seq, 2 * o.cp, divisors_of(s.seq / 2)));
 }
 
 }  // namespace
@@ -96,12 +102,13 @@ void validate(const Options& o) {
         "--zero {}: ZeRO has stages 0 (none) to 3; use --zero 0, 1, 2 or 3", o.zero_stage));
   require_count("--tp", o.tp, "8");
   require_count("--pp", o.pp, "4");
+  require_count("--cp", o.cp, "2");
   require_count("--micro-batches", o.micro_batches, "8");
   require_count("--gpus-per-node", o.gpus_per_node, "8");
   // Overflow guard before multiplying the degrees.
-  if (o.gpus > kMaxGpus || o.tp > kMaxGpus || o.pp > kMaxGpus)
-    throw UsageError(
-        fmt::format("--gpus/--tp/--pp larger than {}: use a realistic cluster size", kMaxGpus));
+  if (o.gpus > kMaxGpus || o.tp > kMaxGpus || o.pp > kMaxGpus || o.cp > kMaxGpus)
+    throw UsageError(fmt::format(
+        "--gpus/--tp/--pp/--cp larger than {}: use a realistic cluster size", kMaxGpus));
   if (o.gpus_per_node % o.tp != 0)
     throw UsageError(
         fmt::format("--tp {} does not divide --gpus-per-node {}: tensor parallelism stays inside "
@@ -117,6 +124,15 @@ void validate(const Options& o) {
         "--gpus {}{}, or change --tp/--pp",
         o.gpus, o.tp, o.pp, model_parallel, down > 0 ? fmt::format("{} or ", down) : "", up));
   }
+  if (o.cp > 1 && o.gpus % (model_parallel * o.cp) != 0) {
+    const std::int64_t ways = model_parallel * o.cp;
+    const std::int64_t down = o.gpus / ways * ways;
+    throw UsageError(fmt::format(
+        "--gpus {} is not a multiple of tp*cp*pp = {}*{}*{} = {}: dp = gpus/(tp*cp*pp) must be "
+        "whole; use --gpus {}{}, or change --cp (one that divides {})",
+        o.gpus, o.tp, o.cp, o.pp, ways, down > 0 ? fmt::format("{} or ", down) : "", down + ways,
+        o.gpus / model_parallel));
+  }
   if (o.shape) validate_shape(o, *o.shape);
   if (o.tokens) require_positive("--tokens", *o.tokens, "15e12");
   if (o.gpu_flops) require_positive("--gpu-flops", *o.gpu_flops, "4e14");
@@ -125,6 +141,10 @@ void validate(const Options& o) {
         "--mfu {}: the achieved fraction of --gpu-flops is in (0, 1], e.g. --mfu 0.4", o.mfu));
 }
 
-std::int64_t data_parallel_degree(const Options& o) { return o.gpus / (o.tp * o.pp); }
+std::int64_t data_parallel_degree(const Options& o) { return o.gpus / (o.tp * o.cp * o.pp); }
+
+std::int64_t gradient_group(const Options& o) { return o.gpus / (o.tp * o.pp); }
+
+bool cp_within_server(const Options& o) { return o.gpus_per_node % (o.tp * o.cp) == 0; }
 
 }  // namespace mgpu::planner

@@ -38,12 +38,13 @@ struct ModelShape {
 /// Everything `mgpu plan` is asked about. Counts are whole numbers; sizes are bytes, rates FLOP/s.
 struct Options {
   double params = 0;                          ///< parameters Psi of the whole model
-  std::int64_t gpus = 0;                      ///< total GPUs, = tp * pp * dp
+  std::int64_t gpus = 0;                      ///< total GPUs, = tp * cp * pp * dp
   double gpu_memory_bytes = 80e9;             ///< capacity of one GPU, bytes
   std::string precision = "bf16-mixed-adam";  ///< a name from mgpu::kPrecisionPresets
   int zero_stage = 0;                         ///< ZeRO stage 0 (plain data parallel) to 3
   std::int64_t tp = 1;                        ///< tensor-parallel degree t
   std::int64_t pp = 1;                        ///< pipeline stages p
+  std::int64_t cp = 1;                        ///< context-parallel degree c (ring attention)
   std::int64_t micro_batches = 1;             ///< micro-batches per step m
   std::int64_t gpus_per_node = 8;             ///< GPUs sharing one server's fast links
   std::optional<ModelShape> shape;            ///< absent: activations are not estimated
@@ -57,12 +58,22 @@ struct Options {
 inline constexpr std::int64_t kMaxGpus = std::int64_t{1} << 31;
 
 /// Checks every constraint between the options; throws UsageError on the first violation.
-/// Checks: positive counts and sizes, a known precision preset, zero stage in 0..3, tp*pp divides
-/// gpus, tp divides gpus_per_node, and with a shape: layers divisible by pp, heads by tp, hidden by
-/// heads.
+/// Checks: positive counts and sizes, a known precision preset, zero stage in 0..3, tp*cp*pp
+/// divides gpus, tp divides gpus_per_node, and with a shape: layers divisible by pp, heads by tp,
+/// hidden by heads, and with cp > 1 seq divisible by 2 cp (the zig-zag split of 11.7).
 void validate(const Options& o);
 
-/// Data-parallel degree dp = gpus / (tp * pp); call after validate().
+/// Data-parallel degree dp = gpus / (tp * cp * pp); call after validate().
 std::int64_t data_parallel_degree(const Options& o);
+
+/// The ranks that hold the same weights and so reduce (and, under ZeRO, shard) their gradients
+/// together: the dp replicas times the cp ranks that share a sequence, gpus / (tp * pp). Equal
+/// to data_parallel_degree when cp = 1. Call after validate().
+std::int64_t gradient_group(const Options& o);
+
+/// Where a context-parallel group sits. Ranks are numbered tp fastest, then cp, so one cp group
+/// spans tp * cp consecutive GPUs: inside one server when tp * cp divides gpus_per_node (its
+/// keys and values travel on the server's fast links), across servers otherwise.
+bool cp_within_server(const Options& o);
 
 }  // namespace mgpu::planner

@@ -43,6 +43,7 @@ nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
                            {"zero_stage", o.zero_stage},
                            {"tp", o.tp},
                            {"pp", o.pp},
+                           {"cp", o.cp},
                            {"dp", dp},
                            {"micro_batches", o.micro_batches},
                            {"gpus_per_node", o.gpus_per_node},
@@ -73,6 +74,10 @@ nlohmann::ordered_json to_json(const Plan& p) {
     if (!function.empty()) pending[key] = function;
   };
   j["inputs"] = inputs_json(p.options, p.dp);
+  j["gradient_group"] = p.grad_group;
+  j["cp_placement"] = p.options.cp == 1             ? nlohmann::ordered_json(nullptr)
+                      : cp_within_server(p.options) ? nlohmann::ordered_json("within_server")
+                                                    : nlohmann::ordered_json("across_servers");
   j["params_per_gpu"] = p.params_per_gpu;
   j["capacity_bytes"] = p.options.gpu_memory_bytes;
   j["fit_rule"] = fmt::format(

@@ -57,8 +57,13 @@ std::string svg_head(const Options& o, double height) {
       R"(  <text x="{:.2f}" y="22" font-size="15" font-weight="bold">{}</text>)"
       "\n",
       kLeft,
-      tools::escape_xml(fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
-                                    format_count(o.params), o.zero_stage, o.tp, o.pp)));
+      tools::escape_xml(
+          o.cp > 1 ? fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x cp {} ({}) "
+                                 "x pp {}",
+                                 format_count(o.params), o.zero_stage, o.tp, o.cp,
+                                 cp_within_server(o) ? "within a server" : "across servers", o.pp)
+                   : fmt::format("Memory per GPU: {} parameters, ZeRO stage {}, tp {} x pp {}",
+                                 format_count(o.params), o.zero_stage, o.tp, o.pp)));
   return out;
 }
 

@@ -41,8 +41,22 @@ std::string format_duration(double s) {
 std::string gpus_text(std::int64_t n) { return fmt::format("{} GPU{}", n, n == 1 ? "" : "s"); }
 
 std::string layout(const Options& o, std::int64_t gpus) {
+  if (o.cp > 1)
+    return fmt::format("{} = tp {} x cp {} x pp {} x dp {}", gpus_text(gpus), o.tp, o.cp, o.pp,
+                       gpus / (o.tp * o.cp * o.pp));
   return fmt::format("{} = tp {} x pp {} x dp {}", gpus_text(gpus), o.tp, o.pp,
                      gpus / (o.tp * o.pp));
+}
+
+// Where the context-parallel group runs and what it divides; empty when cp = 1.
+std::string context_parallel_line(const Options& o) {
+  if (o.cp == 1) return "";
+  return fmt::format(
+      "Context parallel: cp {} {} (each group spans tp x cp = {} consecutive GPUs, {}-GPU "
+      "servers); every rank holds s/cp of each sequence's tokens; "
+      "gradients are reduced over dp x cp = {}\n",
+      o.cp, cp_within_server(o) ? "within one server" : "across servers", o.tp * o.cp,
+      o.gpus_per_node, gradient_group(o));
 }
 
 std::string percent_of(double bytes, double capacity) {
@@ -286,6 +300,7 @@ std::string render_text(const Plan& p, bool explain) {
   std::string out = fmt::format("mgpu plan: {} parameters on {}, ZeRO stage {}, {} per GPU\n",
                                 format_count(o.params), layout(o, o.gpus), o.zero_stage,
                                 format_gb(o.gpu_memory_bytes));
+  out += context_parallel_line(o);
   append_memory(out, p);
   append_traffic(out, p);
   append_time(out, p);

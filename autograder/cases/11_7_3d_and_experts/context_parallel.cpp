@@ -9,8 +9,10 @@
 #include "11_7_3d_and_experts/context_parallel.hpp"
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
+#include "rank_parts.hpp"
 
 using namespace mgpu::grade;
+using mgpu::grade::cases_11_7::stacked;
 namespace cx = mgpu::context;
 using mgpu::model::MatIn;
 using mgpu::model::MatrixRM;
@@ -102,18 +104,6 @@ Seen run(Ctx& ctx, const Point& p) {
     s.backward_flops[i] = r.clock().compute_time() * rate - s.forward_flops[i];
   });
   return s;
-}
-
-MatrixRM stacked(const std::vector<MatrixRM>& parts) {
-  Eigen::Index rows = 0;
-  for (const MatrixRM& m : parts) rows += m.rows();
-  MatrixRM all(rows, parts.front().cols());
-  Eigen::Index at = 0;
-  for (const MatrixRM& m : parts) {
-    all.middleRows(at, m.rows()) = m;
-    at += m.rows();
-  }
-  return all;
 }
 
 // c = 1, 2, 4 with both splits, c = 3 zig-zag, and a drawn point; drawn sizes (two sequences

@@ -9,8 +9,10 @@
 #include "11_7_3d_and_experts/moe.hpp"
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
+#include "rank_parts.hpp"
 
 using namespace mgpu::grade;
+using mgpu::grade::cases_11_7::stacked;
 namespace ex = mgpu::experts;
 using mgpu::model::MatrixRM;
 
@@ -87,19 +89,6 @@ Seen run_drawn(Ctx& ctx, const Point& p, const MatrixRM& router = MatrixRM()) {
   const MatrixRM x = drawn(ctx, rows, p.config.hidden), dy1 = drawn(ctx, rows, p.config.hidden),
                  dy2 = drawn(ctx, rows, p.config.hidden);
   return run(p, seed, x, dy1, dy2, router);
-}
-
-// The four values of every rank stacked in rank order (same shapes on every rank).
-MatrixRM stacked(const std::vector<MatrixRM>& parts) {
-  Eigen::Index rows = 0;
-  for (const MatrixRM& m : parts) rows += m.rows();
-  MatrixRM all(rows, parts.front().cols());
-  Eigen::Index at = 0;
-  for (const MatrixRM& m : parts) {
-    all.middleRows(at, m.rows()) = m;
-    at += m.rows();
-  }
-  return all;
 }
 
 // n = 2 and 4, k = 1 and 2, 8 experts (2 or 4 per rank, so sending to rank e % n instead of
