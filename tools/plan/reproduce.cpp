@@ -54,7 +54,7 @@ Anchor parse_anchor(const nlohmann::json& r) {
   a.layout.dp_overlap = l.value("dp_overlap", false);
   a.layout.grad_bytes = l.value("grad_bytes", 2.0);
   static const char* const kMeasures[] = {"tflops_per_gpu", "step_seconds", "layer_forward_ms",
-                                          "layer_backward_ms"};
+                                          "layer_backward_ms", "mfu_percent"};
   bool known = false;
   for (const char* k : kMeasures) known = known || a.measure == k;
   if (!known) throw std::invalid_argument("unknown measure '" + a.measure + "'");
@@ -65,12 +65,14 @@ double measured(const std::string& measure, const StepTime& st) {
   if (measure == "tflops_per_gpu") return st.paper_tflops_per_gpu;
   if (measure == "step_seconds") return st.seconds;
   if (measure == "layer_forward_ms") return st.layer_forward * 1e3;
+  if (measure == "mfu_percent") return 100 * st.mfu;
   return st.layer_backward * 1e3;
 }
 
 const char* unit(const std::string& measure) {
   if (measure == "tflops_per_gpu") return "TFLOP/s";
   if (measure == "step_seconds") return "s";
+  if (measure == "mfu_percent") return "%";
   return "ms";
 }
 

@@ -18,7 +18,8 @@ struct Anchor {
   std::string source;    ///< the paper and table, and where the layout was read
   std::string hardware;  ///< a preset name
   /// What was measured: "tflops_per_gpu" (the paper's 96 B s L h^2 (...) FLOPs per GPU per
-  /// second, in TFLOP/s), "step_seconds", "layer_forward_ms" or "layer_backward_ms".
+  /// second, in TFLOP/s), "step_seconds", "layer_forward_ms", "layer_backward_ms" or "mfu_percent"
+  /// (model FLOPs over peak, in percent).
   std::string measure;
   double published = 0;  ///< the paper's number, in the measure's unit
   RunModel model;
