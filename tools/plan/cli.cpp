@@ -12,6 +12,7 @@
 #include "plan/model.hpp"
 #include "plan/render.hpp"
 #include "plan/reproduce.hpp"
+#include "plan/step_cli.hpp"
 
 namespace mgpu::planner {
 
@@ -174,13 +175,16 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
       "mgpu plan"};
   RawFlags flags;
   add_flags(app, flags);
+  StepFlags step_flags;  // --hardware (plan/step_cli.hpp)
+  add_step_flags(app, step_flags);
   if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
   try {
     const Plan plan = make_plan(to_options(app, flags));
+    const std::string step = step_time_text(app, step_flags, plan.options);
     if (flags.json_path == "-") {
       out << to_json(plan).dump(2) << '\n';
     } else {
-      out << render_text(plan, flags.explain);
+      out << render_text(plan, flags.explain) << step;
       if (!flags.json_path.empty()) {
         tools::write_file(flags.json_path, to_json(plan).dump(2) + "\n");
         out << "\nwrote " << flags.json_path << '\n';
