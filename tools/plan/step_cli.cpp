@@ -94,9 +94,9 @@ std::string step_time_text(const CLI::App& app, const StepFlags& f, const Option
   line("exposed dp", st.exposed_dp,
        st.exposed_dp > 0 || l.dp == 1 ? "data-parallel collectives" : "hidden behind the backward");
   line("optimizer", st.optimizer, "Adam on this GPU's parameters");
-  out += fmt::format("  {:<22}{:>10.3f} s\n", "step", st.seconds);
+  out += fmt::format("  {:<22}{:>10.3f} s\n", "seconds per step", st.seconds);
   out += fmt::format(
-      "  {:.0f} TFLOP/s per GPU with recompute counted; MFU {:.1f}% (model FLOPs), HFU {:.1f}% "
+      "  per GPU: {:.0f} TFLOP/s with recompute counted; MFU {:.1f}% (model FLOPs), HFU {:.1f}% "
       "(with recompute) of {:.0f} TFLOP/s peak\n",
       st.tflops_per_gpu, 100 * st.mfu, 100 * st.hfu, hw.peak_flops / 1e12);
   return out;

@@ -63,8 +63,8 @@ TEST_CASE("a copy of a preset with a slower network is read as a file and predic
   REQUIRE(run(layout_145b(path), slow, err) == 0);
   CHECK(slow.find("my-cluster") != std::string::npos);
   const auto step_of = [](const std::string& text) {
-    const auto at = text.find("  step ");
-    return std::stod(text.substr(at + 7));
+    const std::string label = "seconds per step";
+    return std::stod(text.substr(text.find(label) + label.size()));
   };
   CHECK(step_of(slow) > step_of(fast));
   std::filesystem::remove(path);
