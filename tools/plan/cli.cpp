@@ -9,6 +9,7 @@
 #include <mgpu/not_implemented.hpp>
 
 #include "command_line.hpp"
+#include "plan/calibrate.hpp"
 #include "plan/model.hpp"
 #include "plan/render.hpp"
 #include "plan/reproduce.hpp"
@@ -170,6 +171,8 @@ std::string chapter_folder_for(const std::string& message) {
 int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   // Published runs against the step-time model (plan/reproduce.hpp): no layout flags needed.
   if (!args.empty() && args[0] == "--reproduce") return run_reproduce_cli(args, out, err);
+  // A hardware file from measurements (plan/calibrate.hpp).
+  if (!args.empty() && args[0] == "--calibrate") return run_calibrate_cli(args, out, err);
   CLI::App app{
       "mgpu plan: memory per GPU, traffic, bubble and time of a tp x pp x dp layout (section 11.7)",
       "mgpu plan"};
