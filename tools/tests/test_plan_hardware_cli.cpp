@@ -70,7 +70,7 @@ TEST_CASE("a copy of a preset with a slower network is read as a file and predic
   std::filesystem::remove(path);
 }
 
-TEST_CASE("--hardware needs the shape and --vocab; the step flags need --hardware") {
+TEST_CASE("--hardware needs the shape and --vocab, the step flags need --hardware") {
   std::string out, err;
   CHECK(run({"--params", "7e9", "--gpus", "8", "--hardware", "a100-80gb"}, out, err) == 2);
   CHECK(err.find("model shape") != std::string::npos);

@@ -54,7 +54,7 @@ TEST_CASE("the anchors reproduce within the promised bounds on one preset per GP
   for (const auto& a : anchors) CHECK(a.hardware == "a100-80gb");
 }
 
-TEST_CASE("--reproduce prints every row and the per-step breakdown; a bad file is exit 2") {
+TEST_CASE("--reproduce prints every row and the per-step breakdown, a bad file is exit 2") {
   std::ostringstream out, err;
   CHECK(run_plan_cli({"--reproduce"}, out, err) == 0);
   const auto anchors = load_anchors(default_anchors_path());
