@@ -99,6 +99,12 @@ std::string step_time_text(const CLI::App& app, const StepFlags& f, const Option
       "  per GPU: {:.0f} TFLOP/s with recompute counted; MFU {:.1f}% (model FLOPs), HFU {:.1f}% "
       "(with recompute) of {:.0f} TFLOP/s peak\n",
       st.tflops_per_gpu, 100 * st.mfu, 100 * st.hfu, hw.peak_flops / 1e12);
+  if (o.tokens) {  // the whole run at this step time: D tokens in steps of B s tokens
+    const double steps = *o.tokens / static_cast<double>(md.global_batch * md.seq);
+    out +=
+        fmt::format("  {:.3g} tokens = {:.0f} steps of {} tokens: {:.1f} days at this step time\n",
+                    *o.tokens, steps, md.global_batch * md.seq, steps * st.seconds / 86400);
+  }
   return out;
 }
 

@@ -22,7 +22,8 @@ void add_step_flags(CLI::App& app, StepFlags& flags);
 
 /// With --hardware: one step of the layout `o` (validated; it needs the model shape and --vocab)
 /// priced on that hardware, where the time goes, TFLOP/s per GPU, MFU and HFU, as text; the global
-/// batch is m b dp (--micro-batches x --micro-batch x dp). Without --hardware: empty, and any
+/// batch is m b dp (--micro-batches x --micro-batch x dp). With --tokens, also the days the whole
+/// run takes at that step time. Without --hardware: empty, and any
 /// other step flag is a UsageError. Throws UsageError for a missing shape or vocabulary.
 std::string step_time_text(const CLI::App& app, const StepFlags& flags, const Options& o);
 

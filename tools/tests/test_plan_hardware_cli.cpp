@@ -50,6 +50,24 @@ TEST_CASE("--hardware prints the step the model computes for the same run") {
   CHECK(out.find("MFU") != std::string::npos);
 }
 
+TEST_CASE("with --tokens the run takes D / (B s) steps of the step time") {
+  std::vector<std::string> args = layout_145b("a100-80gb");
+  args.insert(args.end(), {"--tokens", "300e9"});
+  std::string out, err;
+  REQUIRE(run(args, out, err) == 0);
+  const StepTime st = step_time(
+      {.layers = 80,
+       .hidden = 12288,
+       .heads = 96,
+       .seq = 2048,
+       .vocab = 51200,
+       .global_batch = 2304},
+      {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
+      load_hardware("a100-80gb"));
+  const double days = 300e9 / (2304.0 * 2048) * st.seconds / 86400;
+  CHECK(out.find(fmt::format("{:.1f} days at this step time", days)) != std::string::npos);
+}
+
 TEST_CASE("a copy of a preset with a slower network is read as a file and predicts a slower step") {
   nlohmann::json j = hardware_to_json(load_hardware("a100-80gb"));
   j["name"] = "my-cluster";
