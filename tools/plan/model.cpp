@@ -132,33 +132,50 @@ void add_data_parallel_traffic(Plan& p, const PrecisionRecipe& recipe) {
   }
   const Row<zero::TrafficBytes> z = compute_row(
       [&] { return zero::zero_traffic_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp); });
-  // 11.3 counts one step of one micro-batch. With m micro-batches, stage 2 keeps no whole
-  // gradient to accumulate into, so it reduce-scatters after every micro-batch's backward; stage
-  // 3 also gathers the weights before every forward and every backward (zero_repeats).
-  const double repeats = static_cast<double>(zero_repeats(o));
-  const auto times = [](Row<double> r, double k) {
-    return r.has_value() ? Row<double>(*r * k) : r;
-  };
   p.traffic.push_back({"zero_reduce_scatter", "ZeRO gradient reduce-scatter", "dp",
-                       times(part(z, &zero::TrafficBytes::reduce_scatter_bytes), repeats)});
+                       part(z, &zero::TrafficBytes::reduce_scatter_bytes)});
   p.traffic.push_back({"zero_all_gather_forward",
                        o.zero_stage == 3 ? "ZeRO weight all-gather before forward"
                                          : "ZeRO all-gather of updated weights",
-                       "dp",
-                       times(part(z, &zero::TrafficBytes::all_gather_forward_bytes),
-                             o.zero_stage == 3 ? repeats : 1.0)});
+                       "dp", part(z, &zero::TrafficBytes::all_gather_forward_bytes)});
   if (o.zero_stage == 3)
     p.traffic.push_back({"zero_all_gather_backward", "ZeRO weight all-gather before backward", "dp",
-                         times(part(z, &zero::TrafficBytes::all_gather_backward_bytes), repeats)});
-  if (o.zero_stage >= 2 && o.pp > 1)
+                         part(z, &zero::TrafficBytes::all_gather_backward_bytes)});
+  if (z.has_value() && z->all_reduce_bytes > 0)
+    p.traffic.push_back({"dp_all_reduce", "gradient all-reduce", "dp", z->all_reduce_bytes});
+}
+
+// 11.3 counts one micro-batch's ZeRO collectives. With m micro-batches, stage 2 keeps no whole
+// gradient to accumulate into, so it reduce-scatters after every micro-batch's backward; stage 3
+// also gathers the weights before every forward and every backward (zero_repeats). The dp rows
+// and their ratio to plain data parallelism are scaled here; a pending row stays pending.
+void repeat_zero_collectives(Plan& p) {
+  const Options& o = p.options;
+  if (o.zero_stage < 2) return;
+  const double m = static_cast<double>(zero_repeats(o));
+  double before = 0, after = 0;
+  bool all_known = true;
+  for (auto& t : p.traffic) {
+    if (t.group != "dp") continue;
+    if (!t.bytes.has_value()) {
+      all_known = false;
+      continue;
+    }
+    const bool repeated = t.kind == "zero_reduce_scatter" ||
+                          (o.zero_stage == 3 && t.kind.rfind("zero_all_gather", 0) == 0);
+    before += *t.bytes;
+    if (repeated) t.bytes = *t.bytes * m;
+    after += *t.bytes;
+  }
+  if (all_known && before > 0 && p.dp_traffic_vs_plain.has_value())
+    p.dp_traffic_vs_plain = *p.dp_traffic_vs_plain * after / before;
+  if (o.pp > 1)
     p.notes.push_back(fmt::format(
         "ZeRO stage {} with --pp {}: every one of the {} micro-batches repeats the stage's "
         "reduce-scatter{}, {} times the traffic of one; pipeline frameworks refuse this "
         "combination for that reason (use --zero 1 with pipelines)",
         o.zero_stage, o.pp, o.micro_batches, o.zero_stage == 3 ? " and weight all-gathers" : "",
         o.micro_batches));
-  if (z.has_value() && z->all_reduce_bytes > 0)
-    p.traffic.push_back({"dp_all_reduce", "gradient all-reduce", "dp", z->all_reduce_bytes});
 }
 
 // Tensor- and pipeline-parallel traffic of the busiest GPU, from the 11.7 layout model.
@@ -641,14 +658,9 @@ Plan make_plan(const Options& o) {
   if (p.dp > 1)
     p.dp_traffic_vs_plain = compute_row([&] {
       const double plain = zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, 0, p.dp);
-      if (o.zero_stage < 2)
-        return zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp) /
-               plain;
-      double dp_bytes = 0;  // stages 2 and 3 repeat per micro-batch: the rows above say by how much
-      for (const auto& t : p.traffic)
-        if (t.group == "dp") dp_bytes += *t.bytes;
-      return dp_bytes / plain;
+      return zero::zero_traffic_bytes_per_gpu(p.params_per_gpu, recipe, o.zero_stage, p.dp) / plain;
     });
+  repeat_zero_collectives(p);
   add_model_parallel_traffic(p);
   // One stage is no pipeline: nothing waits, so there is no bubble to ask 11.5 about.
   p.bubble = o.pp == 1 ? Row<double>(0.0) : compute_row([&] {
