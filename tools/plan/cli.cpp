@@ -9,8 +9,11 @@
 #include <mgpu/not_implemented.hpp>
 
 #include "command_line.hpp"
+#include "plan/calibrate.hpp"
 #include "plan/model.hpp"
 #include "plan/render.hpp"
+#include "plan/reproduce.hpp"
+#include "plan/step_cli.hpp"
 
 namespace mgpu::planner {
 
@@ -171,18 +174,25 @@ std::string chapter_folder_for(const std::string& message) {
 }
 
 int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // Published runs against the step-time model (plan/reproduce.hpp): no layout flags needed.
+  if (!args.empty() && args[0] == "--reproduce") return run_reproduce_cli(args, out, err);
+  // A hardware file from measurements (plan/calibrate.hpp).
+  if (!args.empty() && args[0] == "--calibrate") return run_calibrate_cli(args, out, err);
   CLI::App app{
       "mgpu plan: memory per GPU, traffic, bubble and time of a tp x pp x dp layout (section 11.7)",
       "mgpu plan"};
   RawFlags flags;
   add_flags(app, flags);
+  StepFlags step_flags;  // --hardware (plan/step_cli.hpp)
+  add_step_flags(app, step_flags);
   if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
   try {
     const Plan plan = make_plan(to_options(app, flags));
+    const std::string step = step_time_text(app, step_flags, plan.options);
     if (flags.json_path == "-") {
       out << to_json(plan).dump(2) << '\n';
     } else {
-      out << render_text(plan, flags.explain);
+      out << render_text(plan, flags.explain) << step;
       if (!flags.json_path.empty()) {
         tools::write_file(flags.json_path, to_json(plan).dump(2) + "\n");
         out << "\nwrote " << flags.json_path << '\n';

@@ -154,17 +154,60 @@ void add_data_parallel_traffic(Plan& p, const PrecisionRecipe& recipe) {
     p.traffic.push_back({"dp_all_reduce", "gradient all-reduce", "dp", z->all_reduce_bytes});
 }
 
+// 11.3 counts one micro-batch's ZeRO collectives. With m micro-batches, stage 2 keeps no whole
+// gradient to accumulate into, so it reduce-scatters after every micro-batch's backward; stage 3
+// also gathers the weights before every forward and every backward (zero_repeats). The dp rows
+// and their ratio to plain data parallelism are scaled here; a pending row stays pending.
+void repeat_zero_collectives(Plan& p) {
+  const Options& o = p.options;
+  if (o.zero_stage < 2) return;
+  const double m = static_cast<double>(zero_repeats(o));
+  double before = 0, after = 0;
+  bool all_known = true;
+  for (auto& t : p.traffic) {
+    if (t.group != "dp") continue;
+    if (!t.bytes.has_value()) {
+      all_known = false;
+      continue;
+    }
+    const bool repeated = t.kind == "zero_reduce_scatter" ||
+                          (o.zero_stage == 3 && t.kind.rfind("zero_all_gather", 0) == 0);
+    before += *t.bytes;
+    if (repeated) t.bytes = *t.bytes * m;
+    after += *t.bytes;
+  }
+  if (all_known && before > 0 && p.dp_traffic_vs_plain.has_value())
+    p.dp_traffic_vs_plain = *p.dp_traffic_vs_plain * after / before;
+  if (o.pp > 1)
+    p.notes.push_back(fmt::format(
+        "ZeRO stage {} with --pp {}: every one of the {} micro-batches repeats the stage's "
+        "reduce-scatter{}, {} times the traffic of one; pipeline frameworks refuse this "
+        "combination for that reason (use --zero 1 with pipelines)",
+        o.zero_stage, o.pp, o.micro_batches, o.zero_stage == 3 ? " and weight all-gathers" : "",
+        o.micro_batches));
+}
+
 // Tensor- and pipeline-parallel traffic of the busiest GPU, from the 11.7 layout model.
 void add_model_parallel_traffic(Plan& p) {
   if (!p.options.shape || (p.options.tp == 1 && p.options.pp == 1)) return;
   const Row<layout::GpuTraffic> t =
       compute_row([&] { return layout::per_gpu_traffic(layout_model(p.options)); });
-  if (p.options.tp > 1)
+  if (p.options.tp > 1) {
+    // 11.7 counts 4 all-reduces per layer (6 with full recompute). Sequence parallelism turns
+    // each into a reduce-scatter plus an all-gather (the same bytes) and adds one all-reduce's
+    // worth: the backward all-gathers again the input shard it saved (two all-gathers), as 11.4's
+    // sequence-parallel layer does.
+    Row<double> bytes = part(t, &layout::GpuTraffic::tensor_parallel_bytes);
+    if (bytes.has_value() && p.options.shape->sequence_parallel) {
+      const double plain = tp_all_reduces_per_layer(p.options.shape->recompute, false);
+      bytes = *bytes * tp_all_reduces_per_layer(p.options.shape->recompute, true) / plain;
+    }
     p.traffic.push_back({"tp_all_reduce",
                          p.options.shape->sequence_parallel
                              ? "tensor-parallel reduce-scatter + all-gather"
                              : "tensor-parallel activation all-reduces",
-                         "tp", part(t, &layout::GpuTraffic::tensor_parallel_bytes)});
+                         "tp", bytes});
+  }
   if (p.options.pp > 1)
     p.traffic.push_back({"pp_boundary", "pipeline sends at stage boundaries", "pp",
                          part(t, &layout::GpuTraffic::pipeline_bytes)});
@@ -396,21 +439,26 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
         "2 (N_d - 1) / N_d", "mgpu::data_parallel::ring_all_reduce_bytes_per_rank (11.2)");
     if (p.dp_traffic_vs_plain.shown())
       add("dp traffic relative to stage 0", p.dp_traffic_vs_plain,
-          o.zero_stage == 0  ? "1"
-          : o.zero_stage < 3 ? "(w + g) / 2g"
-                             : "(2w + g) / 2g",
+          o.zero_stage == 0   ? "1"
+          : o.zero_stage == 1 ? "(w + g) / 2g"
+          : o.zero_stage == 2 ? "(w + m g) / 2g, the reduce-scatter every micro-batch"
+                              : "m (2w + g) / 2g, every collective every micro-batch",
           "mgpu::zero::zero_traffic_bytes_per_gpu (11.3)");
   }
   if (o.shape && o.tp > 1) {
+    const bool sp = o.shape->sequence_parallel;
     add("tp all-reduces per layer per micro-batch", compute_row([&] {
           using tensor_parallel::Pass;
           return static_cast<double>(tensor_parallel::all_reduces_per_block(Pass::both)) +
                  (o.shape->recompute == Recompute::full
                       ? static_cast<double>(tensor_parallel::all_reduces_per_block(Pass::forward))
-                      : 0.0);
+                      : 0.0) +
+                 (sp ? 1.0 : 0.0);
         }),
-        o.shape->recompute == Recompute::full ? "2 forward + 2 backward + 2 recomputed forward"
-                                              : "2 forward + 2 backward",
+        std::string(o.shape->recompute == Recompute::full
+                        ? "2 forward + 2 backward + 2 recomputed forward"
+                        : "2 forward + 2 backward") +
+            (sp ? " + 1 (the backward re-gathers its 2 saved input shards)" : ""),
         "mgpu::tensor_parallel::all_reduces_per_block (11.4)");
     add("tp all-reduce payload A, bytes", compute_row([&] {
           return tensor_parallel::all_reduce_payload_bytes(layout_model(o).shape,
@@ -469,13 +517,15 @@ void add_time(Plan& p) {
   p.factors.push_back(
       {"training FLOPs", p.flops, "6 Psi D", "mgpu::memory::training_flops (11.1)"});
   if (!o.gpu_flops) return;
-  // Full recompute reruns every layer's forward; selective recompute's cost is small and left out.
+  // Full recompute reruns every layer's forward; selective recompute reruns the attention core.
   Row<double> extra = 0.0;
   if (o.shape && o.shape->recompute == Recompute::full)
     extra = compute_row([&] {
       return checkpointing::recompute_extra_flops_fraction(o.shape->transformer.layers,
                                                            o.shape->transformer.layers);
     });
+  if (o.shape && o.shape->recompute == Recompute::selective)
+    extra = selective_recompute_extra_fraction(o.shape->transformer);
   if (extra.has_value()) p.recompute_extra_fraction = *extra;
   p.seconds_ideal = p.flops.has_value() ? compute_row([&] {
     return memory::training_seconds(*p.flops, o.gpus, *o.gpu_flops, o.mfu);
@@ -488,9 +538,10 @@ void add_time(Plan& p) {
            (1 - *p.bubble);
   });
   p.factors.push_back({"recompute extra compute fraction", extra,
-                       o.shape && o.shape->recompute == Recompute::full
+                       !o.shape || o.shape->recompute == Recompute::none ? "0 (no recompute)"
+                       : o.shape->recompute == Recompute::full
                            ? "(L / L) / (1 + 2): one more forward"
-                           : "0 (no full recompute)",
+                           : "4 s / (3 (24 h + 4 s)): the attention core's forward again",
                        "mgpu::checkpointing::recompute_extra_flops_fraction (11.6)"});
   p.factors.push_back({"seconds, perfect scaling", p.seconds_ideal, "6 Psi D / (G x rate x mfu)",
                        "mgpu::memory::training_seconds (11.1)"});
@@ -500,6 +551,19 @@ void add_time(Plan& p) {
 }
 
 }  // namespace
+
+double tp_all_reduces_per_layer(Recompute recompute, bool sequence_parallel) {
+  return (recompute == Recompute::full ? 6.0 : 4.0) + (sequence_parallel ? 1.0 : 0.0);
+}
+
+std::int64_t zero_repeats(const Options& o) { return o.zero_stage >= 2 ? o.micro_batches : 1; }
+
+double selective_recompute_extra_fraction(const TransformerShape& s) {
+  // A layer's forward is 24 b s h^2 (the GEMMs) + 4 b s^2 h (the attention core) FLOPs and a
+  // step costs three forwards; selective recompute runs the attention core's 4 b s^2 h again.
+  const double h = static_cast<double>(s.hidden), seq = static_cast<double>(s.seq);
+  return 4 * seq / (3 * (24 * h + 4 * seq));
+}
 
 std::string format_count(double n) {
   const struct {
@@ -668,6 +732,7 @@ Plan make_plan(const Options& o) {
                                               p.grad_group) /
              plain;
     });
+  repeat_zero_collectives(p);
   add_model_parallel_traffic(p);
   add_context_parallel_traffic(p);
   // One stage is no pipeline: nothing waits, so there is no bubble to ask 11.5 about.

@@ -135,6 +135,7 @@ struct Plan {
   Row<double> seconds_ideal;        ///< 6 Psi D / (G x rate x mfu): perfect scaling, no bubble
   double recompute_extra_fraction = 0;  ///< extra compute of full recompute (0 otherwise)
   std::vector<Factor> factors;          ///< every multiplier, for --explain and the JSON
+  std::vector<std::string> notes;       ///< warnings about the layout, e.g. ZeRO >= 2 with pp > 1
 
   /// Sum of traffic bytes over all kinds; pending while any kind is.
   Row<double> traffic_total() const;
@@ -142,6 +143,23 @@ struct Plan {
   /// without repeats; the --explain factors too when `with_factors`.
   std::vector<std::string> pending_functions(bool with_factors) const;
 };
+
+/// Tensor-parallel collectives per layer per micro-batch, in all-reduce equivalents (bytes of
+/// one all-reduce of the layer's activation): 2 forward + 2 backward, + 2 when full recompute
+/// reruns the forward, + 1 with sequence parallelism (the backward all-gathers the two input
+/// shards it saved). So 4, 6, 5 or 7.
+double tp_all_reduces_per_layer(Recompute recompute, bool sequence_parallel);
+
+/// How many times a step runs ZeRO's per-step collectives: once at stages 0 and 1 (gradients are
+/// accumulated whole, then reduced once), m (micro_batches) at stages 2 and 3 (the gradient
+/// reduce-scatter after every micro-batch's backward; at stage 3 also the weight all-gathers
+/// before every forward and backward).
+std::int64_t zero_repeats(const Options& o);
+
+/// Extra compute of selective recompute as a fraction of a step without it: the attention
+/// core's forward, 4 b s^2 h FLOPs, again per layer, over 3 (24 b s h^2 + 4 b s^2 h):
+/// 4 s / (3 (24 h + 4 s)).
+double selective_recompute_extra_fraction(const TransformerShape& s);
 
 /// A parameter or token count the way the text writes it: 70e9 -> "70B", 1.5e12 -> "1.5T".
 std::string format_count(double n);

@@ -133,6 +133,7 @@ nlohmann::ordered_json to_json(const Plan& p) {
     if (f.value.is_pending()) factors.back()["pending"] = f.value.missing();
   }
   j["factors"] = factors;
+  j["notes"] = p.notes;
   j["pending"] = pending;
   return j;
 }

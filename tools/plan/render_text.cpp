@@ -214,6 +214,7 @@ void append_traffic(std::string& out, const Plan& p) {
       out += fmt::format("  data-parallel part against plain data parallelism: {}\n",
                          finish(p.dp_traffic_vs_plain.missing()));
   }
+  for (const auto& note : p.notes) out += fmt::format("  note: {}\n", note);
   if (!p.options.shape && (p.options.tp > 1 || p.options.pp > 1))
     out +=
         "  (tensor and pipeline traffic need the model shape: --layers --hidden --heads --seq)\n";

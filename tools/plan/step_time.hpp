@@ -1,0 +1,72 @@
+// The time of one training step from the layout's schedule and a hardware description: per
+// layer the GEMMs by shape, the attention core, the memory-bound operations, the tensor-parallel
+// collectives; per stage the pipeline sends and the bubble; per step the data-parallel
+// collectives and the optimizer. A per-operation cost model in the spirit of the course's
+// formulas (11.1 FLOPs, 11.4 collectives per layer, 11.5 bubble, 11.6 recompute), priced on a
+// Hardware preset (plan/hardware.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "plan/hardware.hpp"
+#include "plan/options.hpp"
+
+namespace mgpu::planner {
+
+/// The model of a real run: a decoder-only transformer.
+struct RunModel {
+  std::int64_t layers = 0;        ///< L
+  std::int64_t hidden = 0;        ///< h
+  std::int64_t heads = 0;         ///< a, query heads
+  std::int64_t kv_heads = 0;      ///< key/value heads (grouped-query attention); 0: = heads
+  std::int64_t ffn = 0;           ///< FFN inner size; 0: 4h
+  bool swiglu = false;            ///< gated FFN: three h x ffn matrices instead of two
+  std::int64_t seq = 0;           ///< s, tokens per sequence
+  std::int64_t vocab = 0;         ///< V
+  std::int64_t global_batch = 0;  ///< B, sequences per step
+};
+
+/// How the run was laid out and what it recomputed.
+struct RunLayout {
+  std::int64_t tp = 1, pp = 1, dp = 1;  ///< degrees; GPUs = tp pp dp
+  std::int64_t micro_batch = 1;         ///< b, sequences per micro-batch
+  std::int64_t interleave = 1;          ///< v, model chunks per pipeline stage
+  /// Layers on the first and on the last stage when they differ from L/p (0: L/p); the other
+  /// stages share the rest evenly.
+  std::int64_t first_stage_layers = 0, last_stage_layers = 0;
+  Recompute recompute = Recompute::none;
+  bool sequence_parallel = false;
+  bool flash_attention = false;  ///< fused attention: no s x s scores in memory
+  int zero_stage = 0;            ///< 0: all-reduce of gradients; 1..3: ZeRO's collectives
+  bool dp_overlap = false;       ///< data-parallel collectives overlap the backward
+  double grad_bytes = 2;         ///< bytes per gradient element communicated
+};
+
+/// One step, in seconds, by where the time goes; the parts add up to `seconds`.
+struct StepTime {
+  double compute = 0;     ///< busiest stage's GEMMs, attention, memory-bound ops, m micro-batches
+  double exposed_tp = 0;  ///< tensor-parallel collectives on NVLink (not overlapped)
+  double bubble = 0;      ///< pipeline fill and drain: (other stages' time) / v
+  double p2p = 0;         ///< pipeline sends between stages
+  double exposed_dp = 0;  ///< data-parallel collectives not hidden behind the backward
+  double optimizer = 0;   ///< the optimizer step on this GPU's parameters
+  double seconds = 0;     ///< sum of the above
+  std::int64_t micro_batches = 0;   ///< m = B / (b dp)
+  double params = 0;                ///< parameters of the model
+  double model_flops = 0;           ///< forward + backward FLOPs of the step (no recompute)
+  double hardware_flops = 0;        ///< model_flops plus what recompute runs again
+  double paper_flops = 0;           ///< 96 B s L h^2 (1 + s/6h + V/16Lh) (Narayanan et al. 2021)
+  double tflops_per_gpu = 0;        ///< hardware_flops / (seconds GPUs) / 1e12
+  double paper_tflops_per_gpu = 0;  ///< paper_flops / (seconds GPUs) / 1e12
+  double mfu = 0;                   ///< model_flops / (seconds GPUs peak)
+  double hfu = 0;                   ///< hardware_flops / (seconds GPUs peak)
+  double layer_forward = 0;         ///< one layer, one micro-batch, forward (with its tp comms)
+  double layer_backward = 0;        ///< the same layer's backward (with recompute and comms)
+};
+
+/// Checks the run and prices one step on `hw`. Throws UsageError for a layout that does not fit
+/// the model (heads not divisible by tp, B not divisible by b dp, layers not matching stages).
+StepTime step_time(const RunModel& model, const RunLayout& layout, const Hardware& hw);
+
+}  // namespace mgpu::planner
