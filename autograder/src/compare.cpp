@@ -95,7 +95,10 @@ Comparison compare_values(const nlohmann::json& student_values,
     c.reason = "the reference's values are unreadable";
     return c;
   }
-  for (const auto& [name, ref] : reference_values.items()) {
+  for (const auto& item : reference_values.items()) {
+    // Not a structured binding: the lambdas below use the name, and clang 14 cannot capture one.
+    const std::string& name = item.key();
+    const nlohmann::json& ref = item.value();
     // Both documents come through parse_result, so every field has its type; the checks here
     // keep the judge from throwing even on a document that did not.
     auto text_field = [](const nlohmann::json& v, const char* key, const char* fallback) {
