@@ -156,28 +156,86 @@ std::size_t merge_gradebooks(const std::vector<fs::path>& inputs, const fs::path
   return rows.size();
 }
 
+std::string batch_display_name(const std::string& raw) {
+  std::string s = valid_utf8(raw);
+  std::replace_if(
+      s.begin(), s.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return s;
+}
+
+BatchNames unique_batch_names(const std::vector<std::string>& raw,
+                              const std::vector<std::string>& file_names) {
+  BatchNames out;
+  std::map<std::string, std::vector<std::size_t>> by_report;  // safe_name -> indices
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    out.names.push_back(batch_display_name(raw[i]));
+    by_report[safe_name(out.names.back())].push_back(i);
+  }
+  for (const auto& [report, idx] : by_report) {
+    if (idx.size() < 2) continue;
+    std::string who;
+    for (std::size_t i : idx) {
+      const std::string& file = i < file_names.size() ? file_names[i] : raw[i];
+      out.names[i] += fmt::format("~{:08x}", fnv1a64(file) & 0xffffffffu);
+      who += fmt::format("{}'{}' as '{}'", who.empty() ? "" : ", ", valid_utf8(file), out.names[i]);
+    }
+    out.collisions.push_back(
+        fmt::format("{} submissions would share the report name {}; graded apart, {}", idx.size(),
+                    report, who));
+  }
+  // A submission named like another's disambiguated name: refuse rather than guess.
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < raw.size(); ++i)
+    if (auto [it, fresh] = seen.try_emplace(safe_name(out.names[i]), i); !fresh)
+      throw std::runtime_error(fmt::format(
+          "grade-batch: '{}' and '{}' still share the report name {} after disambiguation; "
+          "rename one of them",
+          valid_utf8(raw[it->second]), valid_utf8(raw[i]), it->first));
+  return out;
+}
+
 int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric,
                 const GradeOptions& opts) {
   if (!fs::is_directory(b.dir))
     throw std::runtime_error(
         fmt::format("grade-batch: {} is not a folder of submissions", b.dir.string()));
   struct Sub {
-    std::string name;
+    std::string name;  ///< unique: the gradebook row, the report's name, the student id
     fs::path path;
+    std::string raw;        ///< the folder's name or the zip's stem, as found
+    std::string collision;  ///< when the name was disambiguated: why, for the report
   };
-  std::vector<Sub> subs;
+  std::vector<Sub> all;
   for (const auto& e : fs::directory_iterator(b.dir)) {
     std::string fn = e.path().filename().string();
     if (fn.empty() || fn[0] == '.') continue;
-    Sub s;
     if (e.is_directory())
-      s = {fn, e.path()};
+      all.push_back({"", e.path(), fn, ""});
     else if (e.is_regular_file() && e.path().extension() == ".zip")
-      s = {e.path().stem().string(), e.path()};
-    else
-      continue;
-    if (shard_of(s.name, b.shards) == b.shard) subs.push_back(s);
+      all.push_back({"", e.path(), e.path().stem().string(), ""});
   }
+  // Names are made unique over the whole folder, before sharding, so every shard agrees.
+  std::sort(all.begin(), all.end(), [](const Sub& x, const Sub& y) {
+    return x.raw != y.raw ? x.raw < y.raw : x.path < y.path;
+  });
+  std::vector<std::string> raws, files;
+  for (const auto& s : all) {
+    raws.push_back(s.raw);
+    files.push_back(s.path.filename().string());
+  }
+  BatchNames names = unique_batch_names(raws, files);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all[i].name = names.names[i];
+    if (all[i].name != batch_display_name(all[i].raw))
+      all[i].collision = fmt::format(
+          "graded as '{}': another submission in the batch has a name that cleans to the same "
+          "report name",
+          all[i].name);
+  }
+  for (const auto& c : names.collisions) std::fprintf(stderr, "grade-batch: %s\n", c.c_str());
+  std::vector<Sub> subs;
+  for (const auto& s : all)
+    if (shard_of(s.name, b.shards) == b.shard) subs.push_back(s);
   std::sort(subs.begin(), subs.end(), [](const Sub& x, const Sub& y) { return x.name < y.name; });
 
   auto chapters = select_chapters(rubric, opts.chapters);
@@ -265,6 +323,7 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
       // A rejected upload comes back as a grade whose cases are all rejected-submission.
       Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric,
                                  reference, worker_opts.for_student(s.name), false);
+      if (!s.collision.empty()) g.notes.push_back(s.collision);
       row = csv_row(s.name, g, blocks);
       if (!b.reports.empty())
         write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));

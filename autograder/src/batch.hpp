@@ -33,7 +33,26 @@ void parse_shard(const std::string& text, BatchOptions& opts);
 std::size_t merge_gradebooks(const std::vector<std::filesystem::path>& inputs,
                              const std::filesystem::path& out);
 
-/// Grades the batch; returns the number of submissions graded in this run.
+/// The name a batch submission is graded under before any disambiguation: its folder name or
+/// zip stem made valid UTF-8, line breaks as spaces (a gradebook row holds it whole).
+std::string batch_display_name(const std::string& raw);
+
+/// Unique names for a batch's submissions: raw names (folder name or zip stem) and the entries'
+/// file names ("x.zip"), in the batch's order.
+struct BatchNames {
+  std::vector<std::string> names;       ///< one per raw name; no two share a safe_name()
+  std::vector<std::string> collisions;  ///< one line per group that had to be told apart
+};
+/// batch_display_name of each; where two or more would share a report file (safe_name) or a
+/// gradebook row, each of them gets "~" and 8 hex digits of a hash of its file name (so a folder
+/// "x" and "x.zip" differ too), and the group is described in `collisions`. Throws naming both
+/// when a name still clashes after that.
+BatchNames unique_batch_names(const std::vector<std::string>& raw,
+                              const std::vector<std::string>& file_names = {});
+
+/// Grades the batch; returns the number of submissions graded in this run. Two submissions
+/// never share a row, a report or a hidden seed (unique_batch_names); a disambiguated name is
+/// said on stderr and in the submission's report notes.
 int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric,
                 const GradeOptions& opts);
 

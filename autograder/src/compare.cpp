@@ -90,8 +90,29 @@ Comparison compare_values(const nlohmann::json& student_values,
   Comparison c;
   std::size_t bad_total = 0;
   const std::optional<double> ranks = scalar_value(reference_values, "ranks");
-  for (const auto& [name, ref] : reference_values.items()) {
-    std::string dtype = ref.value("dtype", "fp64");
+  if (!reference_values.is_object()) {
+    c.ok = false;
+    c.reason = "the reference's values are unreadable";
+    return c;
+  }
+  for (const auto& item : reference_values.items()) {
+    // Not a structured binding: the lambdas below use the name, and clang 14 cannot capture one.
+    const std::string& name = item.key();
+    const nlohmann::json& ref = item.value();
+    // Both documents come through parse_result, so every field has its type; the checks here
+    // keep the judge from throwing even on a document that did not.
+    auto text_field = [](const nlohmann::json& v, const char* key, const char* fallback) {
+      auto it = v.is_object() ? v.find(key) : v.end();
+      return it != v.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+    };
+    if (!ref.is_object() || !ref.contains("data")) {
+      c.ok = false;
+      c.mismatches.push_back(fmt::format("{}: the reference's value is unreadable", name));
+      if (c.reason.empty())
+        c.reason = fmt::format("the reference's value '{}' is unreadable", name);
+      continue;
+    }
+    std::string dtype = text_field(ref, "dtype", "fp64");
     Tolerance tol = rubric.tolerance_for(spec, name, dtype);
     c.tolerances += fmt::format("{}{} {} (rtol {:g}, atol {:g})", c.tolerances.empty() ? "" : "; ",
                                 name, spec.dtype.value_or(dtype), tol.rtol, tol.atol);
@@ -103,7 +124,7 @@ Comparison compare_values(const nlohmann::json& student_values,
     }
     const auto& st = student_values.at(name);
     const auto& rd = ref.at("data");
-    const bool per_rank = ref.value("index", "") == "rank";
+    const bool per_rank = text_field(ref, "index", "") == "rank";
     const nlohmann::json sd =
         st.is_object() && st.contains("data") ? st.at("data") : nlohmann::json();
     bool ref_scalar = !rd.is_array();
@@ -191,8 +212,9 @@ BudgetCheck check_budget(const Budget& b, const nlohmann::json& student_measures
   if (b.min_factor && !(r.student >= r.reference * *b.min_factor)) {
     r.below_floor = true;
     r.ok = false;
-    r.line = fmt::format("{} {} is below what any correct code needs ({:g}x the reference's {}){}",
-                         b.measure, show(r.student), *b.min_factor, show(r.reference),
+    // What the numbers show, not why: a floor names the least a correct algorithm sends.
+    r.line = fmt::format("{} {} = {:.3g}x the reference's {}, under the floor of {:g}x{}",
+                         b.measure, show(r.student), ratio, show(r.reference), *b.min_factor,
                          b.below.empty() ? "" : ": " + b.below);
   }
   return r;

@@ -358,13 +358,22 @@ CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& 
   CaseGrade g = lab_case(c);
   g.seconds = student.seconds;
   if (decided_by_runs(g, student, reference)) return g;
-  const Comparison cmp =
-      compare_lab_values(student.result.value("values", nlohmann::json::object()),
-                         reference.result.value("values", nlohmann::json::object()), c);
-  g.status = cmp.ok ? Status::passed : Status::wrong;
-  g.reason = cmp.reason;
-  g.score = cmp.ok ? c.points : 0;
-  g.feedback = cmp.detail() + "\n" + student.output;
+  try {
+    const Comparison cmp =
+        compare_lab_values(student.result.value("values", nlohmann::json::object()),
+                           reference.result.value("values", nlohmann::json::object()), c);
+    g.status = cmp.ok ? Status::passed : Status::wrong;
+    g.reason = cmp.reason;
+    g.score = cmp.ok ? c.points : 0;
+    g.feedback = cmp.detail() + "\n" + student.output;
+  } catch (const std::exception& e) {
+    // classify_run hands over only checked documents; should the judge throw anyway, it costs
+    // this case, not the grade.
+    g.status = Status::no_result;
+    g.score = 0;
+    g.reason = "the grader could not judge its outputs (" + truncate_utf8(e.what(), 200) + ")";
+    g.feedback = g.reason + "\n" + student.output;
+  }
   return g;
 }
 

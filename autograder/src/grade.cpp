@@ -18,6 +18,7 @@
 #include "hints.hpp"
 #include "predictions.hpp"
 #include "pristine.hpp"
+#include "result_parse.hpp"
 #include "unpack.hpp"
 #include "util.hpp"
 
@@ -146,21 +147,19 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
       r.reason += " (results printed on stdout are not read)";
     return r;
   }
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(o.result);
-  } catch (const std::exception&) {
-    r.reason = "its result was not one complete JSON document";
-    return r;
-  }
-  if (!doc.is_object() || !doc.contains("status") || !doc["status"].is_string()) {
-    r.reason = "its result lacks a status";
+  // Whatever bytes came back: bounded depth, valid UTF-8, one document, the fields the judge
+  // reads of the types it reads them as; anything else is this case's no-result, never the
+  // grader's exception.
+  ParsedResult parsed = parse_result(o.result);
+  if (!parsed.ok) {
+    r.reason = "its result " + parsed.problem;
     return r;
   }
   if (o.exit_code != 0) {
     r.reason = fmt::format("exited with code {} after its result", o.exit_code);
     return r;
   }
+  nlohmann::json& doc = parsed.doc;
   std::string st = doc["status"];
   std::string msg = doc.value("message", "");
   if (st == "ok") {
@@ -198,8 +197,10 @@ bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& refere
   return false;
 }
 
-CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference,
-                     const Rubric& rubric) {
+namespace {
+
+CaseGrade judge_unguarded(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference,
+                          const Rubric& rubric) {
   CaseGrade g;
   g.name = spec.name;
   g.chapter = spec.chapter;
@@ -220,7 +221,8 @@ CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun
   for (const auto& b : spec.budgets)
     checks.push_back(check_budget(b, student.result.value("measures", nlohmann::json::object()),
                                   reference.result.value("measures", nlohmann::json::object())));
-  // Under a floor, the values only look right: the work was done where the runtime cannot see it.
+  // Under a floor the run moved less than any correct algorithm must, so its values were not
+  // computed the way the chapter asks: the case is wrong, and the line gives the numbers.
   for (const auto& bc : checks)
     if (bc.below_floor) {
       g.status = Status::wrong;
@@ -242,6 +244,27 @@ CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun
   }
   if (!student.output.empty()) g.feedback += "\n" + student.output;
   return g;
+}
+
+}  // namespace
+
+CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference,
+                     const Rubric& rubric) {
+  try {
+    return judge_unguarded(spec, student, reference, rubric);
+  } catch (const std::exception& e) {
+    // parse_result leaves nothing to throw on; should anything still, it costs this case only.
+    CaseGrade g;
+    g.name = spec.name;
+    g.chapter = spec.chapter;
+    g.visibility = spec.visibility;
+    g.max_score = spec.max_score();
+    g.seconds = student.seconds;
+    g.status = Status::no_result;
+    g.reason = "the grader could not judge its result (" + truncate_utf8(e.what(), 200) + ")";
+    g.feedback = g.reason + "\n" + student.output;
+    return g;
+  }
 }
 
 std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric,
@@ -321,15 +344,22 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
     const std::string& stamp = stamps.at(j.chapter->name);
     std::error_code ec;
     if (fs::exists(cache, ec)) {
+      // Read like a student's result (bounded depth, checked shape): a damaged or planted
+      // entry is simply recomputed.
       try {
-        auto doc = nlohmann::json::parse(read_text(cache));
-        if (doc.value("stamp", "") == stamp) {
-          results[i].status = Status::passed;
-          results[i].result = doc["result"];
-          return;
+        ParsedJson entry = parse_json_bounded(read_text(cache), kResultMaxDepth + 1);
+        const nlohmann::json& doc = entry.doc;
+        auto st = doc.is_object() ? doc.find("stamp") : doc.end();
+        auto res = doc.is_object() ? doc.find("result") : doc.end();
+        if (entry.ok && st != doc.end() && res != doc.end() && *st == stamp) {
+          ParsedResult stored = validate_result(*res);
+          if (stored.ok && stored.doc["status"] == "ok") {
+            results[i].status = Status::passed;
+            results[i].result = std::move(stored.doc);
+            return;
+          }
         }
       } catch (const std::exception&) {
-        // a damaged cache entry is simply recomputed
       }
     }
     results[i] = run_case(exe, *j.spec, seed, opts_.drop_privileges);
