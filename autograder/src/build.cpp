@@ -98,8 +98,12 @@ std::vector<fs::path> build_visible_sources(const Project& p) {
   return shown;
 }
 
+const std::vector<fs::path> kSystemFolders{"/usr", "/lib",  "/lib64", "/lib32",
+                                           "/bin", "/sbin", "/etc",   "/opt"};
+
 // Folders of packages the grader's tree was configured with (a library file stands for its
-// folder), outside the system folders.
+// folder), outside the system folders (bound already, read-only: no mount point can be made in
+// them).
 std::vector<fs::path> package_folders(const Project& p) {
   std::vector<fs::path> out;
   std::error_code ec;
@@ -107,14 +111,16 @@ std::vector<fs::path> package_folders(const Project& p) {
     std::istringstream items(cache_value(p.own_tree, var));
     for (std::string item; std::getline(items, item, ';');) {
       fs::path dir = fs::is_regular_file(item, ec) ? fs::path(item).parent_path() : fs::path(item);
-      if (dir.is_absolute()) out.push_back(dir);
+      const bool system =
+          std::any_of(kSystemFolders.begin(), kSystemFolders.end(), [&](const fs::path& s) {
+            const auto rel = dir.lexically_relative(s);
+            return !rel.empty() && *rel.begin() != "..";
+          });
+      if (dir.is_absolute() && !system) out.push_back(dir);
     }
   }
   return out;
 }
-
-const std::vector<fs::path> kSystemFolders{"/usr", "/lib",  "/lib64", "/lib32",
-                                           "/bin", "/sbin", "/etc",   "/opt"};
 
 // A student tree is compiled where it can read only what building needs: with namespaces, a
 // mount namespace holding, read-only, the system (kSystemFolders), the course's sources a build
