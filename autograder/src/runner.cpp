@@ -207,7 +207,7 @@ RunOutcome run_process(const RunSpec& spec) {
   // Landlock where the kernel has it: a case in the uid sandbox reaches only the system and its
   // folder; a build, what its view names.
   if (kind == SandboxKind::uid)
-    ruleset_fd.fd = landlock_ruleset(case_view(workdir));
+    ruleset_fd.fd = landlock_ruleset(case_view(workdir, spec.devices));
   else if (!spec.isolate && spec.view)
     ruleset_fd.fd = landlock_ruleset(*spec.view);
   const std::string& bpf = case_seccomp_program();

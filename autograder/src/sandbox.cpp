@@ -358,10 +358,12 @@ const std::string& case_seccomp_program() {
   return program;
 }
 
-FsView case_view(const fs::path& workdir) {
-  return {{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys"},
-          {workdir},
-          {"/dev"}};
+FsView case_view(const fs::path& workdir, const std::vector<fs::path>& devices) {
+  FsView v{{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys"},
+           {workdir},
+           {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}};
+  v.devices.insert(v.devices.end(), devices.begin(), devices.end());
+  return v;
 }
 
 int landlock_abi() {

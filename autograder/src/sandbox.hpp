@@ -99,9 +99,11 @@ struct FsView {
 };
 
 /// The view of a case in the uid sandbox: the system's programs and libraries, /proc and /sys
-/// read-only, the device nodes, and its own folder. Nothing of /tmp, /dev/shm, the project or
-/// another case's folder, whatever their modes.
-FsView case_view(const std::filesystem::path& workdir);
+/// read-only, the standard device nodes (null, zero, full, random, urandom) and `devices` (a GPU's
+/// nodes), and its own folder. Nothing of /tmp, /dev/shm, the project or another case's folder,
+/// whatever their modes.
+FsView case_view(const std::filesystem::path& workdir,
+                 const std::vector<std::filesystem::path>& devices = {});
 
 /// Landlock's ABI version on this kernel, 0 when it has none (the uid sandbox then relies on file
 /// modes alone; see SECURITY.md).
