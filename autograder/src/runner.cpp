@@ -264,8 +264,15 @@ RunOutcome run_process(const RunSpec& spec) {
   struct rlimit lim_cpu {
     cpu_s, cpu_s + 1
   };
+  // bubblewrap writes its copy of the program under this limit too: with namespaces it is at least
+  // the program's size (the case's own folders are sized memory folders besides).
+  rlim_t file_limit = spec.file_bytes;
+  struct stat program_stat {};
+  if (program_fd.fd >= 0 && ::fstat(program_fd.fd, &program_stat) == 0)
+    file_limit =
+        std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
   struct rlimit lim_fsize {
-    spec.file_bytes, spec.file_bytes
+    file_limit, file_limit
   };
   struct rlimit lim_nofile {
     spec.open_files, spec.open_files
