@@ -99,6 +99,14 @@ void attack_batch(const std::string& mode) {
     put(f, "// " + token + "\n");
   fs::permissions(root_only, fs::perms::owner_read | fs::perms::owner_write,
                   fs::perm_options::replace);
+  // Removed however the test ends: they lie in the project.
+  struct Cleanup {
+    std::vector<fs::path> paths;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& p : paths) fs::remove_all(p, ec);
+    }
+  } cleanup{{build_marker, bundle_zip, bundle_dir, root_only}};
   const fs::path cached_result = work() / "grade" / "reference" / kSeed / "toy_a.scale.json";
   const std::map<std::string, std::vector<fs::path>> peeks{
       {"include_reference", {this_project().root / "solutions/11_1_memory/formulas.cpp"}},
