@@ -95,7 +95,7 @@ env_log=$logs/environment.log
   else
     echo "carried: none (build/gpu-deps/debs is absent)"
   fi
-  for p in libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libzip-dev; do
+  for p in libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libzip-dev libseccomp-dev; do
     printf 'system %-20s %s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo 'not installed')"
   done
 } >"$env_log" 2>&1

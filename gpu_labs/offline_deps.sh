@@ -12,7 +12,8 @@ deps=${GPU_DEPS_DIR:-$repo/build/gpu-deps}
 # Header-only libraries plus fmt and libzip: only their CMake configs and headers are needed to
 # configure and build the labs (libzip4 because libzip's config checks that its library exists;
 # only the grader links it); no lab binary loads a library from here.
-packages=(libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libzip-dev libzip4)
+packages=(libeigen3-dev doctest-dev nlohmann-json3-dev libcli11-dev libfmt-dev libfmt9 libzip-dev libzip4
+          libseccomp-dev libseccomp2)
 
 # One .deb into a folder: dpkg where there is one, else the archive's data member by hand.
 extract() {  # extract <deb> <dir>

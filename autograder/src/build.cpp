@@ -12,6 +12,7 @@
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -66,44 +67,86 @@ fs::path compiler_cache_dir() {
   return dir;
 }
 
-// A student tree is compiled where the reference cannot be read: the compiler would otherwise
-// pull it in with `#include "/.../solutions/..."` or `.incbin`. With namespaces the build sees
-// only what building needs, read-only: the system (/usr, /lib*, /bin, /etc, /opt), the course's
-// sources less the reference, the chaffs and wheats, the private files, the grader's tree and
-// the work folder, and the package folders the grader's tree was configured with. Its own folder
-// (staged sources and tree) is the one writable place, /tmp is empty, and there is no home, so
-// neither the compiler cache (it holds the reference's objects), nor running cases' folders, nor
-// any other file of the grader's user is in view.
-void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) {
-  if (sandbox().kind != SandboxKind::namespaces) return;
-  const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
-  const fs::path work = own.parent_path().parent_path();
+// The project's files a student build may read: the top-level folders of the course and its
+// top CMake files, less git's data and other hidden entries, the build trees (`build/`: the
+// reference's results and objects, other submissions), the reference, and any folder that holds
+// a copy of the project (an unpacked release or Gradescope bundle: its own solutions/ or
+// autograder/private/); under autograder/, not the chaffs, wheats or private files. Everything
+// else in the project (a bundle's zip, a root-only note) is out of the build's view.
+std::vector<fs::path> build_visible_sources(const Project& p) {
+  std::vector<fs::path> shown;
   std::error_code ec;
-  std::vector<fs::path> shown{"/usr",  "/lib", "/lib64", "/lib32", "/bin",
-                              "/sbin", "/etc", "/opt",   p.root};
-  // Package folders elsewhere (a library file stands for its folder).
+  auto keep = [&](const fs::directory_entry& e, const std::set<std::string>& dropped) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.' || dropped.count(name) || e.is_symlink(ec)) return false;
+    if (e.is_regular_file(ec))
+      return name == "CMakeLists.txt" || name == "CMakePresets.json" || name == "rubric.json";
+    if (!e.is_directory(ec)) return false;
+    return !fs::exists(e.path() / "solutions", ec) &&
+           !fs::exists(e.path() / "autograder" / "private", ec) &&
+           !fs::exists(e.path() / "source" / "autograder", ec);
+  };
+  for (const auto& e : fs::directory_iterator(p.root, ec)) {
+    if (!keep(e, {"build", "solutions"})) continue;
+    if (e.path().filename() != "autograder") {
+      shown.push_back(e.path());
+      continue;
+    }
+    for (const auto& a : fs::directory_iterator(e.path(), ec))
+      if (keep(a, {"chaff", "wheat", "private"})) shown.push_back(a.path());
+  }
+  return shown;
+}
+
+const std::vector<fs::path> kSystemFolders{"/usr", "/lib",  "/lib64", "/lib32",
+                                           "/bin", "/sbin", "/etc",   "/opt"};
+
+// Folders of packages the grader's tree was configured with (a library file stands for its
+// folder), outside the system folders (bound already, read-only: no mount point can be made in
+// them).
+std::vector<fs::path> package_folders(const Project& p) {
+  std::vector<fs::path> out;
+  std::error_code ec;
   for (const char* var : {"CMAKE_PREFIX_PATH", "MGPU_NCCL_INCLUDE", "MGPU_NCCL_LIBRARY"}) {
     std::istringstream items(cache_value(p.own_tree, var));
     for (std::string item; std::getline(items, item, ';');) {
       fs::path dir = fs::is_regular_file(item, ec) ? fs::path(item).parent_path() : fs::path(item);
-      const bool inside = std::any_of(shown.begin(), shown.end(), [&](const fs::path& s) {
-        const auto rel = dir.lexically_relative(s);
-        return !rel.empty() && *rel.begin() != "..";
-      });
-      if (dir.is_absolute() && !inside) shown.push_back(dir);
+      const bool system =
+          std::any_of(kSystemFolders.begin(), kSystemFolders.end(), [&](const fs::path& s) {
+            const auto rel = dir.lexically_relative(s);
+            return !rel.empty() && *rel.begin() != "..";
+          });
+      if (dir.is_absolute() && !system) out.push_back(dir);
     }
   }
-  std::vector<std::string> cmd{"/usr/bin/bwrap",
-                               "--die-with-parent",
-                               "--unshare-net",
-                               "--unshare-ipc",
-                               "--unshare-pid",
-                               "--proc",
-                               "/proc",
-                               "--dev",
-                               "/dev",
-                               "--tmpfs",
-                               "/tmp"};
+  return out;
+}
+
+// A student tree is compiled where it can read only what building needs: with namespaces, a
+// mount namespace holding, read-only, the system (kSystemFolders), the course's sources a build
+// reads (build_visible_sources) and the package folders; its own folder (staged sources and
+// tree) is the one writable place, /tmp is small and empty, /dev holds only /dev/null (a
+// `#include "/dev/zero"` fails at once), and there is no home, so neither the compiler cache (it
+// holds the reference's objects), nor running cases' folders, nor any other file of the grader's
+// user is in view.
+void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) {
+  const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
+  std::vector<std::string> cmd{"/usr/bin/bwrap", "--die-with-parent",
+                               "--unshare-net",  "--unshare-ipc",
+                               "--unshare-pid",  "--unshare-uts",
+                               "--proc",         "/proc",
+                               "--tmpfs",        "/dev",
+                               "--dev-bind",     "/dev/null",
+                               "/dev/null",      "--symlink",
+                               "/proc/self/fd",  "/dev/fd",
+                               "--size",         std::to_string(1ull << 30),
+                               "--tmpfs",        "/tmp"};
+  for (const auto& [name, fd] : {std::pair{"stdin", 0}, std::pair{"stdout", 1}, {"stderr", 2}})
+    cmd.insert(cmd.end(),
+               {"--symlink", "/proc/self/fd/" + std::to_string(fd), std::string("/dev/") + name});
+  std::vector<fs::path> shown = kSystemFolders;
+  for (const auto& s : build_visible_sources(p)) shown.push_back(s);
+  for (const auto& s : package_folders(p)) shown.push_back(s);
   for (const fs::path& dir : shown)
     cmd.insert(cmd.end(), {"--ro-bind-try", dir.string(), dir.string()});
   fs::path program = spec.exe;  // bwrap does not search PATH
@@ -118,10 +161,6 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
       }
       path = colon == std::string_view::npos ? "" : path.substr(colon + 1);
     }
-  for (const fs::path& hidden :
-       {p.root / "solutions", p.root / "autograder" / "chaff", p.root / "autograder" / "wheat",
-        p.root / "autograder" / "private", p.own_tree, work})
-    if (fs::is_directory(hidden, ec)) cmd.insert(cmd.end(), {"--tmpfs", hidden.string()});
   cmd.insert(cmd.end(), {"--bind", own.string(), own.string()});
   // A proof is the instructor's code: it may read and fill the compiler cache, so that the
   // hundred-odd proofs of `mgpu-grade chaff` do not each compile every file from scratch.
@@ -137,33 +176,67 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
   spec.args.insert(spec.args.begin(), cmd.begin() + 1, cmd.end());
   spec.exe = cmd.front();
   spec.env.emplace_back("HOME", own.string());
+  spec.env.emplace_back("TMPDIR", "/tmp");
 }
 
-// Runs a configure or build of a student tree where it cannot read the reference: with
-// namespaces, as hide_reference_from says; in the uid sandbox, as a leased uid that owns only the
-// submission's folder while it runs (the reference is sealed to the grader's user). Root owns the
-// folder again afterwards, so later cases, whatever their uid, cannot read it.
+// The same view for a build in the uid sandbox, enforced with Landlock where the kernel has it
+// (file modes alone otherwise: the reference is sealed to the grader's user).
+FsView build_view(const Project& p, const fs::path& own) {
+  FsView v;
+  v.read_only = kSystemFolders;
+  for (const auto& s : build_visible_sources(p)) v.read_only.push_back(s);
+  for (const auto& s : package_folders(p)) v.read_only.push_back(s);
+  v.read_only.push_back("/proc");
+  v.read_write = {own};
+  v.devices = {"/dev/null"};
+  return v;
+}
+
+// Limits of every process of a student build: a compiler that reads an endless file or writes
+// an endless object stops at them (bounded either way, even where /dev/zero is in view).
+constexpr std::uint64_t kBuildMemoryBytes = 3ull << 30;
+constexpr std::uint64_t kBuildFileBytes = 512ull << 20;
+
+// Runs a configure or build of a student tree where it sees only what it compiles (above), as a
+// leased uid that owns only the submission's folder while it runs (when the grader is root, in
+// both sandboxes: a root-only file is unreadable even in view). Root owns the folder again
+// afterwards, so later cases, whatever their uid, cannot read it. A proof's build (the
+// instructor's code, TreeConfig::trusted) keeps the grader's user, for the compiler cache.
 RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tree) {
-  if (sandbox().kind == SandboxKind::namespaces) {
-    hide_reference_from(spec, p, tree);
-    return run_process(spec);
-  }
-  if (sandbox().kind != SandboxKind::uid || ::geteuid() != 0) return run_process(spec);
+  const SandboxKind kind = sandbox().kind;
+  if (kind != SandboxKind::namespaces && kind != SandboxKind::uid) return run_process(spec);
   const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
-  UidLease lease;
-  if (!lease.held()) {
-    RunOutcome o;
-    o.start_error = "every case uid is in use (too many builds and cases at once); lower --jobs";
-    return o;
+  spec.unisolated_memory_bytes = kBuildMemoryBytes;
+  spec.unisolated_file_bytes = kBuildFileBytes;
+  const bool drop = ::geteuid() == 0 && !(kind == SandboxKind::namespaces && is_trusted_tree(tree));
+  std::optional<UidLease> lease;
+  if (drop) {
+    lease.emplace();
+    if (!lease->held()) {
+      RunOutcome o;
+      o.start_error = "every case uid is in use (too many builds and cases at once); lower --jobs";
+      return o;
+    }
+    chown_tree(own, lease->uid());
+    spec.run_as = lease->uid();
   }
-  chown_tree(own, lease.uid());
-  spec.run_as = lease.uid();
-  spec.env.emplace_back("CCACHE_DISABLE",
-                        "1");  // the grader's compiler cache is not the build uid's to write
-  spec.env.emplace_back("HOME", own.string());
+  if (kind == SandboxKind::namespaces) {
+    hide_reference_from(spec, p, tree);
+  } else {
+    std::error_code ec;
+    fs::create_directories(own / "tmp", ec);
+    if (drop) (void)::chown((own / "tmp").c_str(), lease->uid(), static_cast<gid_t>(lease->uid()));
+    spec.view = build_view(p, own);
+    spec.env.emplace_back("CCACHE_DISABLE",
+                          "1");  // the grader's compiler cache is not the build uid's to write
+    spec.env.emplace_back("HOME", own.string());
+    spec.env.emplace_back("TMPDIR", (own / "tmp").string());
+  }
   RunOutcome o = run_process(spec);
-  kill_uid(lease.uid());
-  chown_tree(own, 0);
+  if (lease) {
+    kill_uid(lease->uid());
+    chown_tree(own, 0);
+  }
   return o;
 }
 

@@ -172,12 +172,13 @@ void prepare_sandbox(const Project& p, const GradeOptions& o) {
     }
   sweep_leftovers();
   const fs::path a = p.root / "autograder";
-  // Closed: the reference, its results, its private trees, the proofs and private files. Passed
+  // Closed: the reference, its results, its private trees, the chaff proofs (each holds a
+  // chapter's reference), git's data, the proofs' sources and private files. Passed
   // through only: the way to the student build trees, each owned by its build uid while it builds
   // (build.cpp, run_student_build) and by the grader's user otherwise.
   seal({p.root / "solutions", p.own_tree, o.work_dir / "reference",
-        o.work_dir / "reference-private", o.work_dir / "gradescope-bundle", a / "chaff",
-        a / "wheat", a / "private"});
+        o.work_dir / "reference-private", o.work_dir / "gradescope-bundle", o.work_dir / "proofs",
+        p.root / ".git", a / "chaff", a / "wheat", a / "private"});
   fs::create_directories(o.work_dir / "student");
   seal_traverse_only({p.root / "build", o.work_dir, o.work_dir / "student"});
 }

@@ -16,6 +16,7 @@
 #include "compare.hpp"
 #include "gpu_labs.hpp"
 #include "hints.hpp"
+#include "link_check.hpp"
 #include "predictions.hpp"
 #include "pristine.hpp"
 #include "result_parse.hpp"
@@ -89,7 +90,8 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
                  bool drop_privileges) {
   RunSpec rs;
   rs.exe = exe;
-  rs.args = {"--case", spec.name, "--seed", std::to_string(seed), "--result-fd", "3"};
+  rs.args = {"--case", spec.name, "--result-fd", "3"};
+  rs.env = {{"MGPU_CASE_SEED", std::to_string(seed)}};  // not on a command line others can read
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;
   rs.memory_bytes = static_cast<std::uint64_t>(spec.memory_mb * 1024 * 1024);
@@ -449,6 +451,12 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
         fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
     builds[c->name] =
         build_target(tree, case_target(c->name), opts.jobs, project, scratch_chapters);
+    // Defence at link time: no global symbol the reference's objects do not define.
+    if (builds[c->name].ok)
+      if (const LinkCheck lc =
+              check_submission_symbols(tree, reference.tree(), case_target(c->name));
+          !lc.ok)
+        builds[c->name] = TargetBuild{false, lc.first_error, lc.log, builds[c->name].seconds};
   }
   g.timings.emplace_back("build", since(t_build));
 

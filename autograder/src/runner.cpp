@@ -5,12 +5,16 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,8 +98,8 @@ struct Pipe {
   ::_exit(127);
 }
 
-const char* kStages[] = {"setsid", "dup",    "chdir", "setrlimit", "setgroups",
-                         "setgid", "setuid", "exec",  "prctl"};
+const char* kStages[] = {"setsid", "dup",  "chdir", "setrlimit",    "setgroups", "setgid",
+                         "setuid", "exec", "prctl", "no_new_privs", "landlock",  "seccomp"};
 
 // How often the whole tree's resident memory is summed: often enough that a tree cannot grow far
 // past its limit in between, rarely enough that scanning /proc costs nothing measurable.
@@ -143,7 +147,29 @@ RunOutcome run_process(const RunSpec& spec) {
   std::filesystem::path workdir = spec.cwd;
   bool own_workdir = false;
   std::filesystem::path program = spec.exe;
-  if (spec.isolate) {
+  const bool namespaces = kind == SandboxKind::namespaces;
+  // Closed when run_process returns, on every path.
+  struct Fd {
+    int fd = -1;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } program_fd, filter_fd, ruleset_fd;
+  if (namespaces) {
+    // bubblewrap copies the program in from a descriptor: no host folder in the case's view.
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);
+    program_fd.fd = ec ? -1 : ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
+    filter_fd.fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
+    const std::string& bpf = case_seccomp_program();
+    if (program_fd.fd < 0 || filter_fd.fd < 0 ||
+        ::write(filter_fd.fd, bpf.data(), bpf.size()) != static_cast<ssize_t>(bpf.size()) ||
+        ::lseek(filter_fd.fd, 0, SEEK_SET) != 0) {
+      o.start_error = fmt::format("cannot start {}: {}", spec.exe.string(),
+                                  std::strerror(ec ? ec.value() : errno));
+      return o;
+    }
+  } else if (spec.isolate) {
     std::string tmpl = case_dir_template();
     if (!::mkdtemp(tmpl.data())) {
       o.start_error = fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
@@ -178,16 +204,40 @@ RunOutcome run_process(const RunSpec& spec) {
     }
   }
 
+  // Landlock where the kernel has it: a case in the uid sandbox reaches only the system and its
+  // folder; a build, what its view names.
+  if (kind == SandboxKind::uid)
+    ruleset_fd.fd = landlock_ruleset(case_view(workdir, spec.devices));
+  else if (!spec.isolate && spec.view)
+    ruleset_fd.fd = landlock_ruleset(*spec.view);
+  const std::string& bpf = case_seccomp_program();
+  sock_fprog filter{static_cast<unsigned short>(bpf.size() / sizeof(sock_filter)),
+                    reinterpret_cast<sock_filter*>(const_cast<char*>(bpf.data()))};
+  const bool filter_here = kind == SandboxKind::uid;  // bubblewrap loads it itself
+
+  // Descriptors the child passes on, at fixed numbers above the result's and the error pipe's.
+  const int err_target = spec.result_fd == 3 ? 4 : 3;
+  const int program_target = std::max(spec.result_fd, err_target) + 1;
+  const int filter_target = program_target + 1, ruleset_target = program_target + 2;
+
   // argv and envp, built before the fork.
   std::vector<std::string> argv_s{program.string()};
-  if (kind == SandboxKind::namespaces) argv_s = bwrap_command(program, workdir, spec.devices);
+  if (namespaces) {
+    BwrapCase c;
+    c.program = spec.exe;
+    c.program_fd = program_target;
+    c.seccomp_fd = filter_target;
+    c.tmpfs_bytes = std::max<std::uint64_t>(spec.file_bytes * 4, 16ull << 20);
+    c.devices = spec.devices;
+    argv_s = bwrap_command(c);
+  }
   argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_s;
   if (spec.isolate) {
-    const std::string home = kind == SandboxKind::namespaces ? "/case" : workdir.string();
+    const std::string home = namespaces ? "/case" : workdir.string();
     env_s = {"PATH=/usr/bin:/bin", "HOME=" + home,   "TMPDIR=" + home,
              "LANG=C.UTF-8",       "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
     for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
@@ -214,8 +264,15 @@ RunOutcome run_process(const RunSpec& spec) {
   struct rlimit lim_cpu {
     cpu_s, cpu_s + 1
   };
+  // bubblewrap writes its copy of the program under this limit too: with namespaces it is at least
+  // the program's size (the case's own folders are sized memory folders besides).
+  rlim_t file_limit = spec.file_bytes;
+  struct stat program_stat {};
+  if (program_fd.fd >= 0 && ::fstat(program_fd.fd, &program_stat) == 0)
+    file_limit =
+        std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
   struct rlimit lim_fsize {
-    spec.file_bytes, spec.file_bytes
+    file_limit, file_limit
   };
   struct rlimit lim_nofile {
     spec.open_files, spec.open_files
@@ -226,6 +283,12 @@ RunOutcome run_process(const RunSpec& spec) {
   struct rlimit lim_core {
     0, 0
   };
+  struct rlimit lim_build_as {
+    spec.unisolated_memory_bytes, spec.unisolated_memory_bytes
+  };
+  struct rlimit lim_build_fsize {
+    spec.unisolated_file_bytes, spec.unisolated_file_bytes
+  };
 
   Pipe out, err, res, errp;
   if (!out.open() || !err.open() || !errp.open() || (spec.result_fd >= 0 && !res.open())) {
@@ -234,10 +297,11 @@ RunOutcome run_process(const RunSpec& spec) {
     return o;
   }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int err_target = spec.result_fd == 3 ? 4 : 3;
   const bool merge = spec.merge_output;
   const bool no_devices = spec.devices.empty();
-  const char* cwd = workdir.empty() ? nullptr : workdir.c_str();
+  // With namespaces bubblewrap changes to /case; it starts from / (the grader's own folder may not
+  // be the case uid's to enter).
+  const char* cwd = namespaces ? "/" : workdir.empty() ? nullptr : workdir.c_str();
   auto start = Clock::now();
 
   pid_t pid = ::fork();
@@ -255,12 +319,23 @@ RunOutcome run_process(const RunSpec& spec) {
     int hi_out = ::fcntl(out.w, F_DUPFD, 100);
     int hi_err = ::fcntl(merge ? out.w : err.w, F_DUPFD, 100);
     int hi_res = spec.result_fd >= 0 ? ::fcntl(res.w, F_DUPFD, 100) : -1;
+    // bubblewrap reads the program and the filter from these; the ruleset is ours, closed at exec
+    int hi_program = program_fd.fd >= 0 ? ::fcntl(program_fd.fd, F_DUPFD, 100) : -1;
+    int hi_filter = filter_fd.fd >= 0 ? ::fcntl(filter_fd.fd, F_DUPFD, 100) : -1;
+    int hi_ruleset = ruleset_fd.fd >= 0 ? ::fcntl(ruleset_fd.fd, F_DUPFD, 100) : -1;
     if (hi_out < 0 || hi_err < 0 || (spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
+    if ((program_fd.fd >= 0 && hi_program < 0) || (filter_fd.fd >= 0 && hi_filter < 0) ||
+        (ruleset_fd.fd >= 0 && hi_ruleset < 0))
+      child_fail(ew, 1);
     if (::dup2(devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
     if (hi_res >= 0 && ::dup2(hi_res, spec.result_fd) < 0) child_fail(ew, 1);
     if (::dup3(ew, err_target, O_CLOEXEC) < 0) child_fail(ew, 1);
     ew = err_target;
-    int first_free = std::max(spec.result_fd, err_target) + 1;
+    if ((hi_program >= 0 && ::dup2(hi_program, program_target) < 0) ||
+        (hi_filter >= 0 && ::dup2(hi_filter, filter_target) < 0) ||
+        (hi_ruleset >= 0 && ::dup3(hi_ruleset, ruleset_target, O_CLOEXEC) < 0))
+      child_fail(ew, 1);
+    int first_free = ruleset_target + 1;
     ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
     if (cwd && ::chdir(cwd) != 0) child_fail(ew, 2);
     if (spec.isolate) {
@@ -271,6 +346,9 @@ RunOutcome run_process(const RunSpec& spec) {
         child_fail(ew, 3);
     } else {
       ::setrlimit(RLIMIT_CORE, &lim_core);
+      if ((lim_build_as.rlim_cur > 0 && ::setrlimit(RLIMIT_AS, &lim_build_as) != 0) ||
+          (lim_build_fsize.rlim_cur > 0 && ::setrlimit(RLIMIT_FSIZE, &lim_build_fsize) != 0))
+        child_fail(ew, 3);
     }
     if (drop) {
       if (::setgroups(0, nullptr) != 0) child_fail(ew, 4);
@@ -279,6 +357,15 @@ RunOutcome run_process(const RunSpec& spec) {
     }
     // Dies with the grader (changing uid above cleared any earlier setting).
     if ((spec.isolate || drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
+    // The last steps before the program: no privilege can be gained by exec any more, then the
+    // file system view, then the system-call filter (sandbox.hpp).
+    if (hi_ruleset >= 0 || filter_here) {
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(ew, 9);
+      if (hi_ruleset >= 0 && ::syscall(SYS_landlock_restrict_self, ruleset_target, 0) != 0)
+        child_fail(ew, 10);
+      if (filter_here && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) != 0)
+        child_fail(ew, 11);
+    }
     if (spec.isolate)
       ::execve(argv[0], argv.data(), envp.data());
     else

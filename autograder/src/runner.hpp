@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "sandbox.hpp"
+
 namespace mgpu::grade {
 
 /// What to run and how tightly to hold it.
@@ -42,6 +44,15 @@ struct RunSpec {
   /// Not isolated, grader running as root: run as this uid (and gid), dying with the grader. A
   /// student build in the uid sandbox runs so, unable to read the sealed reference.
   std::optional<uid_t> run_as;
+  /// Not isolated: confine the program with Landlock to this view where the kernel has it (a
+  /// student build in the uid sandbox, which then reaches nothing of the project but what it
+  /// compiles). Isolated runs in the uid sandbox always get case_view() of their folder.
+  std::optional<FsView> view;
+  /// Not isolated: RLIMIT_AS and RLIMIT_FSIZE for every process (a build: one compiler told to
+  /// read /dev/zero stops at the first, one told to write it into an object at the second); 0:
+  /// none.
+  std::uint64_t unisolated_memory_bytes = 0;
+  std::uint64_t unisolated_file_bytes = 0;
 };
 
 /// What happened.

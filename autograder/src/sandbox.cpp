@@ -4,9 +4,15 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/landlock.h>
+#include <sched.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +23,11 @@
 #include <map>
 #include <sstream>
 #include <thread>
+
+// Newer than the kernel headers of some systems (Linux 6.2): the kernel tells its ABI at run time.
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
 
 namespace fs = std::filesystem;
 
@@ -40,7 +51,9 @@ bool bwrap_works() {
   const UidLease lease;
   const uid_t probe_uid =
       lease.held() ? lease.uid() : 65534;  // nobody, when every case uid is busy
-  auto cmd = bwrap_command("/usr/bin/true", fs::temp_directory_path());
+  BwrapCase probe;
+  probe.program = "/usr/bin/true";
+  auto cmd = bwrap_command(probe);
   std::vector<char*> argv;
   for (auto& a : cmd) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -60,7 +73,98 @@ bool bwrap_works() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+// The case filter (sandbox.hpp): the rules, then exported as BPF through a memory file.
+std::string build_seccomp_program() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (!ctx) return "";
+  struct Release {
+    scmp_filter_ctx c;
+    ~Release() { seccomp_release(c); }
+  } release{ctx};
+  bool ok = true;
+  auto deny = [&](const char* name, std::uint32_t action = SCMP_ACT_ERRNO(EPERM)) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return;  // not a system call on this architecture
+    ok = ok && seccomp_rule_add(ctx, action, nr, 0) == 0;
+  };
+  deny("socket", SCMP_ACT_ERRNO(EACCES));
+  for (const char* name : {"ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "pidfd_getfd",
+                           "kcmp",
+                           "perf_event_open",
+                           "bpf",
+                           "userfaultfd",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "shmget",
+                           "shmat",
+                           "msgget",
+                           "semget",
+                           "unshare",
+                           "setns",
+                           "mount",
+                           "umount2",
+                           "pivot_root",
+                           "chroot",
+                           "move_mount",
+                           "open_tree",
+                           "fsopen",
+                           "fsmount",
+                           "fspick",
+                           "mount_setattr",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "quotactl",
+                           "acct",
+                           "swapon",
+                           "swapoff",
+                           "reboot",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "sethostname",
+                           "setdomainname",
+                           "syslog",
+                           "iopl",
+                           "ioperm",
+                           "fanotify_init",
+                           "lookup_dcookie",
+                           "vhangup"})
+    deny(name);
+  // clone3 passes its flags in memory a filter cannot read: ENOSYS makes glibc use clone.
+  deny("clone3", SCMP_ACT_ERRNO(ENOSYS));
+  for (const unsigned long flag : {CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+                                   CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP})
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)) == 0;
+  ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
+                              SCMP_A0(SCMP_CMP_NE, AF_UNIX)) == 0;
+  if (!ok) return "";
+  const int fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
+  if (fd < 0) return "";
+  std::string bpf;
+  if (seccomp_export_bpf(ctx, fd) == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+      bpf.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return bpf;
+}
+
 SandboxInfo detect() {
+  if (case_seccomp_program().empty())
+    return {SandboxKind::none,
+            "libseccomp could not build the system-call filter cases run under; reinstall "
+            "libseccomp2 and rebuild the grader"};
   const char* forced = std::getenv("MGPU_SANDBOX");
   std::string f = forced ? forced : "";
   const bool root = ::geteuid() == 0;
@@ -226,22 +330,86 @@ std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
   return pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::vector<std::string> bwrap_command(const fs::path& program, const fs::path& workdir,
-                                       const std::vector<fs::path>& devices) {
-  const std::string inside = "/program/" + program.filename().string();
+std::vector<std::string> bwrap_command(const BwrapCase& c) {
+  const std::string inside =
+      c.program_fd >= 0 ? "/program/" + c.program.filename().string() : c.program.string();
+  const std::string size = std::to_string(c.tmpfs_bytes);
   std::vector<std::string> cmd{kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
                                // the system's programs and libraries, read-only; nothing of the
                                // course, the reference or /home
                                "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib",
                                "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/bin", "/bin",
                                "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc",
-                               "/proc", "--dev", "/dev", "--tmpfs", "/tmp"};
+                               "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
+                               "--size", size, "--tmpfs", "/case"};
   // After --dev, which would hide them: a fresh /dev holds only the standard nodes.
-  for (const auto& d : devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
-  if (!devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
-  cmd.insert(cmd.end(), {"--bind", workdir.string(), "/case", "--ro-bind", program.string(), inside,
-                         "--chdir", "/case", inside});
+  for (const auto& d : c.devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
+  if (!c.devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
+  if (c.program_fd >= 0)
+    cmd.insert(cmd.end(),
+               {"--perms", "0555", "--ro-bind-data", std::to_string(c.program_fd), inside});
+  if (c.seccomp_fd >= 0) cmd.insert(cmd.end(), {"--seccomp", std::to_string(c.seccomp_fd)});
+  cmd.insert(cmd.end(), {"--chdir", "/case", inside});
   return cmd;
+}
+
+const std::string& case_seccomp_program() {
+  static const std::string program = build_seccomp_program();
+  return program;
+}
+
+FsView case_view(const fs::path& workdir, const std::vector<fs::path>& devices) {
+  FsView v{{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys"},
+           {workdir},
+           {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}};
+  v.devices.insert(v.devices.end(), devices.begin(), devices.end());
+  return v;
+}
+
+int landlock_abi() {
+  static const int abi = [] {
+    const long v =
+        ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : static_cast<int>(v);
+  }();
+  return abi;
+}
+
+int landlock_ruleset(const FsView& view) {
+  const int abi = landlock_abi();
+  if (abi < 1) return -1;
+  constexpr std::uint64_t read =
+      LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+  std::uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // ABI 1: execute to make_sym
+  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+  std::uint64_t truncate = 0;
+  if (abi >= 3) truncate = LANDLOCK_ACCESS_FS_TRUNCATE;
+  all |= truncate;
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = all;
+  const int ruleset =
+      static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+  if (ruleset < 0) return -1;
+  auto allow = [&](const fs::path& path, std::uint64_t access) {
+    const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st {};
+    // A rule on a file may only hold file rights.
+    if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+      access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE |
+                LANDLOCK_ACCESS_FS_WRITE_FILE | truncate;
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = access;
+    rule.parent_fd = fd;
+    ::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    ::close(fd);
+  };
+  for (const auto& p : view.read_only) allow(p, read);
+  for (const auto& p : view.devices)
+    allow(p, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+                 LANDLOCK_ACCESS_FS_WRITE_FILE | truncate);
+  for (const auto& p : view.read_write) allow(p, all);
+  return ruleset;
 }
 
 std::string case_dir_template() {

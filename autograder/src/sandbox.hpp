@@ -62,12 +62,57 @@ void sweep_leftovers();
 /// case's whole tree, wherever its processes moved to.
 std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid);
 
-/// The bubblewrap command line that runs program (bound read-only at /program/<name>) with
-/// workdir as its only writable folder, mounted at /case. Each of `devices` (a GPU's nodes) is
-/// bound at its own path, and then /sys is visible read-only, as the CUDA driver needs.
-std::vector<std::string> bwrap_command(const std::filesystem::path& program,
-                                       const std::filesystem::path& workdir,
-                                       const std::vector<std::filesystem::path>& devices = {});
+/// What a case in bubblewrap is given.
+struct BwrapCase {
+  std::filesystem::path program;  ///< the program; its file name names it inside (/program/<name>)
+  int program_fd = -1;  ///< the child's descriptor the program is copied from; -1: `program` is a
+                        ///< path already in view (/usr/bin/true, for the probe)
+  int seccomp_fd = -1;  ///< the child's descriptor holding case_seccomp_program(); -1: none
+  std::uint64_t tmpfs_bytes = 64ull << 20;     ///< size of /case and of /tmp, each
+  std::vector<std::filesystem::path> devices;  ///< device nodes bound at their own paths
+};
+
+/// The bubblewrap command line of a case: the system's programs and libraries read-only, a fresh
+/// /proc and /dev, and two small empty memory folders, /tmp and /case (its working folder and
+/// HOME). The program is copied in from a descriptor, so nothing in the case's view (not even
+/// /proc/self/mountinfo) names a folder of the host. Each of `devices` (a GPU's nodes) is bound
+/// at its own path, and then /sys is visible read-only, as the CUDA driver needs.
+std::vector<std::string> bwrap_command(const BwrapCase& c);
+
+/// The system-call filter of every case, in both sandboxes, as the bytes of a classic BPF program
+/// (struct sock_filter entries) made with libseccomp once. Denied (EPERM, or ENOSYS for clone3,
+/// which glibc then replaces with clone): socket() of any family (no network, no abstract Unix
+/// socket shared with another case in the fallback; socketpair(AF_UNIX) stays, for ranks in
+/// processes of their own), ptrace, process_vm_readv/writev, pidfd_getfd, kcmp, perf_event_open,
+/// bpf, userfaultfd, io_uring (it can open sockets past the filter), the keyring, System V IPC
+/// (shared between cases without an IPC namespace), new namespaces, mounts and the other calls
+/// only an administrator needs. fork, clone without namespace flags, memfd_create and mmap stay.
+/// Empty when libseccomp could not build it; sandbox() is then none.
+const std::string& case_seccomp_program();
+
+/// What a process confined with Landlock may reach: everything else of the file system is out
+/// of reach whatever its permissions (read, write, execute, list, create).
+struct FsView {
+  std::vector<std::filesystem::path> read_only;   ///< read, list and execute
+  std::vector<std::filesystem::path> read_write;  ///< everything, beneath each
+  std::vector<std::filesystem::path> devices;     ///< open for reading and writing, no creating
+};
+
+/// The view of a case in the uid sandbox: the system's programs and libraries, /proc and /sys
+/// read-only, the standard device nodes (null, zero, full, random, urandom) and `devices` (a GPU's
+/// nodes), and its own folder. Nothing of /tmp, /dev/shm, the project or another case's folder,
+/// whatever their modes.
+FsView case_view(const std::filesystem::path& workdir,
+                 const std::vector<std::filesystem::path>& devices = {});
+
+/// Landlock's ABI version on this kernel, 0 when it has none (the uid sandbox then relies on file
+/// modes alone; see SECURITY.md).
+int landlock_abi();
+
+/// A Landlock ruleset (a descriptor, close-on-exec) for view, to be enforced in the child with
+/// landlock_restrict_self after PR_SET_NO_NEW_PRIVS; -1 when Landlock is unavailable. Paths that
+/// do not exist are left out.
+int landlock_ruleset(const FsView& view);
 
 /// Where a case's working folder is created: tmp/mgpu-case-<grader pid>-XXXXXX.
 std::string case_dir_template();

@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "runner.hpp"
+#include "sandbox.hpp"
 
 using namespace mgpu::grade;
 
@@ -64,8 +67,10 @@ TEST_CASE(
   // The folder is /case inside namespaces, a fresh mgpu-case-* folder outside them.
   CHECK((o.out.find("\n/case\n") != std::string::npos ||
          o.out.find("mgpu-case-") != std::string::npos));
-  CHECK(o.out.find("\n1\n") !=
-        std::string::npos);  // the working folder holds only the program's link
+  // The working folder holds only the program's link (the uid sandbox), or nothing (namespaces:
+  // the program is copied in at /program).
+  CHECK(o.out.find(sandbox().kind == SandboxKind::namespaces ? "\n0\n" : "\n1\n") !=
+        std::string::npos);
   const std::string uid = o.out.substr(o.out.rfind('\n', o.out.size() - 2) + 1);  // the last line
   if (::geteuid() == 0) CHECK(uid != "0\n");
 }
@@ -76,4 +81,40 @@ TEST_CASE("a program that cannot be started says why") {
   RunOutcome o = run_process(spec);
   CHECK_FALSE(o.started);
   CHECK(o.start_error.find("No such file") != std::string::npos);
+}
+
+TEST_CASE("nothing in a case's view names a folder of the host") {
+  RunSpec spec;
+  spec.exe = "/bin/sh";
+  spec.args = {"-c", "cat /proc/self/mountinfo; pwd; echo $HOME $TMPDIR"};
+  spec.output_cap = 1 << 20;  // all of it
+  RunOutcome o = run_process(spec);
+  CHECK_FALSE(o.out_truncated);
+  CHECK(o.exit_code == 0);
+  if (sandbox().kind == SandboxKind::namespaces) {
+    CHECK(o.out.find("mgpu-case-") == std::string::npos);
+    CHECK(o.out.find(std::filesystem::current_path().string()) == std::string::npos);
+    CHECK(o.out.find("/case /case") != std::string::npos);  // HOME and TMPDIR
+  }
+}
+
+TEST_CASE("a case runs under the system-call filter, unable to gain privileges") {
+  RunOutcome o = sh("grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status");
+  CHECK(o.exit_code == 0);
+  CHECK(o.out.find("Seccomp:\t2") != std::string::npos);  // 2: a filter
+  CHECK(o.out.find("NoNewPrivs:\t1") != std::string::npos);
+}
+
+TEST_CASE("a build's processes are held to its memory and file-size limits") {
+  RunSpec spec;
+  spec.exe = "/bin/sh";
+  spec.args = {"-c", "ulimit -v; ulimit -f"};
+  spec.isolate = false;
+  spec.unisolated_memory_bytes = 3ull << 30;
+  spec.unisolated_file_bytes = 512ull << 20;
+  RunOutcome o = run_process(spec);
+  CHECK(o.exit_code == 0);
+  // KiB and 512-byte blocks, as the shell counts them
+  CHECK(o.out ==
+        std::to_string((3ull << 30) / 1024) + "\n" + std::to_string((512ull << 20) / 512) + "\n");
 }

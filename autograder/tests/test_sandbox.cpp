@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "grade.hpp"
 #include "helpers.hpp"
 #include "runner.hpp"
 #include "sandbox.hpp"
@@ -28,13 +29,18 @@ namespace {
 // This test's own seed, so processes of other graders running at the same time are not counted.
 const char* kSeed = "424242";
 
-// Processes of a toy case program run with this test's seed: what a case could have left behind.
+// Processes of a toy case program run with this test's seed (in their environment, where the
+// grader passes it): what a case could have left behind.
 int toy_case_processes() {
   int n = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::ifstream in(e.path() / "cmdline");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    std::ifstream in(e.path() / "cmdline"), env(e.path() / "environ");
     std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (cmd.find("cases_toy_a") != std::string::npos && cmd.find(kSeed) != std::string::npos) ++n;
+    std::string vars((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (cmd.find("cases_toy_a") != std::string::npos &&
+        vars.find(std::string("MGPU_CASE_SEED=") + kSeed) != std::string::npos)
+      ++n;
   }
   return n;
 }
@@ -42,7 +48,8 @@ int toy_case_processes() {
 void attack_batch(const std::string& mode) {
   fs::path dir = fresh_dir("attacks_" + mode);
   const std::vector<std::string> attacks{"steal_reference", "exec_reference", "setsid_escape",
-                                         "memory_children"};
+                                         "memory_children", "forged_write",   "include_dev_zero",
+                                         "incbin_dev_zero", "syscalls",       "tmp_channel"};
   for (const auto& a : attacks) {
     fs::path sub = toy_submission(dir / "subs" / a, "");
     fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
@@ -75,10 +82,40 @@ void attack_batch(const std::string& mode) {
   for (const std::string slot : {"batch-slot-0", "batch-slot-1"})
     previous.insert(previous.end(),
                     {toy_object(slot), slots / slot / "build/autograder/tests/libmgpu_toy_a.a"});
+  // What the project holds besides its sources: a file under build/ (where `./mgpu test` and
+  // the grader cache the reference's results: the tests' own cache is one), git's data, a
+  // Gradescope bundle left in the project (zipped, and unpacked with its secret), and a root-only
+  // file in a folder the build does see. Each holds a token no report may show.
+  const fs::path root = this_project().root;
+  const std::string stem = "mgpu-grade-test-" + std::to_string(::getpid());
+  const std::string token = "leaked-" + std::to_string(::getpid() * 7919L);  // in contents only
+  const fs::path build_marker = root / "build" / (stem + ".h");
+  const fs::path bundle_zip = root / (stem + ".zip");
+  const fs::path bundle_dir = root / stem;
+  const fs::path root_only = root / "chapters" / (stem + ".h");
+  const fs::path git = fs::is_directory(root / ".git") ? root / ".git" / "HEAD" : root / ".git";
+  for (const fs::path& f :
+       {build_marker, bundle_zip, bundle_dir / "autograder/private/secret", root_only})
+    put(f, "// " + token + "\n");
+  fs::permissions(root_only, fs::perms::owner_read | fs::perms::owner_write,
+                  fs::perm_options::replace);
+  // Removed however the test ends: they lie in the project.
+  struct Cleanup {
+    std::vector<fs::path> paths;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& p : paths) fs::remove_all(p, ec);
+    }
+  } cleanup{{build_marker, bundle_zip, bundle_dir, root_only}};
+  const fs::path cached_result = work() / "grade" / "reference" / kSeed / "toy_a.scale.json";
   const std::map<std::string, std::vector<fs::path>> peeks{
       {"include_reference", {this_project().root / "solutions/11_1_memory/formulas.cpp"}},
       {"include_compiler_cache", {home_marker}},
       {"include_case_folder", {tmp_folder / "marker.h"}},
+      {"include_build_folder", {build_marker, cached_result}},
+      {"include_git", {git}},
+      {"include_bundle", {bundle_zip, bundle_dir / "autograder/private/secret"}},
+      {"include_root_only", {root_only}},
       {"zzz_previous_submission", previous}};
   for (const auto& [name, paths] : peeks) {
     fs::path sub = toy_submission(dir / "subs" / name, "");
@@ -88,9 +125,12 @@ void attack_batch(const std::string& mode) {
     std::string seen;
     for (const auto& path : paths)
       seen += (seen.empty() ? "" : " || ") + ("__has_include(\"" + path.string() + "\")");
+    // The root-only file is in view and its name known: only reading it must fail.
+    const std::string read_it =
+        name == "include_root_only" ? "#include \"" + paths.front().string() + "\"\n" : "";
     text.replace(text.find(body), body.size(),
-                 "#if " + seen +
-                     "\ndouble toy_scale(double x, int k) { return x * k; }\n#else\n"
+                 "#if " + seen + "\n" + read_it +
+                     "double toy_scale(double x, int k) { return x * k; }\n#else\n"
                      "double toy_scale(double, int) { return -1; }\n#endif");
     std::ofstream(sub / "toy_a/toy_a.cpp") << text;
   }
@@ -105,6 +145,15 @@ void attack_batch(const std::string& mode) {
   REQUIRE(fs::exists(work().parent_path() / p.own_tree.filename() / "bin" / "cases_toy_a"));
   // The reference results must be in the cache for the thief to find them (outside a sandbox).
   REQUIRE(grader(toy_args({"grade", "--solution", "--quiet", "--seed", kSeed})).exit_code == 0);
+  REQUIRE(fs::exists(cached_result));
+  REQUIRE(fs::exists(git));
+  // Another process's notes in /tmp and /dev/shm, world-readable (tmp_channel listens for them).
+  std::vector<fs::path> channel{"/tmp/mgpu-attack-channel"};
+  if (fs::is_directory("/dev/shm")) channel.push_back("/dev/shm/mgpu-attack-channel");
+  for (const auto& c : channel) {
+    put(c, "hello\n");
+    fs::permissions(c, fs::perms::all, fs::perm_options::replace);
+  }
 
   RunSpec spec;
   spec.exe = MGPU_GRADE_EXE;
@@ -135,6 +184,34 @@ void attack_batch(const std::string& mode) {
   CHECK((fs::exists(toy_object("batch-slot-0")) || fs::exists(toy_object("batch-slot-1"))));
   fs::remove(home_marker);
   fs::remove_all(tmp_folder);
+  for (const fs::path& f : {build_marker, bundle_zip, root_only}) fs::remove(f);
+  fs::remove_all(bundle_dir);
+  for (const auto& c : channel) fs::remove(c);
+  // Link time: a global write() of its own is refused before any case runs, by name.
+  for (const char* c : {"toy_a.scale", "toy_a.series", "toy_a.sum"})
+    CHECK(case_status(report("forged_write"), c) == "build-failed");
+  CHECK(report("forged_write").dump().find("`write`") != std::string::npos);
+  // An endless file in the build fails it, fast and with the compiler's word for it.
+  for (const char* a : {"include_dev_zero", "incbin_dev_zero"}) {
+    CHECK_MESSAGE(case_status(report(a), "toy_a.scale") == "build-failed", a);
+    CHECK_MESSAGE(report(a).dump().find("/dev/zero") != std::string::npos, a);
+  }
+  // No socket, ptrace, process_vm_readv, System V memory or io_uring; fork, socketpair,
+  // memfd_create and shared mappings still work.
+  CHECK(case_status(report("syscalls"), "toy_a.scale") == "wrong");
+  CHECK(case_status(report("syscalls"), "toy_a.sum") == "passed");
+  // Nothing another process left in /tmp or /dev/shm reaches a case, and what a case leaves
+  // there is its own (namespaces) or could not be written (uid: out of its view).
+  CHECK(case_status(report("tmp_channel"), "toy_a.scale") == "wrong");
+  for (const auto& dir : {"/tmp", "/dev/shm"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      CHECK_MESSAGE(e.path().filename().string().rfind("mgpu-attack-channel-", 0) != 0,
+                    e.path().string());
+  }
+  // No report shows what the build was kept from.
+  for (const auto& e : fs::directory_iterator(dir / "reports"))
+    CHECK_MESSAGE(read_text(e.path()).find(token) == std::string::npos, e.path().string());
   CHECK(case_status(report("setsid_escape"), "toy_a.scale") == "passed");
   auto mem = report("memory_children");
   CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
@@ -227,4 +304,24 @@ TEST_CASE(
   }
   fs::remove_all(secret_dir);
   fs::remove(report);
+}
+
+TEST_CASE("a case's seed is in its environment, not on its command line" *
+          doctest::skip(!can_grade())) {
+  // A stand-in case program that reports both: a command line is readable by every process of
+  // the machine (the fallback has no PID namespace), an environment only by the case's own uid.
+  const fs::path dir = fresh_dir("seed_channel");
+  const fs::path exe = dir / "cases_stand_in";
+  put(exe, "#!/bin/sh\necho \"args: $*\"\necho \"seed: $MGPU_CASE_SEED\"\n");
+  fs::permissions(exe,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  CaseSpec spec;
+  spec.name = "stand_in.case";
+  const CaseRun r = run_case(exe, spec, 987654321, true);
+  INFO(r.output);
+  CHECK(r.output.find("seed: 987654321") != std::string::npos);
+  CHECK(r.output.find("args: --case stand_in.case --result-fd 3") != std::string::npos);
+  CHECK(r.output.find("args: --case stand_in.case --result-fd 3 ") == std::string::npos);
 }
