@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -89,6 +90,9 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
   RunSpec rs;
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--seed", std::to_string(seed), "--result-fd", "3"};
+  // MGPU_RANKS=processes: each rank of an isolated case in its own process (runtime README).
+  if (const char* ranks = std::getenv("MGPU_RANKS"); ranks && std::string(ranks) == "processes")
+    rs.args.insert(rs.args.end(), {"--ranks", "processes"});
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;
   rs.memory_bytes = static_cast<std::uint64_t>(spec.memory_mb * 1024 * 1024);
