@@ -309,7 +309,8 @@ void ClusterState::run_threads(const std::function<void(Rank&)>& body) {
   // Timelines are moved, not copied: a ring over 1,024 ranks records tens of millions of spans,
   // and a copy would double the run's peak memory at its very end.
   for (const auto& s : ranks)
-    reports.push_back(RankReport{s->id, s->memory, s->traffic, std::move(s->clock)});
+    reports.push_back(
+        RankReport{s->id, s->memory, s->traffic, std::move(s->clock), std::move(s->checkpoints)});
   if (error) std::rethrow_exception(error);
 }
 
@@ -356,6 +357,16 @@ double Rank::now() const {
   const auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
   if (self.remote) return detail::remote_now(*self.remote);
   return self.clock.now();
+}
+
+void Rank::checkpoint(const std::string& name) {
+  auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  if (self.remote) {
+    detail::remote_checkpoint(*self.remote, name);
+    return;
+  }
+  cluster_->check_abort(self);
+  self.checkpoints[name] = Checkpoint{self.clock.now(), self.traffic, self.memory};
 }
 
 void Rank::publish_raw(const std::string& name, const void* data, std::size_t count, DType dtype) {

@@ -1,8 +1,8 @@
 // Ranks in processes. The trusted process (the one that called Cluster::run) keeps the whole
 // cluster: it runs today's threaded run, but each rank's thread is a proxy that serves requests
 // from the rank's own process. The rank process is forked for the run and keeps only its own
-// arena (a memfd both sides map) and its end of a socketpair; the payload of every operation is
-// staged in the arena, and the proxy makes the real runtime call on its own mapping of it. So
+// arena (shared memory both sides map) and its end of a socketpair; the payload of every operation
+// is staged in the arena, and the proxy makes the real runtime call on its own mapping of it. So
 // the meter counts what the trusted side moved, the ledger and clock are the trusted side's,
 // deadlock detection sees the proxies block in the real runtime, and what a rank publishes is
 // read out of its arena by the trusted side.
@@ -56,6 +56,7 @@ enum class Call : std::uint8_t {
   wait,          // request; reply
   test,          // request; reply: done
   drop,          // request, unwinding; reply unless unwinding
+  checkpoint,    // name
   finished,      // the body returned
   failed,        // fault, type, message: the body threw
   count_
@@ -326,13 +327,12 @@ bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
 
 /// One rank's channel, made before the fork: the arena and both ends of the socket.
 struct Channel {
-  int arena_fd = -1;
   int proxy_fd = -1;  // the trusted side's end
   int rank_fd = -1;   // the rank process's end
   pid_t pid = -1;
   bool reaped = false;
   int status = 0;
-  unsigned char* arena = nullptr;  // the trusted side's mapping
+  unsigned char* arena = nullptr;  // shared with the rank process, which unmaps all others
 };
 
 void close_fd(int& fd) {
@@ -624,6 +624,12 @@ double remote_now(RemoteLink& link) {
   return link.reply().get<double>();
 }
 
+void remote_checkpoint(RemoteLink& link, const std::string& name) {
+  Writer w;
+  w.put(Call::checkpoint).str(name);
+  link.send(w);
+}
+
 void remote_publish(RemoteLink& link, const std::string& name, const void* data, std::size_t count,
                     DType dtype) {
   const std::size_t bytes = count * dtype_bytes(dtype);
@@ -801,6 +807,10 @@ struct RankProxy {
         case Call::now:
           out.put(self.clock.now());
           break;
+        case Call::checkpoint:
+          rank.checkpoint(in.str());
+          reply = false;
+          break;
         case Call::publish: {
           std::string name = in.str();
           const auto off = in.get<std::uint64_t>();
@@ -934,22 +944,22 @@ namespace {
 [[noreturn]] void rank_process(ClusterState& cluster, int r, std::vector<Channel>& channels,
                                const std::function<void(Rank&)>& body) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const std::size_t bytes = cluster.config.rank_arena_bytes;
   for (std::size_t i = 0; i < channels.size(); ++i) {
     Channel& c = channels[i];
     close_fd(c.proxy_fd);
     if (static_cast<int>(i) == r) continue;
-    close_fd(c.arena_fd);
+    // Gone from this process for good: nothing else refers to another rank's pages.
+    ::munmap(c.arena, bytes);
+    c.arena = nullptr;
     close_fd(c.rank_fd);
   }
   Channel& own = channels[static_cast<std::size_t>(r)];
   RemoteLink link;
   link.fd = own.rank_fd;
   link.rank = r;
-  link.arena_bytes = cluster.config.rank_arena_bytes;
-  void* m = ::mmap(nullptr, link.arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, own.arena_fd, 0);
-  if (m == MAP_FAILED) std::_Exit(71);
-  close_fd(own.arena_fd);
-  link.arena = static_cast<unsigned char*>(m);
+  link.arena_bytes = bytes;
+  link.arena = own.arena;
   link.staging = Staging(link.arena_bytes);
   link.attach(*cluster.ranks[static_cast<std::size_t>(r)]);
   Writer w;
@@ -968,15 +978,21 @@ namespace {
   std::_Exit(0);
 }
 
-/// Makes every rank's arena and socket before any process starts.
+/// Makes every rank's arena and socket before any process starts. An arena is shared anonymous
+/// memory: no file (so no file-size limit and no descriptor a rank could pass on), inherited by
+/// the fork and unmapped at once in every other rank's process.
 void open_channels(const ClusterState& cluster, std::vector<Channel>& channels) {
   for (int r = 0; r < cluster.config.world_size; ++r) {
     Channel& c = channels[static_cast<std::size_t>(r)];
-    const std::string name = "mgpu-rank-" + std::to_string(r);
-    c.arena_fd = ::memfd_create(name.c_str(), MFD_CLOEXEC);
-    if (c.arena_fd < 0 ||
-        ::ftruncate(c.arena_fd, static_cast<off_t>(cluster.config.rank_arena_bytes)) != 0)
-      throw std::system_error(errno, std::generic_category(), "mgpu: memfd for rank " + name);
+    const std::string name = "rank " + std::to_string(r);
+    void* m = ::mmap(nullptr, cluster.config.rank_arena_bytes, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      throw std::system_error(errno, std::generic_category(),
+                              "mgpu: the arena of " + name +
+                                  " (ClusterConfig::rank_arena_bytes times world_size must fit "
+                                  "in the address space)");
+    c.arena = static_cast<unsigned char*>(m);
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
       throw std::system_error(errno, std::generic_category(), "mgpu: socketpair for " + name);
@@ -1002,7 +1018,7 @@ void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body)
           c.reaped = true;
         }
         if (c.arena) ::munmap(c.arena, bytes);
-        close_fd(c.arena_fd);
+        c.arena = nullptr;
         close_fd(c.proxy_fd);
         close_fd(c.rank_fd);
       }
@@ -1022,13 +1038,6 @@ void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body)
     if (pid == 0) rank_process(cluster, static_cast<int>(r), channels, body);
     channels[r].pid = pid;
     close_fd(channels[r].rank_fd);
-  }
-  for (auto& c : channels) {
-    void* m = ::mmap(nullptr, cluster.config.rank_arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
-                     c.arena_fd, 0);
-    if (m == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mgpu: mmap");
-    c.arena = static_cast<unsigned char*>(m);
-    close_fd(c.arena_fd);
   }
   cluster.run_threads([&](Rank& rank) {
     RankProxy proxy(cluster, rank, channels[static_cast<std::size_t>(rank.id())]);

@@ -50,6 +50,7 @@ void remote_release(RemoteLink& link, Category category, std::size_t bytes);
 void remote_reset_peaks(RemoteLink& link);
 void remote_compute(RemoteLink& link, double seconds, std::string_view label);
 double remote_now(RemoteLink& link);
+void remote_checkpoint(RemoteLink& link, const std::string& name);
 void remote_publish(RemoteLink& link, const std::string& name, const void* data, std::size_t count,
                     DType dtype);
 

@@ -118,8 +118,9 @@ struct RankState {
   // owner: the last collective posted on the comm stream whose span is not yet recorded
   std::shared_ptr<CollectiveOp> stream_tail;
   int stream_tail_member = 0;  // this rank's index in stream_tail's group
-  // owner: results the rank published, by name
+  // owner: results the rank published, and its checkpoints, by name
   std::map<std::string, Published> published;
+  std::map<std::string, Checkpoint> checkpoints;
   // Set only inside a rank's own process (RankIsolation::processes): every call that touches
   // the cluster goes to the rank's proxy thread in the trusted process through this link.
   RemoteLink* remote = nullptr;

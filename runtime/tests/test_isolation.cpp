@@ -6,8 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -49,6 +52,14 @@ void same_both_ways(int n, const std::function<void(Rank&)>& body,
     CHECK(a.clock.now() == b.clock.now());
     CHECK(a.clock.idle_time() == b.clock.idle_time());
     CHECK(a.clock.timeline().size() == b.clock.timeline().size());
+    CHECK(a.checkpoints.size() == b.checkpoints.size());
+    for (const auto& [name, at] : a.checkpoints) {
+      CAPTURE(name);
+      REQUIRE(b.checkpoints.count(name) == 1);
+      CHECK(at.now == b.checkpoints.at(name).now);
+      CHECK(at.traffic.total() == b.checkpoints.at(name).traffic.total());
+      CHECK(at.memory.peak_total() == b.checkpoints.at(name).memory.peak_total());
+    }
     for (const auto& name : names) {
       CAPTURE(name);
       CHECK(threads.published<float>(r, name) == procs.published<float>(r, name));
@@ -105,6 +116,7 @@ TEST_CASE("every collective, split and non-blocking overlap agree with thread-pe
         r.compute(3e9, "overlapped");
         q.wait();
         r.publish("all_reduce", v);
+        r.checkpoint("after all_reduce");
 
         std::vector<float> in(12), out(3);
         for (std::size_t i = 0; i < in.size(); ++i) in[i] = value<float>(me, i + 5);
@@ -147,6 +159,7 @@ TEST_CASE("every collective, split and non-blocking overlap agree with thread-pe
                                      float(half.name() == "half"), float(none.valid())});
         w.barrier();
         Buffer<float> grads(r.memory(), Category::grads, 100, "g");
+        r.checkpoint("end");
         r.memory().reset_peaks();
       },
       {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all", "all_to_all_v",
@@ -232,4 +245,42 @@ TEST_CASE("published values are checked by name and type") {
   CHECK_THROWS_AS(procs.published<float>(1, "x"), std::invalid_argument);
   CHECK_THROWS_AS(procs.published<double>(1, "y"), std::out_of_range);
   CHECK_THROWS_AS(procs.run([](Rank& r) { r.clock(); }), std::logic_error);
+}
+
+namespace {
+// The rendezvous of a rank that wants its peers' buffers without communicating.
+std::mutex g_mu;
+std::condition_variable g_cv;
+std::vector<const float*> g_peers(2);
+int g_arrived = 0;
+}  // namespace
+
+TEST_CASE("a rank that sums a peer's buffer through a pointer gets it only with threads") {
+  for (RankIsolation iso : {RankIsolation::threads, RankIsolation::processes}) {
+    CAPTURE(static_cast<int>(iso));
+    g_arrived = 0;
+    auto cluster = make(2, iso);
+    cluster.run([](Rank& r) {
+      std::vector<float> mine(8, float(r.id() + 1));
+      std::vector<float> sum = mine;
+      std::unique_lock lk(g_mu);
+      g_peers[static_cast<std::size_t>(r.id())] = mine.data();
+      ++g_arrived;
+      g_cv.notify_all();
+      // Both ranks of one address space meet here; a rank alone in its process gives up.
+      if (g_cv.wait_for(lk, std::chrono::milliseconds(500), [] { return g_arrived >= 2; }))
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = g_peers[0][i] + g_peers[1][i];
+      lk.unlock();
+      r.world().send(sum, 1 - r.id());  // dummy bytes for the meter
+      r.world().recv(sum, 1 - r.id());
+      r.world().barrier();  // nobody frees `mine` while the other may still read it
+      r.publish("sum", std::vector<float>{sum[0]});
+    });
+    // The values exchanged are each rank's "sum"; rank 0 ends with rank 1's.
+    const float got = cluster.published<float>(0, "sum")[0];
+    if (iso == RankIsolation::threads)
+      CHECK(got == 3.0f);  // 1 + 2, never communicated
+    else
+      CHECK(got == 2.0f);  // rank 1 only had its own buffer to send
+  }
 }

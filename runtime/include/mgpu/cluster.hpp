@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -107,6 +108,11 @@ class Rank {
   /// Hands a copy of `data` to the program that runs the cluster, under `name` (one per rank
   /// and name; a second publish of a name replaces it). Read it after run with
   /// Cluster::published. This is how a rank's results leave it when ranks are processes.
+  /// Records, on the side that keeps the cluster's books, this rank's virtual time, meter and
+  /// ledger as they are now, under `name` (a later checkpoint of the name replaces it); read it
+  /// after run as RankReport::checkpoints. How a phase of a run is measured when ranks are
+  /// processes, where the rank cannot read or reset its meter and clock itself.
+  void checkpoint(const std::string& name);
   template <ElementRange R>
   void publish(const std::string& name, const R& data) {
     using T = std::remove_cv_t<std::ranges::range_value_t<R>>;
@@ -121,12 +127,20 @@ class Rank {
   int id_;
 };
 
+/// A rank's books at one moment of a run (Rank::checkpoint).
+struct Checkpoint {
+  double now = 0;        ///< virtual time
+  TrafficMeter traffic;  ///< everything sent and received so far
+  MemoryLedger memory;   ///< current bytes and the peaks since the last reset_peaks
+};
+
 /// What one rank left behind after Cluster::run: copies of its ledger, meter and clock.
 struct RankReport {
   int rank = 0;          ///< global rank
   MemoryLedger memory;   ///< peaks per category and total (current is what was not freed)
   TrafficMeter traffic;  ///< bytes and messages per op kind and group
   VirtualClock clock;    ///< timeline, compute/idle/comm totals, end time
+  std::map<std::string, Checkpoint> checkpoints;  ///< by name (Rank::checkpoint)
   /// Idle time / end time of the program (0 when the rank did nothing): the bubble fraction.
   double idle_fraction() const;
 };
