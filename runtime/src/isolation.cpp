@@ -355,9 +355,28 @@ struct RemoteLink {
   Staging staging{0};
   std::vector<unsigned char> frame;
 
-  /// Sends a request. A trusted side that has gone means the run is over: the process ends.
+  std::vector<unsigned char> queued;  // frames of requests that need no answer, not yet sent
+
+  /// Queues a request that needs no answer (ledger, compute, checkpoint): they go in one write
+  /// with the next request that does, in order, so a step's many allocations cost one system
+  /// call rather than one each.
+  void queue(const Writer& w) {
+    const auto& b = w.bytes();
+    const auto n = static_cast<std::uint32_t>(b.size());
+    const auto* p = reinterpret_cast<const unsigned char*>(&n);
+    queued.insert(queued.end(), p, p + sizeof n);
+    queued.insert(queued.end(), b.begin(), b.end());
+    if (queued.size() >= (std::size_t(1) << 16)) flush();
+  }
+  /// Writes what is queued. A trusted side that has gone means the run is over: the process ends.
+  void flush() {
+    if (!queued.empty() && !write_all(fd, queued.data(), queued.size())) std::_Exit(70);
+    queued.clear();
+  }
+  /// Sends a request (after everything queued before it).
   void send(const Writer& w) {
-    if (!send_frame(fd, w)) std::_Exit(70);
+    queue(w);
+    flush();
   }
   /// Reads the reply to the last request; rethrows the error it carries.
   Reader reply() {
@@ -579,7 +598,10 @@ void remote_drop(Operation& base, bool unwinding) noexcept {
   auto& op = static_cast<RemoteOp&>(base);
   Writer w;
   w.put(Call::drop).put(op.id).put<std::uint8_t>(unwinding ? 1 : 0);
-  op.link->send(w);
+  if (unwinding)
+    op.link->queue(w);
+  else
+    op.link->send(w);
   if (!unwinding) {
     // Like the threaded destructor: waits, and the data lands; an error there is the trusted
     // side's to record (it fails the run), so it is not thrown here.
@@ -596,25 +618,25 @@ void remote_allocate(RemoteLink& link, Category category, std::size_t bytes,
                      std::string_view label) {
   Writer w;
   w.put(Call::allocate).put(category).put<std::uint64_t>(bytes).str(label);
-  link.send(w);
+  link.queue(w);
 }
 
 void remote_release(RemoteLink& link, Category category, std::size_t bytes) {
   Writer w;
   w.put(Call::release).put(category).put<std::uint64_t>(bytes);
-  link.send(w);
+  link.queue(w);
 }
 
 void remote_reset_peaks(RemoteLink& link) {
   Writer w;
   w.put(Call::reset_peaks);
-  link.send(w);
+  link.queue(w);
 }
 
 void remote_compute(RemoteLink& link, double seconds, std::string_view label) {
   Writer w;
   w.put(Call::compute).put(seconds).str(label);
-  link.send(w);
+  link.queue(w);
 }
 
 double remote_now(RemoteLink& link) {
@@ -627,7 +649,7 @@ double remote_now(RemoteLink& link) {
 void remote_checkpoint(RemoteLink& link, const std::string& name) {
   Writer w;
   w.put(Call::checkpoint).str(name);
-  link.send(w);
+  link.queue(w);
 }
 
 void remote_publish(RemoteLink& link, const std::string& name, const void* data, std::size_t count,
