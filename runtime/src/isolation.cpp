@@ -1000,7 +1000,7 @@ namespace {
   std::_Exit(0);
 }
 
-/// Makes every rank's arena and socket before any process starts. An arena is shared anonymous
+/// Makes every rank's arena before any process starts. An arena is shared anonymous
 /// memory: no file (so no file-size limit and no descriptor a rank could pass on), inherited by
 /// the fork and unmapped at once in every other rank's process.
 void open_channels(const ClusterState& cluster, std::vector<Channel>& channels) {
@@ -1015,12 +1015,18 @@ void open_channels(const ClusterState& cluster, std::vector<Channel>& channels) 
                                   " (ClusterConfig::rank_arena_bytes times world_size must fit "
                                   "in the address space)");
     c.arena = static_cast<unsigned char*>(m);
-    int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      throw std::system_error(errno, std::generic_category(), "mgpu: socketpair for " + name);
-    c.proxy_fd = sv[0];
-    c.rank_fd = sv[1];
   }
+}
+
+/// The socket of rank `r`, made just before its fork, so that this process never holds more
+/// than one descriptor per rank and one spare (a graded case may open 64).
+void open_socket(Channel& c, std::size_t r) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    throw std::system_error(errno, std::generic_category(),
+                            "mgpu: socketpair for rank " + std::to_string(r));
+  c.proxy_fd = sv[0];
+  c.rank_fd = sv[1];
 }
 
 }  // namespace
@@ -1055,6 +1061,7 @@ void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body)
   std::cout.flush();
   std::fflush(nullptr);  // output buffered now would otherwise be written once per process
   for (std::size_t r = 0; r < n; ++r) {
+    open_socket(channels[r], r);
     const pid_t pid = ::fork();
     if (pid < 0) throw std::system_error(errno, std::generic_category(), "mgpu: fork of a rank");
     if (pid == 0) rank_process(cluster, static_cast<int>(r), channels, body);
