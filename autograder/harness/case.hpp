@@ -108,11 +108,15 @@ using CaseFn = void (*)(Ctx&);
 struct CaseRegistrar {
   /// @param name the case name the rubric refers to, e.g. "11_5.bubble"
   /// @param fn the body
-  CaseRegistrar(const char* name, CaseFn fn);
+  /// @param isolated the case's rank code hands its results out only through Rank::publish, so
+  ///        it gives the same values with each rank in a process of its own
+  CaseRegistrar(const char* name, CaseFn fn, bool isolated = false);
 };
 
 /// The body registered under name, or nullptr.
 CaseFn find_case(const std::string& name);
+/// True when the case was registered with MGPU_CASE_ISOLATED.
+bool case_isolated(const std::string& name);
 /// Every registered name (for humans debugging a case program; the grader never asks).
 std::vector<std::string> case_names();
 
@@ -128,4 +132,12 @@ nlohmann::json encode_number(double v);
   static void MGPU_CASE_CAT(mgpu_case_fn_, __LINE__)(::mgpu::grade::Ctx & ctx);      \
   static const ::mgpu::grade::CaseRegistrar MGPU_CASE_CAT(mgpu_case_reg_, __LINE__)( \
       name, &MGPU_CASE_CAT(mgpu_case_fn_, __LINE__));                                \
+  static void MGPU_CASE_CAT(mgpu_case_fn_, __LINE__)([[maybe_unused]] ::mgpu::grade::Ctx & ctx)
+/// A graded case whose clusters may run with each rank in a process of its own (the grader's
+/// `--ranks processes`): its rank code hands results out only through Rank::publish, and reads
+/// meters and clocks only from the reports after the run.
+#define MGPU_CASE_ISOLATED(name)                                                     \
+  static void MGPU_CASE_CAT(mgpu_case_fn_, __LINE__)(::mgpu::grade::Ctx & ctx);      \
+  static const ::mgpu::grade::CaseRegistrar MGPU_CASE_CAT(mgpu_case_reg_, __LINE__)( \
+      name, &MGPU_CASE_CAT(mgpu_case_fn_, __LINE__), true);                          \
   static void MGPU_CASE_CAT(mgpu_case_fn_, __LINE__)([[maybe_unused]] ::mgpu::grade::Ctx & ctx)

@@ -1,4 +1,6 @@
-// main() of every case program: `cases_<chapter> --case NAME --seed S --result-fd N`.
+// main() of every case program: `cases_<chapter> --case NAME --seed S --result-fd N
+// [--ranks threads|processes]`. With `--ranks processes`, a case registered with
+// MGPU_CASE_ISOLATED runs each rank of its clusters in a process of its own.
 // Runs one case and writes exactly one JSON document to fd N (a pipe the grader opened), then
 // exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <typeinfo>
 
 #include "case.hpp"
+#include "mgpu/cluster.hpp"
 #include "mgpu/not_implemented.hpp"
 
 namespace {
@@ -41,9 +44,11 @@ std::string type_name(const std::type_info& t) {
 
 int usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s --case NAME [--seed S] --result-fd N   (or the seed in MGPU_CASE_SEED)\n"
+               "usage: %s --case NAME [--seed S] --result-fd N [--ranks threads|processes]   (or "
+               "the seed in MGPU_CASE_SEED)\n"
                "       %s --list\n"
-               "Runs one graded case and writes its result as JSON to file descriptor N.\n",
+               "Runs one graded case and writes its result as JSON to file descriptor N.\n"
+               "--ranks processes runs each rank of an isolated case in a process of its own.\n",
                argv0, argv0);
   return 2;
 }
@@ -55,6 +60,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 0;
   bool has_seed_arg = false;
   int fd = -1;
+  bool processes = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--list") {
@@ -68,6 +74,10 @@ int main(int argc, char** argv) {
       seed = std::strtoull(argv[++i], nullptr, 10), has_seed_arg = true;
     else if (a == "--result-fd")
       fd = std::atoi(argv[++i]);
+    else if (a == "--ranks" && std::strcmp(argv[i + 1], "threads") == 0)
+      processes = (++i, false);
+    else if (a == "--ranks" && std::strcmp(argv[i + 1], "processes") == 0)
+      processes = (++i, true);
     else
       return usage(argv[0]);
   }
@@ -79,6 +89,8 @@ int main(int argc, char** argv) {
 
   nlohmann::json out;
   auto fn = mgpu::grade::find_case(name);
+  if (processes && mgpu::grade::case_isolated(name))
+    mgpu::set_default_rank_isolation(mgpu::RankIsolation::processes);
   if (!fn) {
     out = {{"status", "unknown-case"},
            {"message", "this case program has no case named '" + name + "'"}};

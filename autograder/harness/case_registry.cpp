@@ -9,8 +9,13 @@
 namespace mgpu::grade {
 namespace {
 
-std::map<std::string, CaseFn>& registry() {
-  static std::map<std::string, CaseFn> cases;
+struct Registered {
+  CaseFn fn = nullptr;
+  bool isolated = false;
+};
+
+std::map<std::string, Registered>& registry() {
+  static std::map<std::string, Registered> cases;
   return cases;
 }
 
@@ -107,19 +112,24 @@ void Ctx::measure(const std::string& name, double value) {
   result_["measures"][name] = encode_number(value);
 }
 
-CaseRegistrar::CaseRegistrar(const char* name, CaseFn fn) {
-  if (!registry().emplace(name, fn).second)
+CaseRegistrar::CaseRegistrar(const char* name, CaseFn fn, bool isolated) {
+  if (!registry().emplace(name, Registered{fn, isolated}).second)
     throw std::logic_error(std::string("two graded cases are named '") + name + "': rename one");
 }
 
 CaseFn find_case(const std::string& name) {
   auto it = registry().find(name);
-  return it == registry().end() ? nullptr : it->second;
+  return it == registry().end() ? nullptr : it->second.fn;
+}
+
+bool case_isolated(const std::string& name) {
+  auto it = registry().find(name);
+  return it != registry().end() && it->second.isolated;
 }
 
 std::vector<std::string> case_names() {
   std::vector<std::string> names;
-  for (const auto& [n, fn] : registry()) names.push_back(n);
+  for (const auto& [n, entry] : registry()) names.push_back(n);
   return names;
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -92,6 +93,9 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--result-fd", "3"};
   rs.env = {{"MGPU_CASE_SEED", std::to_string(seed)}};  // not on a command line others can read
+  // MGPU_RANKS=processes: each rank of an isolated case in its own process (runtime README).
+  if (const char* ranks = std::getenv("MGPU_RANKS"); ranks && std::string(ranks) == "processes")
+    rs.args.insert(rs.args.end(), {"--ranks", "processes"});
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;
   rs.memory_bytes = static_cast<std::uint64_t>(spec.memory_mb * 1024 * 1024);

@@ -1,8 +1,10 @@
 // The cluster: rank threads, the run's error handling (first error wins, others stop),
 // blocking with deadlock detection, and the per-rank reports.
+#include "isolation.hpp"
 #include "rank_thread.hpp"
 #include "state.hpp"
 
+#include <atomic>
 #include <sstream>
 
 namespace mgpu {
@@ -49,7 +51,12 @@ std::string Group::describe() const {
   return s + "}";
 }
 
-ClusterState::ClusterState(ClusterConfig c) : config(std::move(c)) {
+namespace {
+std::atomic<RankIsolation> g_default_isolation{RankIsolation::threads};
+}  // namespace
+
+ClusterState::ClusterState(ClusterConfig c)
+    : config(std::move(c)), isolation(config.isolation.value_or(default_rank_isolation())) {
   auto bad = [](const std::string& what) {
     throw std::invalid_argument("mgpu::ClusterConfig: " + what);
   };
@@ -274,6 +281,14 @@ void ClusterState::run_rank(int r, const std::function<void(Rank&)>& body) {
 
 void ClusterState::run(const std::function<void(Rank&)>& body) {
   reset();
+  if (isolation == RankIsolation::processes) {
+    run_isolated(*this, body);
+  } else {
+    run_threads(body);
+  }
+}
+
+void ClusterState::run_threads(const std::function<void(Rank&)>& body) {
   std::vector<RankThread> threads;
   threads.reserve(ranks.size());
   std::exception_ptr start_error;
@@ -294,11 +309,17 @@ void ClusterState::run(const std::function<void(Rank&)>& body) {
   // Timelines are moved, not copied: a ring over 1,024 ranks records tens of millions of spans,
   // and a copy would double the run's peak memory at its very end.
   for (const auto& s : ranks)
-    reports.push_back(RankReport{s->id, s->memory, s->traffic, std::move(s->clock)});
+    reports.push_back(
+        RankReport{s->id, s->memory, s->traffic, std::move(s->clock), std::move(s->checkpoints)});
   if (error) std::rethrow_exception(error);
 }
 
 }  // namespace detail
+
+RankIsolation default_rank_isolation() { return detail::g_default_isolation.load(); }
+void set_default_rank_isolation(RankIsolation isolation) {
+  detail::g_default_isolation.store(isolation);
+}
 
 // ------------------------------------------------------------------------------------ Rank
 
@@ -308,10 +329,57 @@ int Rank::world_size() const { return cluster_->config.world_size; }
 int Rank::node() const { return id_ / cluster_->config.gpus_per_node; }
 Comm& Rank::world() { return cluster_->ranks[static_cast<std::size_t>(id_)]->world; }
 MemoryLedger& Rank::memory() { return cluster_->ranks[static_cast<std::size_t>(id_)]->memory; }
-TrafficMeter& Rank::traffic() { return cluster_->ranks[static_cast<std::size_t>(id_)]->traffic; }
-VirtualClock& Rank::clock() { return cluster_->ranks[static_cast<std::size_t>(id_)]->clock; }
+
+namespace {
+// In a rank's own process the meter and clock live in the trusted process; a copy here would
+// show numbers that the cluster does not report.
+void refuse_in_process(const detail::RankState& self, const char* what) {
+  if (self.remote) {
+    throw std::logic_error(std::string("mgpu::Rank::") + what +
+                           ": with ranks in processes the meter and clock belong to the "
+                           "cluster; read them from Cluster::report after run");
+  }
+}
+}  // namespace
+
+TrafficMeter& Rank::traffic() {
+  auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  refuse_in_process(self, "traffic");
+  return self.traffic;
+}
+VirtualClock& Rank::clock() {
+  auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  refuse_in_process(self, "clock");
+  return self.clock;
+}
 const ClusterConfig& Rank::config() const { return cluster_->config; }
-double Rank::now() const { return cluster_->ranks[static_cast<std::size_t>(id_)]->clock.now(); }
+double Rank::now() const {
+  const auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  if (self.remote) return detail::remote_now(*self.remote);
+  return self.clock.now();
+}
+
+void Rank::checkpoint(const std::string& name) {
+  auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  if (self.remote) {
+    detail::remote_checkpoint(*self.remote, name);
+    return;
+  }
+  cluster_->check_abort(self);
+  self.checkpoints[name] = Checkpoint{self.clock.now(), self.traffic, self.memory};
+}
+
+void Rank::publish_raw(const std::string& name, const void* data, std::size_t count, DType dtype) {
+  auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  if (self.remote) {
+    detail::remote_publish(*self.remote, name, data, count, dtype);
+    return;
+  }
+  auto& p = self.published[name];
+  p.dtype = dtype;
+  p.bytes.assign(static_cast<const unsigned char*>(data),
+                 static_cast<const unsigned char*>(data) + count * dtype_bytes(dtype));
+}
 
 void Rank::compute(double flops, std::string_view label) {
   compute_seconds(flops / cluster_->config.flops_per_second, label);
@@ -319,6 +387,10 @@ void Rank::compute(double flops, std::string_view label) {
 
 void Rank::compute_seconds(double seconds, std::string_view label) {
   auto& self = *cluster_->ranks[static_cast<std::size_t>(id_)];
+  if (self.remote) {
+    detail::remote_compute(*self.remote, seconds, label);
+    return;
+  }
   cluster_->check_abort(self);
   self.clock.advance_compute(seconds, label);
 }
@@ -359,6 +431,23 @@ const RankReport& Cluster::report(int rank) const {
 const std::vector<RankReport>& Cluster::reports() const {
   if (!state_->ran) throw std::logic_error("mgpu::Cluster::reports: call run() first");
   return state_->reports;
+}
+
+std::vector<unsigned char> Cluster::published_raw(int rank, const std::string& name,
+                                                  DType dtype) const {
+  report(rank);  // the same checks: a run happened, the rank exists
+  const auto& all = state_->ranks[static_cast<std::size_t>(rank)]->published;
+  auto it = all.find(name);
+  if (it == all.end()) {
+    throw std::out_of_range("mgpu::Cluster::published: rank " + std::to_string(rank) +
+                            " published nothing named '" + name + "' in the last run");
+  }
+  if (it->second.dtype != dtype) {
+    throw std::invalid_argument(
+        "mgpu::Cluster::published: rank " + std::to_string(rank) + " published '" + name + "' as " +
+        std::string(to_string(it->second.dtype)) + ", not " + std::string(to_string(dtype)));
+  }
+  return it->second.bytes;
 }
 
 double Cluster::makespan() const {

@@ -3,6 +3,7 @@
 // counter (so completion never waits for one particular rank), each slice reduced in rank
 // order and written to every member's buffer. The op completes when every slice is done.
 #include "cost.hpp"
+#include "isolation.hpp"
 #include "kernels.hpp"
 #include "state.hpp"
 
@@ -565,6 +566,10 @@ std::shared_ptr<MemberOp> arrive(const std::shared_ptr<Group>& group, RankState&
 Request Comm::icollective(OpKind kind, const void* in, void* out, std::size_t in_count,
                           std::size_t out_count, DType dtype, ReduceOp op, int root) {
   check_valid();
+  if (self_->remote) {
+    return detail::remote_collective(*self_->remote, *this, kind, in, out, in_count, out_count,
+                                     dtype, op, root);
+  }
   const int n = size();
   const std::size_t es = dtype_bytes(dtype);
   // The message (with the group's members) is built only on error, not on every call.
@@ -628,6 +633,10 @@ Request Comm::icollective_v(const void* in, std::size_t in_count,
                             std::size_t out_count, std::span<const std::size_t> recv_counts,
                             DType dtype) {
   check_valid();
+  if (self_->remote) {
+    return detail::remote_collective_v(*self_->remote, *this, in, in_count, send_counts, out,
+                                       out_count, recv_counts, dtype);
+  }
   const int n = size();
   const std::size_t es = dtype_bytes(dtype);
   auto bad = [&](const std::string& what) {  // built only on error, as in icollective
@@ -667,6 +676,10 @@ Request Comm::icollective_v(const void* in, std::size_t in_count,
 
 Request Comm::ibarrier() {
   check_valid();
+  if (self_->remote) {
+    return detail::remote_collective(*self_->remote, *this, OpKind::barrier, nullptr, nullptr, 0, 0,
+                                     DType::f32, ReduceOp::sum, 0);
+  }
   self_->traffic.record(OpKind::barrier, group_->name,
                         detail::ring_traffic(OpKind::barrier, size(), rank_, 0, 0, 0, {}, {}, 4));
   detail::Arrival a;
@@ -676,6 +689,7 @@ Request Comm::ibarrier() {
 
 Comm Comm::split(int color, int key, std::string name) {
   check_valid();
+  if (self_->remote) return detail::remote_split(*self_->remote, *this, color, key, name);
   detail::Arrival a;
   a.kind = OpKind::split;
   a.part.color = color;

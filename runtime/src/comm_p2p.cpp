@@ -1,6 +1,7 @@
 // Communicator basics, buffered point-to-point messages, split, and Request.
 // A send copies its data into a Message when posted; the receiver copies it out in its own
 // thread, so no rank ever reads another rank's buffers.
+#include "isolation.hpp"
 #include "state.hpp"
 
 #include <algorithm>
@@ -123,6 +124,8 @@ std::string Comm::describe() const {
 
 Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int peer, int tag) {
   check_valid();
+  if (self_->remote)
+    return detail::remote_isend(*self_->remote, *this, data, count, dtype, peer, tag);
   detail::check_peer(*group_, peer, "send");
   detail::check_tag(*group_, tag, "send");
   auto& self = *self_;
@@ -181,6 +184,8 @@ Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int pe
 
 Request Comm::irecv_raw(void* data, std::size_t count, DType dtype, int peer, int tag) {
   check_valid();
+  if (self_->remote)
+    return detail::remote_irecv(*self_->remote, *this, data, count, dtype, peer, tag);
   detail::check_peer(*group_, peer, "recv");
   detail::check_tag(*group_, tag, "recv");
   auto& self = *self_;
@@ -213,6 +218,10 @@ Request Comm::irecv_raw(void* data, std::size_t count, DType dtype, int peer, in
 
 Request::~Request() {
   if (!op_) return;
+  if (op_->owner->remote) {
+    detail::remote_drop(*op_, std::uncaught_exceptions() > 0);
+    return;
+  }
   auto& cluster = *op_->owner->cluster;
   if (std::uncaught_exceptions() > 0) {
     // The rank is unwinding: do not wait (that could block on ranks waiting for this one).
@@ -249,11 +258,20 @@ void Request::wait() {
   if (!op_) return;
   // Move the operation out first: if waiting throws, the destructor must not wait again.
   auto op = std::move(op_);
+  if (op->owner->remote) {
+    detail::remote_wait(*op);
+    return;
+  }
   op->owner->cluster->wait(*op);
 }
 
 bool Request::test() {
   if (!op_) return true;
+  if (op_->owner->remote) {
+    if (!detail::remote_test(*op_)) return false;
+    op_.reset();
+    return true;
+  }
   auto& cluster = *op_->owner->cluster;
   {
     detail::Lock lk(cluster.mu);

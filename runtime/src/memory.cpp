@@ -1,6 +1,8 @@
 // The per-rank memory ledger: current and peak bytes per category, and the OOM report.
 #include "mgpu/memory.hpp"
 
+#include "isolation.hpp"
+
 #include <sstream>
 
 namespace mgpu {
@@ -43,6 +45,7 @@ void MemoryLedger::allocate(Category category, std::size_t bytes, std::string_vi
   if (current_[idx(category)] > peak_[idx(category)])
     peak_[idx(category)] = current_[idx(category)];
   if (current_total_ > peak_total_) peak_total_ = current_total_;
+  if (remote_) detail::remote_allocate(*remote_, category, bytes, label);
 }
 
 void MemoryLedger::release(Category category, std::size_t bytes) {
@@ -54,6 +57,7 @@ void MemoryLedger::release(Category category, std::size_t bytes) {
   }
   current_[idx(category)] -= bytes;
   current_total_ -= bytes;
+  if (remote_) detail::remote_release(*remote_, category, bytes);
 }
 
 std::size_t MemoryLedger::current(Category category) const { return current_[idx(category)]; }
@@ -64,6 +68,7 @@ std::size_t MemoryLedger::peak_total() const { return peak_total_; }
 void MemoryLedger::reset_peaks() {
   peak_ = current_;
   peak_total_ = current_total_;
+  if (remote_) detail::remote_reset_peaks(*remote_);
 }
 
 std::string MemoryLedger::breakdown() const {

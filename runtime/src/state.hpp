@@ -23,6 +23,7 @@ namespace mgpu::detail {
 struct ClusterState;
 struct RankState;
 struct CollectiveOp;
+struct RemoteLink;  // isolation.hpp: a rank process's end of the link to its proxy
 
 using Lock = std::unique_lock<std::mutex>;
 
@@ -94,6 +95,12 @@ struct Group {
   int size() const { return static_cast<int>(members.size()); }
 };
 
+/// What a rank published (Rank::publish), copied out of the rank by the trusted side.
+struct Published {
+  DType dtype = DType::f32;
+  std::vector<unsigned char> bytes;
+};
+
 /// Per-rank state, touched by its own thread except the fields marked "lock".
 struct RankState {
   ClusterState* cluster = nullptr;
@@ -111,11 +118,18 @@ struct RankState {
   // owner: the last collective posted on the comm stream whose span is not yet recorded
   std::shared_ptr<CollectiveOp> stream_tail;
   int stream_tail_member = 0;  // this rank's index in stream_tail's group
+  // owner: results the rank published, and its checkpoints, by name
+  std::map<std::string, Published> published;
+  std::map<std::string, Checkpoint> checkpoints;
+  // Set only inside a rank's own process (RankIsolation::processes): every call that touches
+  // the cluster goes to the rank's proxy thread in the trusted process through this link.
+  RemoteLink* remote = nullptr;
 };
 
 /// The whole cluster during and after a run.
 struct ClusterState {
   ClusterConfig config;
+  RankIsolation isolation = RankIsolation::threads;
   std::mutex mu;
   int live_ranks = 0;    // lock: ranks whose body has not returned
   int asleep_ranks = 0;  // lock: ranks asleep in block(); all live ones asleep may be a deadlock
@@ -131,6 +145,8 @@ struct ClusterState {
   explicit ClusterState(ClusterConfig c);
   void reset();
   void run(const std::function<void(Rank&)>& body);
+  /// Starts one thread per rank running `rank_body(r)`, joins them, and builds the reports.
+  void run_threads(const std::function<void(Rank&)>& body);
 
   /// Latency and bandwidth of the link between two global ranks.
   std::pair<double, double> link(int a, int b) const;

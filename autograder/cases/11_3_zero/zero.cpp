@@ -82,33 +82,55 @@ std::vector<RankResult> train(const Point& p, const mgpu::ClusterConfig& cc, int
   std::vector<RankResult> out(static_cast<std::size_t>(cc.world_size));
   const std::int64_t sequences = p.sequences_per_rank * cc.world_size;
   mgpu::Cluster cluster(cc);
+  // A rank may be a process of its own: it publishes what it holds, and the books of each phase
+  // come from checkpoints the cluster's side records.
   cluster.run([&](mgpu::Rank& r) {
-    RankResult& mine = out[static_cast<std::size_t>(r.id())];
     z::ZeroState state = z::make_zero_state(r, r.world(), net, stage, seed,
                                             model::AdamConfig{.lr = 1e-3f}, precision);
-    for (Category c : kCategories)
-      mine.state_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
+    r.checkpoint("state");
     r.memory().reset_peaks();  // from here on the peaks are the state plus what a step adds
-    r.traffic().reset();
+    r.checkpoint("steps_start");
+    std::vector<double> losses;
     for (int s = 0; s < steps; ++s) {
       const model::Batch batch =
           net.make_batch(sequences, seed + 100 + static_cast<std::uint64_t>(s));
-      mine.losses.push_back(z::zero_step(r, r.world(), net, state, batch, prefetch, overlap));
+      losses.push_back(z::zero_step(r, r.world(), net, state, batch, prefetch, overlap));
     }
-    mine.steps_end = r.clock().now();
-    for (Category c : kCategories)
-      mine.step_peaks[static_cast<std::size_t>(c)] = static_cast<double>(r.memory().peak(c));
-    for (std::size_t i = 0; i < kCollectives.size(); ++i)
-      mine.traffic[i] = r.traffic().op(kCollectives[i]);
+    r.checkpoint("steps_end");
+    r.publish("losses", losses);
     if (precision == z::Precision::bf16_mixed) {
-      for (mgpu::bf16 g : state.grads16.span()) mine.grads.push_back(static_cast<float>(g));
-      mine.master.assign(state.master.begin(), state.master.end());
+      std::vector<float> grads;
+      for (mgpu::bf16 g : state.grads16.span()) grads.push_back(static_cast<float>(g));
+      r.publish("grads", grads);
+      r.publish("master", state.master);
     } else {
-      mine.grads.assign(state.grads.begin(), state.grads.end());
+      r.publish("grads", state.grads);
     }
-    mine.adam_m.assign(state.adam_m.begin(), state.adam_m.end());
-    mine.weights = z::full_weights(r, r.world(), net, state);
+    r.publish("adam_m", state.adam_m);
+    r.publish("weights", z::full_weights(r, r.world(), net, state));
   });
+  for (int id = 0; id < cc.world_size; ++id) {
+    RankResult& mine = out[static_cast<std::size_t>(id)];
+    const auto& marks = cluster.report(id).checkpoints;
+    const mgpu::Checkpoint &built = marks.at("state"), &start = marks.at("steps_start"),
+                           &end = marks.at("steps_end");
+    for (Category c : kCategories) {
+      mine.state_peaks[static_cast<std::size_t>(c)] = static_cast<double>(built.memory.peak(c));
+      mine.step_peaks[static_cast<std::size_t>(c)] = static_cast<double>(end.memory.peak(c));
+    }
+    mine.steps_end = end.now;
+    for (std::size_t i = 0; i < kCollectives.size(); ++i) {
+      const mgpu::TrafficCounts a = start.traffic.op(kCollectives[i]),
+                                b = end.traffic.op(kCollectives[i]);
+      mine.traffic[i] = {b.bytes_sent - a.bytes_sent, b.bytes_received - a.bytes_received,
+                         b.messages_sent - a.messages_sent};
+    }
+    mine.losses = cluster.published<double>(id, "losses");
+    mine.grads = cluster.published<float>(id, "grads");
+    if (precision == z::Precision::bf16_mixed) mine.master = cluster.published<float>(id, "master");
+    mine.adam_m = cluster.published<float>(id, "adam_m");
+    mine.weights = cluster.published<float>(id, "weights");
+  }
   return out;
 }
 
@@ -223,17 +245,17 @@ MGPU_CASE("11_3.plan_shards") {
   ctx.emit_rejects("rejects_zero_ranks", [&] { z::plan_shards(drawn, 0); });
 }
 
-MGPU_CASE("11_3.stage0_step") { stage_case(ctx, 0, false); }
-MGPU_CASE("11_3.stage1_step") { stage_case(ctx, 1, false); }
-MGPU_CASE("11_3.stage2_step") { stage_case(ctx, 2, false); }
-MGPU_CASE("11_3.stage3_step") { stage_case(ctx, 3, false); }
+MGPU_CASE_ISOLATED("11_3.stage0_step") { stage_case(ctx, 0, false); }
+MGPU_CASE_ISOLATED("11_3.stage1_step") { stage_case(ctx, 1, false); }
+MGPU_CASE_ISOLATED("11_3.stage2_step") { stage_case(ctx, 2, false); }
+MGPU_CASE_ISOLATED("11_3.stage3_step") { stage_case(ctx, 3, false); }
 
-MGPU_CASE("11_3.stage0_memory_traffic") { stage_case(ctx, 0, true); }
-MGPU_CASE("11_3.stage1_memory_traffic") { stage_case(ctx, 1, true); }
-MGPU_CASE("11_3.stage2_memory_traffic") { stage_case(ctx, 2, true); }
-MGPU_CASE("11_3.stage3_memory_traffic") { stage_case(ctx, 3, true); }
+MGPU_CASE_ISOLATED("11_3.stage0_memory_traffic") { stage_case(ctx, 0, true); }
+MGPU_CASE_ISOLATED("11_3.stage1_memory_traffic") { stage_case(ctx, 1, true); }
+MGPU_CASE_ISOLATED("11_3.stage2_memory_traffic") { stage_case(ctx, 2, true); }
+MGPU_CASE_ISOLATED("11_3.stage3_memory_traffic") { stage_case(ctx, 3, true); }
 
-MGPU_CASE("11_3.fsdp_prefetch") {
+MGPU_CASE_ISOLATED("11_3.fsdp_prefetch") {
   // Stage 3 with prefetch: values and costs at one rank and on the tiny model, then on a slow
   // "GPU" and link where a unit's gather takes about as long as its compute, so posting the next
   // gather before computing the current unit shortens the step markedly (the budgeted measure).
@@ -292,10 +314,10 @@ void mixed_case(Ctx& ctx, bool costs) {
   if (costs) ctx.measure("peak_comm_bytes", comm_peak);
 }
 
-MGPU_CASE("11_3.mixed_step") { mixed_case(ctx, false); }
-MGPU_CASE("11_3.mixed_memory_traffic") { mixed_case(ctx, true); }
+MGPU_CASE_ISOLATED("11_3.mixed_step") { mixed_case(ctx, false); }
+MGPU_CASE_ISOLATED("11_3.mixed_memory_traffic") { mixed_case(ctx, true); }
 
-MGPU_CASE("11_3.zero2_overlap") {
+MGPU_CASE_ISOLATED("11_3.zero2_overlap") {
   // Stage 2 with overlap, in fp32 and in bf16, at one rank, on the tiny model and on the overlap
   // model on a slow "GPU" and link, where a unit's reduce-scatter takes about as long as a
   // unit's backward. Values as stage 2 (the same reductions in the same order, so a gradient
@@ -333,7 +355,7 @@ MGPU_CASE("11_3.zero2_overlap") {
   }
 }
 
-MGPU_CASE("11_3.zero_rejects") {
+MGPU_CASE_ISOLATED("11_3.zero_rejects") {
   const model::Model net(drawn_model_config(ctx));
   mgpu::Cluster cluster(2);
   ctx.emit_rejects("rejects_stage_4", [&] {

@@ -1,5 +1,5 @@
-// The simulated cluster: one thread per rank, each with its own memory ledger, traffic meter
-// and virtual clock, plus the errors a run can end with and the per-rank report after it.
+// The simulated cluster: one thread (or process) per rank, each with its own memory ledger, traffic
+// meter and virtual clock, plus the errors a run can end with and the per-rank report after it.
 #pragma once
 
 #include "mgpu/clock.hpp"
@@ -8,7 +8,9 @@
 #include "mgpu/traffic.hpp"
 
 #include <cstddef>
+#include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -17,6 +19,18 @@
 #include <vector>
 
 namespace mgpu {
+
+/// Where each rank's code runs. `threads`: one thread per rank in the calling process (fast;
+/// ranks share an address space). `processes`: each rank's code runs in a process of its own,
+/// forked for the run, which can address only its own memory; the calling process keeps the
+/// ledgers, meters, clocks and deadlock detection and moves every message itself (see the
+/// runtime README, "Ranks in processes"). Results and errors are the same in both.
+enum class RankIsolation { threads, processes };
+
+/// The isolation a Cluster uses when its config names none (threads unless changed).
+RankIsolation default_rank_isolation();
+/// Sets the default isolation for Clusters made afterwards (a case program's --ranks option).
+void set_default_rank_isolation(RankIsolation isolation);
 
 /// Size of the cluster and the cost model's numbers. The defaults describe an H100-class node:
 /// 8 GPUs on NVLink, nodes joined by 400 Gb/s InfiniBand, 400 TFLOP/s sustained compute.
@@ -30,6 +44,12 @@ struct ClusterConfig {
   double intra_node_latency_seconds = 3e-6;    ///< alpha inside a node: seconds per message
   double inter_node_latency_seconds = 10e-6;   ///< alpha between nodes: seconds per message
   std::optional<std::size_t> memory_capacity_bytes;  ///< per rank; nullopt = unlimited
+  /// Threads or processes; nullopt = default_rank_isolation() when the Cluster is made.
+  std::optional<RankIsolation> isolation;
+  /// With processes: bytes of shared memory per rank through which its messages move. Every
+  /// operation in flight at once on a rank needs its buffers' bytes here (sparse: untouched
+  /// pages cost nothing, but the calling process maps world_size of them).
+  std::size_t rank_arena_bytes = std::size_t(64) << 20;
 };
 
 /// The run stopped because every live rank was blocked with nothing that could wake it.
@@ -85,12 +105,33 @@ class Rank {
   void compute_seconds(double seconds, std::string_view label);
   /// The rank's virtual time in seconds (clock().now()).
   double now() const;
+  /// Hands a copy of `data` to the program that runs the cluster, under `name` (one per rank
+  /// and name; a second publish of a name replaces it). Read it after run with
+  /// Cluster::published. This is how a rank's results leave it when ranks are processes.
+  /// Records, on the side that keeps the cluster's books, this rank's virtual time, meter and
+  /// ledger as they are now, under `name` (a later checkpoint of the name replaces it); read it
+  /// after run as RankReport::checkpoints. How a phase of a run is measured when ranks are
+  /// processes, where the rank cannot read or reset its meter and clock itself.
+  void checkpoint(const std::string& name);
+  template <ElementRange R>
+  void publish(const std::string& name, const R& data) {
+    using T = std::remove_cv_t<std::ranges::range_value_t<R>>;
+    publish_raw(name, std::ranges::data(data), std::ranges::size(data), dtype_of<T>);
+  }
 
  private:
   friend struct detail::ClusterState;
   explicit Rank(detail::ClusterState* cluster, int id);
+  void publish_raw(const std::string& name, const void* data, std::size_t count, DType dtype);
   detail::ClusterState* cluster_;
   int id_;
+};
+
+/// A rank's books at one moment of a run (Rank::checkpoint).
+struct Checkpoint {
+  double now = 0;        ///< virtual time
+  TrafficMeter traffic;  ///< everything sent and received so far
+  MemoryLedger memory;   ///< current bytes and the peaks since the last reset_peaks
 };
 
 /// What one rank left behind after Cluster::run: copies of its ledger, meter and clock.
@@ -99,6 +140,7 @@ struct RankReport {
   MemoryLedger memory;   ///< peaks per category and total (current is what was not freed)
   TrafficMeter traffic;  ///< bytes and messages per op kind and group
   VirtualClock clock;    ///< timeline, compute/idle/comm totals, end time
+  std::map<std::string, Checkpoint> checkpoints;  ///< by name (Rank::checkpoint)
   /// Idle time / end time of the program (0 when the rank did nothing): the bubble fraction.
   double idle_fraction() const;
 };
@@ -136,6 +178,17 @@ class Cluster {
   const RankReport& report(int rank) const;
   /// Reports of all ranks from the last run, by rank.
   const std::vector<RankReport>& reports() const;
+  /// What `rank` published under `name` in the last run, as T (which must be the published
+  /// element type). Throws std::out_of_range when nothing was published under that name, and
+  /// std::invalid_argument for another element type.
+  template <Element T>
+  std::vector<T> published(int rank, const std::string& name) const {
+    std::vector<T> out;
+    const auto bytes = published_raw(rank, name, dtype_of<T>);
+    out.resize(bytes.size() / sizeof(T));
+    if (!bytes.empty()) std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+    return out;
+  }
   /// Latest end time over all ranks in the last run (seconds of virtual time).
   double makespan() const;
   /// The last run's timelines as Chrome trace JSON (pid = rank, tid = stream, ts in us).
@@ -145,6 +198,7 @@ class Cluster {
   void write_chrome_trace(const std::string& path) const;
 
  private:
+  std::vector<unsigned char> published_raw(int rank, const std::string& name, DType dtype) const;
   std::unique_ptr<detail::ClusterState> state_;
 };
 

@@ -20,6 +20,8 @@ struct Operation;
 struct Group;
 struct RankState;
 struct ClusterState;
+struct RankProxy;
+struct RemoteLink;
 }  // namespace detail
 
 /// A contiguous range of float, double or bf16 that can be read: std::span<const T>,
@@ -71,6 +73,8 @@ class Request {
 
  private:
   friend class Comm;
+  friend struct detail::RankProxy;
+  friend struct detail::RemoteLink;
   explicit Request(std::shared_ptr<detail::Operation> op) : op_(std::move(op)) {}
   std::shared_ptr<detail::Operation> op_;
 };
@@ -244,6 +248,8 @@ class Comm {
   friend class Rank;
   friend struct detail::RankState;
   friend struct detail::ClusterState;
+  friend struct detail::RankProxy;
+  friend struct detail::RemoteLink;
   Comm(std::shared_ptr<detail::Group> group, detail::RankState* self, int rank)
       : group_(std::move(group)), self_(self), rank_(rank) {}
 
@@ -269,6 +275,7 @@ class Comm {
   std::shared_ptr<detail::Group> group_;
   detail::RankState* self_ = nullptr;
   int rank_ = -1;
+  int remote_id_ = 0;  // in a rank's own process: the proxy's number for this group (world: 0)
 };
 
 }  // namespace mgpu

@@ -17,6 +17,10 @@
 
 namespace mgpu {
 
+namespace detail {
+struct RemoteLink;
+}
+
 /// Thrown when an allocation would take a rank past its memory capacity.
 ///
 /// The message names the rank, the request (bytes, category, label), the capacity, and the
@@ -68,6 +72,10 @@ class MemoryLedger {
   std::array<std::size_t, kCategoryCount> peak_{};
   std::size_t current_total_ = 0;
   std::size_t peak_total_ = 0;
+  // In a rank's own process (RankIsolation::processes): where every change is also sent, so
+  // that the ledger the cluster reports is the trusted side's, kept in step with this copy.
+  friend struct detail::RemoteLink;
+  detail::RemoteLink* remote_ = nullptr;
 };
 
 /// A zero-initialised array of `T` on one rank, counted in that rank's ledger while it lives.
