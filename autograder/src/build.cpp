@@ -447,6 +447,26 @@ std::string cache_value(const fs::path& tree, const std::string& name) {
   return "";
 }
 
+// A student build reads only its own folder of the grader's files (hide_reference_from), and the
+// instructor's private case folders lie outside it, sealed: their sources are copied in beside the
+// tree (rewritten only when changed, so a rebuild stays incremental). Case sources are no secret
+// from the build (autograder/SECURITY.md): the hidden inputs come from the instructor's secret.
+std::vector<fs::path> copy_cases_dirs_beside(const std::vector<fs::path>& dirs,
+                                             const fs::path& tree) {
+  std::vector<fs::path> copies;
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    const fs::path copy = tree.parent_path() / "private-cases" / std::to_string(i);
+    for (const auto& e : fs::recursive_directory_iterator(dirs[i])) {
+      if (!e.is_regular_file()) continue;
+      const fs::path to = copy / e.path().lexically_relative(dirs[i]);
+      fs::create_directories(to.parent_path());
+      write_if_changed(to, read_text(e.path()));
+    }
+    copies.push_back(copy);
+  }
+  return copies;
+}
+
 std::string configure_tree(const TreeConfig& cfg, const Project& project,
                            const fs::path& gpu_student_dir) {
   std::vector<std::string> args{
@@ -465,7 +485,9 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project,
   if (!gpu_student_dir.empty())
     args.push_back("-DMGPU_GPU_STUDENT_DIR=" + fs::absolute(gpu_student_dir).string());
   std::string dirs;
-  for (const auto& d : cfg.cases_dirs) dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
+  const bool student = cfg.impl == "student";
+  for (const auto& d : student ? copy_cases_dirs_beside(cfg.cases_dirs, cfg.dir) : cfg.cases_dirs)
+    dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
   args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
   std::string stamp_text;
   for (const auto& a : args) stamp_text += a + "\n";

@@ -199,3 +199,29 @@ TEST_CASE("the submission folder is never modified" * doctest::skip(!can_grade()
   for ([[maybe_unused]] const auto& e : fs::recursive_directory_iterator(sub)) ++n;
   CHECK(n == 4);  // two folders, two files: nothing added
 }
+
+TEST_CASE("a private case folder closed to other users is graded for a student too" *
+          doctest::skip(!can_grade())) {
+  // As in a Gradescope bundle (autograder/private/cases-N): the folder is the grader's alone, and
+  // a student build, which runs as a uid of its own, compiles a copy of its sources.
+  const fs::path dir = fresh_dir("toy_private_cases");
+  const fs::path cases = dir / "private" / "cases";
+  put(cases / "toy_b" / "extra.cpp", R"(#include "case.hpp"
+#include "toy_b/toy_b.hpp"
+MGPU_CASE("toy_b.private_add") { ctx.emit("sum", mgpu::toy::toy_add(20, 22)); }
+)");
+  fs::permissions(dir / "private", fs::perms::owner_all);
+  auto rubric = nlohmann::json::parse(read_text(fixtures() / "toy" / "rubric.json"));
+  rubric["chapters"]["toy_b"]["cases"]["toy_b.private_add"] = {{"points", 1}};
+  put(dir / "rubric.json", rubric.dump());
+  const fs::path out = dir / "grade.json";
+  RunOutcome o =
+      grader({"grade", toy_submission(dir / "submission", "").string(), "--json", out.string(),
+              "--rubric", (dir / "rubric.json").string(), "--cases-dir", cases.string(),
+              "--chapter", "toy_b", "--work-dir", (work() / "grade").string(), "--jobs", "2"});
+  INFO(o.out);
+  REQUIRE(o.exit_code == 0);
+  const auto j = nlohmann::json::parse(read_text(out));
+  CHECK(case_status(j, "toy_b.private_add") == "passed");
+  CHECK(case_status(j, "toy_b.add") == "passed");
+}

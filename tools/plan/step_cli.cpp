@@ -53,6 +53,10 @@ std::string step_time_text(const CLI::App& app, const StepFlags& f, const Option
                         flag));
     return "";
   }
+  if (o.cp > 1)
+    throw UsageError(
+        "--hardware prices tp x pp x dp layouts; its step model has no context parallelism yet: "
+        "drop --cp, or drop --hardware to see --cp's memory and traffic");
   if (!o.shape)
     throw UsageError("--hardware needs the model shape: add --layers, --hidden, --heads and --seq");
   if (f.vocab <= 0) throw UsageError("--hardware needs the vocabulary: add --vocab, e.g. 51200");
