@@ -114,6 +114,11 @@ TEST_CASE("mgpu plan --cp: refusals name the fix, and text, JSON and SVG show th
                             "not divisible by 2 x --cp = 6");
   tools_test::check_refused(run_plan_cli, kExitUsage,
                             {"--params", "70e9", "--gpus", "8", "--cp", "0"}, "--cp 2");
+  // The step-time model prices no ring attention: it says so rather than ignore --cp.
+  tools_test::check_refused(run_plan_cli, kExitUsage,
+                            args({"--params", "70e9", "--gpus", "64", "--tp", "8", "--cp", "4",
+                                  "--hardware", "a100-80gb", "--vocab", "51200"}),
+                            "drop --cp, or drop --hardware");
 
   const auto text =
       run_cli(run_plan_cli, args({"--params", "70e9", "--gpus", "64", "--tp", "8", "--cp", "4",
