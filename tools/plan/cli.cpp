@@ -188,13 +188,16 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
   if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
   try {
     const Plan plan = make_plan(to_options(app, flags));
-    const std::string step = step_time_text(app, step_flags, plan.options);
+    const auto step = step_report(app, step_flags, plan.options);
+    nlohmann::ordered_json json = to_json(plan);
+    if (step) json["step"] = step_time_json(*step, plan.options);
     if (flags.json_path == "-") {
-      out << to_json(plan).dump(2) << '\n';
+      out << json.dump(2) << '\n';
     } else {
-      out << render_text(plan, flags.explain) << step;
+      out << render_text(plan, flags.explain);
+      if (step) out << step_time_text(*step, plan.options);
       if (!flags.json_path.empty()) {
-        tools::write_file(flags.json_path, to_json(plan).dump(2) + "\n");
+        tools::write_file(flags.json_path, json.dump(2) + "\n");
         out << "\nwrote " << flags.json_path << '\n';
       }
     }

@@ -224,7 +224,8 @@ void append_time(std::string& out, const Plan& p) {
   const Options& o = p.options;
   if (p.bubble.has_value())
     out += fmt::format(
-        "\nPipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1) with p {} and m {}\n",
+        "\nPipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1) with p {} and m {} (GPipe or "
+        "1F1B, one model chunk per stage)\n",
         *p.bubble, o.pp, o.micro_batches);
   else
     out += fmt::format("\nPipeline bubble: {}\n", finish(p.bubble.missing()));

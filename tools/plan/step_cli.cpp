@@ -5,8 +5,6 @@
 #include <fmt/format.h>
 #include <cmath>
 
-#include "plan/step_time.hpp"
-
 namespace mgpu::planner {
 
 namespace {
@@ -41,7 +39,7 @@ void add_step_flags(CLI::App& app, StepFlags& f) {
       ->type_name("N");
 }
 
-std::string step_time_text(const CLI::App& app, const StepFlags& f, const Options& o) {
+std::optional<StepReport> step_report(const CLI::App& app, const StepFlags& f, const Options& o) {
   if (f.hardware.empty()) {
     for (const char* flag :
          {"--vocab", "--interleave", "--ffn", "--kv-heads", "--swiglu", "--flash-attention",
@@ -51,7 +49,7 @@ std::string step_time_text(const CLI::App& app, const StepFlags& f, const Option
             fmt::format("{} prices a step: add --hardware a100-80gb (or h100-sxm, "
                         "h200-sxm, or a file)",
                         flag));
-    return "";
+    return std::nullopt;
   }
   if (o.cp > 1)
     throw UsageError(
@@ -84,16 +82,36 @@ std::string step_time_text(const CLI::App& app, const StepFlags& f, const Option
               .zero_stage = o.zero_stage,
               .dp_overlap = f.dp_overlap};
   const StepTime st = step_time(md, l, hw);
+  return StepReport{
+      .hardware = hw, .model = md, .layout = l, .step = st, .micro_batches = o.micro_batches};
+}
+
+std::string step_time_text(const StepReport& r, const Options& o) {
+  const Hardware& hw = r.hardware;
+  const RunModel& md = r.model;
+  const RunLayout& l = r.layout;
+  const StepTime& st = r.step;
   std::string out =
       fmt::format("\nOne step on {} ({}), global batch {} = m {} x b {} x dp {}:\n", hw.name,
-                  hw.description, md.global_batch, o.micro_batches, s.micro_batch, l.dp);
+                  hw.description, md.global_batch, r.micro_batches, l.micro_batch, l.dp);
   const auto line = [&](const char* what, double seconds, const char* how) {
     out += fmt::format("  {:<22}{:>10.3f} s {:>5.1f}%  {}\n", what, seconds,
                        100 * seconds / st.seconds, how);
   };
   line("compute", st.compute, "GEMMs, attention, memory-bound ops of the busiest stage");
   line("exposed tp", st.exposed_tp, "tensor-parallel collectives on NVLink");
-  line("bubble", st.bubble, "pipeline fill and drain, (p-1)/v of a stage's micro-batch");
+  // The schedule's own formula beside the model's seconds: with v = 1 it is the report's
+  // "Pipeline bubble" line above; the model's share differs by the sends and uneven stages.
+  const double v = static_cast<double>(l.interleave), m = static_cast<double>(st.micro_batches);
+  const double p = static_cast<double>(l.pp);
+  const std::string bubble_how =
+      l.pp == 1 ? std::string("no pipeline")
+                : fmt::format(
+                      "{} 1F1B, v {}: (p-1)/v of a stage's micro-batch; (p-1)/(v m+p-1) "
+                      "= {:.4f}",
+                      l.interleave > 1 ? "interleaved" : "plain", l.interleave,
+                      (p - 1) / (v * m + p - 1));
+  line("bubble", st.bubble, bubble_how.c_str());
   line("p2p", st.p2p, "pipeline sends between stages");
   line("exposed dp", st.exposed_dp,
        st.exposed_dp > 0 || l.dp == 1 ? "data-parallel collectives" : "hidden behind the backward");
@@ -110,6 +128,29 @@ std::string step_time_text(const CLI::App& app, const StepFlags& f, const Option
                     *o.tokens, steps, md.global_batch * md.seq, steps * st.seconds / 86400);
   }
   return out;
+}
+
+nlohmann::ordered_json step_time_json(const StepReport& r, const Options& o) {
+  const StepTime& st = r.step;
+  nlohmann::ordered_json j;
+  j["hardware"] = r.hardware.name;
+  j["global_batch"] = r.model.global_batch;
+  j["micro_batches"] = r.micro_batches;
+  j["seconds_per_component"] = {{"compute", st.compute},       {"exposed_tp", st.exposed_tp},
+                                {"bubble", st.bubble},         {"p2p", st.p2p},
+                                {"exposed_dp", st.exposed_dp}, {"optimizer", st.optimizer}};
+  j["seconds_per_step"] = st.seconds;
+  j["tflops_per_gpu"] = st.tflops_per_gpu;
+  j["mfu"] = st.mfu;
+  j["hfu"] = st.hfu;
+  j["model_flops"] = st.model_flops;
+  j["hardware_flops"] = st.hardware_flops;
+  if (o.tokens)
+    j["run_days"] =
+        *o.tokens / static_cast<double>(r.model.global_batch * r.model.seq) * st.seconds / 86400;
+  else
+    j["run_days"] = nullptr;
+  return j;
 }
 
 }  // namespace mgpu::planner

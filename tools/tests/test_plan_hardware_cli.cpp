@@ -103,3 +103,69 @@ TEST_CASE("--hardware needs the shape and --vocab, the step flags need --hardwar
             out, err) == 2);
   CHECK(err.find("h100-sxm") != std::string::npos);
 }
+
+TEST_CASE("--json with --hardware carries the step the model computes, parts adding to the step") {
+  std::vector<std::string> args = layout_145b("a100-80gb");
+  args.insert(args.end(), {"--json", "-", "--tokens", "300e9"});
+  std::string out, err;
+  REQUIRE(run(args, out, err) == 0);
+  const auto j = nlohmann::json::parse(out);
+  REQUIRE(j.contains("step"));
+  const auto& step = j["step"];
+  const StepTime st = step_time(
+      {.layers = 80,
+       .hidden = 12288,
+       .heads = 96,
+       .seq = 2048,
+       .vocab = 51200,
+       .global_batch = 2304},
+      {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
+      load_hardware("a100-80gb"));
+  CHECK(step["hardware"] == "a100-80gb");
+  CHECK(step["global_batch"] == 2304);
+  CHECK(step["micro_batches"] == 48);
+  const auto& parts = step["seconds_per_component"];
+  CHECK(parts["compute"].get<double>() == doctest::Approx(st.compute));
+  CHECK(parts["exposed_tp"].get<double>() == doctest::Approx(st.exposed_tp));
+  CHECK(parts["bubble"].get<double>() == doctest::Approx(st.bubble));
+  CHECK(parts["p2p"].get<double>() == doctest::Approx(st.p2p));
+  CHECK(parts["exposed_dp"].get<double>() == doctest::Approx(st.exposed_dp));
+  CHECK(parts["optimizer"].get<double>() == doctest::Approx(st.optimizer));
+  double sum = 0;
+  for (const auto& [name, seconds] : parts.items()) sum += seconds.get<double>();
+  CHECK(step["seconds_per_step"].get<double>() == doctest::Approx(sum).epsilon(1e-12));
+  CHECK(step["seconds_per_step"].get<double>() == doctest::Approx(st.seconds));
+  // TFLOP/s, MFU and HFU by their definitions, from the step's own FLOPs and seconds.
+  const double gpus = 1536, peak = load_hardware("a100-80gb").peak_flops;
+  CHECK(step["tflops_per_gpu"].get<double>() ==
+        doctest::Approx(st.hardware_flops / (st.seconds * gpus) / 1e12));
+  CHECK(step["mfu"].get<double>() == doctest::Approx(st.model_flops / (st.seconds * gpus * peak)));
+  CHECK(step["hfu"].get<double>() ==
+        doctest::Approx(st.hardware_flops / (st.seconds * gpus * peak)));
+  CHECK(step["hfu"].get<double>() > step["mfu"].get<double>());  // full recompute runs more
+  CHECK(step["run_days"].get<double>() ==
+        doctest::Approx(300e9 / (2304.0 * 2048) * st.seconds / 86400));
+}
+
+TEST_CASE("--json without --hardware has no step") {
+  std::string out, err;
+  REQUIRE(run({"--params", "7e9", "--gpus", "8", "--json", "-"}, out, err) == 0);
+  CHECK_FALSE(nlohmann::json::parse(out).contains("step"));
+}
+
+TEST_CASE("the step's bubble line shows the schedule's formula, the report's line at v = 1") {
+  std::vector<std::string> args = layout_145b("a100-80gb");
+  std::string out, err;
+  REQUIRE(run(args, out, err) == 0);
+  // p 8, m 48, v 2: (p-1)/(v m+p-1) = 7/103; the report's line is GPipe/1F1B, 7/55.
+  CHECK(out.find(fmt::format("interleaved 1F1B, v 2: (p-1)/v of a stage's micro-batch; "
+                             "(p-1)/(v m+p-1) = {:.4f}",
+                             7.0 / 103)) != std::string::npos);
+  CHECK(out.find(fmt::format("Pipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1)",
+                             7.0 / 55)) != std::string::npos);
+  args[args.size() - 3] = "1";  // --interleave 1: the two formulas agree
+  REQUIRE(run(args, out, err) == 0);
+  CHECK(out.find(fmt::format("plain 1F1B, v 1: (p-1)/v of a stage's micro-batch; "
+                             "(p-1)/(v m+p-1) = {:.4f}",
+                             7.0 / 55)) != std::string::npos);
+}
