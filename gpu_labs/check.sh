@@ -54,7 +54,7 @@ deps_mode=${GPU_DEPS:-$([[ $build_only -eq 1 ]] && echo carried || echo auto)}
 export CMAKE_POLICY_VERSION_MINIMUM=${CMAKE_POLICY_VERSION_MINIMUM:-3.5}
 logs=$build_root/gpu-check-logs
 mkdir -p "$logs"
-targets=(test_gpu_labs gpu_allreduce_bw gpu_tp_ffn gpu_zero3)
+targets=(test_gpu_labs gpu_allreduce_bw gpu_tp_ffn gpu_zero3 gpu_measure_hardware)
 status=0
 rows=()
 
