@@ -4,15 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <stdexcept>
 
 #include "hint_book.hpp"
+#include "records.hpp"
 
 namespace fs = std::filesystem;
 using namespace mgpu::grade;
@@ -88,14 +87,7 @@ std::string exercise_of(const std::string& given) {
       fmt::format("no chapter or lab is called '{}'; name one of:{}", given, listed(names)));
 }
 
-// The record: MGPU_HINTS_LOG (relative to where ./mgpu was called from) or the default.
-fs::path record_path() {
-  const char* log = std::getenv("MGPU_HINTS_LOG");
-  if (log == nullptr || *log == '\0') return kHintsRecord;
-  fs::path p = log;
-  const char* caller = std::getenv("MGPU_CALLER_PWD");
-  return p.is_absolute() || caller == nullptr ? p : fs::path(caller) / p;
-}
+fs::path record_path() { return record_path("MGPU_HINTS_LOG", kHintsRecord); }
 
 // TODO id -> the highest level of it the record says was read, for one exercise.
 std::map<std::string, int> levels_read(const std::string& exercise) {
@@ -105,15 +97,6 @@ std::map<std::string, int> levels_read(const std::string& exercise) {
     if (const auto r = parse_record_line(line); r && r->chapter == exercise)
       seen[r->todo] = std::max(seen[r->todo], r->level);
   return seen;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 int check(const std::vector<std::string>& args) {

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "predictions.hpp"
+#include "records.hpp"
 
 namespace fs = std::filesystem;
 using namespace mgpu::grade;
@@ -61,14 +62,7 @@ std::string chapter_of(std::string arg) {
                   : fmt::format("'{}' fits several chapters; name one of:{}", arg, list));
 }
 
-// The record: MGPU_PREDICTIONS_LOG (relative to where ./mgpu was called from) or the default.
-fs::path record_path() {
-  const char* log = std::getenv("MGPU_PREDICTIONS_LOG");
-  if (log == nullptr || *log == '\0') return kPredictionsRecord;
-  fs::path p = log;
-  const char* caller = std::getenv("MGPU_CALLER_PWD");
-  return p.is_absolute() || caller == nullptr ? p : fs::path(caller) / p;
-}
+fs::path record_path() { return record_path("MGPU_PREDICTIONS_LOG", kPredictionsRecord); }
 
 const Question& question_of(const std::vector<Question>& qs, const std::string& arg,
                             const fs::path& readme) {

@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
-#include <ctime>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -202,15 +200,6 @@ std::optional<std::string> measured_value(const std::string& output, const std::
   const std::string tail = rest.substr(start);
   if (!std::regex_search(tail, m, number)) return std::nullopt;
   return m.str();
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace mgpu::grade

@@ -80,7 +80,4 @@ std::optional<std::string> latest_prediction(const std::vector<Prediction>& reco
 /// the label is missing or no number follows it there.
 std::optional<std::string> measured_value(const std::string& output, const std::string& label);
 
-/// The current UTC time as the record writes it.
-std::string utc_now();
-
 }  // namespace mgpu::grade

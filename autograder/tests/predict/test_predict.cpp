@@ -12,6 +12,7 @@
 #include "distribute.hpp"
 #include "hints.hpp"
 #include "predictions.hpp"
+#include "records.hpp"
 #include "report.hpp"
 
 using namespace mgpu::grade;
