@@ -87,12 +87,13 @@ std::string exercise_of(const std::string& given) {
       fmt::format("no chapter or lab is called '{}'; name one of:{}", given, listed(names)));
 }
 
-fs::path record_path() { return record_path("MGPU_HINTS_LOG", kHintsRecord); }
+// The record: MGPU_HINTS_LOG (relative to where ./mgpu was called from) or the default.
+fs::path hints_record() { return record_path("MGPU_HINTS_LOG", kHintsRecord); }
 
 // TODO id -> the highest level of it the record says was read, for one exercise.
 std::map<std::string, int> levels_read(const std::string& exercise) {
   std::map<std::string, int> seen;
-  std::ifstream in(record_path());
+  std::ifstream in(hints_record());
   for (std::string line; std::getline(in, line);)
     if (const auto r = parse_record_line(line); r && r->chapter == exercise)
       seen[r->todo] = std::max(seen[r->todo], r->level);
@@ -153,7 +154,7 @@ int show(const std::string& arg, const std::string& exercise, const fs::path& di
     throw Refusal(
         fmt::format("{}/hints.md has no text for level {} of {} (run ./mgpu hint --check)",
                     dir.generic_string(), level, todo));
-  const fs::path record = record_path();
+  const fs::path record = hints_record();
   std::error_code ec;
   if (record.has_parent_path()) fs::create_directories(record.parent_path(), ec);
   std::ofstream out(record, std::ios::app);

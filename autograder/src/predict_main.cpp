@@ -62,7 +62,8 @@ std::string chapter_of(std::string arg) {
                   : fmt::format("'{}' fits several chapters; name one of:{}", arg, list));
 }
 
-fs::path record_path() { return record_path("MGPU_PREDICTIONS_LOG", kPredictionsRecord); }
+// The record: MGPU_PREDICTIONS_LOG (relative to where ./mgpu was called from) or the default.
+fs::path predictions_record() { return record_path("MGPU_PREDICTIONS_LOG", kPredictionsRecord); }
 
 const Question& question_of(const std::vector<Question>& qs, const std::string& arg,
                             const fs::path& readme) {
@@ -83,7 +84,7 @@ std::string shortened(const std::string& s, std::size_t width) {
 }
 
 int list(const std::string& chapter, const std::vector<Question>& qs, const fs::path& readme) {
-  const auto record = read_predictions(record_path());
+  const auto record = read_predictions(predictions_record());
   fmt::print("Predict-then-run questions of {} (run: the question names a command to measure):\n",
              readme.generic_string());
   fmt::print("  {:>3}  {:<12}  {:<3}  {}\n", "#", "yours", "run", "question");
@@ -114,7 +115,7 @@ std::pair<std::string, int> run(const std::string& command) {
 }
 
 int measure(const std::string& chapter, const Question& q, const fs::path& readme) {
-  const auto mine = latest_prediction(read_predictions(record_path()), chapter, q.number);
+  const auto mine = latest_prediction(read_predictions(predictions_record()), chapter, q.number);
   fmt::print("Question {} ({}:{}): {}\n", q.number, readme.generic_string(), q.line,
              shortened(q.text, 300));
   if (q.measures.empty()) {
@@ -169,7 +170,7 @@ int predict(const std::vector<std::string>& args) {
   if (args.size() == 2) return measure(chapter, q, readme);
   std::string value;
   for (std::size_t i = 2; i < args.size(); ++i) value += (i > 2 ? " " : "") + args[i];
-  const fs::path record = record_path();
+  const fs::path record = predictions_record();
   append_prediction(record, {chapter, q.number, value, utc_now()});
   fmt::print("Recorded for {} question {}: {}  (in {})\n", chapter, q.number, value,
              record.generic_string());
