@@ -136,14 +136,15 @@ TEST_CASE(
 
   auto bytes = submit("invalid UTF-8 output", [&](const fs::path& s) {
     // Prints bytes that are not UTF-8, then answers wrong, so the output reaches the feedback.
+    // The helper is static: a submission may define only what the reference's files define.
     put(s / "chapters/11_1_memory/formulas.cpp",
         "#include <cstdio>\n" +
             edited_11_1("double bytes_per_parameter(const PrecisionRecipe& recipe) {",
-                        "double bytes_per_parameter_ok(const PrecisionRecipe& recipe);\n"
+                        "static double bytes_per_parameter_ok(const PrecisionRecipe& recipe);\n"
                         "double bytes_per_parameter(const PrecisionRecipe& recipe) {\n"
                         "  std::fputs(\"\\xff\\xfe broken \\xc3\", stderr);\n  return 1 + "
                         "bytes_per_parameter_ok(recipe);\n}\n"
-                        "double bytes_per_parameter_ok(const PrecisionRecipe& recipe) {"));
+                        "static double bytes_per_parameter_ok(const PrecisionRecipe& recipe) {"));
   });
   CHECK(bytes["output"].get<std::string>().find("could not grade") ==
         std::string::npos);  // graded, not the fallback
