@@ -105,6 +105,17 @@ double spread(int n) {
   CHECK(own.refused[0].file == "chapters/x/x.cpp");
 }
 
+TEST_CASE("a file that throws where the reference's cannot passes (the skeleton's case)") {
+  const fs::path base = work() / "link_check" / "throws";
+  tree_with(base / "reference", "namespace mgpu::x { int add(int a, int b) { return a + b; } }\n");
+  tree_with(base / "student", R"(#include <stdexcept>
+namespace mgpu::x { int add(int, int) { throw std::runtime_error("not implemented"); } }
+)");
+  const LinkCheck c = check_submission_symbols(base / "student", base / "reference", "cases_x");
+  INFO(c.log);
+  CHECK(c.ok);
+}
+
 TEST_CASE("the link check refuses a global helper, naming the file, the symbol and the fix") {
   const LinkCheck c = check_with("helper", "double helper(double v) { return v + 1; }\n");
   REQUIRE_FALSE(c.ok);
