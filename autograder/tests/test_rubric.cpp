@@ -77,7 +77,7 @@ TEST_CASE(
   Project p = this_project();
   Rubric r = load_rubric(p.root / "autograder" / "rubric.json");
   std::set<std::string> defined;
-  static const std::regex def(R"re(MGPU_CASE\("([^"]+)"\))re");
+  static const std::regex def(R"re(MGPU_CASE(?:_ISOLATED)?\("([^"]+)"\))re");
   for (const auto& e : fs::recursive_directory_iterator(p.root / "autograder" / "cases")) {
     if (e.path().extension() != ".cpp") continue;
     std::string text = read_text(e.path());
