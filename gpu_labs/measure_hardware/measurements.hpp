@@ -15,7 +15,9 @@ namespace mgpu::gpu {
 
 /// One timed GEMM: C(m, n) = A(m, k) B(k, n) in bf16 with fp32 accumulation.
 struct GemmTiming {
-  int m = 0, n = 0, k = 0;
+  int m = 0;             ///< rows of A and C
+  int n = 0;             ///< columns of B and C
+  int k = 0;             ///< the inner dimension
   double seconds = 0.0;  ///< mean time of one call
 };
 

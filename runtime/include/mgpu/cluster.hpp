@@ -105,14 +105,14 @@ class Rank {
   void compute_seconds(double seconds, std::string_view label);
   /// The rank's virtual time in seconds (clock().now()).
   double now() const;
-  /// Hands a copy of `data` to the program that runs the cluster, under `name` (one per rank
-  /// and name; a second publish of a name replaces it). Read it after run with
-  /// Cluster::published. This is how a rank's results leave it when ranks are processes.
   /// Records, on the side that keeps the cluster's books, this rank's virtual time, meter and
   /// ledger as they are now, under `name` (a later checkpoint of the name replaces it); read it
   /// after run as RankReport::checkpoints. How a phase of a run is measured when ranks are
   /// processes, where the rank cannot read or reset its meter and clock itself.
   void checkpoint(const std::string& name);
+  /// Hands a copy of `data` to the program that runs the cluster, under `name` (one per rank
+  /// and name; a second publish of a name replaces it). Read it after run with
+  /// Cluster::published. This is how a rank's results leave it when ranks are processes.
   template <ElementRange R>
   void publish(const std::string& name, const R& data) {
     using T = std::remove_cv_t<std::ranges::range_value_t<R>>;
