@@ -14,14 +14,14 @@
 #include <mutex>
 #include <thread>
 
-#include "compare.hpp"
-#include "gpu_labs.hpp"
-#include "hints.hpp"
-#include "link_check.hpp"
-#include "predictions.hpp"
-#include "pristine.hpp"
-#include "result_parse.hpp"
-#include "unpack.hpp"
+#include "pipeline/compare.hpp"
+#include "pipeline/gpu_labs.hpp"
+#include "pipeline/link_check.hpp"
+#include "pipeline/pristine.hpp"
+#include "pipeline/result_parse.hpp"
+#include "pipeline/unpack.hpp"
+#include "records/predictions.hpp"
+#include "report/hints.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;

@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "build.hpp"
-#include "model.hpp"
-#include "rubric.hpp"
-#include "runner.hpp"
+#include "pipeline/build.hpp"
+#include "report/model.hpp"
+#include "rubric/rubric.hpp"
+#include "sandbox/runner.hpp"
 
 namespace mgpu::grade {
 

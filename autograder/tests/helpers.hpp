@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "build.hpp"
-#include "runner.hpp"
+#include "pipeline/build.hpp"
+#include "sandbox/runner.hpp"
 #include "util.hpp"
 
 namespace mgpu::grade::testing {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "compare.hpp"
+#include "pipeline/compare.hpp"
 
 using namespace mgpu::grade;
 using nlohmann::json;

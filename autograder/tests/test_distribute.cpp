@@ -6,9 +6,9 @@
 
 #include <fstream>
 
-#include "distribute.hpp"
+#include "commands/distribute.hpp"
 #include "helpers.hpp"
-#include "pristine.hpp"
+#include "pipeline/pristine.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -12,10 +12,10 @@
 
 #include <sys/stat.h>
 
-#include "distribute.hpp"
-#include "gpu_labs.hpp"
+#include "commands/distribute.hpp"
 #include "helpers.hpp"
-#include "report.hpp"
+#include "pipeline/gpu_labs.hpp"
+#include "report/report.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "batch.hpp"
+#include "commands/batch.hpp"
 #include "grade.hpp"
 #include "helpers.hpp"
 

@@ -4,11 +4,11 @@
 
 #include <fstream>
 
-#include "distribute.hpp"
+#include "commands/distribute.hpp"
 #include "helpers.hpp"
-#include "hints.hpp"
-#include "predictions.hpp"
-#include "report.hpp"
+#include "records/predictions.hpp"
+#include "report/hints.hpp"
+#include "report/report.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "batch.hpp"
+#include "commands/batch.hpp"
 #include "helpers.hpp"
 
 using namespace mgpu::grade;

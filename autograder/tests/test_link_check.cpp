@@ -10,8 +10,8 @@
 #include <map>
 
 #include "helpers.hpp"
-#include "link_check.hpp"
-#include "runner.hpp"
+#include "pipeline/link_check.hpp"
+#include "sandbox/runner.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

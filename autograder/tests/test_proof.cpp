@@ -2,8 +2,8 @@
 // where its text is, and the verdict follows the named cases (chaff) or the chapter total (wheat).
 #include <doctest/doctest.h>
 
+#include "commands/proof.hpp"
 #include "helpers.hpp"
-#include "proof.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -8,7 +8,7 @@
 
 #include "gradescope_schema.hpp"
 #include "helpers.hpp"
-#include "report.hpp"
+#include "report/report.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -7,9 +7,9 @@
 #include <regex>
 #include <set>
 
-#include "build.hpp"
 #include "helpers.hpp"
-#include "rubric.hpp"
+#include "pipeline/build.hpp"
+#include "rubric/rubric.hpp"
 
 using namespace mgpu::grade;
 namespace fs = std::filesystem;

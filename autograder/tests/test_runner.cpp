@@ -6,8 +6,8 @@
 
 #include <filesystem>
 
-#include "runner.hpp"
-#include "sandbox.hpp"
+#include "sandbox/runner.hpp"
+#include "sandbox/sandbox.hpp"
 
 using namespace mgpu::grade;
 

@@ -17,8 +17,8 @@
 
 #include "grade.hpp"
 #include "helpers.hpp"
-#include "runner.hpp"
-#include "sandbox.hpp"
+#include "sandbox/runner.hpp"
+#include "sandbox/sandbox.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <fstream>
 
-#include "batch.hpp"
+#include "commands/batch.hpp"
 #include "helpers.hpp"
-#include "report.hpp"
-#include "unpack.hpp"
+#include "pipeline/unpack.hpp"
+#include "report/report.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "fuzz_result.hpp"
-#include "gpu_labs.hpp"
 #include "grade.hpp"
-#include "result_parse.hpp"
-#include "rubric.hpp"
+#include "pipeline/gpu_labs.hpp"
+#include "pipeline/result_parse.hpp"
+#include "rubric/rubric.hpp"
 #include "util.hpp"
 
 namespace mgpu::grade::fuzz {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fuzz_result.hpp"
-#include "result_parse.hpp"
+#include "pipeline/result_parse.hpp"
 #include "util.hpp"
 
 using namespace mgpu::grade;

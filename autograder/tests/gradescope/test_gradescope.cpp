@@ -11,7 +11,7 @@
 
 #include "../gradescope_schema.hpp"
 #include "../helpers.hpp"
-#include "rubric.hpp"
+#include "rubric/rubric.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

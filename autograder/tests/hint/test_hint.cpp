@@ -12,7 +12,7 @@
 #include <regex>
 #include <sstream>
 
-#include "hint_book.hpp"
+#include "records/hint_book.hpp"
 
 using namespace mgpu::grade;
 namespace fs = std::filesystem;

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "distribute.hpp"
-#include "hints.hpp"
-#include "predictions.hpp"
-#include "records.hpp"
-#include "report.hpp"
+#include "commands/distribute.hpp"
+#include "records/predictions.hpp"
+#include "records/records.hpp"
+#include "report/hints.hpp"
+#include "report/report.hpp"
 
 using namespace mgpu::grade;
 namespace fs = std::filesystem;

@@ -1,0 +1,449 @@
+// mgpu-grade: the command line of the grader. `./mgpu grade|grade-batch|release|submit|
+// gradescope-bundle` lands here; each subcommand is a thin layer over the grader's parts.
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "commands/batch.hpp"
+#include "commands/distribute.hpp"
+#include "commands/proof.hpp"
+#include "commands/visible.hpp"
+#include "grade.hpp"
+#include "report/report.hpp"
+#include "sandbox/sandbox.hpp"
+#include "util.hpp"
+
+namespace fs = std::filesystem;
+using namespace mgpu::grade;
+
+namespace {
+
+void on_signal(int sig) {
+  kill_all_running();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// ./mgpu changes into the project root before it runs us; it passes the folder the user typed
+// the command in as MGPU_CALLER_PWD, against which relative paths are meant.
+fs::path user_path(const std::string& s) {
+  if (s.empty()) return {};
+  fs::path p(s);
+  const char* caller = std::getenv("MGPU_CALLER_PWD");
+  if (p.is_relative() && caller && *caller) p = fs::path(caller) / p;
+  return p.lexically_normal();
+}
+
+struct Common {
+  std::vector<std::string> chapters;
+  std::string seed;
+  std::vector<std::string> rubrics;
+  std::vector<std::string> cases_dirs;
+  std::string work_dir;
+  std::string secret_file;
+  int jobs = available_cpus();
+  bool no_drop = false;
+
+  void add(CLI::App* app) {
+    app->add_option("--chapter", chapters,
+                    "grade only this chapter (prefix, e.g. 11_2); repeatable");
+    app->add_option("--seed", seed,
+                    "grading seed: a number, or 'random' (default: the rubric's seed)");
+    app->add_option("--rubric", rubrics,
+                    "private rubric laid over autograder/rubric.json; repeatable");
+    app->add_option(
+        "--cases-dir", cases_dirs,
+        "folder of private case sources (<chapter>.cpp or <chapter>/*.cpp); repeatable");
+    app->add_option(
+        "--secret", secret_file,
+        "file holding the instructor's secret: hidden cases then run with a seed derived from it "
+        "and "
+        "the student's id, never shown (default: autograder/private/secret when it exists)");
+    app->add_option("--work-dir", work_dir,
+                    "cached build trees and reference results (default: build/grade)");
+    app->add_option("--jobs,-j", jobs, "parallel compiles and case runs")
+        ->check(CLI::PositiveNumber);
+    app->add_flag("--no-drop", no_drop, "when root, run cases as root instead of as user nobody");
+  }
+
+  Rubric rubric(const Project& p) const {
+    std::vector<fs::path> extra;
+    for (const auto& r : rubrics) extra.push_back(user_path(r));
+    return load_rubrics(p.root / "autograder" / "rubric.json", extra);
+  }
+
+  GradeOptions options(const Project& p, const Rubric& r) const {
+    GradeOptions o;
+    o.chapters = chapters;
+    if (seed.empty())
+      o.seed = r.seed;
+    else if (seed == "random")
+      o.seed = std::random_device{}() % 1000000000u;
+    else {
+      try {
+        o.seed = std::stoull(seed);
+      } catch (const std::exception&) {
+        throw std::runtime_error("--seed " + seed +
+                                 ": expected a non-negative integer or 'random'");
+      }
+    }
+    for (const auto& d : cases_dirs) {
+      fs::path dir = fs::absolute(user_path(d));
+      if (!fs::is_directory(dir)) throw std::runtime_error("--cases-dir " + d + ": not a folder");
+      o.cases_dirs.push_back(dir);
+    }
+    fs::path secret =
+        secret_file.empty() ? p.root / "autograder" / "private" / "secret" : user_path(secret_file);
+    if (!secret_file.empty() || fs::exists(secret)) {
+      o.secret = read_text(secret);
+      while (!o.secret.empty() && std::isspace(static_cast<unsigned char>(o.secret.back())))
+        o.secret.pop_back();
+      if (o.secret.size() < 16)
+        throw std::runtime_error(
+            fmt::format("--secret {}: the secret has {} characters; write at least 16 random ones, "
+                        "e.g. `head -c 24 /dev/urandom | base64 > {}`",
+                        secret.string(), o.secret.size(), secret.string()));
+    }
+    o.work_dir = work_dir.empty() ? p.root / "build" / "grade" : fs::absolute(user_path(work_dir));
+    o.jobs = jobs;
+    o.drop_privileges = !no_drop;
+    return o;
+  }
+};
+
+// Gradescope's submission_metadata.json names the submitters; a group shares one id (their ids
+// sorted and joined), so resubmissions by any member keep the same hidden inputs.
+std::string student_id_from_metadata(const fs::path& file) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_text(file));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(
+        fmt::format("--submission-metadata {}: not readable JSON ({})", file.string(), e.what()));
+  }
+  std::vector<std::string> ids;
+  if (doc.contains("users") && doc["users"].is_array())
+    for (const auto& u : doc["users"]) {
+      if (!u.is_object()) continue;
+      for (const char* key : {"id", "email"})
+        if (u.contains(key) && !u[key].is_null()) {
+          ids.push_back(u[key].is_string() ? u[key].get<std::string>() : u[key].dump());
+          break;
+        }
+    }
+  if (ids.empty() && doc.contains("id") && !doc["id"].is_null()) ids.push_back(doc["id"].dump());
+  if (ids.empty())
+    throw std::runtime_error(
+        fmt::format("--submission-metadata {}: no users[].id or id in it", file.string()));
+  std::sort(ids.begin(), ids.end());
+  std::string joined;
+  for (const auto& id : ids) joined += (joined.empty() ? "" : "+") + id;
+  return joined;
+}
+
+bool reference_available(const Project& p) { return p.own_is_solution && p.has_solutions(); }
+
+// Before any student code runs: a sandbox must exist, what killed graders left behind goes, and
+// everything a case must never read is closed to other users (autograder/SECURITY.md).
+void prepare_sandbox(const Project& p, const GradeOptions& o) {
+  require_sandbox();
+  // A student build as its own uid must reach its folder in the work folder, so the work folder
+  // cannot lie inside a folder sealed below.
+  if (sandbox().kind == SandboxKind::uid)
+    for (const fs::path& sealed : {p.own_tree, p.root / "solutions"}) {
+      const fs::path rel =
+          fs::weakly_canonical(o.work_dir).lexically_relative(fs::weakly_canonical(sealed));
+      if (!rel.empty() && *rel.begin() != "..")
+        throw std::runtime_error(
+            fmt::format("--work-dir {} lies inside {}, which is closed to the build uids; "
+                        "choose a work folder outside it (the default is build/grade)",
+                        o.work_dir.string(), sealed.string()));
+    }
+  sweep_leftovers();
+  const fs::path a = p.root / "autograder";
+  // Closed: the reference, its results, its private trees, the chaff proofs (each holds a
+  // chapter's reference), git's data, the proofs' sources and private files. Passed
+  // through only: the way to the student build trees, each owned by its build uid while it builds
+  // (build.cpp, run_student_build) and by the grader's user otherwise.
+  seal({p.root / "solutions", p.own_tree, o.work_dir / "reference",
+        o.work_dir / "reference-private", o.work_dir / "gradescope-bundle", o.work_dir / "proofs",
+        p.root / ".git", a / "chaff", a / "wheat", a / "private"});
+  fs::create_directories(o.work_dir / "student");
+  seal_traverse_only({p.root / "build", o.work_dir, o.work_dir / "student"});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGINT, on_signal);
+  ::signal(SIGTERM, on_signal);
+  ::signal(SIGPIPE, SIG_IGN);
+  Project project = this_project();
+
+  CLI::App app{"mgpu-grade: grade manygpu submissions against the reference solutions"};
+  app.require_subcommand(1);
+
+  // ---- grade
+  Common g_common;
+  std::string submission;
+  bool solution = false, timings = false, quiet = false, check_full = false;
+  std::string json_out, gs_out, junit_out, student_id, metadata;
+  auto* grade = app.add_subcommand(
+      "grade", "grade chapters/ (or SUBMISSION, a folder or .zip) against the reference");
+  grade->add_option(
+      "submission", submission,
+      "folder or .zip holding chapters/<chapter>/<file> (default: this checkout's chapters/)");
+  grade->add_flag("--solution", solution,
+                  "grade the reference solutions themselves (should be full marks)");
+  grade->add_option("--json", json_out, "write the full grade as JSON");
+  grade->add_option("--gradescope", gs_out, "write Gradescope's results.json");
+  grade->add_option("--junit", junit_out, "write JUnit XML");
+  grade->add_flag(
+      "--check-full-marks", check_full,
+      "exit 1 unless every case that ran got full marks (a self-check of the reference)");
+  grade->add_flag("--timings", timings,
+                  "print seconds per phase (reference, build, student cases)");
+  grade->add_flag("--quiet,-q", quiet, "no terminal table");
+  grade->add_option("--student-id", student_id,
+                    "who submitted: with a secret, picks the hidden cases' seed (default: the "
+                    "submission's name)");
+  grade
+      ->add_option("--submission-metadata", metadata,
+                   "Gradescope's submission_metadata.json; the student id comes from its users")
+      ->excludes("--student-id");
+  g_common.add(grade);
+
+  // ---- grade-batch
+  Common b_common;
+  BatchOptions batch;
+  std::string shard;
+  auto* gb = app.add_subcommand(
+      "grade-batch", "grade every submission (folder or .zip) in DIR into a CSV gradebook");
+  gb->add_option("dir", batch.dir, "folder of submissions");
+  gb->add_option("--csv", batch.csv, "gradebook to create or resume");
+  gb->add_option("--shard", shard,
+                 "grade only slice I of N (e.g. 2/4), for N machines or a job array; join with "
+                 "`grade-batch merge`");
+  std::vector<std::string> merge_inputs;
+  std::string merge_out;
+  auto* merge = gb->add_subcommand(
+      "merge", "join the gradebooks of a sharded batch into one (rows sorted by submission)");
+  merge->add_option("out", merge_out, "gradebook to write")->required();
+  merge->add_option("inputs", merge_inputs, "the shards' gradebooks")->required();
+  gb->add_option("--reports", batch.reports,
+                 "also write one JSON report per submission into this folder");
+  b_common.jobs = std::min(2, available_cpus());  // here: submissions graded at the same time, each
+                                                  // with one compile and one case at a time
+  b_common.add(gb);
+
+  // ---- release
+  std::string release_out;
+  bool allow_dirty = false;
+  auto* rel = app.add_subcommand(
+      "release",
+      "write the student distribution (HEAD without solutions/ and graded cases) to OUT");
+  rel->add_option("out", release_out, "new folder")->required();
+  rel->add_flag("--allow-dirty", allow_dirty,
+                "ship the committed versions of files that have uncommitted changes");
+
+  // ---- submit
+  std::string submit_out = "manygpu-submission.zip", submit_from;
+  auto* sub = app.add_subcommand("submit", "zip your editable chapter files for upload");
+  sub->add_option("-o,--output", submit_out, "zip to write")->capture_default_str();
+  sub->add_option("--from", submit_from,
+                  "chapters folder to take the files from (default: this checkout's chapters/)");
+
+  // ---- gradescope-bundle
+  Common gs_common;
+  std::string bundle_out, bundle_secret;
+  auto* gsb = app.add_subcommand(
+      "gradescope-bundle",
+      "write the Gradescope autograder zip (setup.sh, run_autograder, HEAD of the repo)");
+  gsb->add_option("out", bundle_out, "zip to write, e.g. autograder.zip")->required();
+  gsb->add_option(
+      "--secret", bundle_secret,
+      "file with the secret the hidden cases' seeds derive from (default: a fresh random one)");
+  gsb->add_flag("--allow-dirty", allow_dirty,
+                "ship the committed versions of files that have uncommitted changes");
+  gsb->add_option("--rubric", gs_common.rubrics, "private rubric to include");
+  gsb->add_option("--cases-dir", gs_common.cases_dirs, "private case folder to include");
+
+  // ---- gradescope-fallback (run_autograder's, when grade itself failed)
+  Common fb_common;
+  std::string fb_out, fb_reason;
+  auto* fb = app.add_subcommand("gradescope-fallback",
+                                "write a results.json that lists every case as failed with REASON");
+  fb->add_option("out", fb_out, "results.json to write")->required();
+  fb->add_option("--reason", fb_reason, "what went wrong, shown to the student")->required();
+  fb_common.add(fb);
+
+  // ---- chaff
+  Common c_common;
+  std::vector<std::string> proof_chapters;
+  auto* chaff = app.add_subcommand(
+      "chaff",
+      "grade every chaff (known-wrong edit of the reference) and wheat (known-right "
+      "alternative) and check that each chaff loses its cases and each wheat gets full marks");
+  chaff->add_option("chapters", proof_chapters,
+                    "only these chaffs and wheats: prefixes of <chapter> or <chapter>/<name>, e.g. "
+                    "11_2 or 11_2_data_parallel/ring_");
+  c_common.jobs = std::min(
+      2, available_cpus());  // here: proofs graded at the same time, each in its own build slot
+  c_common.add(chaff);
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (grade->parsed()) {
+      Rubric rubric = g_common.rubric(project);
+      GradeOptions opts = g_common.options(project, rubric);
+      fs::path sub_path = submission.empty() ? project.root / "chapters" : user_path(submission);
+      if (!reference_available(project)) {
+        if (solution)
+          throw std::runtime_error(
+              "--solution: this copy has no reference solutions (solutions/ is absent)");
+        enable_progress(!quiet);
+        auto vis = run_visible_tests(sub_path, project, rubric, opts);
+        std::cout << visible_report(vis, use_colour(1));
+        return 0;
+      }
+      prepare_sandbox(project, opts);
+      enable_progress(!quiet);
+      Reference reference(project, rubric, opts);
+      std::string name = submission.empty()
+                             ? "checkout"
+                             : fs::absolute(sub_path).lexically_normal().filename().string();
+      if (!metadata.empty()) student_id = student_id_from_metadata(user_path(metadata));
+      Grade g =
+          grade_submission(sub_path, name, project, rubric, reference,
+                           opts.for_student(student_id.empty() ? name : student_id), solution);
+      if (!quiet) std::cout << terminal_report(g, use_colour(1), timings);
+      if (!json_out.empty()) write_text(user_path(json_out), json_report(g).dump(2) + "\n");
+      if (!gs_out.empty()) write_text(user_path(gs_out), gradescope_report(g).dump(2) + "\n");
+      if (!junit_out.empty()) write_text(user_path(junit_out), junit_report(g));
+      if (check_full)
+        for (const auto& ch : g.chapters)
+          for (const auto& c : ch.cases)
+            if (c.status != Status::skipped &&
+                (c.status != Status::passed || c.score < c.max_score)) {
+              std::cerr << fmt::format("mgpu-grade: {} got {:g} of {:g} ({}: {})\n", c.name,
+                                       c.score, c.max_score, status_name(c.status), c.reason);
+              return 1;
+            }
+      return 0;
+    }
+    if (merge->parsed()) {
+      std::vector<fs::path> inputs;
+      for (const auto& i : merge_inputs) inputs.push_back(user_path(i));
+      std::size_t n = merge_gradebooks(inputs, user_path(merge_out));
+      std::cout << fmt::format("grade-batch merge: {} submissions from {} gradebooks into {}\n", n,
+                               inputs.size(), user_path(merge_out).string());
+      return 0;
+    }
+    if (gb->parsed()) {
+      if (batch.dir.empty() || batch.csv.empty())
+        throw std::runtime_error(
+            "grade-batch: give the folder of submissions and --csv FILE (see --help)");
+      if (!shard.empty()) parse_shard(shard, batch);
+      if (!reference_available(project))
+        throw std::runtime_error(
+            "grade-batch needs the reference solutions (solutions/ is absent)");
+      Rubric rubric = b_common.rubric(project);
+      GradeOptions opts = b_common.options(project, rubric);
+      prepare_sandbox(project, opts);
+      batch.jobs = b_common.jobs;
+      batch.dir = user_path(batch.dir.string());
+      batch.csv = fs::absolute(user_path(batch.csv.string()));
+      if (!batch.reports.empty()) batch.reports = user_path(batch.reports.string());
+      auto t0 = std::chrono::steady_clock::now();
+      int n = grade_batch(batch, project, rubric, opts);
+      std::fprintf(stderr, "grade-batch: graded %d submissions in %.1f s into %s\n", n,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   batch.csv.c_str());
+      return 0;
+    }
+    if (fb->parsed()) {
+      write_text(user_path(fb_out),
+                 gradescope_fallback(fb_common.rubric(project), fb_reason).dump(2) + "\n");
+      return 0;
+    }
+    if (chaff->parsed()) {
+      if (!reference_available(project))
+        throw std::runtime_error("chaff needs the reference solutions (solutions/ is absent)");
+      Rubric rubric = c_common.rubric(project);
+      GradeOptions opts = c_common.options(project, rubric);
+      prepare_sandbox(project, opts);
+      auto proofs = load_proofs(project, rubric, proof_chapters);
+      if (proofs.empty())
+        throw std::runtime_error(
+            "chaff: no chaff or wheat matches; they live in autograder/chaff/<chapter>/ and "
+            "autograder/wheat/<chapter>/");
+      std::fprintf(stderr, "chaff: grading %zu chaffs and wheats, %d at a time\n", proofs.size(),
+                   opts.jobs);
+      const bool proved = run_proofs(proofs, project, rubric, opts,
+                                     whole_chapters(rubric, proof_chapters), std::cout);
+      return proved ? 0 : 1;
+    }
+    if (rel->parsed()) {
+      release_out = user_path(release_out).string();
+      Shipment s = write_release(project, release_out, allow_dirty);
+      for (const auto& f : s.left_out)
+        std::cerr << "release: left out the uncommitted changes of " << f << "\n";
+      std::cout << fmt::format(
+          "release: {} files of HEAD written to {} (no solutions/, no graded cases).\n"
+          "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the "
+          "visible tests.\n",
+          s.files, release_out);
+      return 0;
+    }
+    if (sub->parsed()) {
+      Rubric rubric = load_rubric(project.root / "autograder" / "rubric.json");
+      fs::path from = submit_from.empty() ? project.root / "chapters" : user_path(submit_from);
+      submit_out = user_path(submit_out).string();
+      auto files = write_submission(rubric, from, submit_out);
+      std::cout << fmt::format("submit: {} files in {}:\n", files.size(),
+                               fs::absolute(submit_out).string());
+      for (const auto& f : files) std::cout << "  " << f << "\n";
+      std::cout << "Upload this zip. Only these files are graded; headers and tests come from the "
+                   "course.\n";
+      return 0;
+    }
+    if (gsb->parsed()) {
+      BundleOptions b;
+      b.out = user_path(bundle_out);
+      for (const auto& r : gs_common.rubrics) b.rubrics.push_back(user_path(r));
+      load_rubrics(project.root / "autograder" / "rubric.json",
+                   b.rubrics);  // reject a broken rubric now, not on Gradescope
+      for (const auto& d : gs_common.cases_dirs) b.cases_dirs.push_back(user_path(d));
+      b.secret_file = user_path(bundle_secret);
+      b.scratch = project.root / "build" / "grade" / "gradescope-bundle";
+      b.allow_dirty = allow_dirty;
+      Shipment s = write_gradescope_bundle(project, b);
+      for (const auto& f : s.left_out)
+        std::cerr << "gradescope-bundle: left out the uncommitted changes of " << f << "\n";
+      std::cout << fmt::format(
+          "gradescope-bundle: {} (upload it as the autograder: setup.sh builds the reference, "
+          "run_autograder grades /autograder/submission)\n",
+          fs::absolute(b.out).string());
+      return 0;
+    }
+  } catch (const RubricError& e) {
+    std::cerr << "mgpu-grade: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "mgpu-grade: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

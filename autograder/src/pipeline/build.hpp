@@ -1,0 +1,89 @@
+// Building: copying a submission's manifest files into a scratch folder (the submission itself is
+// never touched), configuring a cached student build tree on it, and building each chapter's case
+// program on its own so a compile error costs that chapter only.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rubric/rubric.hpp"
+
+namespace mgpu::grade {
+
+/// Where the grader lives: its source root and its own build tree.
+struct Project {
+  std::filesystem::path root;      ///< the repository (holds chapters/, autograder/, ...)
+  std::filesystem::path own_tree;  ///< the build tree mgpu-grade was built in
+  bool own_is_solution = false;    ///< own_tree was configured with MGPU_IMPL=solution
+  bool has_solutions() const;      ///< solutions/ exists (absent in the student distribution)
+};
+
+/// The project this mgpu-grade binary was built from.
+Project this_project();
+
+/// The result of copying a submission.
+struct Staged {
+  std::filesystem::path chapters_dir;  ///< pass as MGPU_STUDENT_DIR
+  std::filesystem::path
+      top;  ///< the folder the submission's files were read from (a zip: where it was unpacked)
+  std::vector<std::string> notes;           ///< what was not found, for the report
+  std::vector<std::string> chapters_found;  ///< chapters with at least one submitted file
+};
+
+/// Copies SUBMISSION (a folder or .zip) into scratch/chapters: for every chapter, the pristine
+/// .cpp files from its skeleton folder under pristine (pristine_root), overlaid by the submission's
+/// manifest files. Files are only rewritten when their content changed. A zip is extracted with
+/// extract_zip and a folder checked with check_submission_folder first: both throw
+/// RejectedSubmission (unpack.hpp).
+Staged stage_submission(const std::filesystem::path& submission,
+                        const std::filesystem::path& scratch, const Rubric& rubric,
+                        const Project& project, const std::filesystem::path& pristine);
+
+/// A build tree to configure.
+struct TreeConfig {
+  std::filesystem::path dir;                      ///< the build tree
+  std::string impl = "student";                   ///< MGPU_IMPL
+  std::filesystem::path student_dir;              ///< MGPU_STUDENT_DIR (student impl)
+  std::vector<std::filesystem::path> cases_dirs;  ///< MGPU_GRADE_CASES_DIRS (private cases)
+  /// The instructor's own code (a chaff or wheat): still built in the student sandbox, but with
+  /// the grader's compiler cache, which only student code must never see or fill.
+  bool trusted = false;
+};
+
+/// Makes `base` (a submission's folder, <work>/student/<name>: src/ and its build trees) ready
+/// for `occupant` (the submission's path). When another submission had it last (a batch slot),
+/// everything of that one goes first: its unzipped sources, every object compiled from its files
+/// (an object whose dependency file names base/src), and every archive and program, so no build
+/// can read another student's code, source or machine code. The trusted objects (runtime,
+/// harness, cases) stay, so the build is still incremental.
+void claim_student_folder(const std::filesystem::path& base, const std::string& occupant);
+
+/// The value of cache variable `name` in build tree `tree` (its CMakeCache.txt), "" if unset.
+std::string cache_value(const std::filesystem::path& tree, const std::string& name);
+
+/// Configures dir unless it already is with the same settings. Returns "" or the error text.
+/// With gpu_student_dir, the tree builds the GPU labs (MGPU_CUDA=ON) with the lab files from that
+/// folder (MGPU_GPU_STUDENT_DIR); otherwise MGPU_CUDA=OFF. Package locations the grader's own tree
+/// was given (CMAKE_PREFIX_PATH, MGPU_NCCL_*) are passed on.
+std::string configure_tree(const TreeConfig& cfg, const Project& project,
+                           const std::filesystem::path& gpu_student_dir = {});
+
+/// The outcome of building one target.
+struct TargetBuild {
+  bool ok = false;          ///< built
+  std::string first_error;  ///< the compiler's first error line, scratch paths made readable
+  std::string log;          ///< the build output from the first error on (capped)
+  double seconds = 0;       ///< wall time of the build
+};
+
+/// Builds one target of a configured tree with `jobs` parallel compiles. scratch_chapters, if
+/// given, is replaced by "chapters" in messages so students see their own paths.
+TargetBuild build_target(const std::filesystem::path& tree, const std::string& target, int jobs,
+                         const Project& project,
+                         const std::filesystem::path& scratch_chapters = {});
+
+/// Name of the case program of a chapter.
+inline std::string case_target(const std::string& chapter) { return "cases_" + chapter; }
+
+}  // namespace mgpu::grade

@@ -1,0 +1,223 @@
+// numpy.isclose semantics with the reference as b, plus budget checks. Runs in the grader
+// process only: nothing the student's program says is trusted beyond being a number. The
+// feedback is written to point at the mistake: where the first wrong element is, which one is
+// worst, and whether the wrong elements are all one clean multiple of the right ones. The
+// element-wise judgement and those words come from the comparison core the visible tests share
+// (testing/mgpu_test/mismatch.hpp), so the tests and the grader diagnose alike; what is the
+// grader's own is reading the harness's JSON, the rubric's tolerances and the budgets.
+#include "pipeline/compare.hpp"
+
+#include <fmt/format.h>
+#include <mgpu_test/mismatch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace mgpu::grade {
+namespace {
+
+constexpr std::size_t kMaxMismatches = 5;
+
+using mgpu_test::show;
+
+// "weights[3]", or "peak_weights on rank 3" for a value emitted per rank.
+std::string where(const std::string& name, bool scalar, bool per_rank, std::size_t i) {
+  if (scalar) return name;
+  return per_rank ? fmt::format("{} on rank {}", name, i) : fmt::format("{}[{}]", name, i);
+}
+
+// An element as the harness wrote it: a number (nullopt for anything else) and how to show it.
+struct Element {
+  std::optional<double> number;
+  std::string text;
+};
+
+Element element(const nlohmann::json& raw) {
+  double v = 0;
+  if (!decode_number(raw, v)) return {std::nullopt, raw.dump()};
+  return {v, show(v)};
+}
+
+std::optional<double> scalar_value(const nlohmann::json& values, const char* name) {
+  double v = 0;
+  if (values.is_object() && values.contains(name) && values.at(name).is_object() &&
+      values.at(name).contains("data") && decode_number(values.at(name).at("data"), v))
+    return v;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool decode_number(const nlohmann::json& j, double& out) {
+  if (j.is_number()) {
+    out = j.get<double>();
+    return true;
+  }
+  if (j.is_string()) {
+    const auto& s = j.get_ref<const std::string&>();
+    if (s == "nan")
+      out = std::nan("");
+    else if (s == "inf")
+      out = INFINITY;
+    else if (s == "-inf")
+      out = -INFINITY;
+    else
+      return false;
+    return true;
+  }
+  return false;
+}
+
+bool is_close(double a, double b, Tolerance t) {
+  return mgpu_test::is_close(a, b, {.atol = t.atol, .rtol = t.rtol});
+}
+
+std::string Comparison::detail() const {
+  std::string s;
+  if (!hints.empty())
+    for (const auto& h : hints) s += "hint: " + h + "\n";
+  s += fmt::format("max abs error {:.3g}, max rel error {:.3g}", max_abs_error, max_rel_error);
+  if (nan_count) s += fmt::format(", {} NaN where the reference has a number", nan_count);
+  for (const auto& m : mismatches) s += "\n  " + m;
+  if (!tolerances.empty()) s += "\ntolerances: " + tolerances;
+  return s;
+}
+
+Comparison compare_values(const nlohmann::json& student_values,
+                          const nlohmann::json& reference_values, const Rubric& rubric,
+                          const CaseSpec& spec) {
+  Comparison c;
+  std::size_t bad_total = 0;
+  const std::optional<double> ranks = scalar_value(reference_values, "ranks");
+  if (!reference_values.is_object()) {
+    c.ok = false;
+    c.reason = "the reference's values are unreadable";
+    return c;
+  }
+  for (const auto& item : reference_values.items()) {
+    // Not a structured binding: the lambdas below use the name, and clang 14 cannot capture one.
+    const std::string& name = item.key();
+    const nlohmann::json& ref = item.value();
+    // Both documents come through parse_result, so every field has its type; the checks here
+    // keep the judge from throwing even on a document that did not.
+    auto text_field = [](const nlohmann::json& v, const char* key, const char* fallback) {
+      auto it = v.is_object() ? v.find(key) : v.end();
+      return it != v.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+    };
+    if (!ref.is_object() || !ref.contains("data")) {
+      c.ok = false;
+      c.mismatches.push_back(fmt::format("{}: the reference's value is unreadable", name));
+      if (c.reason.empty())
+        c.reason = fmt::format("the reference's value '{}' is unreadable", name);
+      continue;
+    }
+    std::string dtype = text_field(ref, "dtype", "fp64");
+    Tolerance tol = rubric.tolerance_for(spec, name, dtype);
+    c.tolerances += fmt::format("{}{} {} (rtol {:g}, atol {:g})", c.tolerances.empty() ? "" : "; ",
+                                name, spec.dtype.value_or(dtype), tol.rtol, tol.atol);
+    if (!student_values.is_object() || !student_values.contains(name)) {
+      c.ok = false;
+      c.mismatches.push_back(fmt::format("{}: missing (the reference emits it)", name));
+      if (c.reason.empty()) c.reason = fmt::format("value '{}' missing", name);
+      continue;
+    }
+    const auto& st = student_values.at(name);
+    const auto& rd = ref.at("data");
+    const bool per_rank = text_field(ref, "index", "") == "rank";
+    const nlohmann::json sd =
+        st.is_object() && st.contains("data") ? st.at("data") : nlohmann::json();
+    bool ref_scalar = !rd.is_array();
+    bool st_scalar = !sd.is_array();
+    if (ref_scalar != st_scalar || (!ref_scalar && rd.size() != sd.size())) {
+      c.ok = false;
+      std::string what =
+          fmt::format("{}: shape differs: got {}, expected {}", name,
+                      st_scalar ? "a scalar" : fmt::format("{} elements", sd.size()),
+                      ref_scalar ? "a scalar" : fmt::format("{} elements", rd.size()));
+      c.mismatches.push_back(what);
+      if (c.reason.empty()) c.reason = what;
+      continue;
+    }
+    std::size_t n = ref_scalar ? 1 : rd.size();
+    mgpu_test::MismatchScan scan({.atol = tol.atol, .rtol = tol.rtol});
+    auto element_of = [&](const nlohmann::json& data, std::size_t i) -> const nlohmann::json& {
+      return ref_scalar ? data : data[i];
+    };
+    auto line = [&](std::size_t i, const char* label) {
+      Element got = element(element_of(sd, i));
+      double b = 0;
+      decode_number(element_of(rd, i), b);
+      return mgpu_test::element_line(label, where(name, ref_scalar, per_rank, i), got.text,
+                                     got.number, b);
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      double b = 0;
+      if (!decode_number(element_of(rd, i), b))
+        continue;  // the reference never writes anything else
+      scan.add(i, element(element_of(sd, i)).number, b);
+    }
+    c.max_abs_error = std::max(c.max_abs_error, scan.max_abs_error);
+    c.max_rel_error = std::max(c.max_rel_error, scan.max_rel_error);
+    c.nan_count += scan.nan_count;
+    const std::size_t bad = scan.count, first = scan.first, worst = scan.worst;
+    if (!bad) continue;
+    c.ok = false;
+    bad_total += bad;
+    if (c.mismatches.size() < kMaxMismatches)
+      c.mismatches.push_back(line(first, ref_scalar ? "" : "first wrong: "));
+    if (!ref_scalar && worst != first && c.mismatches.size() < kMaxMismatches)
+      c.mismatches.push_back(line(worst, "worst: "));
+    if (std::string h = scan.factor_hint(name, ranks.value_or(0)); !h.empty()) c.hints.push_back(h);
+    if (c.reason.empty()) {
+      std::string at = ref_scalar ? ""
+                                  : (per_rank ? fmt::format(" on rank {}", first)
+                                              : fmt::format(" at [{}]", first));
+      c.reason = ref_scalar ? fmt::format("{} outside tolerance", name)
+                            : fmt::format("{}: {} of {} elements outside tolerance, first{}", name,
+                                          bad, n, at);
+      if (!c.hints.empty()) c.reason += " (" + c.hints.front() + ")";
+    }
+  }
+  if (!c.ok && c.reason.empty()) c.reason = fmt::format("{} elements outside tolerance", bad_total);
+  if (!c.ok) {
+    c.reason += fmt::format(" (max abs error {:.3g}, max rel error {:.3g}", c.max_abs_error,
+                            c.max_rel_error);
+    if (c.nan_count) c.reason += fmt::format(", {} NaN", c.nan_count);
+    c.reason += ")";
+  }
+  return c;
+}
+
+BudgetCheck check_budget(const Budget& b, const nlohmann::json& student_measures,
+                         const nlohmann::json& reference_measures) {
+  BudgetCheck r;
+  if (!reference_measures.is_object() || !reference_measures.contains(b.measure) ||
+      !decode_number(reference_measures.at(b.measure), r.reference)) {
+    r.line = fmt::format(
+        "{}: the reference did not measure it (rubric names a measure the case lacks)", b.measure);
+    return r;
+  }
+  if (!student_measures.is_object() || !student_measures.contains(b.measure) ||
+      !decode_number(student_measures.at(b.measure), r.student)) {
+    r.line = fmt::format("{}: not measured in this run", b.measure);
+    r.below_floor = b.min_factor.has_value();
+    return r;
+  }
+  double limit = r.reference * b.factor;
+  r.ok = std::isfinite(r.student) && r.student <= limit;
+  double ratio = r.reference != 0 ? r.student / r.reference : (r.student == 0 ? 1.0 : INFINITY);
+  r.line = fmt::format("{} {} = {:.3g}x the reference's {} (budget {:g}x)", b.measure,
+                       show(r.student), ratio, show(r.reference), b.factor);
+  if (b.min_factor && !(r.student >= r.reference * *b.min_factor)) {
+    r.below_floor = true;
+    r.ok = false;
+    // What the numbers show, not why: a floor names the least a correct algorithm sends.
+    r.line = fmt::format("{} {} = {:.3g}x the reference's {}, under the floor of {:g}x{}",
+                         b.measure, show(r.student), ratio, show(r.reference), *b.min_factor,
+                         b.below.empty() ? "" : ": " + b.below);
+  }
+  return r;
+}
+
+}  // namespace mgpu::grade

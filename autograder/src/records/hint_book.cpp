@@ -1,0 +1,167 @@
+// hints.md and the hint record (hint_book.hpp).
+#include "records/hint_book.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
+}
+
+// The lines of body without the blank ones at either end, joined by newlines.
+std::string trimmed_block(const std::vector<std::string>& body) {
+  auto first = std::find_if_not(body.begin(), body.end(), blank);
+  auto last = std::find_if_not(body.rbegin(), body.rend(), blank).base();
+  std::string text;
+  for (auto it = first; it < last; ++it) text += (text.empty() ? "" : "\n") + *it;
+  return text;
+}
+
+}  // namespace
+
+const HintSection* HintBook::find(const std::string& id) const {
+  for (const auto& s : sections)
+    if (s.id == id) return &s;
+  return nullptr;
+}
+
+HintBook parse_hint_book(const std::string& text) {
+  HintBook book;
+  // Per section: the body lines of each level, and any level heading that is not 1, 2 or 3.
+  std::vector<std::array<std::vector<std::string>, 3>> bodies;
+  std::map<std::string, std::string> unknown_levels;
+  std::set<std::string> repeated;
+  int section = -1, level = -1;  // where body lines go; level -1: nowhere
+  bool fence = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("```", 0) == 0) fence = !fence;  // the fence line itself is text
+    if (!fence && line.rfind("## ", 0) == 0) {
+      const std::string rest = line.substr(3);
+      const auto colon = rest.find(':');
+      const std::string id = trim(rest.substr(0, colon));
+      const std::string title = colon == std::string::npos ? "" : trim(rest.substr(colon + 1));
+      const auto it = std::find_if(book.sections.begin(), book.sections.end(),
+                                   [&](const HintSection& s) { return s.id == id; });
+      if (it == book.sections.end()) {
+        book.sections.push_back({id, title, {}});
+        bodies.emplace_back();
+        section = static_cast<int>(book.sections.size()) - 1;
+      } else {
+        repeated.insert(id);
+        it->title = title;
+        section = static_cast<int>(it - book.sections.begin());
+      }
+      level = -1;
+      continue;
+    }
+    if (!fence && line.rfind("### ", 0) == 0) {
+      const std::string name = trim(line.substr(4));
+      level = name == "1" ? 0 : name == "2" ? 1 : name == "3" ? 2 : -1;
+      if (level < 0 && section >= 0)
+        unknown_levels[book.sections[static_cast<std::size_t>(section)].id] +=
+            fmt::format(" \"{}\"", name);
+      continue;
+    }
+    if (section >= 0 && level >= 0)
+      bodies[static_cast<std::size_t>(section)][static_cast<std::size_t>(level)].push_back(line);
+  }
+  for (std::size_t i = 0; i < book.sections.size(); ++i) {
+    HintSection& s = book.sections[i];
+    std::string missing;
+    for (std::size_t l = 0; l < 3; ++l) {
+      s.levels[l] = trimmed_block(bodies[i][l]);
+      if (s.levels[l].empty()) missing += fmt::format(" {}", l + 1);
+    }
+    if (!missing.empty())
+      book.problems.push_back(fmt::format("{}: level{} missing or empty", s.id, missing));
+    if (const auto it = unknown_levels.find(s.id); it != unknown_levels.end())
+      book.problems.push_back(
+          fmt::format("{}: unknown level{} (use ### 1, ### 2, ### 3)", s.id, it->second));
+    if (repeated.count(s.id))
+      book.problems.push_back(fmt::format("{}: more than one section", s.id));
+  }
+  return book;
+}
+
+std::vector<std::string> skeleton_todo_ids(const fs::path& folder) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    const auto ext = e.path().extension();
+    if (e.is_regular_file() && (ext == ".cpp" || ext == ".cu")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  static const std::regex todo(R"(TODO\(([^)]*)\))");
+  std::vector<std::string> ids;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (std::sregex_iterator it(text.begin(), text.end(), todo), end; it != end; ++it) {
+      std::istringstream words((*it)[1].str());
+      std::string id;
+      for (std::string w; words >> w;) id = w;
+      if (!id.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+std::vector<std::string> hint_drift(const fs::path& folder, const std::string& shown) {
+  const auto ids = skeleton_todo_ids(folder);
+  std::vector<std::string> problems;
+  std::ifstream in(folder / "hints.md");
+  if (!in) {
+    if (ids.empty()) return problems;
+    std::string list;
+    for (const auto& id : ids) list += (list.empty() ? "" : " ") + id;
+    problems.push_back(fmt::format("{}: missing; the skeletons have TODOs {}", shown, list));
+    return problems;
+  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const HintBook book = parse_hint_book(text);
+  for (const auto& id : ids)
+    if (book.find(id) == nullptr)
+      problems.push_back(fmt::format("{}: no section '## {}: ...' for TODO {}", shown, id, id));
+  for (const auto& s : book.sections)
+    if (std::find(ids.begin(), ids.end(), s.id) == ids.end())
+      problems.push_back(
+          fmt::format("{}: section '{}' matches no TODO in the skeleton files", shown, s.id));
+  for (const auto& p : book.problems) problems.push_back(fmt::format("{}: {}", shown, p));
+  return problems;
+}
+
+std::string format_record_line(const HintRecordLine& line) {
+  return fmt::format("{}\t{}\t{}\t{}", line.chapter, line.todo, line.level, line.time);
+}
+
+std::optional<HintRecordLine> parse_record_line(const std::string& line) {
+  std::istringstream fields(line);
+  HintRecordLine r;
+  std::string level;
+  std::getline(fields, r.chapter, '\t');
+  std::getline(fields, r.todo, '\t');
+  std::getline(fields, level, '\t');
+  std::getline(fields, r.time, '\t');
+  if (r.chapter.empty() || r.todo.empty() || (level != "1" && level != "2" && level != "3"))
+    return std::nullopt;
+  r.level = level[0] - '0';
+  return r;
+}
+
+}  // namespace mgpu::grade

@@ -1,0 +1,502 @@
+// fork + exec with the isolation described in runner.hpp. The child only calls async-signal-safe
+// functions between fork and exec (the grader is multi-threaded); everything it needs is prepared
+// before the fork.
+#include "sandbox/runner.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "sandbox/sandbox.hpp"
+
+extern char** environ;
+
+namespace mgpu::grade {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Process groups we may have to kill from a signal handler: a lock-free table.
+std::array<std::atomic<pid_t>, 256> g_running{};
+
+void remember(pid_t pg) {
+  for (auto& slot : g_running) {
+    pid_t zero = 0;
+    if (slot.compare_exchange_strong(zero, pg)) return;
+  }
+}
+
+void forget(pid_t pg) {
+  for (auto& slot : g_running) {
+    pid_t expected = pg;
+    if (slot.compare_exchange_strong(expected, 0)) return;
+  }
+}
+
+// Tasks (threads included) that the user already runs: RLIMIT_NPROC counts them all.
+std::uint64_t tasks_of_user(uid_t uid) {
+  // Processes exit while we look: error codes only, never an iterator that throws.
+  std::uint64_t n = 0;
+  std::error_code ec;
+  std::filesystem::directory_iterator it("/proc", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.empty() || name[0] < '0' || name[0] > '9') continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0 || st.st_uid != uid) continue;
+    std::error_code ec2;
+    std::filesystem::directory_iterator t(it->path() / "task", ec2);
+    for (; !ec2 && t != end; t.increment(ec2)) ++n;
+  }
+  return n;
+}
+
+struct Pipe {
+  int r = -1, w = -1;
+  bool open() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    r = fds[0];
+    w = fds[1];
+    return true;
+  }
+  static void close_fd(int& fd) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  ~Pipe() {
+    close_fd(r);
+    close_fd(w);
+  }
+};
+
+[[noreturn]] void child_fail(int errfd, int stage) {
+  int msg[2] = {stage, errno};
+  [[maybe_unused]] auto n = ::write(errfd, msg, sizeof msg);
+  ::_exit(127);
+}
+
+const char* kStages[] = {"setsid", "dup",  "chdir", "setrlimit",    "setgroups", "setgid",
+                         "setuid", "exec", "prctl", "no_new_privs", "landlock",  "seccomp"};
+
+// How often the whole tree's resident memory is summed: often enough that a tree cannot grow far
+// past its limit in between, rarely enough that scanning /proc costs nothing measurable.
+constexpr auto kMemoryPoll = std::chrono::milliseconds(100);
+
+}  // namespace
+
+std::string signal_description(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  const char* desc = sigdescr_np(sig);
+  return fmt::format("SIG{} ({})", abbrev ? abbrev : std::to_string(sig).c_str(),
+                     desc ? desc : "unknown signal");
+}
+
+void kill_all_running() {
+  for (auto& slot : g_running) {
+    pid_t pg = slot.load();
+    if (pg > 0) ::kill(-pg, SIGKILL);
+  }
+}
+
+RunOutcome run_process(const RunSpec& spec) {
+  RunOutcome o;
+  const SandboxKind kind = spec.isolate ? sandbox().kind : SandboxKind::none;
+  if (spec.isolate && kind == SandboxKind::none) {
+    o.start_error = sandbox().why;
+    return o;
+  }
+  // As root, every isolated run gets a uid of its own: nothing it starts can touch another case,
+  // the grader or a file that is not world-readable, and all of it is killed afterwards.
+  std::optional<UidLease> lease;
+  if (spec.isolate && spec.drop_privileges && ::geteuid() == 0) {
+    lease.emplace();
+    if (!lease->held()) {
+      o.start_error = "every case uid is in use (too many cases at once); lower --jobs";
+      return o;
+    }
+  }
+  const bool run_as = !spec.isolate && spec.run_as && ::geteuid() == 0;
+  const bool drop = lease.has_value() || run_as;
+  const uid_t uid = lease ? lease->uid() : run_as ? *spec.run_as : ::geteuid();
+  const gid_t gid = drop ? static_cast<gid_t>(uid) : ::getegid();
+
+  // A fresh working folder the program may scribble in; removed afterwards.
+  std::filesystem::path workdir = spec.cwd;
+  bool own_workdir = false;
+  std::filesystem::path program = spec.exe;
+  const bool namespaces = kind == SandboxKind::namespaces;
+  // Closed when run_process returns, on every path.
+  struct Fd {
+    int fd = -1;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } program_fd, filter_fd, ruleset_fd;
+  if (namespaces) {
+    // bubblewrap copies the program in from a descriptor: no host folder in the case's view.
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);
+    program_fd.fd = ec ? -1 : ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
+    filter_fd.fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
+    const std::string& bpf = case_seccomp_program();
+    if (program_fd.fd < 0 || filter_fd.fd < 0 ||
+        ::write(filter_fd.fd, bpf.data(), bpf.size()) != static_cast<ssize_t>(bpf.size()) ||
+        ::lseek(filter_fd.fd, 0, SEEK_SET) != 0) {
+      o.start_error = fmt::format("cannot start {}: {}", spec.exe.string(),
+                                  std::strerror(ec ? ec.value() : errno));
+      return o;
+    }
+  } else if (spec.isolate) {
+    std::string tmpl = case_dir_template();
+    if (!::mkdtemp(tmpl.data())) {
+      o.start_error = fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
+      return o;
+    }
+    workdir = tmpl;
+    own_workdir = true;
+    std::error_code ec;
+    // The case runs its own link (or copy) of the program, so the folders above the real one can
+    // stay sealed: it never needs a path into the build trees. A link keeps the owner's
+    // permissions, so the case can run the program but not rewrite it.
+    const std::filesystem::path real =
+        std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
+    program = workdir / spec.exe.filename();
+    if (!ec) std::filesystem::create_hard_link(real, program, ec);
+    if (ec) {
+      ec.clear();
+      std::filesystem::copy_file(spec.exe, program, ec);
+      if (!ec)
+        std::filesystem::permissions(
+            program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
+      if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0)
+        ec = {errno, std::generic_category()};
+    }
+    if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0)
+      ec = {errno, std::generic_category()};
+    if (ec) {
+      o.start_error =
+          fmt::format("cannot prepare {} for the case: {}", workdir.string(), ec.message());
+      std::filesystem::remove_all(workdir, ec);
+      return o;
+    }
+  }
+
+  // Landlock where the kernel has it: a case in the uid sandbox reaches only the system and its
+  // folder; a build, what its view names.
+  if (kind == SandboxKind::uid)
+    ruleset_fd.fd = landlock_ruleset(case_view(workdir, spec.devices));
+  else if (!spec.isolate && spec.view)
+    ruleset_fd.fd = landlock_ruleset(*spec.view);
+  const std::string& bpf = case_seccomp_program();
+  sock_fprog filter{static_cast<unsigned short>(bpf.size() / sizeof(sock_filter)),
+                    reinterpret_cast<sock_filter*>(const_cast<char*>(bpf.data()))};
+  const bool filter_here = kind == SandboxKind::uid;  // bubblewrap loads it itself
+
+  // Descriptors the child passes on, at fixed numbers above the result's and the error pipe's.
+  const int err_target = spec.result_fd == 3 ? 4 : 3;
+  const int program_target = std::max(spec.result_fd, err_target) + 1;
+  const int filter_target = program_target + 1, ruleset_target = program_target + 2;
+
+  // argv and envp, built before the fork.
+  std::vector<std::string> argv_s{program.string()};
+  if (namespaces) {
+    BwrapCase c;
+    c.program = spec.exe;
+    c.program_fd = program_target;
+    c.seccomp_fd = filter_target;
+    c.tmpfs_bytes = std::max<std::uint64_t>(spec.file_bytes * 4, 16ull << 20);
+    c.devices = spec.devices;
+    argv_s = bwrap_command(c);
+  }
+  argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s;
+  if (spec.isolate) {
+    const std::string home = namespaces ? "/case" : workdir.string();
+    env_s = {"PATH=/usr/bin:/bin", "HOME=" + home,   "TMPDIR=" + home,
+             "LANG=C.UTF-8",       "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
+    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  } else {
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      bool overridden = false;
+      for (const auto& [k, v] : spec.env) overridden = overridden || kv.rfind(k + "=", 0) == 0;
+      if (!overridden) env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
+  // RLIMIT_NPROC counts every task of the uid: a leased uid has none yet.
+  rlim_t nproc = static_cast<rlim_t>((drop ? 0 : tasks_of_user(uid)) + spec.extra_processes);
+  struct rlimit lim_as {
+    spec.memory_bytes, spec.memory_bytes
+  };
+  struct rlimit lim_cpu {
+    cpu_s, cpu_s + 1
+  };
+  // bubblewrap writes its copy of the program under this limit too: with namespaces it is at least
+  // the program's size (the case's own folders are sized memory folders besides).
+  rlim_t file_limit = spec.file_bytes;
+  struct stat program_stat {};
+  if (program_fd.fd >= 0 && ::fstat(program_fd.fd, &program_stat) == 0)
+    file_limit =
+        std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
+  struct rlimit lim_fsize {
+    file_limit, file_limit
+  };
+  struct rlimit lim_nofile {
+    spec.open_files, spec.open_files
+  };
+  struct rlimit lim_nproc {
+    nproc, nproc
+  };
+  struct rlimit lim_core {
+    0, 0
+  };
+  struct rlimit lim_build_as {
+    spec.unisolated_memory_bytes, spec.unisolated_memory_bytes
+  };
+  struct rlimit lim_build_fsize {
+    spec.unisolated_file_bytes, spec.unisolated_file_bytes
+  };
+
+  Pipe out, err, res, errp;
+  if (!out.open() || !err.open() || !errp.open() || (spec.result_fd >= 0 && !res.open())) {
+    o.start_error = fmt::format("cannot create pipes: {}", std::strerror(errno));
+    if (own_workdir) std::filesystem::remove_all(workdir);
+    return o;
+  }
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const bool merge = spec.merge_output;
+  const bool no_devices = spec.devices.empty();
+  // With namespaces bubblewrap changes to /case; it starts from / (the grader's own folder may not
+  // be the case uid's to enter).
+  const char* cwd = namespaces ? "/" : workdir.empty() ? nullptr : workdir.c_str();
+  auto start = Clock::now();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    o.start_error = fmt::format("fork failed: {}", std::strerror(errno));
+    if (devnull >= 0) ::close(devnull);
+    if (own_workdir) std::filesystem::remove_all(workdir);
+    return o;
+  }
+  if (pid == 0) {
+    // ---- child: async-signal-safe calls only
+    int ew = ::fcntl(errp.w, F_DUPFD_CLOEXEC, 100);
+    if (ew < 0) ::_exit(127);
+    if (::setsid() < 0) child_fail(ew, 0);
+    int hi_out = ::fcntl(out.w, F_DUPFD, 100);
+    int hi_err = ::fcntl(merge ? out.w : err.w, F_DUPFD, 100);
+    int hi_res = spec.result_fd >= 0 ? ::fcntl(res.w, F_DUPFD, 100) : -1;
+    // bubblewrap reads the program and the filter from these; the ruleset is ours, closed at exec
+    int hi_program = program_fd.fd >= 0 ? ::fcntl(program_fd.fd, F_DUPFD, 100) : -1;
+    int hi_filter = filter_fd.fd >= 0 ? ::fcntl(filter_fd.fd, F_DUPFD, 100) : -1;
+    int hi_ruleset = ruleset_fd.fd >= 0 ? ::fcntl(ruleset_fd.fd, F_DUPFD, 100) : -1;
+    if (hi_out < 0 || hi_err < 0 || (spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
+    if ((program_fd.fd >= 0 && hi_program < 0) || (filter_fd.fd >= 0 && hi_filter < 0) ||
+        (ruleset_fd.fd >= 0 && hi_ruleset < 0))
+      child_fail(ew, 1);
+    if (::dup2(devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
+    if (hi_res >= 0 && ::dup2(hi_res, spec.result_fd) < 0) child_fail(ew, 1);
+    if (::dup3(ew, err_target, O_CLOEXEC) < 0) child_fail(ew, 1);
+    ew = err_target;
+    if ((hi_program >= 0 && ::dup2(hi_program, program_target) < 0) ||
+        (hi_filter >= 0 && ::dup2(hi_filter, filter_target) < 0) ||
+        (hi_ruleset >= 0 && ::dup3(hi_ruleset, ruleset_target, O_CLOEXEC) < 0))
+      child_fail(ew, 1);
+    int first_free = ruleset_target + 1;
+    ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
+    if (cwd && ::chdir(cwd) != 0) child_fail(ew, 2);
+    if (spec.isolate) {
+      if ((no_devices && ::setrlimit(RLIMIT_AS, &lim_as) != 0) ||
+          ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 || ::setrlimit(RLIMIT_FSIZE, &lim_fsize) != 0 ||
+          ::setrlimit(RLIMIT_NOFILE, &lim_nofile) != 0 ||
+          ::setrlimit(RLIMIT_NPROC, &lim_nproc) != 0 || ::setrlimit(RLIMIT_CORE, &lim_core) != 0)
+        child_fail(ew, 3);
+    } else {
+      ::setrlimit(RLIMIT_CORE, &lim_core);
+      if ((lim_build_as.rlim_cur > 0 && ::setrlimit(RLIMIT_AS, &lim_build_as) != 0) ||
+          (lim_build_fsize.rlim_cur > 0 && ::setrlimit(RLIMIT_FSIZE, &lim_build_fsize) != 0))
+        child_fail(ew, 3);
+    }
+    if (drop) {
+      if (::setgroups(0, nullptr) != 0) child_fail(ew, 4);
+      if (::setgid(gid) != 0) child_fail(ew, 5);
+      if (::setuid(uid) != 0) child_fail(ew, 6);
+    }
+    // Dies with the grader (changing uid above cleared any earlier setting).
+    if ((spec.isolate || drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
+    // The last steps before the program: no privilege can be gained by exec any more, then the
+    // file system view, then the system-call filter (sandbox.hpp).
+    if (hi_ruleset >= 0 || filter_here) {
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(ew, 9);
+      if (hi_ruleset >= 0 && ::syscall(SYS_landlock_restrict_self, ruleset_target, 0) != 0)
+        child_fail(ew, 10);
+      if (filter_here && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) != 0)
+        child_fail(ew, 11);
+    }
+    if (spec.isolate)
+      ::execve(argv[0], argv.data(), envp.data());
+    else
+      ::execvpe(argv[0], argv.data(), envp.data());
+    child_fail(ew, 7);
+  }
+
+  // ---- parent
+  remember(pid);
+  if (devnull >= 0) ::close(devnull);
+  Pipe::close_fd(out.w);
+  Pipe::close_fd(err.w);
+  Pipe::close_fd(res.w);
+  Pipe::close_fd(errp.w);
+  int msg[2] = {0, 0};
+  ssize_t got;
+  do got = ::read(errp.r, msg, sizeof msg);
+  while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof msg)) {
+    o.start_error = fmt::format(
+        "cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]],
+        std::strerror(msg[1]),
+        drop && msg[1] == EACCES ? " (the program must be readable and executable by every user: "
+                                   "make its folders world-readable)"
+                                 : "");
+  } else {
+    o.started = true;
+  }
+
+  struct Stream {
+    int fd;
+    std::string* buf;
+    std::size_t cap;
+    bool* truncated;
+  };
+  std::vector<Stream> streams{{out.r, &o.out, spec.output_cap, &o.out_truncated}};
+  if (!merge)
+    streams.push_back({err.r, &o.err, spec.output_cap, &o.err_truncated});
+  else
+    Pipe::close_fd(err.r);
+  if (spec.result_fd >= 0)
+    streams.push_back({res.r, &o.result, spec.result_cap, &o.result_overflow});
+
+  const auto deadline = start + std::chrono::duration<double>(spec.wall_s);
+  std::optional<Clock::time_point>
+      drain_until;  // after the child is gone, give stragglers a moment
+  int wstatus = 0;
+  bool reaped = false;
+  std::array<char, 65536> chunk{};
+  auto next_memory_check = start;
+  auto kill_tree = [&] {
+    ::kill(-pid, SIGKILL);
+    if (drop) kill_uid(uid);  // processes that left the group (setsid) are still the lease's
+  };
+  while (true) {
+    if (!reaped) {
+      pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
+      if (w == pid) {
+        reaped = true;
+        kill_tree();  // descendants left behind must not keep the pipes open or outlive the case
+        drain_until = Clock::now() + std::chrono::milliseconds(500);
+      }
+    }
+    auto now = Clock::now();
+    // The memory limit holds for the whole tree: RLIMIT_AS alone is per process.
+    if (!reaped && spec.isolate && now >= next_memory_check) {
+      next_memory_check = now + kMemoryPoll;
+      std::uint64_t rss = tree_resident_bytes(pid, drop ? std::optional<uid_t>(uid) : std::nullopt);
+      if (rss > spec.memory_bytes) {
+        o.memory_exceeded = true;
+        o.tree_memory_bytes = rss;
+        kill_tree();
+        ::waitpid(pid, &wstatus, 0);
+        reaped = true;
+        drain_until = Clock::now() + std::chrono::milliseconds(200);
+      }
+    }
+    if (!reaped && now >= deadline) {
+      o.timed_out = true;
+      kill_tree();
+      ::waitpid(pid, &wstatus, 0);
+      reaped = true;
+      drain_until = Clock::now() + std::chrono::milliseconds(200);
+    }
+    std::vector<pollfd> pfds;
+    for (const auto& s : streams)
+      if (s.fd >= 0) pfds.push_back({s.fd, POLLIN, 0});
+    if (pfds.empty() && reaped) break;
+    if (drain_until && Clock::now() >= *drain_until) break;
+    ::poll(pfds.data(), pfds.size(), 20);
+    for (const auto& p : pfds) {
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      for (auto& s : streams) {
+        if (s.fd != p.fd) continue;
+        ssize_t n = ::read(s.fd, chunk.data(), chunk.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          Pipe::close_fd(s.fd);
+          continue;
+        }
+        std::size_t room = s.buf->size() < s.cap ? s.cap - s.buf->size() : 0;
+        std::size_t take = std::min(room, static_cast<std::size_t>(n));
+        s.buf->append(chunk.data(), take);
+        if (take < static_cast<std::size_t>(n)) *s.truncated = true;
+      }
+    }
+  }
+  for (auto& s : streams) Pipe::close_fd(s.fd);
+  out.r = err.r = res.r = -1;
+  if (!reaped) ::waitpid(pid, &wstatus, 0);
+  ::kill(-pid,
+         SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
+  forget(pid);
+  o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(wstatus)) {
+    o.exited = true;
+    o.exit_code = WEXITSTATUS(wstatus);
+    // bubblewrap reports a program killed by signal s as its own exit code 128 + s.
+    if (kind == SandboxKind::namespaces && o.exit_code > 128 && o.exit_code <= 128 + SIGRTMAX) {
+      o.exited = false;
+      o.signal = o.exit_code - 128;
+      o.exit_code = -1;
+    }
+  } else if (WIFSIGNALED(wstatus)) {
+    o.signal = WTERMSIG(wstatus);
+  }
+  if (own_workdir) {
+    std::error_code ec;
+    std::filesystem::remove_all(workdir, ec);
+  }
+  return o;
+}
+
+}  // namespace mgpu::grade

@@ -1,0 +1,444 @@
+// Sandbox detection, uid leases and the sweeps behind them. Everything here runs in the grader
+// process; the child side (setuid, rlimits, exec) is in runner.cpp.
+#include "sandbox/sandbox.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/landlock.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <thread>
+
+// Newer than the kernel headers of some systems (Linux 6.2): the kernel tells its ABI at run time.
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+constexpr const char* kBwrap = "/usr/bin/bwrap";
+// Case uids: far above any account or subordinate-uid range, so a sweep never hits a real user.
+constexpr uid_t kFirstCaseUid = 2'100'000'000u;
+constexpr int kCaseUids = 64;
+
+fs::path lock_path(int slot) {
+  return fs::temp_directory_path() / fmt::format("mgpu-case-uid-{}.lock", slot);
+}
+
+// Runs bwrap once, as the user cases would run as, to see that user namespaces work here. As root
+// the probe holds a case uid's lease like a case: another grader's sweep kills every process of a
+// case uid nobody holds, and a probe killed so would read as "no namespaces".
+bool bwrap_works() {
+  if (::access(kBwrap, X_OK) != 0) return false;
+  const UidLease lease;
+  const uid_t probe_uid =
+      lease.held() ? lease.uid() : 65534;  // nobody, when every case uid is busy
+  BwrapCase probe;
+  probe.program = "/usr/bin/true";
+  auto cmd = bwrap_command(probe);
+  std::vector<char*> argv;
+  for (auto& a : cmd) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 0), ::dup2(devnull, 1), ::dup2(devnull, 2);
+    if (::geteuid() == 0 &&
+        (::setgroups(0, nullptr) != 0 || ::setgid(probe_uid) != 0 || ::setuid(probe_uid) != 0))
+      ::_exit(126);
+    ::execv(kBwrap, argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The case filter (sandbox.hpp): the rules, then exported as BPF through a memory file.
+std::string build_seccomp_program() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (!ctx) return "";
+  struct Release {
+    scmp_filter_ctx c;
+    ~Release() { seccomp_release(c); }
+  } release{ctx};
+  bool ok = true;
+  auto deny = [&](const char* name, std::uint32_t action = SCMP_ACT_ERRNO(EPERM)) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return;  // not a system call on this architecture
+    ok = ok && seccomp_rule_add(ctx, action, nr, 0) == 0;
+  };
+  deny("socket", SCMP_ACT_ERRNO(EACCES));
+  for (const char* name : {"ptrace",
+                           "process_vm_readv",
+                           "process_vm_writev",
+                           "pidfd_getfd",
+                           "kcmp",
+                           "perf_event_open",
+                           "bpf",
+                           "userfaultfd",
+                           "io_uring_setup",
+                           "io_uring_enter",
+                           "io_uring_register",
+                           "keyctl",
+                           "add_key",
+                           "request_key",
+                           "shmget",
+                           "shmat",
+                           "msgget",
+                           "semget",
+                           "unshare",
+                           "setns",
+                           "mount",
+                           "umount2",
+                           "pivot_root",
+                           "chroot",
+                           "move_mount",
+                           "open_tree",
+                           "fsopen",
+                           "fsmount",
+                           "fspick",
+                           "mount_setattr",
+                           "open_by_handle_at",
+                           "name_to_handle_at",
+                           "quotactl",
+                           "acct",
+                           "swapon",
+                           "swapoff",
+                           "reboot",
+                           "kexec_load",
+                           "kexec_file_load",
+                           "init_module",
+                           "finit_module",
+                           "delete_module",
+                           "sethostname",
+                           "setdomainname",
+                           "syslog",
+                           "iopl",
+                           "ioperm",
+                           "fanotify_init",
+                           "lookup_dcookie",
+                           "vhangup"})
+    deny(name);
+  // clone3 passes its flags in memory a filter cannot read: ENOSYS makes glibc use clone.
+  deny("clone3", SCMP_ACT_ERRNO(ENOSYS));
+  for (const unsigned long flag : {CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+                                   CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP})
+    ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)) == 0;
+  ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
+                              SCMP_A0(SCMP_CMP_NE, AF_UNIX)) == 0;
+  if (!ok) return "";
+  const int fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
+  if (fd < 0) return "";
+  std::string bpf;
+  if (seccomp_export_bpf(ctx, fd) == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+      bpf.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return bpf;
+}
+
+SandboxInfo detect() {
+  if (case_seccomp_program().empty())
+    return {SandboxKind::none,
+            "libseccomp could not build the system-call filter cases run under; reinstall "
+            "libseccomp2 and rebuild the grader"};
+  const char* forced = std::getenv("MGPU_SANDBOX");
+  std::string f = forced ? forced : "";
+  const bool root = ::geteuid() == 0;
+  if (f == "uid") {
+    if (root) return {SandboxKind::uid, ""};
+    return {SandboxKind::none, "MGPU_SANDBOX=uid needs a grader running as root"};
+  }
+  if (bwrap_works()) return {SandboxKind::namespaces, ""};
+  if (f == "namespaces")
+    return {SandboxKind::none,
+            "MGPU_SANDBOX=namespaces, but bubblewrap cannot create namespaces here: install it "
+            "(apt-get install bubblewrap) and allow unprivileged user namespaces"};
+  if (root) return {SandboxKind::uid, ""};
+  return {SandboxKind::none,
+          "cannot isolate student code: bubblewrap is missing or user namespaces are disabled, and "
+          "the grader is not "
+          "root. Fix: apt-get install bubblewrap (and sysctl kernel.unprivileged_userns_clone=1 "
+          "where the kernel has it), "
+          "or run the grader as root (it then gives each case its own uid)"};
+}
+
+struct ProcInfo {
+  char state = '?';  // 'Z': a zombie, already dead, waiting for its parent to reap it
+  pid_t ppid = 0;
+  uid_t uid = 0;
+  std::uint64_t start_ticks = 0;  // when it started, in clock ticks after boot
+  std::uint64_t rss_pages = 0;
+};
+
+// A snapshot of /proc. Processes come and go while it is read, so every read may fail: plain
+// system calls and error codes here, never a stream or an iterator that throws.
+std::map<pid_t, ProcInfo> processes() {
+  std::map<pid_t, ProcInfo> out;
+  std::error_code ec;
+  fs::directory_iterator it("/proc", ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0) continue;
+    int fd = ::open((it->path() / "stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    const std::string text(buf, static_cast<std::size_t>(n));
+    auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos || close + 2 >= text.size()) continue;
+    std::istringstream fields(text.substr(close + 2));
+    std::string state;
+    ProcInfo p;
+    p.uid = st.st_uid;
+    fields >> state >> p.ppid;
+    p.state = state.empty() ? '?' : state[0];
+    std::string skip;
+    for (int i = 0; i < 19 && fields >> skip; ++i)  // fields 5 to 23; starttime is the 22nd
+      if (i == 17) p.start_ticks = std::strtoull(skip.c_str(), nullptr, 10);
+    // rss is the 24th
+    fields >> p.rss_pages;
+    out[std::atoi(name.c_str())] = p;
+  }
+  return out;
+}
+
+}  // namespace
+
+const SandboxInfo& sandbox() {
+  static const SandboxInfo info = detect();
+  return info;
+}
+
+std::string_view to_string(SandboxKind kind) {
+  switch (kind) {
+    case SandboxKind::namespaces:
+      return "namespaces (bubblewrap)";
+    case SandboxKind::uid:
+      return "a throwaway uid per case";
+    case SandboxKind::none:
+      return "none";
+  }
+  return "none";
+}
+
+void require_sandbox() {
+  if (sandbox().kind == SandboxKind::none) throw std::runtime_error(sandbox().why);
+}
+
+UidLease::UidLease() {
+  if (::geteuid() != 0) return;
+  for (int slot = 0; slot < kCaseUids; ++slot) {
+    int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      fd_ = fd;
+      uid_ = kFirstCaseUid + static_cast<uid_t>(slot);
+      kill_uid(uid_);  // whatever a killed grader left under this uid
+      return;
+    }
+    ::close(fd);
+  }
+}
+
+UidLease::~UidLease() {
+  if (fd_ < 0) return;
+  kill_uid(uid_);
+  ::close(fd_);  // releases the lock
+}
+
+void kill_uid(uid_t uid) {
+  // A process can fork between our scan and our kill: repeat until a scan finds none. The bound
+  // is time, not rounds: on a loaded machine killed processes take a while to go, and one left
+  // behind would count against the case that leases this uid next.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool any = false;
+    for (const auto& [pid, p] : processes())
+      if (p.uid == uid && p.state != 'Z' && p.state != 'X') {
+        ::kill(pid, SIGKILL);
+        any = true;
+      }
+    if (!any) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void sweep_leftovers() {
+  if (::geteuid() == 0)
+    for (int slot = 0; slot < kCaseUids; ++slot) {
+      int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) continue;
+      if (::flock(fd, LOCK_EX | LOCK_NB) == 0) kill_uid(kFirstCaseUid + static_cast<uid_t>(slot));
+      ::close(fd);
+    }
+  // Case folders of graders that are gone: mgpu-case-<pid>-XXXXXX with no such process.
+  std::error_code ec, rm;
+  fs::directory_iterator it(fs::temp_directory_path(), ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("mgpu-case-", 0) != 0 || !it->is_directory(rm)) continue;
+    const pid_t owner = std::atoi(name.c_str() + 10);
+    if (owner > 0 && ::kill(owner, 0) != 0 && errno == ESRCH) fs::remove_all(it->path(), rm);
+  }
+}
+
+std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
+  auto procs = processes();
+  // A process of the uid that is older than the case is not the case's: a previous holder of the
+  // lease whose killed processes are still giving their memory back on a loaded machine.
+  const auto r = procs.find(root);
+  const std::uint64_t since = r == procs.end() ? 0 : r->second.start_ticks;
+  std::uint64_t pages = 0;
+  for (const auto& [pid, p] : procs) {
+    if (p.state == 'Z' || p.state == 'X') continue;  // dead: its memory is not held any more
+    bool mine = uid && p.uid == *uid && p.start_ticks >= since;
+    for (pid_t q = pid; !mine && q > 1;) {
+      if (q == root) mine = true;
+      auto it = procs.find(q);
+      q = it == procs.end() ? 0 : it->second.ppid;
+    }
+    if (mine) pages += p.rss_pages;
+  }
+  return pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::vector<std::string> bwrap_command(const BwrapCase& c) {
+  const std::string inside =
+      c.program_fd >= 0 ? "/program/" + c.program.filename().string() : c.program.string();
+  const std::string size = std::to_string(c.tmpfs_bytes);
+  std::vector<std::string> cmd{kBwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                               // the system's programs and libraries, read-only; nothing of the
+                               // course, the reference or /home
+                               "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib",
+                               "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/bin", "/bin",
+                               "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc",
+                               "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
+                               "--size", size, "--tmpfs", "/case"};
+  // After --dev, which would hide them: a fresh /dev holds only the standard nodes.
+  for (const auto& d : c.devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
+  if (!c.devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
+  if (c.program_fd >= 0)
+    cmd.insert(cmd.end(),
+               {"--perms", "0555", "--ro-bind-data", std::to_string(c.program_fd), inside});
+  if (c.seccomp_fd >= 0) cmd.insert(cmd.end(), {"--seccomp", std::to_string(c.seccomp_fd)});
+  cmd.insert(cmd.end(), {"--chdir", "/case", inside});
+  return cmd;
+}
+
+const std::string& case_seccomp_program() {
+  static const std::string program = build_seccomp_program();
+  return program;
+}
+
+FsView case_view(const fs::path& workdir, const std::vector<fs::path>& devices) {
+  FsView v{{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys"},
+           {workdir},
+           {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}};
+  v.devices.insert(v.devices.end(), devices.begin(), devices.end());
+  return v;
+}
+
+int landlock_abi() {
+  static const int abi = [] {
+    const long v =
+        ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return v < 0 ? 0 : static_cast<int>(v);
+  }();
+  return abi;
+}
+
+int landlock_ruleset(const FsView& view) {
+  const int abi = landlock_abi();
+  if (abi < 1) return -1;
+  constexpr std::uint64_t read =
+      LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+  std::uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // ABI 1: execute to make_sym
+  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+  std::uint64_t truncate = 0;
+  if (abi >= 3) truncate = LANDLOCK_ACCESS_FS_TRUNCATE;
+  all |= truncate;
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = all;
+  const int ruleset =
+      static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+  if (ruleset < 0) return -1;
+  auto allow = [&](const fs::path& path, std::uint64_t access) {
+    const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st {};
+    // A rule on a file may only hold file rights.
+    if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
+      access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE |
+                LANDLOCK_ACCESS_FS_WRITE_FILE | truncate;
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = access;
+    rule.parent_fd = fd;
+    ::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    ::close(fd);
+  };
+  for (const auto& p : view.read_only) allow(p, read);
+  for (const auto& p : view.devices)
+    allow(p, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+                 LANDLOCK_ACCESS_FS_WRITE_FILE | truncate);
+  for (const auto& p : view.read_write) allow(p, all);
+  return ruleset;
+}
+
+std::string case_dir_template() {
+  return (fs::temp_directory_path() / fmt::format("mgpu-case-{}-XXXXXX", ::getpid())).string();
+}
+
+void seal(const std::vector<fs::path>& paths) {
+  std::error_code ec;
+  for (const auto& p : paths)
+    if (fs::exists(p, ec))
+      fs::permissions(p, fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove,
+                      ec);
+}
+
+void seal_traverse_only(const std::vector<fs::path>& paths) {
+  std::error_code ec;
+  for (const auto& p : paths)
+    if (fs::is_directory(p, ec))
+      fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                      fs::perm_options::replace, ec);
+}
+
+void chown_tree(const fs::path& dir, uid_t uid) {
+  std::error_code ec;
+  if (::lchown(dir.c_str(), uid, static_cast<gid_t>(uid)) != 0) return;
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    (void)::lchown(it->path().c_str(), uid, static_cast<gid_t>(uid));
+}
+
+}  // namespace mgpu::grade
