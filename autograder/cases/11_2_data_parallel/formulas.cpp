@@ -1,6 +1,6 @@
 // Graded cases of 11.2's formulas: ring all-reduce volume, messages and time, bus bandwidth,
 // and the gradient all-reduce of a data-parallel step. (The ring itself and data-parallel
-// training have their own case files under cases/11_2_data_parallel/.)
+// training have their own case files beside this one.)
 #include "11_2_data_parallel/formulas.hpp"
 #include "case.hpp"
 
