@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,42 @@ inline void emit_clocks(Ctx& ctx, const std::string& prefix,
   }
   ctx.emit_per_rank(prefix + "compute_seconds", compute);
   ctx.emit_per_rank(prefix + "end_seconds", end);
+}
+
+/// A float matrix, row-major: the layout the runtime's views and the chapters' MatrixRM use.
+using PublishedMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Publishes a matrix row by row under `name`: how a rank hands a result to the case when ranks
+/// may be processes of their own (Rank::publish), instead of writing into the case's variables.
+template <class Derived>
+void publish_matrix(Rank& rank, const std::string& name, const Eigen::DenseBase<Derived>& m) {
+  std::vector<float> flat;
+  flat.reserve(static_cast<std::size_t>(m.size()));
+  for (Eigen::Index r = 0; r < m.rows(); ++r)
+    for (Eigen::Index c = 0; c < m.cols(); ++c) flat.push_back(static_cast<float>(m(r, c)));
+  rank.publish(name, flat);
+}
+
+/// What `rank` published under `name` with publish_matrix, as a rows x cols matrix. Throws
+/// std::runtime_error when it holds another number of elements (a result of the wrong shape).
+inline PublishedMatrix published_matrix(const Cluster& cluster, int rank, const std::string& name,
+                                        Eigen::Index rows, Eigen::Index cols) {
+  const std::vector<float> flat = cluster.published<float>(rank, name);
+  if (static_cast<Eigen::Index>(flat.size()) != rows * cols)
+    throw std::runtime_error("rank " + std::to_string(rank) + " published " + name + " with " +
+                             std::to_string(flat.size()) + " elements, not " +
+                             std::to_string(rows) + " x " + std::to_string(cols));
+  return Eigen::Map<const PublishedMatrix>(flat.data(), rows, cols);
+}
+
+/// Publishes one number under `name` (read back with published_value).
+inline void publish_value(Rank& rank, const std::string& name, double value) {
+  rank.publish(name, std::vector<double>{value});
+}
+
+/// What `rank` published under `name` with publish_value.
+inline double published_value(const Cluster& cluster, int rank, const std::string& name) {
+  return cluster.published<double>(rank, name).at(0);
 }
 
 }  // namespace mgpu::grade

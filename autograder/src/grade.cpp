@@ -88,13 +88,17 @@ GradeOptions GradeOptions::for_student(const std::string& student_id) const {
 }
 
 CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
-                 bool drop_privileges) {
+                 bool drop_privileges, bool untrusted_code) {
   RunSpec rs;
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--result-fd", "3"};
   rs.env = {{"MGPU_CASE_SEED", std::to_string(seed)}};  // not on a command line others can read
-  // MGPU_RANKS=processes: each rank of an isolated case in its own process (runtime README).
-  if (const char* ranks = std::getenv("MGPU_RANKS"); ranks && std::string(ranks) == "processes")
+  // Each rank of an isolated case in its own process (runtime README, "Ranks in processes"):
+  // always for a student's code, never for the instructor's (the reference, proofs), which gets
+  // the same numbers faster with threads. MGPU_RANKS=processes or threads forces one for all.
+  const char* env = std::getenv("MGPU_RANKS");
+  const std::string ranks = env ? env : "";
+  if (ranks == "processes" || (ranks != "threads" && untrusted_code))
     rs.args.insert(rs.args.end(), {"--ranks", "processes"});
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;
@@ -505,7 +509,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     fs::path exe = tree / "bin" / case_target(chapters[j.chapter]->name);
     CaseRun st;
     if (ref.status == Status::passed)
-      st = run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges);
+      st =
+          run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges, !opts.trusted_build);
     graded[k] = judge_case(*j.spec, st, ref, rubric);
   });
   running.reset();

@@ -62,8 +62,10 @@ struct CaseRun {
 CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb);
 
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
+/// `untrusted_code`: a student's program, whose isolated cases run their ranks in processes
+/// unless MGPU_RANKS=threads (MGPU_RANKS=processes puts every program's there).
 CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed,
-                 bool drop_privileges);
+                 bool drop_privileges, bool untrusted_code = false);
 
 /// When either run gave no result, fills g's status, reason and feedback from it and returns
 /// true: a failed reference makes the case reference_error (not counted), a failed student run

@@ -366,7 +366,8 @@ void Rank::checkpoint(const std::string& name) {
     return;
   }
   cluster_->check_abort(self);
-  self.checkpoints[name] = Checkpoint{self.clock.now(), self.traffic, self.memory};
+  self.checkpoints[name] =
+      Checkpoint{self.clock.now(), self.clock.compute_time(), self.traffic, self.memory};
 }
 
 void Rank::publish_raw(const std::string& name, const void* data, std::size_t count, DType dtype) {

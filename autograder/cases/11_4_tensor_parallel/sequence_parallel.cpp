@@ -60,7 +60,7 @@ struct SpTraffic {
 
 }  // namespace
 
-MGPU_CASE("11_4.sp_ffn") {
+MGPU_CASE_ISOLATED("11_4.sp_ffn") {
   // t = 1 (no communication), then t = 2, 3, 4 with one to three tokens per rank, then a drawn
   // point (drawn again while its name is taken).
   std::vector<Point> points = {{3, 5, 4, 1}, {2, 3, 6, 2}, {1, 7, 9, 3}, {2, 6, 8, 4}};
@@ -88,16 +88,26 @@ MGPU_CASE("11_4.sp_ffn") {
       const tp::SpFfnCache cache =
           tp::sp_ffn_forward(r, g, ffn, x.middleRows(mine.first, mine.count), ys);
       // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
-      saved[static_cast<std::size_t>(g.rank())] =
-          static_cast<double>(r.memory().current(mgpu::Category::activations));
+      r.checkpoint("saved");
       tp::sp_ffn_backward(r, g, ffn, cache, dy.middleRows(mine.first, mine.count), dxs);
       const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.f / d.t);
-      // Each rank writes its own disjoint block.
-      y.middleRows(mine.first, mine.count) = ys;
-      dx.middleRows(mine.first, mine.count) = dxs;
-      dw1.middleCols(g.rank() * d.f / d.t, d.f / d.t) = mgpu::as_matrix(ffn.dw1, hs, cs);
-      dw2.middleRows(g.rank() * d.f / d.t, d.f / d.t) = mgpu::as_matrix(ffn.dw2, cs, hs);
+      // A rank may be a process of its own: it publishes its blocks, placed after the run.
+      publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
+      publish_matrix(r, "y", ys);
+      publish_matrix(r, "dx", dxs);
+      publish_matrix(r, "dw1", mgpu::as_matrix(ffn.dw1, hs, cs));
+      publish_matrix(r, "dw2", mgpu::as_matrix(ffn.dw2, cs, hs));
     });
+    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
+      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
+      const Eigen::Index c = d.f / d.t;
+      y.middleRows(first_row, d.m) = published_matrix(cluster, i, "y", d.m, d.h);
+      dx.middleRows(first_row, d.m) = published_matrix(cluster, i, "dx", d.m, d.h);
+      dw1.middleCols(i * c, c) = published_matrix(cluster, i, "dw1", d.h, c);
+      dw2.middleRows(i * c, c) = published_matrix(cluster, i, "dw2", c, d.h);
+      saved[static_cast<std::size_t>(i)] = static_cast<double>(
+          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
+    }
     const std::string at = label(d);
     ctx.emit(at + "y", y, DType::f32);
     ctx.emit(at + "dx", dx, DType::f32);
@@ -111,7 +121,7 @@ MGPU_CASE("11_4.sp_ffn") {
   traffic.emit(ctx);
 }
 
-MGPU_CASE("11_4.sp_rejects") {
+MGPU_CASE_ISOLATED("11_4.sp_rejects") {
   const int t = ctx.pick({2, 3, 4});
   const auto h = static_cast<std::int64_t>(ctx.uniform_int(2, 8));
   ctx.emit_rejects("rejects_t_not_dividing_tokens", [&] { tp::token_rows(t * 2 + 1, 0, t); });
@@ -152,7 +162,7 @@ std::string label(const AttnPoint& d) {
 
 }  // namespace
 
-MGPU_CASE("11_4.sp_attention") {
+MGPU_CASE_ISOLATED("11_4.sp_attention") {
   // t = 1 with two sequences in the one shard; one sequence cut between two ranks; two sequences
   // each spanning two of four ranks; shards of 3 tokens ending inside sequences of 2; t = 3 with a
   // token per rank; then a drawn point (drawn again while its name is taken). Attention within a
@@ -193,19 +203,30 @@ MGPU_CASE("11_4.sp_attention") {
       const tp::SpAttentionCache cache =
           tp::sp_attention_forward(r, g, attn, x.middleRows(mine.first, mine.count), d.seq, ys);
       // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
-      saved[static_cast<std::size_t>(g.rank())] =
-          static_cast<double>(r.memory().current(mgpu::Category::activations));
+      r.checkpoint("saved");
       tp::sp_attention_backward(r, g, attn, cache, dy.middleRows(mine.first, mine.count), dxs);
       const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(c);
-      const Eigen::Index first = g.rank() * c;
-      // Each rank writes its own disjoint block.
-      y.middleRows(mine.first, mine.count) = ys;
-      dx.middleRows(mine.first, mine.count) = dxs;
-      dwq.middleCols(first, c) = mgpu::as_matrix(attn.dwq, hs, cs);
-      dwk.middleCols(first, c) = mgpu::as_matrix(attn.dwk, hs, cs);
-      dwv.middleCols(first, c) = mgpu::as_matrix(attn.dwv, hs, cs);
-      dwo.middleRows(first, c) = mgpu::as_matrix(attn.dwo, cs, hs);
+      // A rank may be a process of its own: it publishes its blocks, placed after the run.
+      publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
+      publish_matrix(r, "y", ys);
+      publish_matrix(r, "dx", dxs);
+      publish_matrix(r, "dwq", mgpu::as_matrix(attn.dwq, hs, cs));
+      publish_matrix(r, "dwk", mgpu::as_matrix(attn.dwk, hs, cs));
+      publish_matrix(r, "dwv", mgpu::as_matrix(attn.dwv, hs, cs));
+      publish_matrix(r, "dwo", mgpu::as_matrix(attn.dwo, cs, hs));
     });
+    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
+      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
+      const Eigen::Index first = i * c;
+      y.middleRows(first_row, d.m) = published_matrix(cluster, i, "y", d.m, d.h);
+      dx.middleRows(first_row, d.m) = published_matrix(cluster, i, "dx", d.m, d.h);
+      dwq.middleCols(first, c) = published_matrix(cluster, i, "dwq", d.h, c);
+      dwk.middleCols(first, c) = published_matrix(cluster, i, "dwk", d.h, c);
+      dwv.middleCols(first, c) = published_matrix(cluster, i, "dwv", d.h, c);
+      dwo.middleRows(first, c) = published_matrix(cluster, i, "dwo", c, d.h);
+      saved[static_cast<std::size_t>(i)] = static_cast<double>(
+          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
+    }
     const std::string at = label(d);
     ctx.emit(at + "y", y, DType::f32);
     ctx.emit(at + "dx", dx, DType::f32);
@@ -221,7 +242,7 @@ MGPU_CASE("11_4.sp_attention") {
   traffic.emit(ctx);
 }
 
-MGPU_CASE("11_4.sp_attention_rejects") {
+MGPU_CASE_ISOLATED("11_4.sp_attention_rejects") {
   const int t = ctx.pick({2, 3, 4});
   const std::int64_t h = 2 * t;  // t heads of width 2
   mgpu::Cluster cluster(t);
@@ -248,7 +269,7 @@ MGPU_CASE("11_4.sp_attention_rejects") {
   });
 }
 
-MGPU_CASE("11_4.sp_layer_norm") {
+MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
   // t = 1, 2, 3, 4 with one to three tokens per rank, then a drawn point; two micro-batches each,
   // so the gain and bias gradients accumulate, each micro-batch summed over the group once.
   std::vector<Point> points = {{3, 5, 1, 1}, {2, 3, 1, 2}, {1, 7, 1, 3}, {2, 6, 1, 4}};
@@ -275,19 +296,31 @@ MGPU_CASE("11_4.sp_layer_norm") {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
       tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, d.h, seed);
       const tp::TokenRows mine = tp::token_rows(n, g.rank(), d.t);
+      publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
       for (std::size_t mb = 0; mb < 2; ++mb) {
         MatrixRM ys(d.m, d.h), dxs(d.m, d.h);
         const tp::SpLayerNormCache cache =
             tp::sp_layer_norm_forward(r, g, ln, x[mb].middleRows(mine.first, mine.count), ys);
-        saved[static_cast<std::size_t>(g.rank())] =
-            static_cast<double>(r.memory().current(mgpu::Category::activations));
+        r.checkpoint("saved");  // the last micro-batch's is the one kept
         tp::sp_layer_norm_backward(r, g, ln, cache, dy[mb].middleRows(mine.first, mine.count), dxs);
-        y[mb].middleRows(mine.first, mine.count) = ys;
-        dx[mb].middleRows(mine.first, mine.count) = dxs;
+        publish_matrix(r, "y" + std::to_string(mb), ys);
+        publish_matrix(r, "dx" + std::to_string(mb), dxs);
       }
-      dgamma.row(g.rank()) = tp::row_vector(ln.dgamma);
-      dbeta.row(g.rank()) = tp::row_vector(ln.dbeta);
+      publish_matrix(r, "dgamma", tp::row_vector(ln.dgamma));
+      publish_matrix(r, "dbeta", tp::row_vector(ln.dbeta));
     });
+    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
+      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
+      for (std::size_t mb = 0; mb < 2; ++mb) {
+        const std::string k = std::to_string(mb);
+        y[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "y" + k, d.m, d.h);
+        dx[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "dx" + k, d.m, d.h);
+      }
+      dgamma.row(i) = published_matrix(cluster, i, "dgamma", 1, d.h);
+      dbeta.row(i) = published_matrix(cluster, i, "dbeta", 1, d.h);
+      saved[static_cast<std::size_t>(i)] = static_cast<double>(
+          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
+    }
     const std::string at = "ln_t" + std::to_string(d.t) + "_m" + std::to_string(d.m) + "_h" +
                            std::to_string(d.h) + ".";
     for (std::size_t mb = 0; mb < 2; ++mb) {

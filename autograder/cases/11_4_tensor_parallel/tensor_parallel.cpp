@@ -113,7 +113,7 @@ MGPU_CASE("11_4.shards") {
   ctx.emit_rejects("row_shard_rejects_rank_outside", [&] { tp::row_shard(w, -1, 2); });
 }
 
-MGPU_CASE("11_4.column_parallel_linear") {
+MGPU_CASE_ISOLATED("11_4.column_parallel_linear") {
   GridTraffic traffic;
   for (const Shape& d : grid(ctx)) {
     const MatrixRM x = matrix(ctx, d.n, d.h), w = matrix(ctx, d.h, d.f), dy = matrix(ctx, d.n, d.f);
@@ -128,10 +128,16 @@ MGPU_CASE("11_4.column_parallel_linear") {
           w.middleCols(g.rank() * c, c);  // cut here: graded apart from column_shard
       tp::column_parallel_forward(x, ws, ys);
       tp::column_parallel_backward(g, x, ws, dy.middleCols(g.rank() * c, c), dxs, dws);
-      y.put(g.rank(), ys);  // each rank writes its own disjoint block
-      dw.put(g.rank(), dws);
-      dx[static_cast<std::size_t>(g.rank())] = dxs;
+      publish_matrix(r, "y", ys);  // a rank may be a process of its own: it publishes its results
+      publish_matrix(r, "dw", dws);
+      publish_matrix(r, "dx", dxs);
     });
+    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
+      const Eigen::Index c = d.f / d.t;
+      y.put(i, published_matrix(cluster, i, "y", d.n, c));
+      dw.put(i, published_matrix(cluster, i, "dw", d.h, c));
+      dx[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "dx", d.n, d.h);
+    }
     const std::string at = label(d);
     ctx.emit(at + "y", y.m, DType::f32);
     ctx.emit(at + "dw", dw.m, DType::f32);
@@ -141,7 +147,7 @@ MGPU_CASE("11_4.column_parallel_linear") {
   traffic.measure(ctx);
 }
 
-MGPU_CASE("11_4.row_parallel_linear") {
+MGPU_CASE_ISOLATED("11_4.row_parallel_linear") {
   GridTraffic traffic;
   for (const Shape& d : grid(ctx)) {
     const MatrixRM x = matrix(ctx, d.n, d.f), w = matrix(ctx, d.f, d.h), dy = matrix(ctx, d.n, d.h);
@@ -157,11 +163,18 @@ MGPU_CASE("11_4.row_parallel_linear") {
       Eigen::RowVectorXf dbs = Eigen::RowVectorXf::Zero(d.h);
       tp::row_parallel_forward(g, xs, ws, bias, ys);
       tp::row_parallel_backward(xs, ws, dy, dxs, dws, dbs);
-      y[static_cast<std::size_t>(g.rank())] = ys;
-      db[static_cast<std::size_t>(g.rank())] = dbs;
-      dx.put(g.rank(), dxs);
-      dw.put(g.rank(), dws);
+      publish_matrix(r, "y", ys);
+      publish_matrix(r, "db", dbs);
+      publish_matrix(r, "dx", dxs);
+      publish_matrix(r, "dw", dws);
     });
+    for (int i = 0; i < d.t; ++i) {
+      const Eigen::Index c = d.f / d.t;
+      y[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "y", d.n, d.h);
+      db[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "db", 1, d.h);
+      dx.put(i, published_matrix(cluster, i, "dx", d.n, c));
+      dw.put(i, published_matrix(cluster, i, "dw", c, d.h));
+    }
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);  // whole on every rank, the bias counted once
     emit_per_rank_matrices(ctx, at + "db", db);
@@ -172,7 +185,7 @@ MGPU_CASE("11_4.row_parallel_linear") {
   traffic.measure(ctx);
 }
 
-MGPU_CASE("11_4.tp_ffn") {
+MGPU_CASE_ISOLATED("11_4.tp_ffn") {
   // Forward and backward of the FFN on every rank of a tp group at every grid point: outputs and
   // input gradients from every rank, the weight-gradient shards assembled, the ledger's weights
   // and gradients per rank, and the bytes each rank sends.
@@ -186,16 +199,22 @@ MGPU_CASE("11_4.tp_ffn") {
     cluster.run([&](mgpu::Rank& r) {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
       tp::TpFfn ffn = tp::make_tp_ffn(r, g, d.h, d.f, seed);
-      const auto i = static_cast<std::size_t>(g.rank());
       MatrixRM ys(d.n, d.h), dxs(d.n, d.h);
       const tp::TpFfnCache cache = tp::tp_ffn_forward(r, g, ffn, x, ys);
       tp::tp_ffn_backward(r, g, ffn, x, cache, dy, dxs);
       const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.f / d.t);
-      y[i] = ys;
-      dx[i] = dxs;
-      dw1.put(g.rank(), mgpu::as_matrix(ffn.dw1, hs, cs));
-      dw2.put(g.rank(), mgpu::as_matrix(ffn.dw2, cs, hs));
+      publish_matrix(r, "y", ys);
+      publish_matrix(r, "dx", dxs);
+      publish_matrix(r, "dw1", mgpu::as_matrix(ffn.dw1, hs, cs));
+      publish_matrix(r, "dw2", mgpu::as_matrix(ffn.dw2, cs, hs));
     });
+    for (int i = 0; i < d.t; ++i) {
+      const Eigen::Index c = d.f / d.t;
+      y[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "y", d.n, d.h);
+      dx[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "dx", d.n, d.h);
+      dw1.put(i, published_matrix(cluster, i, "dw1", d.h, c));
+      dw2.put(i, published_matrix(cluster, i, "dw2", c, d.h));
+    }
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);
     emit_per_rank_matrices(ctx, at + "dx", dx);
@@ -208,7 +227,7 @@ MGPU_CASE("11_4.tp_ffn") {
   traffic.measure(ctx);
 }
 
-MGPU_CASE("11_4.tp_attention") {
+MGPU_CASE_ISOLATED("11_4.tp_attention") {
   // Attention split by heads at t = 1, 2, 4 (causal and not) and a drawn point: outputs and input
   // gradients of every rank, the weight-gradient shards assembled (W_O by rows), the ledger's
   // weights and gradients per rank, and the bytes each rank sends.
@@ -246,18 +265,26 @@ MGPU_CASE("11_4.tp_attention") {
     cluster.run([&](mgpu::Rank& r) {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
       tp::TpAttention attn = tp::make_tp_attention(r, g, d.h, d.heads, seed, d.causal);
-      const auto i = static_cast<std::size_t>(g.rank());
       MatrixRM ys(d.n, d.h), dxs(d.n, d.h);
       const tp::TpAttentionCache cache = tp::tp_attention_forward(r, g, attn, x, d.seq, ys);
       tp::tp_attention_backward(r, g, attn, x, cache, dy, dxs);
       const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.h / d.t);
-      y[i] = ys;
-      dx[i] = dxs;
-      dwq.put(g.rank(), mgpu::as_matrix(attn.dwq, hs, cs));
-      dwk.put(g.rank(), mgpu::as_matrix(attn.dwk, hs, cs));
-      dwv.put(g.rank(), mgpu::as_matrix(attn.dwv, hs, cs));
-      dwo.put(g.rank(), mgpu::as_matrix(attn.dwo, cs, hs));
+      publish_matrix(r, "y", ys);
+      publish_matrix(r, "dx", dxs);
+      publish_matrix(r, "dwq", mgpu::as_matrix(attn.dwq, hs, cs));
+      publish_matrix(r, "dwk", mgpu::as_matrix(attn.dwk, hs, cs));
+      publish_matrix(r, "dwv", mgpu::as_matrix(attn.dwv, hs, cs));
+      publish_matrix(r, "dwo", mgpu::as_matrix(attn.dwo, cs, hs));
     });
+    for (int i = 0; i < d.t; ++i) {
+      const Eigen::Index h = d.h, c = d.h / d.t;
+      y[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "y", d.n, h);
+      dx[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "dx", d.n, h);
+      dwq.put(i, published_matrix(cluster, i, "dwq", h, c));
+      dwk.put(i, published_matrix(cluster, i, "dwk", h, c));
+      dwv.put(i, published_matrix(cluster, i, "dwv", h, c));
+      dwo.put(i, published_matrix(cluster, i, "dwo", c, h));
+    }
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);
     emit_per_rank_matrices(ctx, at + "dx", dx);
@@ -272,7 +299,7 @@ MGPU_CASE("11_4.tp_attention") {
   traffic.measure(ctx);
 }
 
-MGPU_CASE("11_4.tp_rejects") {
+MGPU_CASE_ISOLATED("11_4.tp_rejects") {
   const int t = ctx.pick({2, 3, 4});
   const auto h = static_cast<std::int64_t>(ctx.uniform_int(2, 8));
   mgpu::Cluster cluster(t);

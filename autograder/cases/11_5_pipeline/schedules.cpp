@@ -150,11 +150,16 @@ Step run_step(const model::Model& net, const pl::PipelineSchedule& schedule,
   cluster.run([&](mgpu::Rank& r) {
     mgpu::Comm pp = r.world().split(0, p - 1 - r.id(), "pp");
     model::Replica replica = net.make_replica(r.memory(), seed);
-    const auto i = static_cast<std::size_t>(r.id());
-    step.loss[i] =
+    const double loss =
         pl::run_pipeline(r, pp, net, schedule, replica.params.span(), replica.grads.span(), micro);
-    step.grads[i].assign(replica.grads.begin(), replica.grads.end());
+    // A rank may be a process of its own: its results leave it through publish.
+    publish_value(r, "loss", loss);
+    r.publish("grads", replica.grads.span());
   });
+  for (int i = 0; i < p; ++i) {
+    step.loss[static_cast<std::size_t>(i)] = published_value(cluster, i, "loss");
+    step.grads[static_cast<std::size_t>(i)] = cluster.published<float>(i, "grads");
+  }
   step.reports = cluster.reports();
   step.makespan = cluster.makespan();
   return step;
@@ -223,7 +228,7 @@ pl::PipelineSchedule random_valid_schedule(Ctx& ctx, const Point& g) {
 
 }  // namespace
 
-MGPU_CASE("11_5.schedules") {
+MGPU_CASE_ISOLATED("11_5.schedules") {
   for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2)) {
     emit_schedule(ctx, label(g) + "gpipe", pl::gpipe_schedule(g.p, g.m));
     emit_schedule(ctx, label(g) + "one_f_one_b", pl::one_f_one_b_schedule(g.p, g.m));
@@ -232,17 +237,17 @@ MGPU_CASE("11_5.schedules") {
   ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::one_f_one_b_schedule(2, 0); });
 }
 
-MGPU_CASE("11_5.gpipe_gradients") {
+MGPU_CASE_ISOLATED("11_5.gpipe_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
                  [](const Point& g) { return pl::gpipe_schedule(g.p, g.m); });
 }
 
-MGPU_CASE("11_5.one_f_one_b_gradients") {
+MGPU_CASE_ISOLATED("11_5.one_f_one_b_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
                  [](const Point& g) { return pl::one_f_one_b_schedule(g.p, g.m); });
 }
 
-MGPU_CASE("11_5.any_schedule_gradients") {
+MGPU_CASE_ISOLATED("11_5.any_schedule_gradients") {
   // Every stage runs all its forwards, then all its backwards, each in its own drawn order: valid
   // and deadlock-free (no forward waits on a backward), but a stage receives the micro-batches in
   // another order than its neighbour sent them, so only messages told apart by their tags pair up.
@@ -261,7 +266,7 @@ MGPU_CASE("11_5.any_schedule_gradients") {
   });
 }
 
-MGPU_CASE("11_5.bubble_and_in_flight") {
+MGPU_CASE_ISOLATED("11_5.bubble_and_in_flight") {
   // FFN-only blocks with d_ff = 16 d_model and one-feature embedding and head: stages cost the
   // same to about 0.1%, and a micro-batch's saved activations dwarf the boundary buffers in
   // transit, so the peak divided by one micro-batch's share rounds down to the count held.
@@ -292,7 +297,9 @@ MGPU_CASE("11_5.bubble_and_in_flight") {
           per_mb[static_cast<std::size_t>(s)] += static_cast<double>(cache.bytes());
         }
       }
+      r.publish("per_mb", per_mb);  // the rank may be a process of its own
     });
+    per_mb = probe.published<double>(0, "per_mb");
     for (bool f1b : {false, true}) {
       const pl::PipelineSchedule schedule =
           f1b ? pl::one_f_one_b_schedule(g.p, g.m) : pl::gpipe_schedule(g.p, g.m);
@@ -313,7 +320,7 @@ MGPU_CASE("11_5.bubble_and_in_flight") {
   }
 }
 
-MGPU_CASE("11_5.pipeline_rejects") {
+MGPU_CASE_ISOLATED("11_5.pipeline_rejects") {
   model::ModelConfig c;
   c.n_layers = 2;
   const model::Model net(c);
@@ -360,7 +367,7 @@ MGPU_CASE("11_5.pipeline_rejects") {
   });
 }
 
-MGPU_CASE("11_5.interleaved_schedule") {
+MGPU_CASE_ISOLATED("11_5.interleaved_schedule") {
   const std::vector<Point> fixed = {{1, 1, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2},
                                     {4, 8, 2}, {3, 6, 4}, {4, 8, 1}};
   for (const Point& g : interleaved_grid(ctx, fixed, 8, 2))
@@ -374,18 +381,18 @@ MGPU_CASE("11_5.interleaved_schedule") {
                    [&] { pl::interleaved_one_f_one_b_schedule(4, 6, 2); });
 }
 
-MGPU_CASE("11_5.interleaved_gradients") {
+MGPU_CASE_ISOLATED("11_5.interleaved_gradients") {
   gradients_case(
       ctx, interleaved_grid(ctx, {{1, 2, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {3, 6, 2}}, 4, 1),
       [](const Point& g) { return pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v); });
 }
 
-MGPU_CASE("11_5.any_interleaved_schedule_gradients") {
+MGPU_CASE_ISOLATED("11_5.any_interleaved_schedule_gradients") {
   gradients_case(ctx, interleaved_grid(ctx, {{2, 3, 2}, {3, 4, 2}, {2, 6, 3}, {4, 4, 2}}, 4, 1),
                  [&ctx](const Point& g) { return random_valid_schedule(ctx, g); });
 }
 
-MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
+MGPU_CASE_ISOLATED("11_5.interleaved_bubble_and_in_flight") {
   // One FFN block per chunk (d_ff = 16 d_model) and one-feature embedding and head: chunks cost
   // the same to about 0.1%, so each stage's idle share is the interleaved bubble, and the
   // activation peak over the mean chunk's saved bytes rounds to the chunk-micro-batches held.
@@ -416,7 +423,9 @@ MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
           per_chunk[static_cast<std::size_t>(j)] += static_cast<double>(cache.bytes());
         }
       }
+      r.publish("per_chunk", per_chunk);  // the rank may be a process of its own
     });
+    per_chunk = probe.published<double>(0, "per_chunk");
     const Step step = run_step(net, pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch, 1);
     std::vector<double> held, idle;  // stage by stage (world rank p-1-s holds stage s)
     for (int s = 0; s < g.p; ++s) {
@@ -435,19 +444,19 @@ MGPU_CASE("11_5.interleaved_bubble_and_in_flight") {
   }
 }
 
-MGPU_CASE("11_5.zb_h1_schedule") {
+MGPU_CASE_ISOLATED("11_5.zb_h1_schedule") {
   for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2))
     emit_schedule(ctx, label(g) + "zb_h1", pl::zb_h1_schedule(g.p, g.m));
   ctx.emit_rejects("rejects_zero_stages", [&] { pl::zb_h1_schedule(0, 2); });
   ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::zb_h1_schedule(2, 0); });
 }
 
-MGPU_CASE("11_5.zb_h1_gradients") {
+MGPU_CASE_ISOLATED("11_5.zb_h1_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
                  [](const Point& g) { return pl::zb_h1_schedule(g.p, g.m); });
 }
 
-MGPU_CASE("11_5.zb_h1_bubble_and_in_flight") {
+MGPU_CASE_ISOLATED("11_5.zb_h1_bubble_and_in_flight") {
   // FFN-only blocks (T_F = T_B = T_W) or attention blocks (T_W < T_F < T_B) with one-feature
   // embedding and head, so stages cost the same to about 0.1%: each stage's idle share on the
   // virtual clock is ZB-H1's, and every rank's activation peak is what it holds between halves.
@@ -505,7 +514,7 @@ std::vector<double> inner_idle(const Step& step, int p) {
 
 }  // namespace
 
-MGPU_CASE("11_5.zb_h2_schedule") {
+MGPU_CASE_ISOLATED("11_5.zb_h2_schedule") {
   for (const Point& g :
        grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {2, 3}, {4, 7}, {4, 8}, {8, 3}}, 8, 2))
     emit_schedule(ctx, label(g) + "zb_h2", pl::zb_h2_schedule(g.p, g.m));
@@ -513,12 +522,12 @@ MGPU_CASE("11_5.zb_h2_schedule") {
   ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::zb_h2_schedule(2, 0); });
 }
 
-MGPU_CASE("11_5.zb_h2_gradients") {
+MGPU_CASE_ISOLATED("11_5.zb_h2_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
                  [](const Point& g) { return pl::zb_h2_schedule(g.p, g.m); });
 }
 
-MGPU_CASE("11_5.zb_h2_bubble_and_in_flight") {
+MGPU_CASE_ISOLATED("11_5.zb_h2_bubble_and_in_flight") {
   // FFN-only blocks (T_F = T_B = T_W, the formula's case) and attention blocks, one-feature
   // embedding and head: per stage the idle share of the whole step, the idle share inside the
   // stage's own part of it (zero once m >= 2p - 1 for FFN-only blocks), and every rank's peak.

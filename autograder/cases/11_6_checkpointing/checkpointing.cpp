@@ -90,14 +90,14 @@ void over_grid(Ctx& ctx, F&& emit_point) {
 
 }  // namespace
 
-MGPU_CASE("11_6.checkpointed_gradients") {
+MGPU_CASE_ISOLATED("11_6.checkpointed_gradients") {
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
                      std::int64_t k, std::uint64_t seed) {
     emit_against_plain(ctx, at, run_step(net, batch, k, seed), run_step(net, batch, 0, seed));
   });
 }
 
-MGPU_CASE("11_6.activation_peak") {
+MGPU_CASE_ISOLATED("11_6.activation_peak") {
   // The ledger's activation peak, exact both ways: above the reference's means something is kept
   // that checkpointing should have freed (every block's cache, a second copy of a checkpoint),
   // below means less was kept than the backward needs at that k (the interval not honoured).
@@ -107,7 +107,7 @@ MGPU_CASE("11_6.activation_peak") {
   });
 }
 
-MGPU_CASE("11_6.recompute_flops") {
+MGPU_CASE_ISOLATED("11_6.recompute_flops") {
   // FLOPs over a plain step at the grid's k, and for every k of the drawn model: exactly one more
   // forward of every block, whatever k is (no block skipped, none recomputed twice).
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
@@ -124,7 +124,7 @@ MGPU_CASE("11_6.recompute_flops") {
   });
 }
 
-MGPU_CASE("11_6.best_interval_model") {
+MGPU_CASE_ISOLATED("11_6.best_interval_model") {
   std::vector<double> best;
   for (int i = 0; i < 4; ++i) {
     const model::Model net(drawn_config(ctx));

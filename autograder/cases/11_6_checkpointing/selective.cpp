@@ -81,7 +81,7 @@ void over_grid(Ctx& ctx, F&& emit_point) {
 
 }  // namespace
 
-MGPU_CASE("11_6.selective_gradients") {
+MGPU_CASE_ISOLATED("11_6.selective_gradients") {
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
                      std::uint64_t seed) {
     emit_against_plain(ctx, at, run_step(net, batch, true, seed),
@@ -97,7 +97,7 @@ MGPU_CASE("11_6.selective_gradients") {
   });
 }
 
-MGPU_CASE("11_6.selective_peak") {
+MGPU_CASE_ISOLATED("11_6.selective_peak") {
   // Exact both ways: above the reference's, a core was kept (or several rebuilt at once); below,
   // more was dropped than the core (the whole block recomputed instead).
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,
@@ -106,7 +106,7 @@ MGPU_CASE("11_6.selective_peak") {
   });
 }
 
-MGPU_CASE("11_6.selective_flops") {
+MGPU_CASE_ISOLATED("11_6.selective_flops") {
   // Exactly one attention core per block more than a plain step: 0 means the core was kept (or
   // never rebuilt), more means more than the core was rerun.
   over_grid(ctx, [&](const std::string& at, const model::Model& net, const model::Batch& batch,

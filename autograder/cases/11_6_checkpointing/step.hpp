@@ -27,15 +27,24 @@ struct Step {
 template <class Train>
 Step measure_step(const mgpu::model::Model& net, std::uint64_t seed, Train&& train) {
   Step s;
-  mgpu::Cluster(1).run([&](mgpu::Rank& r) {
+  mgpu::Cluster cluster(1);
+  // The rank may be a process of its own: it publishes its results, and the step's costs come
+  // from checkpoints the cluster's side records around it.
+  cluster.run([&](mgpu::Rank& r) {
     mgpu::model::Replica rep = net.make_replica(r.memory(), seed);
     r.memory().reset_peaks();
-    const double t0 = r.clock().compute_time();
-    s.loss = train(r, rep.params.span(), rep.grads.span());
-    s.flops = (r.clock().compute_time() - t0) * r.config().flops_per_second;
-    s.peak = static_cast<double>(r.memory().peak(mgpu::Category::activations));
-    s.grads.assign(rep.grads.begin(), rep.grads.end());
+    r.checkpoint("before");
+    const double loss = train(r, rep.params.span(), rep.grads.span());
+    r.checkpoint("after");
+    publish_value(r, "loss", loss);
+    r.publish("grads", rep.grads.span());
   });
+  const auto& marks = cluster.report(0).checkpoints;
+  const mgpu::Checkpoint &before = marks.at("before"), &after = marks.at("after");
+  s.loss = published_value(cluster, 0, "loss");
+  s.flops = (after.compute - before.compute) * cluster.config().flops_per_second;
+  s.peak = static_cast<double>(after.memory.peak(mgpu::Category::activations));
+  s.grads = cluster.published<float>(0, "grads");
   return s;
 }
 

@@ -52,18 +52,23 @@ void append_group(std::vector<double>& ranks, std::vector<double>& members, mgpu
 
 }  // namespace
 
-MGPU_CASE("11_7.process_grid") {
+MGPU_CASE_ISOLATED("11_7.process_grid") {
   for (const ly::Layout& l : layouts(ctx)) {
     const int n = world_of(l);
-    // Per world rank, written by that rank's thread only, emitted after the run in rank order.
+    // Per world rank, published by that rank, emitted after the run in rank order.
     struct Seen {
       std::vector<double> coords, group_ranks, tp, pp, dp, neighbours, ends;
     };
     std::vector<Seen> seen(static_cast<std::size_t>(n));
     mgpu::Cluster cluster(n);
+    const std::pair<const char*, std::vector<double> Seen::*> parts[] = {
+        {"coords", &Seen::coords}, {"group_ranks", &Seen::group_ranks},
+        {"tp", &Seen::tp},         {"pp", &Seen::pp},
+        {"dp", &Seen::dp},         {"neighbours", &Seen::neighbours},
+        {"ends", &Seen::ends}};
     cluster.run([&](mgpu::Rank& r) {
       ly::ProcessGrid grid(r.world(), l);
-      Seen& s = seen[static_cast<std::size_t>(r.id())];
+      Seen s;
       const ly::RankCoords& c = grid.coords();
       s.coords = {static_cast<double>(c.tp), static_cast<double>(c.pp), static_cast<double>(c.dp)};
       append_group(s.group_ranks, s.tp, grid.tp());
@@ -73,7 +78,12 @@ MGPU_CASE("11_7.process_grid") {
       s.neighbours = {static_cast<double>(grid.previous_stage().value_or(-1)),
                       static_cast<double>(grid.next_stage().value_or(-1))};
       s.ends = {grid.is_first_stage() ? 1.0 : 0.0, grid.is_last_stage() ? 1.0 : 0.0};
+      // A rank may be a process of its own: what it saw leaves it through publish.
+      for (const auto& [name, part] : parts) r.publish(name, s.*part);
     });
+    for (int id = 0; id < n; ++id)
+      for (const auto& [name, part] : parts)
+        seen[static_cast<std::size_t>(id)].*part = cluster.published<double>(id, name);
     // Each value is every rank's part, concatenated in world-rank order: a group of the wrong
     // size makes a value of the wrong length.
     const auto all = [&](std::vector<double> Seen::*part) {
@@ -97,7 +107,7 @@ MGPU_CASE("11_7.process_grid") {
   });
 }
 
-MGPU_CASE("11_7.grid_all_reduce") {
+MGPU_CASE_ISOLATED("11_7.grid_all_reduce") {
   // 12 doubles per all-reduce: every group size here (1 to 4) divides it, so the ring sends
   // exactly 2 (n - 1)/n of the buffer on every rank.
   constexpr std::size_t kLength = 12;
@@ -109,7 +119,7 @@ MGPU_CASE("11_7.grid_all_reduce") {
     mgpu::Cluster cluster(n);
     cluster.run([&](mgpu::Rank& r) {
       ly::ProcessGrid grid(r.world(), l);
-      std::vector<double>& mine = sums[static_cast<std::size_t>(r.id())];
+      std::vector<double> mine;
       for (mgpu::Comm* g : {&grid.tp(), &grid.pp(), &grid.dp()}) {
         std::vector<double> x(kLength, static_cast<double>(r.id()));
         g->all_reduce(x);
@@ -118,7 +128,10 @@ MGPU_CASE("11_7.grid_all_reduce") {
       std::vector<double> x(kLength, static_cast<double>(r.id()));
       for (mgpu::Comm* g : {&grid.tp(), &grid.pp(), &grid.dp()}) g->all_reduce(x);
       mine.push_back(x.back());
+      r.publish("sums", mine);  // the rank may be a process of its own
     });
+    for (int id = 0; id < n; ++id)
+      sums[static_cast<std::size_t>(id)] = cluster.published<double>(id, "sums");
     std::vector<double> group_sums, world_sums, bytes;
     for (int r = 0; r < n; ++r) {
       const std::vector<double>& mine = sums[static_cast<std::size_t>(r)];

@@ -9,6 +9,7 @@
 #include "11_7_3d_and_experts/moe.hpp"
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
+#include "model_inputs.hpp"
 #include "rank_parts.hpp"
 
 using namespace mgpu::grade;
@@ -57,27 +58,47 @@ Seen run(const Point& p, std::uint64_t seed, const MatrixRM& x, const MatrixRM& 
   const auto h = static_cast<std::size_t>(p.config.hidden);
   const auto T = static_cast<Eigen::Index>(p.tokens);
   mgpu::Cluster cluster(p.ranks);
+  // A rank may be a process of its own: it publishes its results, and the bytes of each pass
+  // come from checkpoints the cluster's side records after it.
   cluster.run([&](mgpu::Rank& r) {
-    const auto i = static_cast<std::size_t>(r.id());
     mgpu::Comm& ep = r.world();
     ex::MoeLayer layer = ex::make_moe_layer(r, ep, p.config, seed);
     if (router.size() != 0)
       mgpu::as_matrix(layer.router, h, static_cast<std::size_t>(p.config.experts)) = router;
     const MatrixRM xs = x.middleRows(r.id() * T, T);
-    s.y[i] = MatrixRM(T, p.config.hidden);
-    ex::MoeCache cache = ex::moe_forward(r, ep, layer, xs, s.y[i]);
-    s.forward_bytes[i] = static_cast<double>(r.traffic().op(mgpu::OpKind::all_to_all_v).bytes_sent);
-    s.dropped[i] = static_cast<double>(cache.routing.dropped);
-    s.dx_first[i] = MatrixRM(T, p.config.hidden);
-    s.dx_second[i] = MatrixRM(T, p.config.hidden);
-    ex::moe_backward(r, ep, layer, xs, cache, dy1.middleRows(r.id() * T, T), s.dx_first[i]);
-    s.backward_bytes[i] =
-        static_cast<double>(r.traffic().op(mgpu::OpKind::all_to_all_v).bytes_sent) -
-        s.forward_bytes[i];
-    ex::moe_backward(r, ep, layer, xs, cache, dy2.middleRows(r.id() * T, T), s.dx_second[i]);
-    s.drouter[i] = mgpu::as_matrix(layer.drouter, h, static_cast<std::size_t>(p.config.experts));
-    s.dw[i] = mgpu::as_matrix(layer.dw, static_cast<std::size_t>(layer.local_experts) * h, h);
+    MatrixRM y(T, p.config.hidden), dx_first(T, p.config.hidden), dx_second(T, p.config.hidden);
+    ex::MoeCache cache = ex::moe_forward(r, ep, layer, xs, y);
+    r.checkpoint("forward");
+    ex::moe_backward(r, ep, layer, xs, cache, dy1.middleRows(r.id() * T, T), dx_first);
+    r.checkpoint("backward");
+    ex::moe_backward(r, ep, layer, xs, cache, dy2.middleRows(r.id() * T, T), dx_second);
+    publish_matrix(r, "y", y);
+    publish_matrix(r, "dx_first", dx_first);
+    publish_matrix(r, "dx_second", dx_second);
+    publish_value(r, "dropped", static_cast<double>(cache.routing.dropped));
+    publish_value(r, "local_experts", static_cast<double>(layer.local_experts));
+    publish_matrix(r, "drouter",
+                   mgpu::as_matrix(layer.drouter, h, static_cast<std::size_t>(p.config.experts)));
+    publish_matrix(r, "dw",
+                   mgpu::as_matrix(layer.dw, static_cast<std::size_t>(layer.local_experts) * h, h));
   });
+  const auto hidden = static_cast<Eigen::Index>(h);
+  for (int id = 0; id < p.ranks; ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    s.y[i] = published_matrix(cluster, id, "y", T, hidden);
+    s.dx_first[i] = published_matrix(cluster, id, "dx_first", T, hidden);
+    s.dx_second[i] = published_matrix(cluster, id, "dx_second", T, hidden);
+    s.dropped[i] = published_value(cluster, id, "dropped");
+    s.drouter[i] = published_matrix(cluster, id, "drouter", hidden, p.config.experts);
+    const auto local = static_cast<Eigen::Index>(published_value(cluster, id, "local_experts"));
+    s.dw[i] = published_matrix(cluster, id, "dw", local * hidden, hidden);
+    const auto& marks = cluster.report(id).checkpoints;
+    const auto all_to_all = [](const mgpu::Checkpoint& c) {
+      return static_cast<double>(c.traffic.op(mgpu::OpKind::all_to_all_v).bytes_sent);
+    };
+    s.forward_bytes[i] = all_to_all(marks.at("forward"));
+    s.backward_bytes[i] = all_to_all(marks.at("backward")) - s.forward_bytes[i];
+  }
   for (const mgpu::RankReport& rep : cluster.reports())
     s.compute_seconds.push_back(rep.clock.compute_time());
   return s;
@@ -105,7 +126,7 @@ std::vector<Point> value_points(Ctx& ctx) {
 
 }  // namespace
 
-MGPU_CASE("11_7.moe_values") {
+MGPU_CASE_ISOLATED("11_7.moe_values") {
   for (const Point& p : value_points(ctx)) {
     const Seen s = run_drawn(ctx, p);
     const std::string at = label(p);
@@ -121,7 +142,7 @@ MGPU_CASE("11_7.moe_values") {
   }
 }
 
-MGPU_CASE("11_7.moe_dropped") {
+MGPU_CASE_ISOLATED("11_7.moe_dropped") {
   // Random routing at the value points: dropped copies per rank.
   for (const Point& p : value_points(ctx))
     ctx.emit(label(p) + "dropped", run_drawn(ctx, p).dropped);
@@ -139,7 +160,7 @@ MGPU_CASE("11_7.moe_dropped") {
   }
 }
 
-MGPU_CASE("11_7.moe_all_to_all_bytes") {
+MGPU_CASE_ISOLATED("11_7.moe_all_to_all_bytes") {
   // Even routing, the formula's case: identity router, token t leaning on expert t mod E and
   // then t+1 mod E, T a multiple of E, so no copy is dropped and (n-1)/n of them leave.
   for (int n : {2, 4})

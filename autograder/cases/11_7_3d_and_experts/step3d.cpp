@@ -71,7 +71,7 @@ mgpu::model::ModelConfig config(Ctx& ctx) {
   return c;
 }
 
-// What each rank saw, written by its own thread.
+// What each rank saw: published by the rank, its ledger's peaks from its report.
 struct Seen {
   std::vector<double> loss, grads, params;  // per step: last stage's loss, own shard, share
   std::vector<double> has_loss;             // per step: 1 on the last stage, 0 elsewhere
@@ -88,7 +88,7 @@ std::vector<Seen> run(const Point& p, const mgpu::model::Model& model, std::uint
   cluster.run([&](mgpu::Rank& r) {
     ly::ProcessGrid grid(r.world(), l);
     ly::State3d state = ly::make_state_3d(r, grid, model, seed);
-    Seen& s = seen[static_cast<std::size_t>(r.id())];
+    Seen s;
     const std::size_t first = static_cast<std::size_t>(grid.coords().dp) * state.share.shard;
     for (int step = 0; step < kSteps; ++step) {
       const std::optional<double> loss =
@@ -100,12 +100,24 @@ std::vector<Seen> run(const Point& p, const mgpu::model::Model& model, std::uint
       const auto w = state.params.span().first(state.share.count);
       s.params.insert(s.params.end(), w.begin(), w.end());
     }
-    const mgpu::MemoryLedger& m = r.memory();
+    // A rank may be a process of its own: what it saw leaves it through publish.
+    r.publish("has_loss", s.has_loss);
+    r.publish("loss", s.loss);
+    r.publish("grads", s.grads);
+    r.publish("params", s.params);
+  });
+  for (int id = 0; id < n; ++id) {
+    Seen& s = seen[static_cast<std::size_t>(id)];
+    s.has_loss = cluster.published<double>(id, "has_loss");
+    s.loss = cluster.published<double>(id, "loss");
+    s.grads = cluster.published<double>(id, "grads");
+    s.params = cluster.published<double>(id, "params");
+    const mgpu::MemoryLedger& m = cluster.report(id).memory;  // nothing resets the peaks
     s.weights = static_cast<double>(m.peak(mgpu::Category::weights));
     s.grads_bytes = static_cast<double>(m.peak(mgpu::Category::grads));
     s.optimizer = static_cast<double>(m.peak(mgpu::Category::optimizer));
     s.activations = static_cast<double>(m.peak(mgpu::Category::activations));
-  });
+  }
   return seen;
 }
 
@@ -124,7 +136,7 @@ std::vector<double> each(const std::vector<Seen>& seen, double Seen::*field) {
 
 }  // namespace
 
-MGPU_CASE("11_7.step3d_values") {
+MGPU_CASE_ISOLATED("11_7.step3d_values") {
   const mgpu::model::Model model(config(ctx));
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   for (const Point& p : points(ctx)) {
@@ -145,7 +157,7 @@ MGPU_CASE("11_7.step3d_values") {
   });
 }
 
-MGPU_CASE("11_7.step3d_memory") {
+MGPU_CASE_ISOLATED("11_7.step3d_memory") {
   const mgpu::model::Model model(config(ctx));
   for (const Point& p : points(ctx)) {
     const std::vector<Seen> seen = run(p, model, 3);
@@ -161,7 +173,7 @@ MGPU_CASE("11_7.step3d_memory") {
   }
 }
 
-MGPU_CASE("11_7.step3d_bytes") {
+MGPU_CASE_ISOLATED("11_7.step3d_bytes") {
   const mgpu::model::Model model(config(ctx));
   for (const Point& p : points(ctx)) {
     const ly::Layout& l = p.layout;
@@ -196,7 +208,7 @@ MGPU_CASE("11_7.step3d_bytes") {
   }
 }
 
-MGPU_CASE("11_7.one_f_one_b_order") {
+MGPU_CASE_ISOLATED("11_7.one_f_one_b_order") {
   // Every stage of pipelines of 1 to 4 stages with 1 to 6 micro-batches, then a drawn deeper
   // one: whether the order is valid (2m entries, forwards and backwards each in micro-batch
   // order, every backward after its forward) and its peak in flight. Properties rather than the

@@ -130,6 +130,7 @@ class Rank {
 /// A rank's books at one moment of a run (Rank::checkpoint).
 struct Checkpoint {
   double now = 0;        ///< virtual time
+  double compute = 0;    ///< seconds of compute charged so far (VirtualClock::compute_time)
   TrafficMeter traffic;  ///< everything sent and received so far
   MemoryLedger memory;   ///< current bytes and the peaks since the last reset_peaks
 };
