@@ -1,6 +1,11 @@
-// Chunk and shard index maths, busbw factors and the 16-bytes-per-parameter formula.
+// Chunk and shard index maths, busbw factors and the 16-bytes-per-parameter formula. Ring
+// chunks and bus-bandwidth factors are the runtime's (mgpu/traffic.hpp), so the labs, the
+// simulated cluster and the benchmarks cut buffers and scale bandwidths the same way.
 #include "common/shard.hpp"
 
+#include "mgpu/traffic.hpp"
+
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,11 +24,9 @@ void check_split(int parts, int index) {
 }  // namespace
 
 Range chunk_range(std::size_t total, int parts, int index) {
-  check_split(parts, index);
-  const std::size_t p = static_cast<std::size_t>(parts), i = static_cast<std::size_t>(index);
-  const std::size_t base = total / p, extra = total % p;
-  // The first `extra` chunks take one element more, so sizes differ by at most one.
-  return {i * base + (i < extra ? i : extra), base + (i < extra ? 1 : 0)};
+  check_split(parts, index);  // the labs' own exceptions, before the runtime's
+  const mgpu::Chunk c = mgpu::ring_chunk(total, parts, index);
+  return {c.offset, c.count};
 }
 
 std::size_t padded_shard(std::size_t total, int parts) {
@@ -41,14 +44,17 @@ Range padded_shard_range(std::size_t total, int parts, int index) {
 }
 
 double busbw_factor(const char* collective, int n) {
-  const std::string_view c(collective);
-  const double dn = n;
-  if (c == "all_reduce" || c == "ring_all_reduce") return 2.0 * (dn - 1.0) / dn;
-  if (c == "all_gather" || c == "reduce_scatter") return (dn - 1.0) / dn;
-  if (c == "sendrecv") return 1.0;
-  throw std::invalid_argument(
-      std::string("busbw_factor: unknown collective '") + collective +
-      "': use all_reduce, ring_all_reduce, all_gather, reduce_scatter or sendrecv");
+  std::string_view c(collective);
+  // The labs' names for what the runtime calls all_reduce and send.
+  if (c == "ring_all_reduce") c = "all_reduce";
+  if (c == "sendrecv") c = "send";
+  const std::optional<mgpu::OpKind> kind = mgpu::op_kind_named(c);
+  if (!kind) {
+    throw std::invalid_argument(std::string("busbw_factor: unknown collective '") + collective +
+                                "': use a collective of the runtime (all_reduce, all_gather, "
+                                "reduce_scatter, ...), ring_all_reduce or sendrecv");
+  }
+  return mgpu::bus_bandwidth_factor(*kind, n);
 }
 
 double zero3_state_bytes(double params, int n) { return 16.0 * params / n; }

@@ -46,54 +46,73 @@ struct Row {
   double busbw;       // bytes / s
 };
 
-/// Bytes one rank holds for a call of `op` with a full buffer of `s` bytes: the buffer (and a
-/// shard), or for sendrecv the outgoing and incoming buffers and the runtime's copy of the message.
-std::size_t bytes_per_rank(mgpu::OpKind op, std::size_t s) {
-  return op == mgpu::OpKind::send ? 3 * s : s;
+/// One member's buffers for a call with a full buffer S of `full.size()` floats.
+struct Buffers {
+  std::vector<float> full;      // S
+  std::vector<float> shard;     // S / n
+  std::vector<float> incoming;  // sendrecv: S from the previous rank
+};
+
+/// An operation the benchmark times. The collectives' names and bus-bandwidth factors are the
+/// runtime's (mgpu::to_string, mgpu::bus_bandwidth_factor, both read from its table of
+/// collectives); what is particular to the benchmark is how one call is made and what it holds.
+struct BenchOp {
+  std::string name;   // as --ops takes it
+  mgpu::OpKind kind;  // whose bus-bandwidth factor applies
+  std::size_t held;   // bytes one rank holds per byte of S (memory check)
+  void (*once)(mgpu::Comm& w, Buffers& b);
+};
+
+/// The benchmark's operations: to time another collective, add a row.
+const std::vector<BenchOp>& bench_ops() {
+  using mgpu::OpKind;
+  auto named = [](OpKind k) { return std::string(mgpu::to_string(k)); };
+  static const std::vector<BenchOp> ops{
+      {named(OpKind::all_reduce), OpKind::all_reduce, 1,
+       [](mgpu::Comm& w, Buffers& b) { w.all_reduce(b.full); }},
+      {named(OpKind::all_gather), OpKind::all_gather, 1,
+       [](mgpu::Comm& w, Buffers& b) { w.all_gather(b.shard, b.full); }},
+      {named(OpKind::reduce_scatter), OpKind::reduce_scatter, 1,
+       [](mgpu::Comm& w, Buffers& b) { w.reduce_scatter(b.full, b.shard); }},
+      // nccl-tests' sendrecv_perf: S to the next rank, S from the previous one. A rank holds the
+      // outgoing and incoming buffers and the runtime's copy of the message.
+      {"sendrecv", OpKind::send, 3,
+       [](mgpu::Comm& w, Buffers& b) {
+         const int n = w.size(), next = (w.rank() + 1) % n, prev = (w.rank() + n - 1) % n;
+         mgpu::Request out = w.isend(b.full, next);
+         w.recv(b.incoming, prev);
+         out.wait();
+       }},
+  };
+  return ops;
+}
+
+/// The names of every row, joined by `sep`.
+std::string op_names(std::string_view sep) {
+  std::string s;
+  for (const auto& op : bench_ops()) s += (s.empty() ? "" : std::string(sep)) + op.name;
+  return s;
 }
 
 /// Wall seconds per call of `op` on `n` ranks with a full buffer of `count` floats: the mean
-/// over `iters` back-to-back calls, best of `trials` such runs. OpKind::send stands for
-/// sendrecv, the point-to-point ring step of nccl-tests' sendrecv_perf.
-double time_op(mgpu::OpKind op, int n, std::size_t count, int iters, int trials) {
+/// over `iters` back-to-back calls, best of `trials` such runs.
+double time_op(const BenchOp& op, int n, std::size_t count, int iters, int trials) {
   double seconds = 1e300;
   // A trial starts when the first rank leaves the opening barrier, not when rank 0 does: a woken
   // rank 0 may run late, and in a sendrecv ring the others can do most of their calls by then.
   std::vector<Clock::time_point> starts(static_cast<std::size_t>(n));
   mgpu::Cluster cluster(n);
   cluster.run([&](mgpu::Rank& r) {
-    const auto nn = static_cast<std::size_t>(n);
-    const std::size_t part = count / nn;
-    std::vector<float> full(count, 1.0f), shard(part, 1.0f);
-    std::vector<float> incoming(op == mgpu::OpKind::send ? count : 0);
+    const std::size_t part = count / static_cast<std::size_t>(n);
+    Buffers b{std::vector<float>(part * static_cast<std::size_t>(n), 1.0f),
+              std::vector<float>(part, 1.0f),
+              std::vector<float>(op.kind == mgpu::OpKind::send ? count : 0)};
     mgpu::Comm& w = r.world();
-    const int next = (r.id() + 1) % n, prev = (r.id() + n - 1) % n;
-    auto once = [&] {
-      switch (op) {
-        case mgpu::OpKind::send: {  // sendrecv: S to the next rank, S from the previous one
-          mgpu::Request out = w.isend(full, next);
-          w.recv(incoming, prev);
-          out.wait();
-          break;
-        }
-        case mgpu::OpKind::all_reduce:
-          w.all_reduce(full);
-          break;
-        case mgpu::OpKind::all_gather:
-          w.all_gather(shard, std::span<float>(full.data(), part * nn));
-          break;
-        case mgpu::OpKind::reduce_scatter:
-          w.reduce_scatter(std::span<const float>(full.data(), part * nn), shard);
-          break;
-        default:
-          break;
-      }
-    };
-    once();  // warm-up: first touch of pages and thread wake-ups
+    op.once(w, b);  // warm-up: first touch of pages and thread wake-ups
     for (int t = 0; t < trials; ++t) {
       w.barrier();
       starts[static_cast<std::size_t>(r.id())] = Clock::now();
-      for (int i = 0; i < iters; ++i) once();
+      for (int i = 0; i < iters; ++i) op.once(w, b);
       w.barrier();  // after it every rank has written its start, and none writes the next one yet
       if (r.id() == 0) {
         const auto t0 = *std::min_element(starts.begin(), starts.end());
@@ -112,7 +131,8 @@ int main(int argc, char** argv) {
       "mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
   // 256 and 1024 show how the runtime scales: a call's cost per rank should not grow with ranks.
   std::vector<int> ranks{2, 4, 8, 256, 1024};
-  std::vector<std::string> ops{"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
+  std::vector<std::string> ops;
+  for (const auto& op : bench_ops()) ops.push_back(op.name);
   std::size_t min_bytes = 1 << 10, max_bytes = std::size_t(64) << 20;
   std::size_t max_memory = std::size_t(1) << 30;
   int factor = 4;
@@ -122,7 +142,7 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", ranks, "world sizes to run, e.g. 2,4,8")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--ops", ops, "operations, e.g. all_reduce,all_gather,reduce_scatter,sendrecv")
+  app.add_option("--ops", ops, "operations, some of " + op_names(","))
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--min-bytes", min_bytes, "smallest buffer size S in bytes")
@@ -160,22 +180,14 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   for (const auto& name : ops) {
-    mgpu::OpKind op;
-    if (name == "all_reduce")
-      op = mgpu::OpKind::all_reduce;
-    else if (name == "all_gather")
-      op = mgpu::OpKind::all_gather;
-    else if (name == "reduce_scatter")
-      op = mgpu::OpKind::reduce_scatter;
-    else if (name == "sendrecv")
-      op = mgpu::OpKind::send;
-    else {
-      fmt::print(
-          stderr,
-          "mgpu-bench: unknown op '{}'; use all_reduce, all_gather, reduce_scatter or sendrecv\n",
-          name);
+    const auto& table = bench_ops();
+    const auto found =
+        std::find_if(table.begin(), table.end(), [&](const BenchOp& o) { return o.name == name; });
+    if (found == table.end()) {
+      fmt::print(stderr, "mgpu-bench: unknown op '{}'; use {}\n", name, op_names(", "));
       return 2;
     }
+    const BenchOp& op = *found;
     for (int n : ranks) {
       if (n < 1) {
         fmt::print(stderr, "mgpu-bench: --ranks {} must be >= 1\n", n);
@@ -191,10 +203,10 @@ int main(int argc, char** argv) {
         count -= count % nn;  // gather/scatter need n equal parts
         if (count == 0) continue;
         const std::size_t s = count * sizeof(float);
-        if (nn * bytes_per_rank(op, s) > max_memory) {
+        if (nn * op.held * s > max_memory) {
           fmt::print(
               "{:>12} sizes from here skipped: {} ranks would hold {} B, over --max-memory {}\n", s,
-              n, nn * bytes_per_rank(op, s), max_memory);
+              n, nn * op.held * s, max_memory);
           break;
         }
         // Each rank reads or writes about S per call, n x S in all: aim for about 1 GiB per row.
@@ -203,7 +215,7 @@ int main(int argc, char** argv) {
                       : static_cast<int>(std::clamp<std::size_t>((1u << 30) / (nn * s), 3, 50));
         const double secs = time_op(op, n, count, it, trials);
         const double alg = double(s) / secs;
-        const double bus = alg * mgpu::bus_bandwidth_factor(op, n);
+        const double bus = alg * mgpu::bus_bandwidth_factor(op.kind, n);
         rows.push_back({name, n, s, count, secs, secs / n, alg, bus});
         fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>14.2f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s,
                    count, "float", secs * 1e6, secs / n * 1e6, alg / 1e9, bus / 1e9, bus / mem_bw);

@@ -8,6 +8,8 @@
 // read out of its arena by the trusted side.
 #include "isolation.hpp"
 
+#include "collectives.hpp"
+
 #include "mgpu/not_implemented.hpp"
 
 #include <fcntl.h>
@@ -517,7 +519,7 @@ Request remote_collective(RemoteLink& link, const Comm& comm, OpKind kind, const
   auto rop = new_op(link);
   const std::size_t es = dtype_bytes(dtype);
   std::uint64_t in_off = 0, out_off = 0;
-  if (kind != OpKind::barrier)
+  if (collective(kind).entry == Entry::generic)
     stage_in_out(link, *rop, in, in_count * es, out, out_count * es, in_off, out_off);
   Writer w;
   w.put(Call::collective).put<std::int32_t>(RemoteLink::id_of(comm)).put(kind).put(dtype).put(op);
@@ -859,7 +861,7 @@ struct RankProxy {
         }
         case Call::collective: {
           Comm& c = comm(in.get<std::int32_t>());
-          const OpKind kind = in.get_enum(OpKind::split);
+          const OpKind kind = in.get_enum(static_cast<OpKind>(op_kind_count()));
           const DType dtype = in.get_enum(static_cast<DType>(3));
           const ReduceOp op = in.get_enum(static_cast<ReduceOp>(3));
           const auto root = in.get<std::int32_t>();
@@ -867,12 +869,12 @@ struct RankProxy {
           const auto in_count = in.get<std::uint64_t>();
           const auto out_off = in.get<std::uint64_t>();
           const auto out_count = in.get<std::uint64_t>();
-          if (kind == OpKind::barrier) {
+          const Entry entry = collective(kind).entry;
+          if (entry == Entry::barrier) {
             out.put(keep(c.ibarrier()));
             break;
           }
-          if (kind == OpKind::send || kind == OpKind::recv || kind == OpKind::all_to_all_v)
-            throw Malformed("not a collective of this call");
+          if (entry != Entry::generic) throw Malformed("not a collective of this call");
           out.put(
               keep(c.icollective(kind, at(in_off, in_count, dtype), at(out_off, out_count, dtype),
                                  in_count, out_count, dtype, op, root)));

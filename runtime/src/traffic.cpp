@@ -1,30 +1,20 @@
-// The per-rank traffic meter and the nccl-tests bus-bandwidth factors.
+// The per-rank traffic meter; the bus-bandwidth factors and names come from the collective table.
 #include "mgpu/traffic.hpp"
+
+#include "collectives.hpp"
 
 #include <string>
 
 namespace mgpu {
 
-double bus_bandwidth_factor(OpKind kind, int n) {
-  if (n <= 0) return 0.0;
-  const double nn = n;
-  switch (kind) {
-    case OpKind::all_reduce:
-      return 2.0 * (nn - 1.0) / nn;
-    case OpKind::reduce_scatter:
-    case OpKind::all_gather:
-    case OpKind::all_to_all:
-    case OpKind::all_to_all_v:
-      return (nn - 1.0) / nn;
-    case OpKind::broadcast:
-    case OpKind::send:
-    case OpKind::recv:
-      return 1.0;
-    case OpKind::barrier:
-    case OpKind::split:
-      return 0.0;
+double bus_bandwidth_factor(OpKind kind, int n) { return detail::bus_factor(kind, n); }
+
+std::optional<OpKind> op_kind_named(std::string_view name) {
+  for (std::size_t i = 0; i < detail::op_kind_count(); ++i) {
+    const auto kind = static_cast<OpKind>(i);
+    if (detail::collective(kind).name == name) return kind;
   }
-  return 0.0;
+  return std::nullopt;
 }
 
 TrafficCounts& TrafficCounts::operator+=(const TrafficCounts& other) {

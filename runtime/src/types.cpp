@@ -3,6 +3,8 @@
 #include "mgpu/clock.hpp"
 #include "mgpu/traffic.hpp"
 
+#include "collectives.hpp"  // operation names
+
 namespace mgpu {
 
 std::string_view to_string(DType dtype) {
@@ -88,29 +90,8 @@ std::string_view to_string(SpanKind kind) {
 }
 
 std::string_view to_string(OpKind kind) {
-  switch (kind) {
-    case OpKind::send:
-      return "send";
-    case OpKind::recv:
-      return "recv";
-    case OpKind::all_reduce:
-      return "all_reduce";
-    case OpKind::reduce_scatter:
-      return "reduce_scatter";
-    case OpKind::all_gather:
-      return "all_gather";
-    case OpKind::broadcast:
-      return "broadcast";
-    case OpKind::all_to_all:
-      return "all_to_all";
-    case OpKind::all_to_all_v:
-      return "all_to_all_v";
-    case OpKind::barrier:
-      return "barrier";
-    case OpKind::split:
-      return "split";
-  }
-  return "?";
+  const detail::Collective* c = detail::find_collective(kind);
+  return c ? c->name : "?";
 }
 
 }  // namespace mgpu

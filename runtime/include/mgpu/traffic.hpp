@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,6 +29,9 @@ enum class OpKind {
 
 /// Lower-case name, e.g. "all_reduce"; also the key used by TrafficMeter::by_op().
 std::string_view to_string(OpKind kind);
+
+/// The kind whose to_string() is `name`, or nullopt: the inverse of to_string.
+std::optional<OpKind> op_kind_named(std::string_view name);
 
 /// Bus-bandwidth factor of nccl-tests: busbw = algbw * factor, where algbw = S / time and S is
 /// the buffer size nccl-tests reports (the full buffer for all_reduce, the full gathered/scattered
