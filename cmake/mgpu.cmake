@@ -76,6 +76,7 @@ function(mgpu_doctest)
   list(TRANSFORM T_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ REGEX "^[^/]" OUTPUT_VARIABLE sources)
   list(JOIN sources "\n" sources)
   file(WRITE ${CMAKE_BINARY_DIR}/test_sources/${T_NAME}.txt "${sources}\n")
+  set_property(GLOBAL APPEND PROPERTY MGPU_TEST_MAP "${T_NAME}\tdoctest\t${program}")
   add_custom_command(TARGET ${program} POST_BUILD
                      COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${program}>
                              -P ${PROJECT_SOURCE_DIR}/cmake/check_test_names.cmake
@@ -146,3 +147,39 @@ function(mgpu_add_chapter name)
   list(JOIN C_DEPENDS "," deps)
   set_property(GLOBAL APPEND PROPERTY MGPU_CHAPTER_DEPENDS "${name}:${deps}")
 endfunction()
+
+# The map `./mgpu test FILTER` selects by, written at the end of configuring:
+# build/<tree>/mgpu-tests.tsv, one line per program: <name> TAB <kind> TAB <build target>.
+# A doctest program (kind doctest) runs as the CTest tests <name>/<case> (test_<name>_NOT_BUILT-...
+# until built) and is built as test_<name>; any other test (kind test) is the CTest test <name>,
+# run by the target mgpu_test_target names for it, or by nothing to build ("-": a script).
+function(mgpu_test_target target)
+  foreach(test IN LISTS ARGN)
+    set_property(GLOBAL APPEND PROPERTY MGPU_TEST_TARGETS "${test}=${target}")
+  endforeach()
+endfunction()
+
+function(mgpu_write_test_map)
+  get_property(lines GLOBAL PROPERTY MGPU_TEST_MAP)
+  get_property(targets GLOBAL PROPERTY MGPU_TEST_TARGETS)
+  set(dirs ${PROJECT_SOURCE_DIR})
+  while(dirs)
+    list(POP_FRONT dirs dir)
+    get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+    list(APPEND dirs ${subdirs})
+    get_property(tests DIRECTORY ${dir} PROPERTY TESTS)
+    foreach(test IN LISTS tests)
+      set(target "-")
+      foreach(pair IN LISTS targets)
+        if(pair MATCHES "^${test}=(.*)$")
+          set(target ${CMAKE_MATCH_1})
+        endif()
+      endforeach()
+      list(APPEND lines "${test}\ttest\t${target}")
+    endforeach()
+  endwhile()
+  list(SORT lines)
+  list(JOIN lines "\n" text)
+  file(CONFIGURE OUTPUT ${CMAKE_BINARY_DIR}/mgpu-tests.tsv CONTENT "${text}\n" @ONLY)
+endfunction()
+cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL mgpu_write_test_map)

@@ -424,7 +424,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   PredictionsMade predictions;
   if (!solution) {
     fs::path base = opts.work_dir / "student" / safe_name(build_name);
-    claim_student_folder(base, fs::absolute(submission).lexically_normal().string());
+    claim_student_folder(base, fs::absolute(submission).lexically_normal().string(),
+                         opts.trusted_build);
     Staged st;
     try {
       st = stage_submission(submission, base / "src", rubric, project,

@@ -271,6 +271,7 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
   std::vector<ProofResult> results(proofs.size());
   parallel_for(proofs.size(), opts.jobs, [&](std::size_t i, int slot) {
     const Proof& p = proofs[i];
+    std::string took;  // the proof's build and case seconds, so a slow suite shows where
     try {
       fs::path dir = opts.work_dir / "proofs" /
                      safe_name((p.chaff ? "chaff-" : "wheat-") + p.chapter + "-" + p.name);
@@ -282,12 +283,16 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
       Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric,
                                  reference, one, false);
       results[i] = judge_proof(p, g);
+      for (const auto& [phase, seconds] : g.timings)
+        if (phase == "build" || phase == "student cases")
+          took += fmt::format("{}{} {:.1f} s", took.empty() ? " (" : ", ", phase, seconds);
+      if (!took.empty()) took += ")";
     } catch (const std::exception& e) {
       results[i].line = fmt::format("ERROR    {}/{}: {}", p.chapter, p.name, e.what());
     }
     std::lock_guard lock(mu);
-    std::fprintf(stderr, "chaff: %s %s/%s\n", results[i].held ? "ok  " : "FAIL", p.chapter.c_str(),
-                 p.name.c_str());
+    std::fprintf(stderr, "chaff: %s %s/%s%s\n", results[i].held ? "ok  " : "FAIL",
+                 p.chapter.c_str(), p.name.c_str(), took.c_str());
   });
   int chaffs = 0, caught = 0, wheats = 0, accepted = 0;
   for (std::size_t i = 0; i < proofs.size(); ++i) {
