@@ -30,10 +30,13 @@ void VirtualClock::record_comm(Stream stream, SpanKind kind, std::string_view la
   if (stream == Stream::comm) {
     comm_free_ = std::max(comm_free_, end);
     comm_ += end - start;
+  } else if (stream == Stream::network) {
+    network_free_ = std::max(network_free_, end);
+    network_ += end - start;
   }
 }
 
-double VirtualClock::end_time() const { return std::max(now_, comm_free_); }
+double VirtualClock::end_time() const { return std::max({now_, comm_free_, network_free_}); }
 
 double VirtualClock::overlap_time(double from, double to) const {
   // Spans on one stream never overlap each other, so summing pairwise intersections of compute

@@ -5,6 +5,7 @@
 #include "state.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -74,7 +75,9 @@ struct RecvOp final : Operation {
         "recv from " + std::to_string(peer) + " tag " + std::to_string(tag) + " " + group->name;
     owner->clock.record_comm(Stream::recv, SpanKind::recv, label, posted_at, done);
     owner->clock.wait_until(done, "wait " + label);
-    owner->traffic.record(OpKind::recv, group->name, {0, m.nbytes, 0});
+    owner->traffic.record(
+        OpKind::recv, group->name,
+        {0, m.nbytes + static_cast<std::uint64_t>(std::llround(m.timing_bytes)), 0});
   }
   /// Withdraws the receive if no message has matched it yet, so that a rank which gives up on it
   /// (a failed wait, or a Request dropped while an exception unwinds) and carries on does not
@@ -90,6 +93,30 @@ struct RecvOp final : Operation {
     });
   }
 };
+
+RankState* deliver_locked(Group& group, int peer, std::shared_ptr<Message> msg) {
+  RankState* receiver = nullptr;
+  auto& posted = group.posted[static_cast<std::size_t>(peer)];
+  // The first live receive for this sender and tag takes the message. The receiver's Request
+  // still owns the op, so dropping `r` here (under the lock) never destroys it.
+  for (auto it = posted.begin(); it != posted.end();) {
+    const auto r = it->lock();
+    if (!r) {  // its Request is gone; RecvOp::cancel normally erases it first
+      it = posted.erase(it);
+      continue;
+    }
+    if (r->peer == msg->src && r->tag == msg->tag) {
+      r->msg = std::move(msg);
+      receiver = r->owner;
+      receiver->cluster->mark_awake_locked(*receiver);
+      posted.erase(it);
+      break;
+    }
+    ++it;
+  }
+  if (msg) group.unmatched[static_cast<std::size_t>(peer)].push_back(std::move(msg));
+  return receiver;
+}
 
 }  // namespace detail
 
@@ -158,25 +185,7 @@ Request Comm::isend_raw(const void* data, std::size_t count, DType dtype, int pe
   detail::RankState* receiver = nullptr;  // woken once the lock is released
   {
     detail::Lock lk(cluster.mu);
-    auto& posted = group_->posted[static_cast<std::size_t>(peer)];
-    // The first live receive for this sender and tag takes the message. The receiver's Request
-    // still owns the op, so dropping `r` here (under the lock) never destroys it.
-    for (auto it = posted.begin(); it != posted.end();) {
-      const auto r = it->lock();
-      if (!r) {  // its Request is gone; RecvOp::cancel normally erases it first
-        it = posted.erase(it);
-        continue;
-      }
-      if (r->peer == rank_ && r->tag == tag) {
-        r->msg = std::move(msg);
-        receiver = r->owner;
-        cluster.mark_awake_locked(*receiver);
-        posted.erase(it);
-        break;
-      }
-      ++it;
-    }
-    if (msg) group_->unmatched[static_cast<std::size_t>(peer)].push_back(std::move(msg));
+    receiver = detail::deliver_locked(*group_, peer, std::move(msg));
   }
   if (receiver) receiver->wake.notify_one();
   return Request(std::move(op));

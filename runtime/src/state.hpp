@@ -23,7 +23,8 @@ namespace mgpu::detail {
 struct ClusterState;
 struct RankState;
 struct CollectiveOp;
-struct RemoteLink;  // isolation.hpp: a rank process's end of the link to its proxy
+struct TimingCollective;  // comm_timing.cpp
+struct RemoteLink;        // isolation.hpp: a rank process's end of the link to its proxy
 
 using Lock = std::unique_lock<std::mutex>;
 
@@ -60,6 +61,7 @@ struct Message {
   std::size_t nbytes = 0;
   std::unique_ptr<unsigned char[]> bytes;  // not zero-filled: the send overwrites it at once
   double ready = 0.0;                      // virtual time the last byte arrives
+  double timing_bytes = 0.0;  // a timing-only message (Comm::isend_timing): bytes it stands for
 };
 
 struct RecvOp;
@@ -88,6 +90,10 @@ struct Group {
   // lock: unmatched receives by destination group rank, in posting order. Their Requests own
   // them; a receive given up on withdraws itself (RecvOp::cancel) so it cannot take a message.
   std::vector<std::deque<std::weak_ptr<RecvOp>>> posted;
+  // lock: timing-only collectives (comm_timing.cpp), numbered apart from the data ones; the
+  // counters are sized on first use
+  std::vector<std::uint64_t> timing_next_seq;
+  std::map<std::uint64_t, std::weak_ptr<TimingCollective>> timing_pending;
   /// Name and members, e.g. "tp{0,1,2,3}". A larger group than kListedRanks shows its first
   /// kListedRanks - 1 members, "...", the last one and the count: "world{0,...,14,...,1023 (1024
   /// ranks)}".
@@ -118,6 +124,9 @@ struct RankState {
   // owner: the last collective posted on the comm stream whose span is not yet recorded
   std::shared_ptr<CollectiveOp> stream_tail;
   int stream_tail_member = 0;  // this rank's index in stream_tail's group
+  // owner: the last timing-only collective posted whose span is not yet recorded
+  std::shared_ptr<TimingCollective> timing_tail;
+  int timing_tail_member = 0;
   // owner: results the rank published, and its checkpoints, by name
   std::map<std::string, Published> published;
   std::map<std::string, Checkpoint> checkpoints;
@@ -189,6 +198,12 @@ struct ClusterState {
 void settle_stream(RankState& self);
 /// Records the span of the rank's last collective if its time is already known; never blocks.
 void settle_stream_if_known(RankState& self);
+/// Waits until the rank's last timing-only collective has a known time, then records its span.
+/// Lock not held.
+void settle_timing(RankState& self);
+/// Under the lock: hands `msg` to the first live receive posted by group rank `peer` for its
+/// sender and tag, or queues it; returns the receiver to notify once the lock is released.
+RankState* deliver_locked(Group& group, int peer, std::shared_ptr<Message> msg);
 /// Throws std::invalid_argument naming the op and group when `peer` is not a group rank.
 void check_peer(const Group& g, int peer, std::string_view op);
 

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 namespace mgpu {
@@ -24,7 +25,12 @@ std::string Cluster::chrome_trace() const {
                       {"pid", r.rank},
                       {"tid", 0},
                       {"args", {{"sort_index", r.rank}}}});
-    for (Stream s : {Stream::compute, Stream::comm, Stream::recv}) {
+    // The network lane is named only on ranks that used it (the timing-only calls).
+    const bool network = r.clock.network_time() > 0 ||
+                         std::any_of(r.clock.timeline().begin(), r.clock.timeline().end(),
+                                     [](const Span& sp) { return sp.stream == Stream::network; });
+    for (Stream s : {Stream::compute, Stream::comm, Stream::recv, Stream::network}) {
+      if (s == Stream::network && !network) continue;
       events.push_back({{"name", "thread_name"},
                         {"ph", "M"},
                         {"pid", r.rank},

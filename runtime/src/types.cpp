@@ -69,6 +69,8 @@ std::string_view to_string(Stream stream) {
       return "comm";
     case Stream::recv:
       return "recv";
+    case Stream::network:
+      return "network";
   }
   return "?";
 }

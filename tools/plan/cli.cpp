@@ -4,15 +4,18 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <mgpu/not_implemented.hpp>
+#include <optional>
 
 #include "command_line.hpp"
 #include "plan/calibrate.hpp"
 #include "plan/model.hpp"
 #include "plan/render.hpp"
 #include "plan/reproduce.hpp"
+#include "plan/simulate.hpp"
 #include "plan/step_cli.hpp"
 
 namespace mgpu::planner {
@@ -175,7 +178,12 @@ std::string chapter_folder_for(const std::string& message) {
 
 int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   // Published runs against the step-time model (plan/reproduce.hpp): no layout flags needed.
-  if (!args.empty() && args[0] == "--reproduce") return run_reproduce_cli(args, out, err);
+  // With --simulate, the same rows run on the simulated cluster (plan/simulate.hpp).
+  if (!args.empty() && args[0] == "--reproduce") {
+    if (std::find(args.begin(), args.end(), "--simulate") != args.end())
+      return run_simulate_reproduce_cli(args, out, err);
+    return run_reproduce_cli(args, out, err);
+  }
   // A hardware file from measurements (plan/calibrate.hpp).
   if (!args.empty() && args[0] == "--calibrate") return run_calibrate_cli(args, out, err);
   CLI::App app{
@@ -191,11 +199,19 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
     const auto step = step_report(app, step_flags, plan.options);
     nlohmann::ordered_json json = to_json(plan);
     if (step) json["step"] = step_time_json(*step, plan.options);
+    std::optional<SimulatedStep> simulated;
+    if (step && step_flags.simulate) {
+      simulated = simulate_step(step->model, step->layout, step->hardware,
+                                SimulateOptions{.trace_path = step_flags.trace});
+      json["step"]["simulated_seconds_per_step"] = simulated->seconds;
+    }
     if (flags.json_path == "-") {
       out << json.dump(2) << '\n';
     } else {
       out << render_text(plan, flags.explain);
       if (step) out << step_time_text(*step, plan.options);
+      if (simulated) out << simulate_text(*simulated);
+      if (simulated && !step_flags.trace.empty()) out << "\nwrote " << step_flags.trace << '\n';
       if (!flags.json_path.empty()) {
         tools::write_file(flags.json_path, json.dump(2) + "\n");
         out << "\nwrote " << flags.json_path << '\n';

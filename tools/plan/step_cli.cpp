@@ -37,13 +37,17 @@ void add_step_flags(CLI::App& app, StepFlags& f) {
       ->type_name("N");
   g->add_option("--last-stage-layers", f.last_stage_layers, "layers on the last stage")
       ->type_name("N");
+  g->add_flag("--simulate", f.simulate,
+              "also run the step on the simulated cluster, one rank thread per stage and replica");
+  g->add_option("--trace", f.trace, "with --simulate: write the step's Chrome trace to FILE")
+      ->type_name("FILE");
 }
 
 std::optional<StepReport> step_report(const CLI::App& app, const StepFlags& f, const Options& o) {
   if (f.hardware.empty()) {
     for (const char* flag :
          {"--vocab", "--interleave", "--ffn", "--kv-heads", "--swiglu", "--flash-attention",
-          "--dp-overlap", "--first-stage-layers", "--last-stage-layers"})
+          "--dp-overlap", "--first-stage-layers", "--last-stage-layers", "--simulate", "--trace"})
       if (app.get_option(flag)->count() > 0)
         throw UsageError(
             fmt::format("{} prices a step: add --hardware a100-80gb (or h100-sxm, "
@@ -58,6 +62,8 @@ std::optional<StepReport> step_report(const CLI::App& app, const StepFlags& f, c
   if (!o.shape)
     throw UsageError("--hardware needs the model shape: add --layers, --hidden, --heads and --seq");
   if (f.vocab <= 0) throw UsageError("--hardware needs the vocabulary: add --vocab, e.g. 51200");
+  if (!f.trace.empty() && !f.simulate)
+    throw UsageError("--trace writes the simulated step: add --simulate");
   const Hardware hw = load_hardware(f.hardware);
   const TransformerShape& s = o.shape->transformer;
   RunModel md{.layers = s.layers,

@@ -18,6 +18,8 @@ struct StepFlags {
   double vocab = 0, interleave = 1, ffn = 0, kv_heads = 0;
   double first_stage_layers = 0, last_stage_layers = 0;
   bool swiglu = false, flash_attention = false, dp_overlap = false;
+  bool simulate = false;  ///< also run the step on the simulated cluster (plan/simulate.hpp)
+  std::string trace;      ///< with simulate: the Chrome trace of the simulated step
 };
 
 /// Adds the "step time on hardware" option group to `app`.

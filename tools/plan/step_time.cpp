@@ -171,8 +171,9 @@ StepTime step_time(const RunModel& model, const RunLayout& layout, const Hardwar
   // The last stage also computes the logits, split over tp by vocabulary: one h x V/t GEMM
   // forward and two backward, and the softmax of the loss over V/t per token (2 in, 2 out,
   // twice that backward).
-  const double logits =
-      3 * gemm_seconds(1, tokens, V / t, h, hw) + 3 * memory_seconds(tokens * 4 * V / t, hw);
+  const double logits_forward =
+      gemm_seconds(1, tokens, V / t, h, hw) + memory_seconds(tokens * 4 * V / t, hw);
+  const double logits = 3 * logits_forward;
 
   const std::vector<std::int64_t> stages = layers_by_stage(md, l);
   const std::size_t p = stages.size();
@@ -197,10 +198,10 @@ StepTime step_time(const RunModel& model, const RunLayout& layout, const Hardwar
   st.bubble = (all_stages - busiest_total) / static_cast<double>(l.interleave);
   // Pipeline sends: each micro-batch enters and leaves every one of the stage's v chunks,
   // activations forward and gradients backward; each tp GPU sends its 1/t slice (11.7).
+  st.p2p_bytes = tokens * h * kBf16 / t;
   if (l.pp > 1) {
     const bool across = l.tp * l.pp > hw.gpus_per_server;
-    st.p2p = 2 * m * static_cast<double>(l.interleave) *
-             link_seconds(tokens * h * kBf16 / t, across, hw);
+    st.p2p = 2 * m * static_cast<double>(l.interleave) * link_seconds(st.p2p_bytes, across, hw);
   }
 
   // Parameters: L layers of 4 weight matrices (QKV with kv heads, output, FFN) and the
@@ -247,8 +248,25 @@ StepTime step_time(const RunModel& model, const RunLayout& layout, const Hardwar
   // Adam on this GPU's share (all of it, or 1/dp of it under ZeRO): read the fp32 master weight,
   // both moments and the fp32 gradient (16 bytes), write the three back and the bf16 weight
   // (14 bytes).
-  const double optimizer_params = params_here / (l.zero_stage >= 1 ? d : 1.0);
-  st.optimizer = memory_seconds(30 * optimizer_params, hw);
+  const auto optimizer_seconds = [&](double params) {
+    return memory_seconds(30 * params / (l.zero_stage >= 1 ? d : 1.0), hw);
+  };
+  st.optimizer = optimizer_seconds(params_here);
+  for (std::size_t i = 0; i < p; ++i) {  // the same per stage, for a simulation of the schedule
+    StageTime& sg = st.stages.emplace_back();
+    sg.layers = stages[i];
+    sg.layer_forward = lt.forward_compute;
+    sg.layer_backward = lt.backward_compute;
+    sg.layer_forward_tp = lt.forward_comm;
+    sg.layer_backward_tp = lt.backward_comm;
+    if (i + 1 == p) {
+      sg.logits_forward = logits_forward;
+      sg.logits_backward = logits - logits_forward;
+    }
+    sg.params =
+        (static_cast<double>(stages[i]) * layer_params + (i == 0 || i + 1 == p ? V * h : 0)) / t;
+    sg.optimizer = optimizer_seconds(sg.params);
+  }
 
   st.seconds = st.compute + st.exposed_tp + st.bubble + st.p2p + st.exposed_dp + st.optimizer;
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/hardware.hpp"
 #include "plan/options.hpp"
@@ -43,6 +44,21 @@ struct RunLayout {
   double grad_bytes = 2;         ///< bytes per gradient element communicated
 };
 
+/// One pipeline stage as one of its GPUs sees it, per micro-batch: what a simulation of the
+/// schedule (plan/simulate.hpp) runs. The forward and backward of the stage's layers, the
+/// logits' on the last stage; `*_tp` is the exposed tensor-parallel part of each.
+struct StageTime {
+  std::int64_t layers = 0;       ///< transformer layers on the stage
+  double layer_forward = 0;      ///< one layer's forward compute (no tp collectives)
+  double layer_backward = 0;     ///< one layer's backward compute, recompute included
+  double layer_forward_tp = 0;   ///< one layer's forward tensor-parallel collectives
+  double layer_backward_tp = 0;  ///< one layer's backward tensor-parallel collectives
+  double logits_forward = 0;     ///< the logits and loss forward (last stage only, else 0)
+  double logits_backward = 0;    ///< their backward
+  double params = 0;             ///< parameters on one GPU of the stage
+  double optimizer = 0;          ///< seconds of the optimizer step on that GPU
+};
+
 /// One step, in seconds, by where the time goes; the parts add up to `seconds`.
 struct StepTime {
   double compute = 0;     ///< busiest stage's GEMMs, attention, memory-bound ops, m micro-batches
@@ -63,6 +79,8 @@ struct StepTime {
   double hfu = 0;                   ///< hardware_flops / (seconds GPUs peak)
   double layer_forward = 0;         ///< one layer, one micro-batch, forward (with its tp comms)
   double layer_backward = 0;        ///< the same layer's backward (with recompute and comms)
+  std::vector<StageTime> stages;    ///< every pipeline stage, first to last
+  double p2p_bytes = 0;             ///< one pipeline send of one GPU (its 1/t of b s h bf16)
 };
 
 /// Checks the run and prices one step on `hw`. Throws UsageError for a layout that does not fit

@@ -14,6 +14,10 @@ enum class Stream {
   compute = 0,  ///< the rank's program: compute spans and idle (waiting) spans, never overlapping
   comm = 1,     ///< sends and collectives, run one after another in posting order
   recv = 2,     ///< incoming messages; a display lane only (receiving does not occupy `comm`)
+  /// Cross-server traffic of the timing-only calls (Comm::isend_timing, icollective_timing),
+  /// run one after another in posting order beside `comm`, which then carries only their
+  /// in-server traffic: a NIC and the NVLink ports of a GPU work at the same time.
+  network = 3,
 };
 
 /// What a span of the timeline was spent on.
@@ -25,7 +29,7 @@ enum class SpanKind {
   idle,        ///< the program waited for a request that had not completed yet
 };
 
-/// Lower-case name of a stream: "compute", "comm", "recv".
+/// Lower-case name of a stream: "compute", "comm", "recv", "network".
 std::string_view to_string(Stream stream);
 /// Lower-case name of a span kind: "compute", "send", "recv", "collective", "idle".
 std::string_view to_string(SpanKind kind);
@@ -52,12 +56,15 @@ class VirtualClock {
   double now() const { return now_; }
   /// Time at which the comm stream finishes what has been posted so far (as far as known).
   double comm_free() const { return comm_free_; }
+  /// Time at which the network lane finishes what has been posted on it so far.
+  double network_free() const { return network_free_; }
 
   /// Runs `seconds` of work on the compute stream from now() (records a compute span).
   void advance_compute(double seconds, std::string_view label);
   /// Waits until time `t`: when t > now(), records an idle span [now, t] and sets now = t.
   void wait_until(double t, std::string_view label);
-  /// Records a span on the comm or recv lane. A comm span moves comm_free to its end.
+  /// Records a span on the comm, network or recv lane. A comm span moves comm_free to its end,
+  /// a network span network_free.
   /// Called by the runtime; chapters do not need it.
   void record_comm(Stream stream, SpanKind kind, std::string_view label, double start, double end);
 
@@ -69,7 +76,9 @@ class VirtualClock {
   double idle_time() const { return idle_; }
   /// Total seconds the comm stream was busy (sends and collectives).
   double comm_time() const { return comm_; }
-  /// Last time anything on this rank ended: max(now, comm_free).
+  /// Total seconds the network lane was busy.
+  double network_time() const { return network_; }
+  /// Last time anything on this rank ended: max(now, comm_free, network_free).
   double end_time() const;
   /// Seconds in [from, to) during which the comm stream was busy while the compute stream was
   /// computing: the communication hidden behind compute (what gradient buckets and prefetch buy).
@@ -78,9 +87,11 @@ class VirtualClock {
  private:
   double now_ = 0.0;
   double comm_free_ = 0.0;
+  double network_free_ = 0.0;
   double compute_ = 0.0;
   double idle_ = 0.0;
   double comm_ = 0.0;
+  double network_ = 0.0;
   std::vector<Span> spans_;
 };
 

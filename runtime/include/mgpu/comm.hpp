@@ -244,6 +244,32 @@ class Comm {
   /// Blocking ibarrier.
   void barrier() { ibarrier().wait(); }
 
+  // ---------------------------------------------------------------- timing only
+  // Operations that cost virtual time and are metered like their data versions but carry no
+  // buffers: a byte count and a group, nothing allocated or copied. For simulating the
+  // schedule of a model far larger than this machine's memory (mgpu plan --simulate). Their
+  // lane is the comm stream when every rank involved shares a node, else the network lane
+  // (Stream::network), so in-server and cross-server traffic do not queue behind each other.
+  // Thread ranks only: with RankIsolation::processes they throw std::logic_error.
+
+  /// Posts a message of `bytes` bytes (finite, >= 0) to group rank `peer` with `tag` >= 0 and
+  /// returns at once. It occupies its lane for latency + bytes / bandwidth of the link, from
+  /// max(now, lane free); the meter charges `bytes` (rounded) sent. Matched by irecv_timing
+  /// with the same peer and tag (or a receive of zero f32 elements).
+  Request isend_timing(double bytes, int peer, int tag = 0);
+  /// Posts the receive of an isend_timing from group rank `peer` with `tag`; completes at
+  /// max(post time, arrival) and charges the message's bytes received.
+  Request irecv_timing(int peer, int tag = 0);
+  /// A collective of `kind` (all_reduce, reduce_scatter, all_gather, broadcast or barrier)
+  /// over S = `bytes` (as in the README's cost table) that moves nothing. Every member must
+  /// call the same timing-only collectives in the same order with the same kind and bytes
+  /// (else CollectiveMismatch); they are matched among themselves, apart from the data
+  /// collectives. It starts when the last member has posted it and its lane is free, lasts
+  /// what the data collective of S bytes would, and charges the same traffic. A later
+  /// timing-only post on the rank waits until the start is known. Do not post a data
+  /// collective while a timing-only one is unfinished.
+  Request icollective_timing(OpKind kind, double bytes);
+
  private:
   friend class Rank;
   friend struct detail::RankState;
