@@ -158,8 +158,10 @@ SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, cons
             fmt::format("--simulate: a stage of {} layers does not split into interleave {} chunks",
                         st.layers, s.v));
   }
-  if (l.pp * l.dp > 100000)
-    throw UsageError(fmt::format("--simulate: {} rank threads are too many", l.pp * l.dp));
+  if (l.pp * l.dp > 4096)  // one host thread each
+    throw UsageError(fmt::format(
+        "--simulate runs one thread per stage and replica: pp x dp = {} is more than 4096",
+        l.pp * l.dp));
 
   // A rank stands for the tp GPUs of its group, so a server holds gpus_per_server / tp of them;
   // ranks are numbered replica-major, so a replica's stages are neighbours, as on the real
