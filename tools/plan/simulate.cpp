@@ -74,9 +74,9 @@ void run_rank(Rank& r, const Shape& s) {
   Comm& world = r.world();
   Comm dp = world.split(static_cast<int>(stage), static_cast<int>(replica), "dp");
 
+  // A send blocks until it has left, as Megatron-LM's schedules wait on each batched send and
+  // receive before computing on: the published runs expose their sends.
   const std::vector<Work> work = stage_schedule(stage, s.p, s.v, s.m);
-  std::vector<Request> sends;
-  sends.reserve(work.size());
   Request dp_request;
   const auto post_dp = [&] {
     if (s.dp == 1) return;
@@ -98,8 +98,8 @@ void run_rank(Rank& r, const Shape& s) {
       r.compute_seconds(n * st.layer_forward + (has_logits ? st.logits_forward : 0), "fwd " + what);
       if (st.layer_forward_tp > 0) r.compute_seconds(n * st.layer_forward_tp, "tp fwd " + what);
       if (g + 1 < chunks)
-        sends.push_back(
-            world.isend_timing(s.p2p_bytes, rank_of(g + 1), tag_of(s, w.micro_batch, g + 1, true)));
+        world.isend_timing(s.p2p_bytes, rank_of(g + 1), tag_of(s, w.micro_batch, g + 1, true))
+            .wait();
     } else {
       if (g + 1 < chunks)
         world.irecv_timing(rank_of(g + 1), tag_of(s, w.micro_batch, g, false)).wait();
@@ -108,11 +108,10 @@ void run_rank(Rank& r, const Shape& s) {
                         "bwd " + what);
       if (st.layer_backward_tp > 0) r.compute_seconds(n * st.layer_backward_tp, "tp bwd " + what);
       if (g > 0)
-        sends.push_back(world.isend_timing(s.p2p_bytes, rank_of(g - 1),
-                                           tag_of(s, w.micro_batch, g - 1, false)));
+        world.isend_timing(s.p2p_bytes, rank_of(g - 1), tag_of(s, w.micro_batch, g - 1, false))
+            .wait();
     }
   }
-  wait_all(sends);
   r.checkpoint("pipeline");
   if (!(s.dp_overlap && s.zero_stage == 0)) post_dp();
   dp_request.wait();
@@ -159,8 +158,10 @@ SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, cons
             fmt::format("--simulate: a stage of {} layers does not split into interleave {} chunks",
                         st.layers, s.v));
   }
-  if (l.pp * l.dp > 100000)
-    throw UsageError(fmt::format("--simulate: {} rank threads are too many", l.pp * l.dp));
+  if (l.pp * l.dp > 4096)  // one host thread each
+    throw UsageError(fmt::format(
+        "--simulate runs one thread per stage and replica: pp x dp = {} is more than 4096",
+        l.pp * l.dp));
 
   // A rank stands for the tp GPUs of its group, so a server holds gpus_per_server / tp of them;
   // ranks are numbered replica-major, so a replica's stages are neighbours, as on the real

@@ -144,3 +144,15 @@ TEST_CASE("--simulate prints the simulated step and --trace writes its Chrome tr
                      out2, err2) == kExitUsage);
   CHECK(err2.str().find("--simulate") != std::string::npos);
 }
+
+TEST_CASE("--reproduce --simulate prints the selected anchor rows, a bad argument is exit 2") {
+  std::ostringstream out, err;
+  REQUIRE(run_plan_cli({"--reproduce", "--simulate", "--only", "22B"}, out, err) == 0);
+  CHECK(out.str().find("22B, full recompute") != std::string::npos);
+  CHECK(out.str().find("22B, selective + sp") != std::string::npos);
+  CHECK(out.str().find("175B") == std::string::npos);
+  CHECK(out.str().find("layer") == std::string::npos);  // layer rows time no step
+  std::ostringstream out2, err2;
+  CHECK(run_plan_cli({"--reproduce", "--simulate", "--bogus"}, out2, err2) == 2);
+  CHECK(err2.str().find("--bogus") != std::string::npos);
+}
