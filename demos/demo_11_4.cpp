@@ -138,17 +138,20 @@ std::vector<Row> per_rank_section(const Options& o, Checks& checks) {
     const int t = o.degrees[i];
     rows.push_back(run_block(o, t, x, dy, !o.trace.empty() && i + 1 == o.degrees.size()));
     const Row& r = rows.back();
-    if (!r.error.empty()) {
-      checks.todo(r.error);
-      table.line(std::to_string(t), r.error);
-      continue;
-    }
     const auto weights = checks.formula([&] {
       return 4 * (tp::attention_params_per_rank(o.hidden, o.heads, t) +
                   tp::ffn_params_per_rank(o.hidden, o.ffn_hidden, t));
     });
     const auto bytes =
         checks.formula([&] { return tp::block_bytes_sent_per_rank(shape, t, 4, tp::Pass::both); });
+    if (!r.error.empty()) {
+      // Nothing measured: the formulas' cells still show, TODO while they are skeletons.
+      checks.todo(r.error);
+      table.row({std::to_string(t), "-", cell(weights, human_bytes), "-", cell(bytes, human_bytes),
+                 "-", "-", "-", "-", "-"});
+      table.line("", r.error);
+      continue;
+    }
     checks.compare(fmt::format("t = {} weights", t), r.weight_bytes, weights);
     checks.compare(fmt::format("t = {} all-reduce bytes", t), r.all_reduce_bytes, bytes);
     table.row({std::to_string(t), human_bytes(r.weight_bytes), cell(weights, human_bytes),

@@ -288,11 +288,14 @@ std::vector<ScheduleRun> schedules_section(const Options& o, Checks& checks) {
        {"step", 11},
        {"predicted", 11}});
   for (const Line& l : lines) {
-    if (!l.error.empty())
-      fmt::print("  {:<20}{}\n", l.name, l.error);
-    else
+    if (!l.error.empty()) {
+      // Nothing measured: the formulas' cells still show, TODO while they are skeletons.
+      table.row({l.name, "-", l.formula, l.formula_text, "-", "-", l.want, "-", "-"});
+      table.line("", l.error);
+    } else {
       table.row({l.name, l.bubble, l.formula, l.formula_text, l.ledger, l.program, l.want, l.step,
                  l.predicted});
+    }
   }
   fmt::print(
       "  (predicted step: (vm + p - 1) slots of a stage's forward and backward of one micro-batch "
