@@ -9,8 +9,6 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "mgpu/not_implemented.hpp"
-
 namespace mgpu::demo {
 
 std::string human_bytes(double bytes) {
@@ -20,15 +18,6 @@ std::string human_bytes(double bytes) {
 }
 
 std::string us(double seconds) { return fmt::format("{:.1f} us", seconds * 1e6); }
-
-std::string predict(const std::function<double()>& formula,
-                    const std::function<std::string(double)>& show) {
-  try {
-    return show(formula());
-  } catch (const NotImplemented&) {
-    return "TODO";
-  }
-}
 
 ClusterConfig slow_cluster(int ranks, double flops, double bandwidth) {
   ClusterConfig cc;
@@ -42,6 +31,11 @@ ClusterConfig slow_cluster(int ranks, double flops, double bandwidth) {
 // MGPU_DEMO_IMPL is set by CMake to the build's MGPU_IMPL.
 bool reference_build() { return std::string_view(MGPU_DEMO_IMPL) == "solution"; }
 std::string whose() { return reference_build() ? "the reference" : "your"; }
+std::string code_line(const std::string& chapter) {
+  return reference_build()
+             ? "the reference solutions (solutions/" + chapter + "); add --student to run yours"
+             : "your chapters/" + chapter + " (the student build)";
+}
 
 std::string merge_chrome_traces(
     const std::vector<std::pair<std::string, std::string>>& labelled_traces) {

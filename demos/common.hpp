@@ -1,8 +1,7 @@
-// What every chapter demo prints with: byte and time formats, predictions that may still be a
-// student's TODO, and whose code the program was built with.
+// What every chapter demo prints with: byte and time formats, whose code the program was built
+// with, traces and files. The measured-beside-formula table and its verdict are in table.hpp.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,11 +14,11 @@ namespace mgpu::demo {
 std::string human_bytes(double bytes);
 /// Seconds as microseconds, "12.3 us".
 std::string us(double seconds);
-/// `show(formula())`, or "TODO" when the formula is still a skeleton (throws NotImplemented).
-std::string predict(const std::function<double()>& formula,
-                    const std::function<std::string(double)>& show);
 /// True when the program runs the reference solutions, false for the student's chapters.
 bool reference_build();
+/// Whose code a demo runs, for its "code:" line: the reference solutions of `chapter` (its folder,
+/// e.g. "11_4_tensor_parallel") or the student's own.
+std::string code_line(const std::string& chapter);
 /// A cluster of `ranks` slow GPUs on slow links (`flops` per second, `bandwidth` bytes/s inside a
 /// node, a ninth of it between nodes: the default NVLink to InfiniBand ratio), so that a small
 /// demo's compute and exchanges take visible time.

@@ -8,6 +8,7 @@
 #include "11_3_zero/formulas.hpp"
 #include "11_3_zero/zero.hpp"
 #include "svg.hpp"
+#include "table.hpp"
 
 #include <fmt/core.h>
 
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -249,113 +251,136 @@ std::string render_svg(const std::vector<StageRun>& runs, double params, int ran
 }
 
 // ------------------------------------------------------------------ the report
-void run(const Options& o) {
+// What every section works with: the precision recipe and the model.
+struct Setup {
+  bool bf16;
+  z::Precision precision;
+  PrecisionRecipe recipe;
+  std::string recipe_name;
+  const model::Model& net;
+  double params;
+};
+
+void check_options(const Options& o) {
   if (o.ranks < 1 || o.ranks > 256)
     throw std::invalid_argument(fmt::format("--ranks {}: use 1 to 256", o.ranks));
   if (o.steps < 1 || o.layers < 1 || o.sequences_per_rank < 1)
     throw std::invalid_argument("--steps, --layers and --sequences-per-rank must be at least 1");
   if (o.precision != "bf16" && o.precision != "fp32")
     throw std::invalid_argument(fmt::format("--precision {}: use bf16 or fp32", o.precision));
-  const bool bf16 = o.precision == "bf16";
-  const z::Precision precision = bf16 ? z::Precision::bf16_mixed : z::Precision::fp32;
-  const PrecisionRecipe recipe = bf16 ? z::kZeroMixedRecipe : z::kZeroRecipe;
-  const std::string recipe_name = bf16 ? "bf16 weights and grads, fp32 master and Adam"
-                                       : "fp32 weights and grads (the master), fp32 Adam";
-  const model::Model net(model_for(o));
-  const model::ModelConfig& cfg = net.config();
-  const auto params = static_cast<double>(net.num_params());
+}
 
+Setup make_setup(const Options& o, const model::Model& net) {
+  const bool bf16 = o.precision == "bf16";
+  return Setup{bf16,
+               bf16 ? z::Precision::bf16_mixed : z::Precision::fp32,
+               bf16 ? z::kZeroMixedRecipe : z::kZeroRecipe,
+               bf16 ? "bf16 weights and grads, fp32 master and Adam"
+                    : "fp32 weights and grads (the master), fp32 Adam",
+               net,
+               static_cast<double>(net.num_params())};
+}
+
+void print_header(const Options& o, const Setup& s) {
+  const model::ModelConfig& cfg = s.net.config();
   fmt::print("11.3 ZeRO: {} steps of the course model at stages 0-3 on N = {} simulated ranks\n",
              o.steps, o.ranks);
-  fmt::print("code: {}\n",
-             reference_build()
-                 ? "the reference solutions (solutions/11_3_zero); add --student to run yours"
-                 : "your chapters/11_3_zero (the student build)");
+  fmt::print("code: {}\n", code_line("11_3_zero"));
   fmt::print(
       "model: {} blocks with attention, d_model {}, d_ff {}, d_out {}: Ψ = {:.0f} parameters in {} "
       "units,\n"
       "  each a multiple of N, so every shard is exactly Ψ/N\n",
-      cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.d_out, params, net.num_units());
-  fmt::print("precision: {} ({}: w={:g} g={:g} m={:g} o={:g} bytes per parameter){}\n", recipe_name,
-             bf16 ? "kZeroMixedRecipe" : "kZeroRecipe", recipe.bytes_weights, recipe.bytes_grads,
-             recipe.bytes_master, recipe.bytes_optimizer,
+      cfg.n_layers, cfg.d_model, cfg.d_ff, cfg.d_out, s.params, s.net.num_units());
+  fmt::print("precision: {} ({}: w={:g} g={:g} m={:g} o={:g} bytes per parameter){}\n",
+             s.recipe_name, s.bf16 ? "kZeroMixedRecipe" : "kZeroRecipe", s.recipe.bytes_weights,
+             s.recipe.bytes_grads, s.recipe.bytes_master, s.recipe.bytes_optimizer,
              o.prefetch ? "; stage 3 prefetches the next unit" : "");
   fmt::print(
       "batch: {} sequences per rank per step; cost model: {:.3g} FLOP/s per rank, links {:.3g} "
       "B/s\n\n",
       o.sequences_per_rank, o.flops, o.bandwidth);
+}
 
+// Runs every stage and prints rank 0's ledger per kind and bytes per step, each stage's measured
+// row above its formula row; `equal` gets the comparisons, `agree` whether every rank matched
+// rank 0. Returns the runs, with the formula's total state per stage (0 while a TODO).
+std::vector<StageRun> ledger_and_traffic_section(const Options& o, const Setup& s, Checks& equal,
+                                                 Checks& agree,
+                                                 std::vector<double>& formula_totals) {
   std::vector<StageRun> runs;
-  for (int stage = 0; stage <= 3; ++stage) runs.push_back(run_stage(o, net, stage, precision));
-
-  fmt::print(
+  for (int stage = 0; stage <= 3; ++stage) runs.push_back(run_stage(o, s.net, stage, s.precision));
+  const Table table(
       "Per rank: the ledger's peak per kind of training state, and bytes sent per step (traffic "
       "meter),\n"
-      "beside 11.3 zero_state_per_gpu and zero_traffic_bytes_per_gpu (f = (N-1)/N)\n");
-  fmt::print("  {:<15}{:>10}{:>10}{:>10}{:>11}{:>11}  {:<18}{:>12}{:>10}{:>11}\n", "stage",
-             "weights", "grads", "master", "optimizer", "total", "", "sent/step", "x stage 0",
-             "step time");
-  bool all_equal = true, any_ran = false, ranks_agree = true;
+      "beside 11.3 zero_state_per_gpu and zero_traffic_bytes_per_gpu (f = (N-1)/N)",
+      {{"stage", 15, true},
+       {"weights", 10},
+       {"grads", 10},
+       {"master", 10},
+       {"optimizer", 11},
+       {"total", 11},
+       {"", 18, true, 2},
+       {"sent/step", 12},
+       {"x stage 0", 10},
+       {"step time", 11}});
+  const auto bytes = [](double b) { return fmt::format("{:.0f}", b); };
   double sent0 = 0, predicted0 = 0;
-  std::vector<double> formula_totals;
   for (const StageRun& r : runs) {
-    std::array<double, 4> want{};
-    double want_sent = 0;
-    bool have_formula = true;
-    try {
-      want = as_array(z::zero_state_per_gpu(params, recipe, r.stage, o.ranks));
-      want_sent = z::zero_traffic_bytes_per_gpu(params, recipe, r.stage, o.ranks);
-    } catch (const NotImplemented&) {
-      have_formula = false;
-    }
-    const double want_total = std::accumulate(want.begin(), want.end(), 0.0);
+    const auto want = equal.formula(
+        [&] { return as_array(z::zero_state_per_gpu(s.params, s.recipe, r.stage, o.ranks)); });
+    const auto want_sent = equal.formula(
+        [&] { return z::zero_traffic_bytes_per_gpu(s.params, s.recipe, r.stage, o.ranks); });
+    const double want_total = want ? std::accumulate(want->begin(), want->end(), 0.0) : 0;
     formula_totals.push_back(want_total);
-    if (r.stage == 0) predicted0 = want_sent;
+    if (r.stage == 0) predicted0 = want_sent.value_or(0);
     if (!r.error.empty()) {
-      fmt::print("  {:<15}{}\n", r.stage, r.error);
+      equal.todo(r.error);
+      agree.todo(r.error);
+      table.line(std::to_string(r.stage), r.error);
     } else {
-      any_ran = true;
-      ranks_agree = ranks_agree && r.ranks_agree;
+      agree.check(fmt::format("stage {}: a rank differs from rank 0", r.stage), r.ranks_agree);
       if (r.stage == 0) sent0 = r.bytes_sent;
       const double total = std::accumulate(r.state.begin(), r.state.end(), 0.0);
-      fmt::print(
-          "  {:<15}{:>10.0f}{:>10.0f}{:>10.0f}{:>11.0f}{:>11.0f}  {:<18}{:>12.0f}{:>10}{:>11}\n",
-          fmt::format("{} measured", r.stage), r.state[0], r.state[1], r.state[2], r.state[3],
-          total, psi(total, params), r.bytes_sent,
-          sent0 > 0 ? fmt::format("{:.3f}", r.bytes_sent / sent0) : "-", us(r.step_seconds));
-      all_equal = all_equal && have_formula && r.state == want && r.bytes_sent == want_sent;
+      for (std::size_t k = 0; k < kKinds.size(); ++k)
+        equal.compare(fmt::format("stage {} {}", r.stage, kKindNames[k]), r.state[k],
+                      want ? std::optional<double>((*want)[k]) : std::nullopt);
+      equal.compare(fmt::format("stage {} sent/step", r.stage), r.bytes_sent, want_sent);
+      table.row({fmt::format("{} measured", r.stage), bytes(r.state[0]), bytes(r.state[1]),
+                 bytes(r.state[2]), bytes(r.state[3]), bytes(total), psi(total, s.params),
+                 bytes(r.bytes_sent), sent0 > 0 ? fmt::format("{:.3f}", r.bytes_sent / sent0) : "-",
+                 us(r.step_seconds)});
     }
-    if (have_formula)
-      fmt::print("  {:<15}{:>10.0f}{:>10.0f}{:>10.0f}{:>11.0f}{:>11.0f}  {:<18}{:>12.0f}{:>10}\n",
-                 "  formula", want[0], want[1], want[2], want[3], want_total,
-                 state_formula(recipe, r.stage), want_sent,
-                 predicted0 > 0 ? fmt::format("{:.3f}", want_sent / predicted0) : "-");
-    else
-      fmt::print("  {:<15}TODO: 11.3 zero_state_per_gpu and zero_traffic_per_gpu\n", "  formula");
+    const auto kind = [&](std::size_t k) {
+      return cell(want ? std::optional<double>((*want)[k]) : std::nullopt, bytes);
+    };
+    table.row({"  formula", kind(0), kind(1), kind(2), kind(3),
+               cell(want ? std::optional<double>(want_total) : std::nullopt, bytes),
+               want ? state_formula(s.recipe, r.stage) : "", cell(want_sent, bytes),
+               want_sent && predicted0 > 0 ? fmt::format("{:.3f}", *want_sent / predicted0) : "-"});
   }
-  if (!any_ran) return;
   fmt::print("  (bytes per rank; sent/step formulas: stage 0 {}, stages 1-2 {},\n   stage 3 {})\n",
              traffic_formula(0), traffic_formula(1), traffic_formula(3));
+  return runs;
+}
 
-  fmt::print(
-      "\nledger and traffic meter equal zero_state_per_gpu and zero_traffic_bytes_per_gpu at every "
-      "stage: {}\n",
-      all_equal ? "yes" : "NO");
-  fmt::print("every rank holds and sends what rank 0 does: {}\n", ranks_agree ? "yes" : "NO");
+// How far each stage's weights after the steps are from stage 0's.
+void weight_difference(const Options& o, const Setup& s, const std::vector<StageRun>& runs) {
   const StageRun& base = runs.front();
-  if (base.error.empty()) {
-    double worst = 0;
-    for (const StageRun& r : runs) {
-      if (!r.error.empty() || r.weights.size() != base.weights.size()) continue;
-      for (std::size_t i = 0; i < r.weights.size(); ++i)
-        worst = std::max(worst, static_cast<double>(std::abs(r.weights[i] - base.weights[i])));
-    }
-    fmt::print(
-        "largest weight difference from stage 0 after {} steps: {:.3g} ({})\n", o.steps, worst,
-        bf16 ? "every bf16 collective sums in fp32 in rank order and rounds once, so 0 is expected"
+  if (!base.error.empty()) return;
+  double worst = 0;
+  for (const StageRun& r : runs) {
+    if (!r.error.empty() || r.weights.size() != base.weights.size()) continue;
+    for (std::size_t i = 0; i < r.weights.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(r.weights[i] - base.weights[i])));
+  }
+  fmt::print(
+      "largest weight difference from stage 0 after {} steps: {:.3g} ({})\n", o.steps, worst,
+      s.bf16 ? "every bf16 collective sums in fp32 in rank order and rounds once, so 0 is expected"
              : "fp32 rounding at most: a reduce-scatter may add in another order than the "
                "all-reduce");
-  }
+}
+
+void reading_notes(const Setup& s) {
   fmt::print(
       "\nWhat to read in the table:\n"
       "- each stage moves one more kind of state from whole to 1/N: optimizer and master at stage "
@@ -367,7 +392,12 @@ void run(const Options& o) {
       "  and ZeRO runs the optimizer between the two. Stage 3 gathers the weights once more for "
       "the\n"
       "  backward: 1.5x the bytes when weights and grads have the same size.\n",
-      recipe.bytes_weights + recipe.bytes_grads + recipe.bytes_master + recipe.bytes_optimizer);
+      s.recipe.bytes_weights + s.recipe.bytes_grads + s.recipe.bytes_master +
+          s.recipe.bytes_optimizer);
+}
+
+void write_trace_and_svg(const Options& o, const Setup& s, const std::vector<StageRun>& runs,
+                         const std::vector<double>& formula_totals) {
   if (!o.trace.empty()) {
     std::vector<std::pair<std::string, std::string>> traces;
     for (const StageRun& r : runs)
@@ -378,17 +408,35 @@ void run(const Options& o) {
         "ranks per stage)\n",
         traces.size(), o.trace);
   }
-  if (!o.svg.empty()) {
-    const bool complete =
-        std::all_of(runs.begin(), runs.end(), [](const StageRun& r) { return r.error.empty(); });
-    if (!complete || formula_totals.back() == 0) {
-      fmt::print("no SVG written: every stage and 11.3 zero_state_per_gpu must run first\n");
-    } else {
-      write_file(o.svg, render_svg(runs, params, o.ranks, bf16 ? "bf16 mixed precision" : "fp32",
-                                   formula_totals, recipe));
-      fmt::print("memory stack per stage written to {}\n", o.svg);
-    }
+  if (o.svg.empty()) return;
+  const bool complete =
+      std::all_of(runs.begin(), runs.end(), [](const StageRun& r) { return r.error.empty(); });
+  if (!complete || formula_totals.back() == 0) {
+    fmt::print("no SVG written: every stage and 11.3 zero_state_per_gpu must run first\n");
+    return;
   }
+  write_file(o.svg, render_svg(runs, s.params, o.ranks, s.bf16 ? "bf16 mixed precision" : "fp32",
+                               formula_totals, s.recipe));
+  fmt::print("memory stack per stage written to {}\n", o.svg);
+}
+
+void run(const Options& o) {
+  check_options(o);
+  const model::Model net(model_for(o));
+  const Setup s = make_setup(o, net);
+  print_header(o, s);
+  Checks equal(
+      "ledger and traffic meter equal zero_state_per_gpu and zero_traffic_bytes_per_gpu at every "
+      "stage");
+  Checks agree("every rank holds and sends what rank 0 does");
+  std::vector<double> formula_totals;
+  const std::vector<StageRun> runs = ledger_and_traffic_section(o, s, equal, agree, formula_totals);
+  fmt::print("\n");
+  equal.print_verdict();
+  agree.print_verdict();
+  weight_difference(o, s, runs);
+  reading_notes(s);
+  write_trace_and_svg(o, s, runs, formula_totals);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // tools/pipeline's run_figure; this demo runs it three times and compares.
 #include "common.hpp"
 #include "demo.hpp"
+#include "table.hpp"
 
 #include "11_5_pipeline/formulas.hpp"
 #include "pipeline/figure.hpp"
@@ -44,6 +45,7 @@ struct ScheduleRun {
   pf::ScheduleKind kind = pf::ScheduleKind::gpipe;
   int chunks = 1;
   std::string error;  // not implemented, or why this schedule cannot run at these p and m
+  std::vector<std::string> todos;  // formulas still skeletons ("not implemented: ...")
   std::optional<pf::Figure> figure;
   std::optional<double> formula;            // bubble formula, nullopt while a TODO
   std::vector<std::optional<double>> want;  // in flight per stage, nullopt while a TODO
@@ -74,6 +76,7 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
     run.figure = pf::run_figure(fo, !o.trace.empty());
   } catch (const NotImplemented& e) {
     run.error = e.what();
+    run.todos.push_back(e.what());
   } catch (const pf::UsageError& e) {
     run.error = std::string("not run: ") + e.what();
     return run;
@@ -87,7 +90,8 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
       run.formula = kind == pf::ScheduleKind::interleaved ? pl::interleaved_bubble_fraction(p, m, v)
                                                           : pl::gpipe_bubble_fraction(p, m);
     }
-  } catch (const NotImplemented&) {
+  } catch (const NotImplemented& e) {
+    run.todos.push_back(e.what());
   }
   for (int s = 0; s < p; ++s) {
     try {
@@ -110,8 +114,9 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
           run.want.emplace_back(static_cast<double>(std::min(m, 2 * p - 1)));
           break;
       }
-    } catch (const NotImplemented&) {
+    } catch (const NotImplemented& e) {
       run.want.emplace_back(std::nullopt);
+      run.todos.push_back(e.what());
     }
   }
   // Step time: (v m + p - 1) slots of 1/v of a stage's work per micro-batch, the slowest stage's
@@ -134,7 +139,8 @@ ScheduleRun run_schedule(const Options& o, pf::ScheduleKind kind) {
     try {
       run.predicted_step = v == 1 ? pl::pipeline_step_seconds(p, m, fwd, 2 * fwd)
                                   : (static_cast<double>(v) * m + p - 1) * 3 * fwd / v;
-    } catch (const NotImplemented&) {
+    } catch (const NotImplemented& e) {
+      run.todos.push_back(e.what());
     }
   }
   return run;
@@ -170,105 +176,93 @@ void print_inner_waits(const std::vector<ScheduleRun>& runs) {
         line);
 }
 
-void run(const Options& o) {
-  if (o.stages < 1 || o.stages > pf::kMaxStages)
-    throw std::invalid_argument(fmt::format("--stages {}: use 1 to {}", o.stages, pf::kMaxStages));
-  if (o.micro_batches < 1) throw std::invalid_argument("--micro-batches must be at least 1");
-  if (o.chunks < 1) throw std::invalid_argument("--chunks must be at least 1");
-  const int p = o.stages, m = o.micro_batches, v = o.chunks;
-
+void print_header(const Options& o) {
   fmt::print(
       "11.5 pipeline parallelism: GPipe, 1F1B, interleaved 1F1B, ZB-H1 and ZB-H2, one step each, "
-      "p = {} "
-      "stages, "
-      "m = {} micro-batches\n",
-      p, m);
-  fmt::print("code: {}\n",
-             reference_build()
-                 ? "the reference solutions (solutions/11_5_pipeline); add --student to run yours"
-                 : "your chapters/11_5_pipeline (the student build)");
+      "p = {} stages, m = {} micro-batches\n",
+      o.stages, o.micro_batches);
+  fmt::print("code: {}\n", code_line("11_5_pipeline"));
   fmt::print(
       "model: one equal FFN block per stage (per chunk for interleaved, v = {}, each 1/v as wide, "
       "so a stage's\n"
       "  work is the same in all of them); 1 GFLOP/s per stage, free links: only the schedule "
-      "makes "
-      "a stage "
-      "wait\n",
-      v);
+      "makes a stage wait\n",
+      o.chunks);
   fmt::print("each step runs {} schedule through {} run_pipeline (tools/pipeline's run_figure)\n\n",
              whose(), whose());
+}
 
+// One schedule's cells in the table, and whether its numbers equal the formulas.
+struct Line {
+  std::string name, bubble, formula, formula_text, ledger, program, want, step, predicted, error;
+};
+
+Line make_line(const ScheduleRun& r, Checks& checks) {
+  for (const std::string& t : r.todos) checks.todo(t);
+  Line l;
+  l.name = r.kind == pf::ScheduleKind::interleaved ? fmt::format("interleaved, v = {}", r.chunks)
+                                                   : pf::schedule_title(r.kind);
+  const bool h2 = r.kind == pf::ScheduleKind::zb_h2;
+  const bool zb = r.kind == pf::ScheduleKind::zb_h1 || h2;
+  l.formula_text = r.kind == pf::ScheduleKind::interleaved ? "(p-1)/(vm+p-1)"
+                   : h2                                    ? "max((p-1)F, inner)/step"
+                   : zb                                    ? "(p-1)(F+B-W)/step"
+                                                           : "(p-1)/(m+p-1)";
+  const std::string in_flight_text = r.kind == pf::ScheduleKind::gpipe         ? "m"
+                                     : r.kind == pf::ScheduleKind::one_f_one_b ? "min(m, p-stage)"
+                                     : h2                                      ? "min(m, 2p-1)"
+                                     : zb                                      ? "min(m, p)"
+                                                                               : "warm-up + 1";
+  std::vector<double> want;
+  bool have_want = true;
+  for (const auto& w : r.want) {
+    have_want = have_want && w.has_value();
+    want.push_back(w.value_or(0));
+  }
+  l.formula = cell(r.formula, [](double b) { return fmt::format("{:.4f}", b); });
+  l.want = have_want ? fmt::format("{} ({})", counts(want), in_flight_text) : "TODO";
+  if (!r.figure) {
+    l.error = r.error;
+    return l;
+  }
+  const pf::Figure& f = *r.figure;
+  std::vector<double> ledger, program;
+  for (const pf::StageResult& st : f.stages) {
+    ledger.push_back(st.in_flight_measured);
+    program.push_back(static_cast<double>(st.in_flight_schedule));
+  }
+  // The program's count must be the formula exactly; the ledger's only nearly, since one
+  // micro-batch's bytes are taken as a mean over chunks that differ by the embedding or head.
+  // ZB-H1's ledger counts what the weight halves keep, more than a forward saves: only at
+  // least the count is asked of it.
+  checks.compare(l.name + " bubble", f.bubble, r.formula, kBubbleTolerance);
+  for (std::size_t s = 0; have_want && s < ledger.size(); ++s) {
+    const std::string where = fmt::format("{} stage {} in flight", l.name, s);
+    checks.compare(where + " (program)", program[s], want[s]);
+    if (zb)
+      checks.check(where + " (ledger below the formula)", ledger[s] >= want[s] - 0.05);
+    else
+      checks.compare(where + " (ledger)", ledger[s], want[s], 0.05 + kInFlightTolerance * want[s]);
+  }
+  l.bubble = fmt::format("{:.4f}", f.bubble);
+  l.ledger = counts(ledger);
+  l.program = counts(program);
+  l.step = us(f.step_seconds);
+  l.predicted = r.predicted_step > 0 ? us(r.predicted_step) : std::string("TODO");
+  return l;
+}
+
+// Runs every schedule once and prints bubble, activations in flight and step beside the
+// formulas. Returns the runs, for the waits and the trace.
+std::vector<ScheduleRun> schedules_section(const Options& o, Checks& checks) {
   std::vector<ScheduleRun> runs;
   for (pf::ScheduleKind kind :
        {pf::ScheduleKind::gpipe, pf::ScheduleKind::one_f_one_b, pf::ScheduleKind::interleaved,
         pf::ScheduleKind::zb_h1, pf::ScheduleKind::zb_h2})
     runs.push_back(run_schedule(o, kind));
-
-  fmt::print(
-      "Bubble (mean idle fraction of a stage); activations in flight per stage 0..{}: the ledger's "
-      "peak over one\n"
-      "micro-batch's activations (chunk-micro-batches for interleaved), the program's count "
-      "(schedule_in_flight)\n"
-      "and the formula; the step on the virtual clock\n",
-      p - 1);
   // Rows are built first so that the in-flight columns can be as wide as p stages need.
-  struct Line {
-    std::string name, bubble, formula, formula_text, ledger, program, want, step, predicted, error;
-  };
   std::vector<Line> lines;
-  bool all_equal = true, any_ran = false;
-  for (const ScheduleRun& r : runs) {
-    Line l;
-    l.name = r.kind == pf::ScheduleKind::interleaved ? fmt::format("interleaved, v = {}", r.chunks)
-                                                     : pf::schedule_title(r.kind);
-    const bool h2 = r.kind == pf::ScheduleKind::zb_h2;
-    const bool zb = r.kind == pf::ScheduleKind::zb_h1 || h2;
-    l.formula_text = r.kind == pf::ScheduleKind::interleaved ? "(p-1)/(vm+p-1)"
-                     : h2                                    ? "max((p-1)F, inner)/step"
-                     : zb                                    ? "(p-1)(F+B-W)/step"
-                                                             : "(p-1)/(m+p-1)";
-    const std::string in_flight_text = r.kind == pf::ScheduleKind::gpipe         ? "m"
-                                       : r.kind == pf::ScheduleKind::one_f_one_b ? "min(m, p-stage)"
-                                       : h2                                      ? "min(m, 2p-1)"
-                                       : zb                                      ? "min(m, p)"
-                                                                                 : "warm-up + 1";
-    std::vector<double> want;
-    bool have_want = true;
-    for (const auto& w : r.want) {
-      have_want = have_want && w.has_value();
-      want.push_back(w.value_or(0));
-    }
-    l.formula = r.formula ? fmt::format("{:.4f}", *r.formula) : "TODO";
-    l.want = have_want ? fmt::format("{} ({})", counts(want), in_flight_text) : "TODO";
-    if (!r.figure) {
-      l.error = r.error;
-      lines.push_back(l);
-      continue;
-    }
-    any_ran = true;
-    const pf::Figure& f = *r.figure;
-    std::vector<double> ledger, program;
-    for (const pf::StageResult& st : f.stages) {
-      ledger.push_back(st.in_flight_measured);
-      program.push_back(static_cast<double>(st.in_flight_schedule));
-    }
-    // The program's count must be the formula exactly; the ledger's only nearly, since one
-    // micro-batch's bytes are taken as a mean over chunks that differ by the embedding or head.
-    // ZB-H1's ledger counts what the weight halves keep, more than a forward saves: only at
-    // least the count is asked of it.
-    bool equal = r.formula && have_want && std::abs(f.bubble - *r.formula) <= kBubbleTolerance;
-    for (std::size_t s = 0; equal && s < ledger.size(); ++s)
-      equal = program[s] == want[s] &&
-              (zb ? ledger[s] >= want[s] - 0.05
-                  : std::abs(ledger[s] - want[s]) <= 0.05 + kInFlightTolerance * want[s]);
-    all_equal = all_equal && equal;
-    l.bubble = fmt::format("{:.4f}", f.bubble);
-    l.ledger = counts(ledger);
-    l.program = counts(program);
-    l.step = us(f.step_seconds);
-    l.predicted = r.predicted_step > 0 ? us(r.predicted_step) : std::string("TODO");
-    lines.push_back(l);
-  }
+  for (const ScheduleRun& r : runs) lines.push_back(make_line(r, checks));
   std::size_t wl = std::string("in flight: ledger").size(), wp = std::string("program").size(),
               ww = std::string("formula").size();
   for (const Line& l : lines) {
@@ -276,28 +270,41 @@ void run(const Options& o) {
     wp = std::max(wp, l.program.size());
     ww = std::max(ww, l.want.size());
   }
-  fmt::print("  {:<20}{:>8}{:>9}  {:<24}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", "schedule", "bubble",
-             "formula", "", "in flight: ledger", wl, "program", wp, "formula", ww, "step",
-             "predicted");
+  const Table table(
+      fmt::format(
+          "Bubble (mean idle fraction of a stage); activations in flight per stage 0..{}: the "
+          "ledger's peak over one\n"
+          "micro-batch's activations (chunk-micro-batches for interleaved), the program's count "
+          "(schedule_in_flight)\n"
+          "and the formula; the step on the virtual clock",
+          o.stages - 1),
+      {{"schedule", 20, true},
+       {"bubble", 8},
+       {"formula", 9},
+       {"", 24, true, 2},
+       {"in flight: ledger", static_cast<int>(wl), true},
+       {"program", static_cast<int>(wp), true, 2},
+       {"formula", static_cast<int>(ww), true, 2},
+       {"step", 11},
+       {"predicted", 11}});
   for (const Line& l : lines) {
-    if (!l.error.empty())
-      fmt::print("  {:<20}{}\n", l.name, l.error);
-    else
-      fmt::print("  {:<20}{:>8}{:>9}  {:<24}{:<{}}  {:<{}}  {:<{}}{:>11}{:>11}\n", l.name, l.bubble,
-                 l.formula, l.formula_text, l.ledger, wl, l.program, wp, l.want, ww, l.step,
-                 l.predicted);
+    if (!l.error.empty()) {
+      // Nothing measured: the formulas' cells still show, TODO while they are skeletons.
+      table.row({l.name, "-", l.formula, l.formula_text, "-", "-", l.want, "-", "-"});
+      table.line("", l.error);
+    } else {
+      table.row({l.name, l.bubble, l.formula, l.formula_text, l.ledger, l.program, l.want, l.step,
+                 l.predicted});
+    }
   }
-  if (!any_ran) return;
   fmt::print(
       "  (predicted step: (vm + p - 1) slots of a stage's forward and backward of one micro-batch "
       "over v,\n"
       "   pipeline_step_seconds for v = 1, from the busiest stage's measured compute)\n");
-  fmt::print(
-      "\nbubble within {} of its formula, and activations in flight equal to the formulas on every "
-      "stage\n"
-      "(the program's count exactly, the ledger's within 0.05 + {:.0f}%): {}\n",
-      kBubbleTolerance, 100 * kInFlightTolerance, all_equal ? "yes" : "NO");
-  print_inner_waits(runs);
+  return runs;
+}
+
+void reading_notes(const Options& o) {
   fmt::print(
       "\nWhat to read in the table:\n"
       "- GPipe and 1F1B idle the same (p-1)/(m+p-1): 1F1B only reorders the work. What it changes "
@@ -320,24 +327,42 @@ void run(const Options& o) {
       "  gradient's round trip with forwards, and puts the weight halves wherever a stage would "
       "wait: in a\n"
       "  step on its own only the forward fill is left ((p-1)F, ZB-H1's wait when B = W), and "
-      "inside "
-      "each\n"
+      "inside each\n"
       "  stage's part of the step nothing (inner wait below), so steps run back to back lose "
       "nothing.\n"
       "- `./mgpu pipeline --schedule 1f1b --stages {} --micro-batches {} --svg t.svg` draws one "
       "timeline.\n",
-      p, m);
-  if (!o.trace.empty()) {
-    std::vector<std::pair<std::string, std::string>> traces;
-    for (const ScheduleRun& r : runs)
-      if (r.figure) traces.emplace_back(pf::schedule_title(r.kind), r.figure->trace_json);
-    write_file(o.trace, merge_chrome_traces(traces));
-    fmt::print(
-        "trace of the {} schedules written to {} (open it in https://ui.perfetto.dev; one group of "
-        "stages "
-        "per schedule, all from time 0)\n",
-        traces.size(), o.trace);
-  }
+      o.stages, o.micro_batches);
+}
+
+void write_trace(const Options& o, const std::vector<ScheduleRun>& runs) {
+  if (o.trace.empty()) return;
+  std::vector<std::pair<std::string, std::string>> traces;
+  for (const ScheduleRun& r : runs)
+    if (r.figure) traces.emplace_back(pf::schedule_title(r.kind), r.figure->trace_json);
+  write_file(o.trace, merge_chrome_traces(traces));
+  fmt::print(
+      "trace of the {} schedules written to {} (open it in https://ui.perfetto.dev; one group of "
+      "stages per schedule, all from time 0)\n",
+      traces.size(), o.trace);
+}
+
+void run(const Options& o) {
+  if (o.stages < 1 || o.stages > pf::kMaxStages)
+    throw std::invalid_argument(fmt::format("--stages {}: use 1 to {}", o.stages, pf::kMaxStages));
+  if (o.micro_batches < 1) throw std::invalid_argument("--micro-batches must be at least 1");
+  if (o.chunks < 1) throw std::invalid_argument("--chunks must be at least 1");
+  print_header(o);
+  Checks checks(fmt::format(
+      "bubble within {} of its formula, and activations in flight equal to the formulas on every "
+      "stage\n(the program's count exactly, the ledger's within 0.05 + {:.0f}%)",
+      kBubbleTolerance, 100 * kInFlightTolerance));
+  const std::vector<ScheduleRun> runs = schedules_section(o, checks);
+  fmt::print("\n");
+  checks.print_verdict();
+  print_inner_waits(runs);
+  reading_notes(o);
+  write_trace(o, runs);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // tools/checkpoint's predicted_peak_bytes, the formula `./mgpu checkpoint` sweeps k against.
 #include "common.hpp"
 #include "demo.hpp"
+#include "table.hpp"
 
 #include "11_6_checkpointing/checkpointing.hpp"
 #include "11_6_checkpointing/formulas.hpp"
@@ -80,16 +81,19 @@ Step run_step(Step s, const model::Model& net, const model::Batch& batch, const 
   return s;
 }
 
-template <class F>
-auto maybe(F&& f) -> std::optional<decltype(f())> {
-  try {
-    return f();
-  } catch (const NotImplemented&) {
-    return std::nullopt;
-  }
-}
+// The model, its batch and the sizes the formulas take, in the text's letters.
+struct Setup {
+  const model::Model& net;
+  model::Batch batch;
+  std::int64_t tokens, L;
+  double C, B, A, E, D;
+  double block_forward;  // FLOPs of one forward of all L blocks: what checkpointing reruns
+  double core;           // FLOPs of one attention core's recompute
+  std::int64_t best;     // the chapter's pick, marked in the table; 0 while a TODO
+  std::set<std::int64_t> ks;
+};
 
-void run(const Options& o) {
+void check_options(const Options& o) {
   if (o.layers < 1 || o.layers > 256)
     throw std::invalid_argument(fmt::format("--layers {}: use 1 to 256", o.layers));
   if (o.sequences < 1) throw std::invalid_argument("--sequences must be at least 1");
@@ -97,6 +101,9 @@ void run(const Options& o) {
     if (k < 1 || k > o.layers)
       throw std::invalid_argument(fmt::format(
           "--every {} is outside [1, {}]: a checkpoint every k blocks of L", k, o.layers));
+}
+
+model::ModelConfig model_config(const Options& o) {
   model::ModelConfig cfg;
   cfg.d_in = 8;
   cfg.d_model = 32;
@@ -105,112 +112,142 @@ void run(const Options& o) {
   cfg.n_heads = 2;
   cfg.seq_len = 8;
   cfg.d_out = 4;
-  const model::Model net(cfg);
+  return cfg;
+}
+
+Setup make_setup(const Options& o, const model::Model& net, Checks& checks) {
+  const model::ModelConfig& cfg = net.config();
   const model::Batch batch = net.make_batch(o.sequences, kBatchSeed);
   const std::int64_t tokens = batch.tokens(), L = o.layers;
-  const double C = static_cast<double>(ck::block_checkpoint_bytes(net, tokens));
-  const double B = static_cast<double>(ck::block_saved_bytes(net, tokens));
-  const double A = static_cast<double>(ck::attention_core_bytes(net, tokens));
-  const double E = static_cast<double>(tokens * cfg.d_in * 4),
-               D = static_cast<double>(tokens * cfg.d_out * 4);
-  double block_forward = 0;  // FLOPs of one forward of all L blocks: what checkpointing reruns
+  double block_forward = 0;
   for (int u = 1; u <= L; ++u) block_forward += net.unit_forward_flops(u, tokens);
-  const double core = ck::attention_core_recompute_flops(net, tokens);
-
-  // The chapter's pick, marked in the table; 0 while best_interval is a TODO.
-  const std::int64_t best = maybe([&] { return ck::best_interval(net, tokens); }).value_or(0);
-  std::set<std::int64_t> ks(o.every.begin(), o.every.end());
-  if (ks.empty()) {
-    ks = {1, std::min<std::int64_t>(2, L), std::max<std::int64_t>(1, std::llround(std::sqrt(L))),
-          L};
-    if (best > 0) ks.insert(best);
+  Setup s{net,
+          batch,
+          tokens,
+          L,
+          static_cast<double>(ck::block_checkpoint_bytes(net, tokens)),
+          static_cast<double>(ck::block_saved_bytes(net, tokens)),
+          static_cast<double>(ck::attention_core_bytes(net, tokens)),
+          static_cast<double>(tokens * cfg.d_in * 4),
+          static_cast<double>(tokens * cfg.d_out * 4),
+          block_forward,
+          ck::attention_core_recompute_flops(net, tokens),
+          checks.formula([&] { return ck::best_interval(net, tokens); }).value_or(0),
+          {o.every.begin(), o.every.end()}};
+  if (s.ks.empty()) {
+    s.ks = {1, std::min<std::int64_t>(2, L), std::max<std::int64_t>(1, std::llround(std::sqrt(L))),
+            L};
+    if (s.best > 0) s.ks.insert(s.best);
   }
+  return s;
+}
 
+void print_header(const Options& o, const Setup& s) {
+  const model::ModelConfig& cfg = s.net.config();
   fmt::print(
       "11.6 activation checkpointing: forward and backward of L = {} attention blocks on one "
       "simulated GPU\n",
-      L);
-  fmt::print(
-      "code: {}\n",
-      reference_build()
-          ? "the reference solutions (solutions/11_6_checkpointing); add --student to run yours"
-          : "your chapters/11_6_checkpointing (the student build)");
+      s.L);
+  fmt::print("code: {}\n", code_line("11_6_checkpointing"));
   fmt::print("model: d_model {}, d_ff {}, {} heads, {} sequences of {} tokens ({} tokens); fp32\n",
-             cfg.d_model, cfg.d_ff, cfg.n_heads, o.sequences, cfg.seq_len, tokens);
+             cfg.d_model, cfg.d_ff, cfg.n_heads, o.sequences, cfg.seq_len, s.tokens);
   fmt::print(
       "sizes: block unit B = {:.0f} bytes (block_saved_bytes), checkpoint C = {:.0f} "
       "(block_checkpoint_bytes),\n"
       "  attention core A = {:.0f} (attention_core_bytes), embedding input E = {:.0f}, loss "
       "gradient D = {:.0f}\n\n",
-      B, C, A, E, D);
+      s.B, s.C, s.A, s.E, s.D);
+}
 
-  std::vector<Step> steps;
+// Runs the plain step, a checkpoint every k for each k, and selective recompute.
+std::vector<Step> run_steps(const Options& o, const Setup& s, Checks& checks) {
+  const std::int64_t L = s.L;
   const bool trace = !o.trace.empty();
+  std::vector<Step> steps;
   {
-    Step plain{.name = "no checkpointing", .exact = E + static_cast<double>(L) * B + 2 * C + D};
-    plain.units = maybe([&] { return ck::no_checkpoint_peak_units(L); });
+    Step plain{.name = "no checkpointing",
+               .exact = s.E + static_cast<double>(L) * s.B + 2 * s.C + s.D};
+    plain.units = checks.formula([&] { return ck::no_checkpoint_peak_units(L); });
     steps.push_back(run_step(
-        plain, net, batch,
+        plain, s.net, s.batch,
         [](Rank& r, const model::Model& m, std::span<const float> p, std::span<float> g,
            const model::Batch& b) { return m.forward_backward(r, p, g, b); },
         trace));
   }
-  for (std::int64_t k : ks) {
-    Step s{.name = fmt::format("every k = {}{}", k, k == best ? " *" : ""),
-           .k = k,
-           .predicted_extra = block_forward};
-    s.exact = maybe([&] { return checkpoint_figure::predicted_peak_bytes(L, k, C, B, E); });
-    s.units = maybe([&] { return ck::checkpointed_peak_units(L, k); });
+  for (std::int64_t k : s.ks) {
+    Step step{.name = fmt::format("every k = {}{}", k, k == s.best ? " *" : ""),
+              .k = k,
+              .predicted_extra = s.block_forward};
+    step.exact = checks.formula(
+        [&] { return checkpoint_figure::predicted_peak_bytes(L, k, s.C, s.B, s.E); });
+    step.units = checks.formula([&] { return ck::checkpointed_peak_units(L, k); });
     steps.push_back(run_step(
-        s, net, batch,
+        step, s.net, s.batch,
         [k](Rank& r, const model::Model& m, std::span<const float> p, std::span<float> g,
             const model::Batch& b) { return ck::checkpointed_forward_backward(r, m, p, g, b, k); },
         trace));
   }
   {
     Step sel{.name = "selective (core)",
-             .exact = E + static_cast<double>(L) * (B - A) + 2 * C + std::max(A, D),
-             .predicted_extra = static_cast<double>(L) * core};
+             .exact = s.E + static_cast<double>(L) * (s.B - s.A) + 2 * s.C + std::max(s.A, s.D),
+             .predicted_extra = static_cast<double>(L) * s.core};
     steps.push_back(run_step(
-        sel, net, batch,
+        sel, s.net, s.batch,
         [](Rank& r, const model::Model& m, std::span<const float> p, std::span<float> g,
            const model::Batch& b) { return ck::selective_forward_backward(r, m, p, g, b); },
         trace));
   }
+  return steps;
+}
 
+// Every step's activation peak, units, extra FLOPs and gradients beside the formulas.
+std::vector<Step> peaks_section(const Options& o, const Setup& s, Checks& checks) {
+  std::vector<Step> steps = run_steps(o, s, checks);
   const Step& plain = steps.front();
-  fmt::print(
+  const Table table(
       "Activation peak (the ledger) beside the exact peak each step's contract states and the "
       "text's units\n"
       "model; compute beyond the plain step (the clock) beside the recompute; gradients against "
-      "the plain step\n");
-  fmt::print("  {:<18}{:>13}{:>13}{:>9}{:>13}{:>14}{:>14}   {}\n", "", "peak (bytes)", "exact",
-             "units", "ceil(L/k)+k", "extra FLOPs", "predicted", "gradients");
-  bool all_equal = true, any_ran = false;
-  for (const Step& s : steps) {
-    if (!s.error.empty()) {
-      fmt::print("  {:<18}{}\n", s.name, s.error);
+      "the plain step",
+      {{"", 18, true},
+       {"peak (bytes)", 13},
+       {"exact", 11},
+       {"", 2},
+       {"units", 9},
+       {"ceil(L/k)+k", 13},
+       {"extra FLOPs", 14},
+       {"predicted", 14},
+       {"gradients", 0, true, 3}});
+  for (const Step& st : steps) {
+    const auto count = [](double v) { return fmt::format("{:.0f}", v); };
+    const std::string units =
+        st.k == 0 && &st != &plain ? "-" : (st.units ? std::to_string(*st.units) : "TODO");
+    if (!st.error.empty()) {
+      // Nothing measured: the formulas' cells still show, TODO while they are skeletons.
+      checks.todo(st.error);
+      table.row(
+          {st.name, "-", cell(st.exact, count), "", "-", units, "-", count(st.predicted_extra)});
+      table.line("", st.error);
       continue;
     }
-    // The plain step is the runtime's own code: the verdict needs one of the chapter's.
-    any_ran = any_ran || &s != &plain;
     // The clock keeps seconds, so FLOPs read back from it carry rounding; the counts are integers.
-    const double extra = std::round(s.flops - plain.flops);
+    const double extra = std::round(st.flops - plain.flops);
     const bool same_grads =
-        plain.error.empty() && s.grads.size() == plain.grads.size() &&
-        std::memcmp(s.grads.data(), plain.grads.data(), s.grads.size() * sizeof(float)) == 0 &&
-        s.loss == plain.loss;
-    const bool equal = s.exact && *s.exact == s.peak && extra == s.predicted_extra && same_grads;
-    all_equal = all_equal && equal;
-    fmt::print("  {:<18}{:>13.0f}{:>11}{:>2}{:>9.2f}{:>13}{:>14.0f}{:>14.0f}   {}\n", s.name,
-               s.peak, s.exact ? fmt::format("{:.0f}", *s.exact) : "TODO",
-               s.exact ? (*s.exact == s.peak ? "=" : "!") : "", s.peak / B,
-               s.k == 0 && &s != &plain ? "-" : (s.units ? std::to_string(*s.units) : "TODO"),
-               extra, s.predicted_extra,
-               &s == &plain ? "(the baseline)" : (same_grads ? "bitwise equal" : "DIFFER"));
+        plain.error.empty() && st.grads.size() == plain.grads.size() &&
+        std::memcmp(st.grads.data(), plain.grads.data(), st.grads.size() * sizeof(float)) == 0 &&
+        st.loss == plain.loss;
+    // The plain step is the runtime's own code: the verdict is on the chapter's.
+    if (&st != &plain) {
+      checks.compare(st.name + " peak", st.peak, st.exact);
+      checks.compare(st.name + " extra FLOPs", extra, st.predicted_extra);
+      checks.check(st.name + ": gradients differ from no checkpointing", same_grads);
+    }
+    table.row({st.name, count(st.peak), cell(st.exact, count),
+               st.exact ? (*st.exact == st.peak ? "=" : "!") : "",
+               fmt::format("{:.2f}", st.peak / s.B), units, count(extra), count(st.predicted_extra),
+               &st == &plain ? "(the baseline)" : (same_grads ? "bitwise equal" : "DIFFER")});
   }
-  if (!any_ran) return;
-  if (best > 0)
+  if (s.best > 0)
     fmt::print("  * 11.6 best_interval: the k with the smallest checkpointed_peak_bytes\n");
   fmt::print(
       "  exact: plain E + L B + 2C + D; every k: tools/checkpoint predicted_peak_bytes = 11.6\n"
@@ -219,20 +256,23 @@ void run(const Options& o) {
       "block's\n"
       "  forward once (L blocks, {:.0f}); selective reruns each block's attention core (L x "
       "{:.0f})\n",
-      block_forward, core);
+      s.block_forward, s.core);
+  return steps;
+}
+
+void recompute_fraction(const Setup& s, const Step& plain, Checks& checks) {
+  if (!plain.error.empty()) return;
+  const auto fraction =
+      checks.formula([&] { return ck::recompute_extra_flops_fraction(s.L, s.L); });
   fmt::print(
-      "\nactivation peaks and extra FLOPs equal the formulas, gradients equal no checkpointing: "
-      "{}\n",
-      all_equal ? "yes" : "NO");
-  if (plain.error.empty()) {
-    const auto fraction = maybe([&] { return ck::recompute_extra_flops_fraction(L, L); });
-    fmt::print(
-        "recompute of every block: {:.4f} of the plain step's {:.0f} FLOPs;\n"
-        "  11.6 recompute_extra_flops_fraction(L, L) = {}, a little more: the embedding and head\n"
-        "  are never recomputed\n",
-        block_forward / plain.flops, plain.flops,
-        fraction ? fmt::format("{:.4f}", *fraction) : "TODO");
-  }
+      "recompute of every block: {:.4f} of the plain step's {:.0f} FLOPs;\n"
+      "  11.6 recompute_extra_flops_fraction(L, L) = {}, a little more: the embedding and head\n"
+      "  are never recomputed\n",
+      s.block_forward / plain.flops, plain.flops,
+      cell(fraction, [](double f) { return fmt::format("{:.4f}", f); }));
+}
+
+void reading_notes(const Setup& s) {
   fmt::print(
       "\nWhat to read in the table:\n"
       "- the peak falls from L blocks' activations to the checkpoints plus one segment's: smallest "
@@ -245,18 +285,35 @@ void run(const Options& o) {
       "  selective recompute drops only the attention core ({:.0f}% of a block here), for far "
       "fewer FLOPs.\n"
       "- `./mgpu checkpoint --layers 32` sweeps every k on a model where C is close to B.\n",
-      B / C, 100 * A / B);
-  if (trace) {
-    std::vector<std::pair<std::string, std::string>> traces;
-    for (const Step& s : steps)
-      if (s.error.empty()) traces.emplace_back(s.name, s.trace);
-    write_file(o.trace, merge_chrome_traces(traces));
-    fmt::print(
-        "trace of the {} runs written to {} (open it in https://ui.perfetto.dev; the recomputed "
-        "\"fwd\"\n"
-        "spans sit inside the backward)\n",
-        traces.size(), o.trace);
-  }
+      s.B / s.C, 100 * s.A / s.B);
+}
+
+void write_trace(const Options& o, const std::vector<Step>& steps) {
+  if (o.trace.empty()) return;
+  std::vector<std::pair<std::string, std::string>> traces;
+  for (const Step& st : steps)
+    if (st.error.empty()) traces.emplace_back(st.name, st.trace);
+  write_file(o.trace, merge_chrome_traces(traces));
+  fmt::print(
+      "trace of the {} runs written to {} (open it in https://ui.perfetto.dev; the recomputed "
+      "\"fwd\"\n"
+      "spans sit inside the backward)\n",
+      traces.size(), o.trace);
+}
+
+void run(const Options& o) {
+  check_options(o);
+  const model::Model net(model_config(o));
+  Checks checks(
+      "activation peaks and extra FLOPs equal the formulas, gradients equal no checkpointing");
+  const Setup s = make_setup(o, net, checks);
+  print_header(o, s);
+  const std::vector<Step> steps = peaks_section(o, s, checks);
+  fmt::print("\n");
+  checks.print_verdict();
+  recompute_fraction(s, steps.front(), checks);
+  reading_notes(s);
+  write_trace(o, steps);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // the same step with the tensor-parallel groups spread across nodes instead of kept inside one.
 #include "common.hpp"
 #include "demo.hpp"
+#include "table.hpp"
 
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "11_7_3d_and_experts/share.hpp"
@@ -280,8 +281,7 @@ double peak_rss_bytes() {
   return static_cast<double>(u.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-void run(const Options& o) {
-  const auto wall_start = std::chrono::steady_clock::now();
+model::ModelConfig model_config(const Options& o) {
   model::ModelConfig cfg;
   cfg.attention = true;
   cfg.d_in = 8;
@@ -291,75 +291,81 @@ void run(const Options& o) {
   cfg.n_layers = o.layers;
   cfg.seq_len = 8;
   cfg.d_out = 4;
-  const model::Model net(cfg);
-  check_options(o, net);
-  const lay::Layout l{o.tp, o.pp, o.dp};
-  const auto world = static_cast<int>(o.tp * o.pp * o.dp);
-  const int m = o.micro_batches;
-  const std::int64_t sequences = o.dp * m;  // one sequence per micro-batch
+  return cfg;
+}
 
+ClusterConfig cluster_config(const Options& o) {
   ClusterConfig cc;
-  cc.world_size = world;
+  cc.world_size = static_cast<int>(o.tp * o.pp * o.dp);
   cc.gpus_per_node = o.gpus_per_node;
   cc.flops_per_second = o.flops;
-  const int nodes = (world + o.gpus_per_node - 1) / o.gpus_per_node;
+  return cc;
+}
 
-  fmt::print("11.7 3D parallelism: {} = {} simulated GPUs on {} node{} of {}\n", layout_name(l),
-             world, nodes, nodes == 1 ? "" : "s", o.gpus_per_node);
-  fmt::print(
-      "code: {}\n",
-      reference_build()
-          ? "the reference solutions (solutions/11_7_3d_and_experts); add --student to run yours"
-          : "your chapters/11_7_3d_and_experts (the student build)");
+// What every section works with: the layout, the cluster and the first run (tp inside nodes).
+struct Setup {
+  const Options& o;
+  const model::Model& net;
+  const model::ModelConfig& cfg;
+  lay::Layout l;
+  int world, m, nodes;
+  ClusterConfig cc;
+};
+
+void print_header(const Setup& s) {
+  const Options& o = s.o;
+  fmt::print("11.7 3D parallelism: {} = {} simulated GPUs on {} node{} of {}\n", layout_name(s.l),
+             s.world, s.nodes, s.nodes == 1 ? "" : "s", o.gpus_per_node);
+  fmt::print("code: {}\n", code_line("11_7_3d_and_experts"));
   fmt::print(
       "model: {} blocks with attention, d_model {}, {} heads, d_ff {}: {} parameters;\n"
       "each GPU holds 1/{} of a block's matrices and {} block{}\n",
-      cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.d_ff, net.num_params(), o.tp, o.layers / o.pp,
-      o.layers / o.pp == 1 ? "" : "s");
+      s.cfg.n_layers, s.cfg.d_model, s.cfg.n_heads, s.cfg.d_ff, s.net.num_params(), o.tp,
+      o.layers / o.pp, o.layers / o.pp == 1 ? "" : "s");
   fmt::print(
       "batch: {} sequences of {} tokens per step, {} micro-batches of one sequence per replica, "
       "1F1B;\n"
       "fp32 Adam, ZeRO-1 over dp\n",
-      sequences, cfg.seq_len, m);
+      o.dp * s.m, s.cfg.seq_len, s.m);
   fmt::print(
       "cost model: {:.3g} FLOP/s per GPU (slow, so a tiny model's compute still shows beside link "
       "latency),\n"
       "links {:.3g} B/s + {:.0f} us in a node, {:.3g} B/s + {:.0f} us between nodes\n\n",
-      cc.flops_per_second, cc.intra_node_bytes_per_second, cc.intra_node_latency_seconds * 1e6,
-      cc.inter_node_bytes_per_second, cc.inter_node_latency_seconds * 1e6);
+      s.cc.flops_per_second, s.cc.intra_node_bytes_per_second,
+      s.cc.intra_node_latency_seconds * 1e6, s.cc.inter_node_bytes_per_second,
+      s.cc.inter_node_latency_seconds * 1e6);
+}
 
-  std::vector<model::Batch> batches;
-  for (int s = 0; s < o.steps; ++s)
-    batches.push_back(net.make_batch(sequences, 100 + static_cast<std::uint64_t>(s)));
+// The first run's cluster and results, and how the tables read them.
+struct FirstRun {
+  const Setup& s;
+  Cluster& cluster;
+  const RunResult& inside;
+  BlockBytes block;
+  bool ran() const { return inside.error.empty(); }
+  // Report of the rank the grid calls `c` (tp inside nodes, the chapter's numbering).
+  const RankReport& report_of(const lay::RankCoords& c) const {
+    return cluster.report(static_cast<int>(physical_rank(c, s.l, false)));
+  }
+  lay::LayoutModel layout_of(const lay::RankCoords& c) const {
+    return layout_model(s.cfg, s.l, lay::plan_share(s.net, s.l, c), s.m, block.bytes);
+  }
+  std::string measured(double bytes) const { return ran() ? human_bytes(bytes) : "-"; }
+};
 
-  // ---------------------------------------------------------------- the step, tp inside nodes
-  fmt::print("Running {} step{} of {} train_step_3d on {} ranks...\n", o.steps,
-             o.steps == 1 ? "" : "s", whose(), world);
-  std::fflush(stdout);
-  Cluster cluster(cc);
-  const RunResult inside = run_steps(cluster, net, l, m, batches, false);
-  const bool ran = inside.error.empty();
-  if (!ran) fmt::print("  {}: the measured columns stay empty until it is written\n", inside.error);
-  const BlockBytes block = block_cache_bytes(net, l, cc);
-  fmt::print("\n");
-
-  const std::vector<Shown> shown = shown_ranks(l);
-  // Report of the rank the grid calls `c` in the first run (tp inside nodes, the chapter's
-  // numbering).
-  const auto report_of = [&](const lay::RankCoords& c) -> const RankReport& {
-    return cluster.report(static_cast<int>(physical_rank(c, l, false)));
-  };
-  const auto share_of = [&](const lay::RankCoords& c) { return lay::plan_share(net, l, c); };
-  const auto cell = [&](double bytes) { return ran ? human_bytes(bytes) : std::string("-"); };
-
-  // ---------------------------------------------------------------- memory
+// Memory per GPU by kind, the ledger's peak beside per_gpu_memory, on the first and last stage.
+void memory_section(const FirstRun& run, const std::vector<Shown>& shown, Checks& checks) {
+  const Setup& s = run.s;
+  const Options& o = s.o;
   std::vector<Shown> mem_ranks{shown.front()};
-  if (l.pp > 1) mem_ranks.push_back(shown.back());
-  fmt::print("Memory per GPU, peak of the ledger (measured) beside per_gpu_memory (formula)\n");
-  fmt::print("  {:<22}", "");
-  for (const Shown& s : mem_ranks) fmt::print("{:>14}{:>14}", s.name, "formula");
-  fmt::print("\n");
-  bool state_exact = true;
+  if (s.l.pp > 1) mem_ranks.push_back(shown.back());
+  std::vector<Column> columns{{"", 22, true}};
+  for (const Shown& r : mem_ranks) {
+    columns.push_back({r.name, 14});
+    columns.push_back({"formula", 14});
+  }
+  const Table table("Memory per GPU, peak of the ledger (measured) beside per_gpu_memory (formula)",
+                    columns);
   struct Row {
     std::string name;
     Category category;
@@ -372,70 +378,75 @@ void run(const Options& o) {
        [](const lay::GpuMemory& g) { return g.optimizer_bytes; }},
   };
   for (const Row& row : rows) {
-    fmt::print("  {:<22}", row.name);
-    for (const Shown& s : mem_ranks) {
-      const auto lm = layout_model(cfg, l, share_of(s.coords), m, block.bytes);
+    std::vector<std::string> cells{row.name};
+    for (const Shown& r : mem_ranks) {
       const double measured =
-          ran ? static_cast<double>(report_of(s.coords).memory.peak(row.category)) : 0;
-      std::optional<double> want;
-      try {
-        want = row.formula(lay::per_gpu_memory(lm));
-      } catch (const NotImplemented&) {
-      }
-      if (ran && want && measured != *want) state_exact = false;
-      fmt::print("{:>14}{:>14}", cell(measured), want ? human_bytes(*want) : std::string("TODO"));
+          run.ran() ? static_cast<double>(run.report_of(r.coords).memory.peak(row.category)) : 0;
+      const auto want =
+          checks.formula([&] { return row.formula(lay::per_gpu_memory(run.layout_of(r.coords))); });
+      if (run.ran()) checks.compare(r.name + " " + row.name, measured, want);
+      cells.push_back(run.measured(measured));
+      cells.push_back(cell(want, human_bytes));
     }
-    fmt::print("\n");
+    table.row(cells);
   }
   const double stage_blocks = static_cast<double>(o.layers / o.pp);
-  fmt::print("  {:<22}", "activations");
-  for (const Shown& s : mem_ranks) {
-    const auto lm = layout_model(cfg, l, share_of(s.coords), m, block.bytes);
+  std::vector<std::string> cells{"activations"};
+  for (const Shown& r : mem_ranks) {
     const double measured =
-        ran ? static_cast<double>(report_of(s.coords).memory.peak(Category::activations)) : 0;
+        run.ran() ? static_cast<double>(run.report_of(r.coords).memory.peak(Category::activations))
+                  : 0;
+    cells.push_back(run.measured(measured));
     // per_gpu_memory's activation term is the first stage's; another stage gets none here.
-    const std::string want =
-        s.coords.pp == 0
-            ? predict([&] { return lay::per_gpu_memory(lm).activation_bytes; }, human_bytes)
-            : std::string("-");
-    fmt::print("{:>14}{:>14}", cell(measured), want);
+    cells.push_back(r.coords.pp == 0 ? cell(checks.formula([&] {
+      return lay::per_gpu_memory(run.layout_of(r.coords)).activation_bytes;
+    }),
+                                            human_bytes)
+                                     : std::string("-"));
   }
-  fmt::print("\n");
-  if (ran) fmt::print("  state terms equal the formula exactly: {}\n", state_exact ? "yes" : "NO");
+  table.row(cells);
+  checks.print_verdict();
   fmt::print(
       "  activations: the formula needs activation_bytes_per_layer; the demo passes one block's "
       "cache for one\n"
       "  micro-batch on one GPU, {} ({}),\n  so the formula is min(m, pp) x L/pp x that = {} x "
       "{:.0f} x {}.\n",
-      human_bytes(block.bytes),
-      block.measured ? "measured" : "from the cache shapes: tp_block_forward is a TODO",
-      std::min<std::int64_t>(m, o.pp), stage_blocks, human_bytes(block.bytes));
-  if (ran) {
+      human_bytes(run.block.bytes),
+      run.block.measured ? "measured" : "from the cache shapes: tp_block_forward is a TODO",
+      std::min<std::int64_t>(s.m, o.pp), stage_blocks, human_bytes(run.block.bytes));
+  if (run.ran()) {
     fmt::print("  measured peak / (L/pp x one block's cache) =");
-    for (const Shown& s : mem_ranks) {
+    for (const Shown& r : mem_ranks) {
       const double peak =
-          static_cast<double>(report_of(s.coords).memory.peak(Category::activations));
-      fmt::print(" {:.2f} on the {}", peak / (stage_blocks * block.bytes), s.name);
-      if (&s != &mem_ranks.back()) fmt::print(",");
+          static_cast<double>(run.report_of(r.coords).memory.peak(Category::activations));
+      fmt::print(" {:.2f} on the {}", peak / (stage_blocks * run.block.bytes), r.name);
+      if (&r != &mem_ranks.back()) fmt::print(",");
     }
     fmt::print("\n  1F1B keeps min(m, pp - stage) micro-batches in flight:");
-    for (const Shown& s : mem_ranks)
-      fmt::print(" {}{}", std::min<std::int64_t>(m, o.pp - s.coords.pp),
-                 &s != &mem_ranks.back() ? " and" : "");
+    for (const Shown& r : mem_ranks)
+      fmt::print(" {}{}", std::min<std::int64_t>(s.m, o.pp - r.coords.pp),
+                 &r != &mem_ranks.back() ? " and" : "");
     fmt::print(
         "; the rest is the embedding\n  or head, the boundary tensors and the backward's "
         "temporaries.\n");
   }
   fmt::print("\n");
+}
 
-  // ---------------------------------------------------------------- traffic
-  fmt::print("Bytes sent per GPU and step, by group (measured) beside per_gpu_traffic (formula)\n");
-  fmt::print("  {:<28}", "");
-  for (const Shown& s : shown) fmt::print("{:>13}{:>12}", s.name, "formula");
-  fmt::print("\n");
-  const double steps = static_cast<double>(o.steps);
+// Bytes sent per GPU and step by group, the traffic meter beside per_gpu_traffic.
+void traffic_section(const FirstRun& run, const std::vector<Shown>& shown, Checks& checks) {
+  const Setup& s = run.s;
+  const lay::Layout& l = s.l;
+  std::vector<Column> columns{{"", 28, true}};
+  for (const Shown& r : shown) {
+    columns.push_back({r.name, 13});
+    columns.push_back({"formula", 12});
+  }
+  const Table table(
+      "Bytes sent per GPU and step, by group (measured) beside per_gpu_traffic (formula)", columns);
+  const double steps = static_cast<double>(s.o.steps);
   const double activation =
-      static_cast<double>(cfg.seq_len * cfg.d_model * 4);  // A, one micro-batch, fp32
+      static_cast<double>(s.cfg.seq_len * s.cfg.d_model * 4);  // A, one micro-batch, fp32
   struct TrafficRow {
     std::string name;
     std::function<double(const TrafficMeter&)> measured;
@@ -461,114 +472,163 @@ void run(const Options& o) {
          return received * activation * static_cast<double>(l.tp - 1) / static_cast<double>(l.tp);
        }},
   };
-  bool traffic_exact = true;
   for (const TrafficRow& row : traffic_rows) {
-    fmt::print("  {:<28}", row.name);
-    for (const Shown& s : shown) {
-      const auto lm = layout_model(cfg, l, share_of(s.coords), m, block.bytes);
-      const double measured = ran ? row.measured(report_of(s.coords).traffic) / steps : 0;
-      std::optional<double> want;
-      try {
-        want = row.formula(lay::per_gpu_traffic(lm), s.coords.pp);
-      } catch (const NotImplemented&) {
-      }
-      if (ran && want && std::abs(measured - *want) > 1e-9 * std::max(1.0, *want))
-        traffic_exact = false;
-      fmt::print("{:>13}{:>12}", cell(measured), want ? human_bytes(*want) : std::string("TODO"));
+    std::vector<std::string> cells{row.name};
+    for (const Shown& r : shown) {
+      const double measured = run.ran() ? row.measured(run.report_of(r.coords).traffic) / steps : 0;
+      const auto want = checks.formula(
+          [&] { return row.formula(lay::per_gpu_traffic(run.layout_of(r.coords)), r.coords.pp); });
+      if (run.ran() && want)
+        checks.compare(r.name + " " + row.name, measured, want, 1e-9 * std::max(1.0, *want));
+      cells.push_back(run.measured(measured));
+      cells.push_back(cell(want, human_bytes));
     }
-    fmt::print("\n");
+    table.row(cells);
   }
-  if (ran) fmt::print("  every term equals the formula: {}\n", traffic_exact ? "yes" : "NO");
+  checks.print_verdict();
   fmt::print(
       "  pp: the formula's term is a middle stage's (A forward and A backward per micro-batch, "
       "1/tp each);\n"
       "  with more than two stages an end stage sends one direction, half of it. The tp all-gather "
       "that\n"
       "  rebuilds each received boundary tensor is left out of the formula; its column is "
-      "(tp-1)/tp x A per "
-      "tensor.\n\n");
+      "(tp-1)/tp x A per tensor.\n\n");
+}
 
-  // ---------------------------------------------------------------- time and loss
-  if (ran) {
-    const double t = inside.step_seconds;
-    fmt::print("Step time on the virtual clock: {} (latest end over all ranks{})\n", us(t),
-               o.steps == 1 ? "" : fmt::format(", divided by the {} steps", o.steps));
-    fmt::print(
-        "  mean per GPU: compute {} ({:.0f}%), idle {} ({:.0f}%: waiting on collectives, "
-        "neighbours and\n"
-        "  the bubble), comm stream busy {} ({:.0f}%, mostly under that idle time); tp all-reduces "
-        "{} of it\n",
-        us(inside.compute), 100 * inside.compute / t, us(inside.idle), 100 * inside.idle / t,
-        us(inside.comm), 100 * inside.comm / t, us(inside.tp_all_reduce_seconds));
-    fmt::print("loss (mean over the {} replicas) per step:", o.dp);
-    for (double loss : inside.losses) fmt::print(" {:.6f}", loss);
-    fmt::print("\nhost: {:.1f} s for the {} ranks' run\n\n", inside.wall_seconds, world);
+void time_and_loss(const Setup& s, const RunResult& inside) {
+  const double t = inside.step_seconds;
+  fmt::print("Step time on the virtual clock: {} (latest end over all ranks{})\n", us(t),
+             s.o.steps == 1 ? "" : fmt::format(", divided by the {} steps", s.o.steps));
+  fmt::print(
+      "  mean per GPU: compute {} ({:.0f}%), idle {} ({:.0f}%: waiting on collectives, "
+      "neighbours and\n"
+      "  the bubble), comm stream busy {} ({:.0f}%, mostly under that idle time); tp all-reduces "
+      "{} of it\n",
+      us(inside.compute), 100 * inside.compute / t, us(inside.idle), 100 * inside.idle / t,
+      us(inside.comm), 100 * inside.comm / t, us(inside.tp_all_reduce_seconds));
+  fmt::print("loss (mean over the {} replicas) per step:", s.o.dp);
+  for (double loss : inside.losses) fmt::print(" {:.6f}", loss);
+  fmt::print("\nhost: {:.1f} s for the {} ranks' run\n\n", inside.wall_seconds, s.world);
+}
+
+void write_trace(const Setup& s, const FirstRun& run) {
+  const std::string& trace = s.o.trace;
+  if (trace.empty()) return;
+  if (!run.ran()) {
+    fmt::print("no trace written: the step is not implemented yet\n\n");
+    return;
   }
+  run.cluster.write_chrome_trace(trace);
+  fmt::print(
+      "trace of the run with tp inside nodes written to {}, {}\n(open it in "
+      "https://ui.perfetto.dev: one process per rank; 1F1B shows on the\ncompute lanes, the tp "
+      "all-reduces on the comm lanes)\n\n",
+      trace, human_bytes(static_cast<double>(std::filesystem::file_size(trace))));
+}
 
-  if (!o.trace.empty()) {
-    if (ran) {
-      cluster.write_chrome_trace(o.trace);
-      fmt::print(
-          "trace of the run with tp inside nodes written to {}, {}\n(open it in "
-          "https://ui.perfetto.dev: one process "
-          "per rank; 1F1B shows on the\ncompute lanes, the tp all-reduces on the comm lanes)\n\n",
-          o.trace, human_bytes(static_cast<double>(std::filesystem::file_size(o.trace))));
-    } else {
-      fmt::print("no trace written: the step is not implemented yet\n\n");
-    }
-  }
-
-  // ---------------------------------------------------------------- topology
+// The same step with the tp groups spread across nodes: step time and where it goes.
+void topology_section(const Setup& s, const RunResult& inside,
+                      const std::vector<model::Batch>& batches) {
+  const Options& o = s.o;
   if (o.no_topology) {
     fmt::print("Topology comparison skipped (--no-topology)\n");
-  } else if (nodes == 1) {
+    return;
+  }
+  if (s.nodes == 1) {
     fmt::print(
         "Topology comparison skipped: all {} ranks share one node of {}; add --gpus-per-node {}\n"
         "to split them over nodes\n",
-        world, o.gpus_per_node, o.tp);
-  } else if (!ran) {
-    fmt::print("Topology comparison skipped: the step is not implemented yet\n");
-  } else {
-    fmt::print(
-        "Topology: the same step again with the tp groups spread across nodes (a second run on {} "
-        "ranks;\n"
-        "--no-topology skips it)\n",
-        world);
-    std::fflush(stdout);
-    Cluster across_cluster(cc);
-    const RunResult across = run_steps(across_cluster, net, l, m, batches, true);
-    if (!across.error.empty()) {
-      fmt::print("  {}\n", across.error);
-    } else {
-      fmt::print("  {:<40}{:>13}{:>18}{:>15}{:>11}\n", "", "step time", "in tp all-reduce",
-                 "in dp ZeRO-1", "loss");
-      const auto line = [&](const std::string& name, const RunResult& r) {
-        fmt::print("  {:<40}{:>13}{:>18}{:>15}{:>11.6f}\n", name, us(r.step_seconds),
-                   us(r.tp_all_reduce_seconds), us(r.dp_seconds), r.losses.back());
-      };
-      const auto nodes_of = [&](bool tp_across, bool dp_group) {
-        const std::size_t k = group_nodes(l, o.gpus_per_node, tp_across, dp_group);
-        return fmt::format("{} node{}", k, k == 1 ? "" : "s");
-      };
-      line(fmt::format("tp inside a node (tp group on {})", nodes_of(false, false)), inside);
-      line(fmt::format("tp across nodes (tp group on {})", nodes_of(true, false)), across);
-      fmt::print(
-          "  (comm-stream time, mean per GPU. The dp groups move too: on {} in the first "
-          "placement, {} in the\n"
-          "  second; a ring that crosses any node boundary runs at the inter-node link speed "
-          "either way)\n",
-          nodes_of(false, true), nodes_of(true, true));
-      fmt::print(
-          "  Same losses bit for bit: {}; {:.2f}x the step time. Every block all-reduces its "
-          "activations over\n"
-          "  tp four times per micro-batch, on the critical path; a ring is as slow as its slowest "
-          "link, so tp\n"
-          "  wants the fast links of one server, while dp's one gradient exchange per step (and "
-          "pp's\n"
-          "  point-to-point sends) can cross nodes.\n",
-          across.losses == inside.losses ? "yes" : "NO", across.step_seconds / inside.step_seconds);
-    }
+        s.world, o.gpus_per_node, o.tp);
+    return;
   }
+  if (!inside.error.empty()) {
+    fmt::print("Topology comparison skipped: the step is not implemented yet\n");
+    return;
+  }
+  fmt::print(
+      "Topology: the same step again with the tp groups spread across nodes (a second run on {} "
+      "ranks;\n"
+      "--no-topology skips it)\n",
+      s.world);
+  std::fflush(stdout);
+  Cluster across_cluster(s.cc);
+  const RunResult across = run_steps(across_cluster, s.net, s.l, s.m, batches, true);
+  if (!across.error.empty()) {
+    fmt::print("  {}\n", across.error);
+    return;
+  }
+  const Table table("", {{"", 40, true},
+                         {"step time", 13},
+                         {"in tp all-reduce", 18},
+                         {"in dp ZeRO-1", 15},
+                         {"loss", 11}});
+  const auto line = [&](const std::string& name, const RunResult& r) {
+    table.row({name, us(r.step_seconds), us(r.tp_all_reduce_seconds), us(r.dp_seconds),
+               fmt::format("{:.6f}", r.losses.back())});
+  };
+  const auto nodes_of = [&](bool tp_across, bool dp_group) {
+    const std::size_t k = group_nodes(s.l, o.gpus_per_node, tp_across, dp_group);
+    return fmt::format("{} node{}", k, k == 1 ? "" : "s");
+  };
+  line(fmt::format("tp inside a node (tp group on {})", nodes_of(false, false)), inside);
+  line(fmt::format("tp across nodes (tp group on {})", nodes_of(true, false)), across);
+  fmt::print(
+      "  (comm-stream time, mean per GPU. The dp groups move too: on {} in the first "
+      "placement, {} in the\n"
+      "  second; a ring that crosses any node boundary runs at the inter-node link speed "
+      "either way)\n",
+      nodes_of(false, true), nodes_of(true, true));
+  fmt::print(
+      "  Same losses bit for bit: {}; {:.2f}x the step time. Every block all-reduces its "
+      "activations over\n"
+      "  tp four times per micro-batch, on the critical path; a ring is as slow as its slowest "
+      "link, so tp\n"
+      "  wants the fast links of one server, while dp's one gradient exchange per step (and "
+      "pp's\n"
+      "  point-to-point sends) can cross nodes.\n",
+      across.losses == inside.losses ? "yes" : "NO", across.step_seconds / inside.step_seconds);
+}
+
+void run(const Options& o) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const model::Model net(model_config(o));
+  check_options(o, net);
+  const ClusterConfig cc = cluster_config(o);
+  const Setup s{o,
+                net,
+                net.config(),
+                lay::Layout{o.tp, o.pp, o.dp},
+                cc.world_size,
+                o.micro_batches,
+                (cc.world_size + o.gpus_per_node - 1) / o.gpus_per_node,
+                cc};
+  print_header(s);
+
+  std::vector<model::Batch> batches;
+  for (int step = 0; step < o.steps; ++step)
+    batches.push_back(net.make_batch(o.dp * s.m, 100 + static_cast<std::uint64_t>(step)));
+  fmt::print("Running {} step{} of {} train_step_3d on {} ranks...\n", o.steps,
+             o.steps == 1 ? "" : "s", whose(), s.world);
+  std::fflush(stdout);
+  Cluster cluster(cc);
+  const RunResult inside = run_steps(cluster, net, s.l, s.m, batches, false);
+  if (!inside.error.empty())
+    fmt::print("  {}: the measured columns stay empty until it is written\n", inside.error);
+  const FirstRun first{s, cluster, inside, block_cache_bytes(net, s.l, cc)};
+  fmt::print("\n");
+
+  const std::vector<Shown> shown = shown_ranks(s.l);
+  Checks state("state terms equal the formula exactly");
+  Checks traffic("every term equals the formula");
+  if (!first.ran()) {
+    state.todo(inside.error);
+    traffic.todo(inside.error);
+  }
+  memory_section(first, shown, state);
+  traffic_section(first, shown, traffic);
+  if (first.ran()) time_and_loss(s, inside);
+  write_trace(s, first);
+  topology_section(s, inside, batches);
 
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -5,6 +5,7 @@
 // rank is charged under the contiguous and the zig-zag split of a causal sequence.
 #include "common.hpp"
 #include "demo.hpp"
+#include "table.hpp"
 
 #include "11_7_3d_and_experts/context_parallel.hpp"
 #include "mgpu/model/layers.hpp"
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -106,19 +108,6 @@ std::vector<Seen> run_ring(const Options& o, const Unsplit& u, std::int64_t seq,
   return seen;
 }
 
-// A formula's value, or -1 while it is still a TODO (NotImplemented).
-double formula_or_missing(const std::function<double()>& f) {
-  try {
-    return f();
-  } catch (const NotImplemented&) {
-    return -1;
-  }
-}
-
-bool equal(double measured, double formula) {
-  return formula >= 0 && std::abs(measured - formula) <= 1e-9 * std::max(1.0, formula);
-}
-
 void check(const Options& o) {
   const auto fail = [](const std::string& what) { throw std::invalid_argument(what); };
   if (o.seqs.empty() || o.cps.empty()) fail("--seqs and --cps need at least one value each");
@@ -135,15 +124,10 @@ void check(const Options& o) {
             s, c, 2 * *std::max_element(o.cps.begin(), o.cps.end())));
 }
 
-void run(const Options& o) {
-  check(o);
+void print_header(const Options& o) {
   fmt::print(
       "11.7 context parallelism: ring attention on c simulated ranks, one causal sequence\n");
-  fmt::print(
-      "code: {}\n",
-      reference_build()
-          ? "the reference solutions (solutions/11_7_3d_and_experts); add --student to run yours"
-          : "your chapters/11_7_3d_and_experts (the student build)");
+  fmt::print("code: {}\n", code_line("11_7_3d_and_experts"));
   fmt::print(
       "attention core: width hd = {}, {} heads, fp32; cost model: {:.3g} FLOP/s per rank, links "
       "{:.3g} B/s\n",
@@ -154,54 +138,65 @@ void run(const Options& o) {
       "sent = bytes forward + backward (meter) beside cp_forward_bytes_per_rank + "
       "cp_backward_bytes_per_rank;\n"
       "time = one layer's attention forward + backward, slowest rank (clock); zig-zag split\n\n");
+}
 
-  bool all_equal = true, all_correct = true, any_todo = false;
-  std::string todo;
+// Equal within rounding: the formulas are in doubles, the meter and ledger in whole bytes.
+double tolerance(const std::optional<double>& formula) {
+  return formula ? 1e-9 * std::max(1.0, *formula) : 0;
+}
+
+// Ring attention at every s and c (zig-zag): saved bytes, bytes sent and time per rank beside
+// the formulas, and the largest difference from unsplit attention.
+void sequence_length_section(const Options& o, Checks& checks) {
   std::vector<std::string> fastest;  // per s: the c whose layer took least time
-  fmt::print("  {:>6}{:>4}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}\n", "s", "c", "saved", "formula",
-             "sent", "formula", "time", "max |diff|");
+  const Table table("", {{"s", 6},
+                         {"c", 4},
+                         {"saved", 12},
+                         {"formula", 12},
+                         {"sent", 12},
+                         {"formula", 12},
+                         {"time", 14},
+                         {"max |diff|", 12}});
   for (std::int64_t seq : o.seqs) {
     const Unsplit u = make_unsplit(o, seq);
     double best_seconds = 0;
     int best_c = 0;
     for (int c : o.cps) {
-      const double saved_formula = formula_or_missing([&] {
+      const auto saved_formula = checks.formula([&] {
         return cx::cp_saved_activation_bytes_per_rank(1, seq, o.width, o.heads, c,
                                                       cx::Split::zigzag);
       });
-      const double sent_formula = formula_or_missing([&] {
+      const auto sent_formula = checks.formula([&] {
         return cx::cp_forward_bytes_per_rank(1, seq, o.width, c, cx::Split::zigzag) +
                cx::cp_backward_bytes_per_rank(1, seq, o.width, c, cx::Split::zigzag);
       });
-      const auto show = [](double v) { return v < 0 ? std::string("TODO") : human_bytes(v); };
       std::vector<Seen> seen;
-      try {
-        seen = run_ring(o, u, seq, c, cx::Split::zigzag);
-      } catch (const NotImplemented& e) {
-        any_todo = true;
-        todo = e.what();
-        fmt::print("  {:>6}{:>4}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12}\n", seq, c, "TODO",
-                   show(saved_formula), "TODO", show(sent_formula), "TODO", "");
+      if (!checks.run([&] { seen = run_ring(o, u, seq, c, cx::Split::zigzag); })) {
+        table.row({std::to_string(seq), std::to_string(c), "TODO", cell(saved_formula, human_bytes),
+                   "TODO", cell(sent_formula, human_bytes), "TODO"});
         continue;
       }
       double seconds = 0, error = 0;
-      for (const Seen& s : seen) {
+      for (std::size_t r = 0; r < seen.size(); ++r) {
+        const Seen& s = seen[r];
         seconds = std::max(seconds, s.seconds);
         error = std::max(error, s.worst_error);
-        all_equal = all_equal && equal(s.saved, saved_formula) &&
-                    equal(s.sent_forward + s.sent_backward, sent_formula);
+        const std::string where = fmt::format("s = {}, c = {}, rank {}", seq, c, r);
+        checks.compare(where + " saved", s.saved, saved_formula, tolerance(saved_formula));
+        checks.compare(where + " sent", s.sent_forward + s.sent_backward, sent_formula,
+                       tolerance(sent_formula));
       }
-      if (saved_formula < 0 || sent_formula < 0) any_todo = true;
+      checks.check(
+          fmt::format("s = {}, c = {}: differs from unsplit attention by {:.1e}", seq, c, error),
+          error < 1e-4);
       if (best_c == 0 || seconds < best_seconds) {
         best_seconds = seconds;
         best_c = c;
       }
-      all_correct = all_correct && error < 1e-4;
       const Seen& r0 = seen.front();
-      fmt::print("  {:>6}{:>4}{:>12}{:>12}{:>12}{:>12}{:>14}{:>12.1e}\n", seq, c,
-                 human_bytes(r0.saved), show(saved_formula),
-                 human_bytes(r0.sent_forward + r0.sent_backward), show(sent_formula), us(seconds),
-                 error);
+      table.row({std::to_string(seq), std::to_string(c), human_bytes(r0.saved),
+                 cell(saved_formula, human_bytes), human_bytes(r0.sent_forward + r0.sent_backward),
+                 cell(sent_formula, human_bytes), us(seconds), fmt::format("{:.1e}", error)});
     }
     if (best_c > 0) fastest.push_back(fmt::format("s = {}: c = {}", seq, best_c));
   }
@@ -213,84 +208,89 @@ void run(const Options& o) {
       "  gradients backward. A block's compute grows with (s/c)^2 and its bytes with s/c, so the\n"
       "  hops hide behind the compute only for long sequences; fastest layer: {}.\n\n",
       fastest_text.empty() ? std::string("TODO") : fastest_text);
+}
 
-  // ------------------------------------------------------------- causal balance
+double slowest(const std::vector<Seen>& seen) {
+  return std::max_element(seen.begin(), seen.end(),
+                          [](const Seen& a, const Seen& b) { return a.seconds < b.seconds; })
+      ->seconds;
+}
+
+// Forward compute per rank under the contiguous and the zig-zag split, beside cp_attention_flops;
+// `balance` gets whether zig-zag evens the work out and contiguous does not.
+void causal_balance_section(const Options& o, Checks& checks, Checks& balance) {
   const std::int64_t seq = o.seqs.back();
   const int c = *std::max_element(o.cps.begin(), o.cps.end());
-  fmt::print(
-      "Causal balance at s = {}, c = {}: forward compute charged per rank (clock), beside "
-      "cp_attention_flops\n",
-      seq, c);
-  fmt::print("  {:>6}{:>16}{:>16}{:>16}{:>16}\n", "rank", "contiguous", "formula", "zig-zag",
-             "formula");
+  const Table table(
+      fmt::format("Causal balance at s = {}, c = {}: forward compute charged per rank (clock), "
+                  "beside cp_attention_flops",
+                  seq, c),
+      {{"rank", 6}, {"contiguous", 16}, {"formula", 16}, {"zig-zag", 16}, {"formula", 16}});
   const Unsplit u = make_unsplit(o, seq);
   std::vector<Seen> by_split[2];
-  try {
-    by_split[0] = run_ring(o, u, seq, c, cx::Split::contiguous);
-    by_split[1] = run_ring(o, u, seq, c, cx::Split::zigzag);
-  } catch (const NotImplemented& e) {
-    any_todo = true;
-    todo = e.what();
-  }
-  const auto gflop = [](double v) {
-    return v < 0 ? std::string("TODO") : fmt::format("{:.4g}", v);
-  };
+  std::string error;
+  if (!checks.run(
+          [&] {
+            by_split[0] = run_ring(o, u, seq, c, cx::Split::contiguous);
+            by_split[1] = run_ring(o, u, seq, c, cx::Split::zigzag);
+          },
+          &error))
+    balance.todo(error);
+  const auto gflop = [](double v) { return fmt::format("{:.4g}", v); };
   for (int i = 0; i < c; ++i) {
-    const double f_contig = formula_or_missing(
+    const auto f_contig = checks.formula(
         [&] { return cx::cp_attention_flops(1, seq, o.width, c, i, cx::Split::contiguous); });
-    const double f_zig = formula_or_missing(
+    const auto f_zig = checks.formula(
         [&] { return cx::cp_attention_flops(1, seq, o.width, c, i, cx::Split::zigzag); });
-    if (f_contig < 0 || f_zig < 0) any_todo = true;
-    const auto measured = [&](int s) {
-      return by_split[s].empty() ? std::string("TODO")
-                                 : gflop(by_split[s][static_cast<std::size_t>(i)].flops_forward);
-    };
-    if (!by_split[0].empty())
-      all_equal = all_equal &&
-                  equal(by_split[0][static_cast<std::size_t>(i)].flops_forward, f_contig) &&
-                  equal(by_split[1][static_cast<std::size_t>(i)].flops_forward, f_zig);
-    fmt::print("  {:>6}{:>16}{:>16}{:>16}{:>16}\n", i, measured(0), gflop(f_contig), measured(1),
-               gflop(f_zig));
-  }
-  double contiguous_ratio = 0, zigzag_ratio = 0;
-  if (!by_split[0].empty()) {
-    contiguous_ratio = by_split[0].back().flops_forward / by_split[0].front().flops_forward;
-    double lo = by_split[1].front().flops_forward, hi = lo;
-    for (const Seen& s : by_split[1]) {
-      lo = std::min(lo, s.flops_forward);
-      hi = std::max(hi, s.flops_forward);
+    const std::optional<double> formulas[2] = {f_contig, f_zig};
+    std::string measured[2] = {"TODO", "TODO"};
+    for (int s = 0; s < 2; ++s) {
+      if (by_split[s].empty()) continue;
+      const double flops = by_split[s][static_cast<std::size_t>(i)].flops_forward;
+      measured[s] = gflop(flops);
+      checks.compare(fmt::format("{} rank {} forward FLOPs", s == 0 ? "contiguous" : "zig-zag", i),
+                     flops, formulas[s], tolerance(formulas[s]));
     }
-    zigzag_ratio = hi / lo;
-    fmt::print(
-        "  contiguous: the last rank does {:.2f}x the first's work (about 2c - 1 = {}: its "
-        "queries see\n"
-        "  every earlier key, the first rank's only its own); zig-zag: max/min {:.2f}, every "
-        "rank pairs an\n"
-        "  early chunk with a late one. The ring waits for its slowest rank, so the contiguous "
-        "split's\n"
-        "  layer takes {} against the zig-zag's {}.\n",
-        contiguous_ratio, 2 * c - 1, zigzag_ratio,
-        us(std::max_element(by_split[0].begin(), by_split[0].end(),
-                            [](const Seen& a, const Seen& b) { return a.seconds < b.seconds; })
-               ->seconds),
-        us(std::max_element(by_split[1].begin(), by_split[1].end(),
-                            [](const Seen& a, const Seen& b) { return a.seconds < b.seconds; })
-               ->seconds));
+    table.row(
+        {std::to_string(i), measured[0], cell(f_contig, gflop), measured[1], cell(f_zig, gflop)});
   }
-
-  fmt::print("\n");
-  if (any_todo) {
-    if (!todo.empty()) fmt::print("{}\n", todo);
-    fmt::print(
-        "verdict: not yet: rows marked TODO wait for chapter functions in "
-        "chapters/11_7_3d_and_experts/context_parallel.cpp\n");
-    return;
+  if (by_split[0].empty()) return;
+  const double contiguous_ratio =
+      by_split[0].back().flops_forward / by_split[0].front().flops_forward;
+  double lo = by_split[1].front().flops_forward, hi = lo;
+  for (const Seen& s : by_split[1]) {
+    lo = std::min(lo, s.flops_forward);
+    hi = std::max(hi, s.flops_forward);
   }
-  const bool balanced = std::abs(zigzag_ratio - 1) < 1e-9 && (c == 1 || contiguous_ratio > 1.5);
+  const double zigzag_ratio = hi / lo;
   fmt::print(
-      "verdict: equal to the unsplit attention, saved bytes, bytes sent and compute equal the "
-      "formulas at every s and c: {}; zig-zag balanced, contiguous not: {}\n",
-      all_equal && all_correct ? "yes" : "NO", balanced ? "yes" : "NO");
+      "  contiguous: the last rank does {:.2f}x the first's work (about 2c - 1 = {}: its "
+      "queries see\n"
+      "  every earlier key, the first rank's only its own); zig-zag: max/min {:.2f}, every "
+      "rank pairs an\n"
+      "  early chunk with a late one. The ring waits for its slowest rank, so the contiguous "
+      "split's\n"
+      "  layer takes {} against the zig-zag's {}.\n",
+      contiguous_ratio, 2 * c - 1, zigzag_ratio, us(slowest(by_split[0])),
+      us(slowest(by_split[1])));
+  balance.check(fmt::format("zig-zag max/min {:.4f}", zigzag_ratio),
+                std::abs(zigzag_ratio - 1) < 1e-9);
+  balance.check(fmt::format("contiguous last/first {:.2f}", contiguous_ratio),
+                c == 1 || contiguous_ratio > 1.5);
+}
+
+void run(const Options& o) {
+  check(o);
+  print_header(o);
+  Checks checks(
+      "equal to the unsplit attention, saved bytes, bytes sent and compute equal the formulas at "
+      "every s and c");
+  Checks balance("zig-zag balanced, contiguous not");
+  sequence_length_section(o, checks);
+  causal_balance_section(o, checks, balance);
+  fmt::print("\n");
+  checks.print_verdict();
+  balance.print_verdict();
 }
 
 }  // namespace

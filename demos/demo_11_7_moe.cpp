@@ -5,6 +5,7 @@
 // Transformer load-balancing loss until the routing is even again.
 #include "common.hpp"
 #include "demo.hpp"
+#include "table.hpp"
 
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "11_7_3d_and_experts/moe.hpp"
@@ -204,31 +205,22 @@ void print_phases(const std::vector<const Phase*>& phases, std::int64_t copies) 
   }
 }
 
-void run(const Options& o) {
-  check(o);
+// The expert capacity in words, "40 slots", or "TODO slots" while expert_capacity is a TODO.
+std::string slots_text(const Options& o) {
+  try {
+    return fmt::format("{} slots",
+                       ex::expert_capacity(o.tokens, o.top_k, o.experts, o.capacity_factor));
+  } catch (const NotImplemented&) {
+    return std::string("TODO slots");
+  }
+}
+
+void print_header(const Options& o, const ClusterConfig& cc, const std::string& slots) {
   const std::int64_t n = o.ranks, E = o.experts, k = o.top_k, T = o.tokens, h = o.hidden;
-  const auto hs = static_cast<std::size_t>(h), es = static_cast<std::size_t>(E);
-  const ex::MoeConfig capped{h, E, k, o.capacity_factor};
-  // A factor of E/k gives every expert T slots per source rank: nothing can be dropped.
-  const ex::MoeConfig uncapped{h, E, k, static_cast<double>(E) / static_cast<double>(k)};
-
-  const ClusterConfig cc = slow_cluster(o.ranks, o.flops, o.bandwidth);
   const bool one_node = o.ranks <= cc.gpus_per_node;
-
-  const std::string slots = [&] {
-    try {
-      return fmt::format("{} slots", ex::expert_capacity(T, k, E, o.capacity_factor));
-    } catch (const NotImplemented&) {
-      return std::string("TODO slots");
-    }
-  }();
   fmt::print("11.7 expert parallelism: a mixture-of-experts layer on {} simulated ranks ({})\n", n,
              one_node ? "one node" : "several nodes");
-  fmt::print(
-      "code: {}\n",
-      reference_build()
-          ? "the reference solutions (solutions/11_7_3d_and_experts); add --student to run yours"
-          : "your chapters/11_7_3d_and_experts (the student build)");
+  fmt::print("code: {}\n", code_line("11_7_3d_and_experts"));
   fmt::print(
       "layer: {} experts of ({} x {}), {} per rank, top-{} routing; {} tokens per rank, fp32\n", E,
       h, h, E / n, k, T);
@@ -246,17 +238,33 @@ void run(const Options& o) {
       "..., 2),\n"
       "plus noise; a constant last feature makes the router's last row a per-expert bias\n\n",
       E, 2 * k);
+}
 
+// What the one run measured: the four forward passes and the aux loss per rank and step.
+struct LayerRun {
+  std::vector<Phase> phases;
+  std::vector<std::vector<double>> aux;  // per rank, per step
+  std::string error;                     // "not implemented: ..." while the layer is a skeleton
+};
+
+// One run holds every phase back to back, so a trace shows them side by side in time: even,
+// skewed with and without the capacity limit, then the router trained on the balancing loss.
+LayerRun run_layer(const Options& o, Cluster& cluster) {
+  const std::int64_t n = o.ranks, E = o.experts, k = o.top_k, T = o.tokens, h = o.hidden;
+  const auto hs = static_cast<std::size_t>(h), es = static_cast<std::size_t>(E);
+  const ex::MoeConfig capped{h, E, k, o.capacity_factor};
+  // A factor of E/k gives every expert T slots per source rank: nothing can be dropped.
+  const ex::MoeConfig uncapped{h, E, k, static_cast<double>(E) / static_cast<double>(k)};
   const MatrixRM even = even_router(o), skewed = skewed_router(o);
   const std::string cap = fmt::format("(cap {:g})", o.capacity_factor);
-  std::vector<Phase> phases = {
+  LayerRun run;
+  run.phases = {
       {"even " + cap, {}}, {"skewed " + cap, {}}, {"skewed (no cap)", {}}, {"balanced " + cap, {}}};
-  for (Phase& p : phases) p.ranks.resize(static_cast<std::size_t>(n));
-  std::vector<std::vector<double>> aux(static_cast<std::size_t>(n));  // per rank, per step
+  for (Phase& p : run.phases) p.ranks.resize(static_cast<std::size_t>(n));
+  run.aux.resize(static_cast<std::size_t>(n));
+  std::vector<Phase>& phases = run.phases;
+  std::vector<std::vector<double>>& aux = run.aux;
   std::string error;
-
-  // One run holds every phase back to back, so a trace shows them side by side in time.
-  Cluster cluster(cc);
   try {
     cluster.run([&](Rank& r) {
       const auto id = static_cast<std::size_t>(r.id());
@@ -318,56 +326,67 @@ void run(const Options& o) {
     error = e.what();
   }
 
-  const double formula_bytes = [&] {
-    try {
-      return layout::expert_all_to_all_bytes_per_rank(T, h, k, E, n, 4);
-    } catch (const NotImplemented&) {
-      return -1.0;
-    }
-  }();
-  const std::string formula =
-      predict([&] { return layout::expert_all_to_all_bytes_per_rank(T, h, k, E, n, 4); }, whole);
+  run.error = error;
+  return run;
+}
 
-  // ---------------------------------------------------------------- 1. even routing
+// Even routing: each rank's all_to_all_v bytes beside expert_all_to_all_bytes_per_rank; the
+// verdict closes this table.
+bool even_routing_section(const Options& o, const LayerRun& run) {
+  const std::int64_t n = o.ranks, E = o.experts, k = o.top_k, T = o.tokens, h = o.hidden;
+  Checks checks("measured equals the formula on every rank");
+  const auto formula_bytes =
+      checks.formula([&] { return layout::expert_all_to_all_bytes_per_rank(T, h, k, E, n, 4); });
   fmt::print(
       "1. Even routing, identity router ({} moe_forward): {:g} copies per expert from each rank\n",
       whose(), static_cast<double>(T * k) / static_cast<double>(E));
-  if (!error.empty()) {
-    fmt::print("  {}\n", error);
+  if (!run.error.empty()) {
+    checks.todo(run.error);
+    fmt::print("  {}\n", run.error);
     fmt::print(
         "  formula: expert_all_to_all_bytes_per_rank = {} bytes sent per rank in the forward\n",
-        formula);
+        cell(formula_bytes, whole));
     fmt::print(
         "  nothing below runs until the layer is written; then each rank's bytes should match "
         "it\n");
+    checks.print_verdict();
     if (!o.trace.empty()) fmt::print("no trace written: the layer is not implemented yet\n");
-    return;
+    return false;
   }
-  fmt::print(
+  const Table table(
       "  sent: all_to_all_v bytes of the forward pass, the dispatch out and the combine back;\n"
-      "  formula: expert_all_to_all_bytes_per_rank, 2 T k h 4 (N-1)/N, which counts both\n");
-  fmt::print("  {:>6}{:>14}{:>14}{:>14}{:>10}{:>16}\n", "rank", "sent", "formula", "received",
-             "dropped", "forward time");
+      "  formula: expert_all_to_all_bytes_per_rank, 2 T k h 4 (N-1)/N, which counts both",
+      {{"rank", 6},
+       {"sent", 14},
+       {"formula", 14},
+       {"received", 14},
+       {"dropped", 10},
+       {"forward time", 16}});
   double worst = 0;  // largest relative difference from the formula over ranks
-  for (std::size_t r = 0; r < phases[0].ranks.size(); ++r) {
-    const Seen& s = phases[0].ranks[r];
-    const double sent = static_cast<double>(s.a2av.bytes_sent);
-    if (formula_bytes > 0)
-      worst = std::max(worst, std::abs(sent - formula_bytes) / formula_bytes);
-    else if (formula_bytes == 0 && sent != 0)
-      worst = 1;
-    fmt::print("  {:>6}{:>14}{:>14}{:>14}{:>10}{:>16}\n", r, s.a2av.bytes_sent, formula,
-               s.a2av.bytes_received, s.dropped, us(s.seconds));
+  for (std::size_t r = 0; r < run.phases[0].ranks.size(); ++r) {
+    const Seen& s = run.phases[0].ranks[r];
+    const auto sent = static_cast<double>(s.a2av.bytes_sent);
+    checks.compare(fmt::format("rank {} sent", r), sent, formula_bytes);
+    if (formula_bytes && *formula_bytes > 0)
+      worst = std::max(worst, std::abs(sent - *formula_bytes) / *formula_bytes);
+    table.row({std::to_string(r), std::to_string(s.a2av.bytes_sent), cell(formula_bytes, whole),
+               std::to_string(s.a2av.bytes_received), std::to_string(s.dropped), us(s.seconds)});
   }
-  if (formula_bytes >= 0 && worst == 0) fmt::print("  measured equals the formula on every rank\n");
-  if (formula_bytes >= 0 && worst != 0)
-    fmt::print("  measured differs from the formula by up to {:.1f}%{}\n", 100 * worst,
-               T % E == 0 ? "" : ": T is not a multiple of E, so this routing is only nearly even");
+  checks.print_verdict();
+  if (worst != 0 && T % E != 0)
+    fmt::print(
+        "  (up to {:.1f}% off: T is not a multiple of E, so this routing is only nearly even)\n",
+        100 * worst);
   fmt::print(
       "  (the row counts go first in a small all_to_all of E doubles per rank, not counted "
       "here)\n\n");
+  return true;
+}
 
-  // ---------------------------------------------------------------- 2. skewed routing
+// Skewed routing: the busiest rank's rows, bytes and time, and the copies dropped at capacity.
+void skewed_routing_section(const Options& o, const LayerRun& run, const std::string& slots) {
+  const std::int64_t n = o.ranks, E = o.experts, k = o.top_k, T = o.tokens;
+  const std::vector<Phase>& phases = run.phases;
   const std::int64_t copies = n * T * k;
   // The rank that hosts expert 1: rank 0 too when each rank has two experts or more.
   const std::int64_t hot_last = std::min<std::int64_t>(1, E - 1) / (E / n);
@@ -394,8 +413,15 @@ void run(const Options& o) {
       "  copies (tokens that skip the layer). Without the limit nothing is dropped, and its bytes\n"
       "  and expert time grow with the skew.\n\n",
       phases[2].busiest(), slots);
+}
 
-  // ---------------------------------------------------------------- 3. load balancing
+// The router trained on the Switch load-balancing loss, and the routing it ends with.
+void load_balancing_section(const Options& o, const LayerRun& run) {
+  const std::int64_t n = o.ranks, k = o.top_k, T = o.tokens;
+  const auto es = static_cast<std::size_t>(o.experts);
+  const std::int64_t copies = n * T * k;
+  const std::vector<Phase>& phases = run.phases;
+  const std::vector<std::vector<double>>& aux = run.aux;
   fmt::print(
       "3. Load-balancing loss (Switch Transformer): aux = E sum_i f_i P_i, with f_i the share\n"
       "  of the top-k choices that picked expert i and P_i its mean router probability. Switch\n"
@@ -438,13 +464,24 @@ void run(const Options& o) {
     fmt::print("{:>16}", fmt::format("{:.2f} ({:.2f})", imbalance(routed[i]), imbalance(kept[i])));
   fmt::print("\n\n");
   print_phases({&phases[0], &phases[1], &phases[3]}, copies);
+}
 
+void run(const Options& o) {
+  check(o);
+  const ClusterConfig cc = slow_cluster(o.ranks, o.flops, o.bandwidth);
+  const std::string slots = slots_text(o);
+  print_header(o, cc, slots);
+  Cluster cluster(cc);
+  const LayerRun layer = run_layer(o, cluster);
+  if (!even_routing_section(o, layer)) return;
+  skewed_routing_section(o, layer, slots);
+  load_balancing_section(o, layer);
   if (!o.trace.empty()) {
     cluster.write_chrome_trace(o.trace);
     fmt::print(
         "\ntrace written to {} (open it in https://ui.perfetto.dev): the four forward passes\n"
         "and the balancing steps one after another; rank {}'s expert compute grows under skew\n",
-        o.trace, phases[1].busiest());
+        o.trace, layer.phases[1].busiest());
   }
 }
 
