@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "commands/proof.hpp"
+#include "pipeline/build.hpp"
 #include "helpers.hpp"
 
 using namespace mgpu::grade;
@@ -136,4 +137,37 @@ TEST_CASE("a case no chaff must lose is unproved, checked for chapters whose eve
   CHECK(whole_chapters(r, {"11_2"}).empty());
   // A filter naming single proofs runs part of a chapter: its coverage is not judged.
   CHECK(whole_chapters(r, {"toy_a/minus"}).empty());
+}
+
+TEST_CASE("a proof's slot keeps the previous proof's objects, never a student's") {
+  // The stamp configure_tree writes; the second line marks a tree configured for a proof.
+  const std::string trusted_stamp = "-DMGPU_IMPL=student\n# trusted: the instructor's proof\n";
+  auto slot = [](const std::string& name, const std::string& stamp) {
+    fs::path base = fresh_dir("claim_" + name);
+    write_text(base / "build" / "mgpu-grade-configure.txt", stamp);
+    write_text(base / "build" / "bin" / "cases_toy_a", "program");
+    write_text(base / "build" / "libmgpu_toy_a.a", "archive");
+    write_text(base / "occupant", "/work/proofs/first");
+    return base;
+  };
+  SUBCASE("one proof after another: everything stays, ninja rebuilds what changed") {
+    fs::path base = slot("proofs", trusted_stamp);
+    claim_student_folder(base, "/work/proofs/second", true);
+    CHECK(fs::exists(base / "build" / "bin" / "cases_toy_a"));
+    CHECK(fs::exists(base / "build" / "libmgpu_toy_a.a"));
+    CHECK(read_text(base / "occupant") == "/work/proofs/second");
+  }
+  SUBCASE("a submission after a proof: the proof's programs and archives go") {
+    fs::path base = slot("student_after_proof", trusted_stamp);
+    claim_student_folder(base, "/uploads/alice.zip", false);
+    CHECK_FALSE(fs::exists(base / "build" / "bin" / "cases_toy_a"));
+    CHECK_FALSE(fs::exists(base / "build" / "libmgpu_toy_a.a"));
+  }
+  SUBCASE("a proof after a submission: the submission's programs and archives go") {
+    fs::path base = slot("proof_after_student", "-DMGPU_IMPL=student\n");
+    claim_student_folder(base, "/work/proofs/second", true);
+    CHECK_FALSE(fs::exists(base / "build" / "bin" / "cases_toy_a"));
+    CHECK_FALSE(fs::exists(base / "build" / "libmgpu_toy_a.a"));
+    CHECK(read_text(base / "occupant") == "/work/proofs/second");
+  }
 }

@@ -269,7 +269,7 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
   // Each worker reuses one student build tree (slot), so a proof recompiles only its edited file.
   std::mutex mu;
   std::vector<ProofResult> results(proofs.size());
-  parallel_for(proofs.size(), opts.jobs, [&](std::size_t i, int slot) {
+  auto prove = [&](std::size_t i, int slot, int jobs) {
     const Proof& p = proofs[i];
     std::string took;  // the proof's build and case seconds, so a slow suite shows where
     try {
@@ -278,7 +278,7 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
       stage_proof(p, project, rubric, dir);
       GradeOptions one = opts;
       one.chapters = {p.chapter};
-      one.jobs = 1;
+      one.jobs = jobs;
       one.trusted_build = true;  // a proof is the instructor's code: it may use the compiler cache
       Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric,
                                  reference, one, false);
@@ -293,7 +293,17 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
     std::lock_guard lock(mu);
     std::fprintf(stderr, "chaff: %s %s/%s%s\n", results[i].held ? "ok  " : "FAIL",
                  p.chapter.c_str(), p.name.c_str(), took.c_str());
-  });
+  };
+  // Proofs come chapter by chapter. A chapter's first proof runs alone, with every core: its slot
+  // compiles the chapter's tree once, and the other slots then find those objects in the compiler
+  // cache instead of all compiling the same files at once.
+  for (std::size_t first = 0, end; first < proofs.size(); first = end) {
+    for (end = first + 1; end < proofs.size() && proofs[end].chapter == proofs[first].chapter;)
+      ++end;
+    prove(first, 0, opts.jobs);
+    parallel_for(end - first - 1, opts.jobs,
+                 [&](std::size_t i, int slot) { prove(first + 1 + i, slot, 1); });
+  }
   int chaffs = 0, caught = 0, wheats = 0, accepted = 0;
   for (std::size_t i = 0; i < proofs.size(); ++i) {
     out << results[i].line << "\n";
