@@ -4,7 +4,7 @@
 // lanes stay the runtime's own. A send rides the ordinary mailboxes as a message of no elements;
 // a collective meets its members in a rendezvous of its own, numbered apart from the data
 // collectives, and needs no slices since nothing moves.
-#include "cost.hpp"
+#include "collectives.hpp"
 #include "state.hpp"
 
 #include <algorithm>
