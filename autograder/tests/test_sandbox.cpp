@@ -221,11 +221,69 @@ void attack_batch(const std::string& mode) {
   CHECK(toy_case_processes() == 0);
 }
 
+// A rank that reads its peers' buffers through pointers (attacks/peer_pointer: an 11.2 ring that
+// sums its peers' buffers where they lie and sends dummy bytes of the right sizes) wins the ring
+// cases where ranks share an address space. A student's cases run their ranks in processes, so
+// it loses them, while the reference's ring graded in the same batch keeps every point.
+void peer_pointer_batch(const std::string& mode) {
+  const fs::path root = this_project().root;
+  const fs::path dir = fresh_dir("peer_pointer_" + mode);
+  const fs::path attack = dir / "subs" / "peer_pointer" / "11_2_data_parallel";
+  const fs::path good = dir / "subs" / "zz_correct" / "11_2_data_parallel";
+  fs::create_directories(attack);
+  fs::create_directories(good);
+  fs::copy_file(fixtures() / "attacks/peer_pointer/11_2_data_parallel/ring_all_reduce.cpp",
+                attack / "ring_all_reduce.cpp");
+  for (const char* f : {"ring_all_reduce.cpp", "data_parallel.cpp", "formulas.cpp"})
+    fs::copy_file(root / "solutions/11_2_data_parallel" / f, good / f);
+  RunSpec spec;
+  spec.exe = MGPU_GRADE_EXE;
+  spec.args = {"grade-batch", (dir / "subs").string(),
+               "--csv",       (dir / "grades.csv").string(),
+               "--reports",   (dir / "reports").string(),
+               "--seed",      kSeed,
+               "--chapter",   "11_2",
+               "--work-dir",  (work() / "grade").string(),
+               "--jobs",      "2"};
+  spec.isolate = false;
+  spec.wall_s = 1200;
+  spec.merge_output = true;
+  spec.env = {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}};  // the default: a student's in processes
+  const RunOutcome o = run_process(spec);
+  INFO(o.out);
+  REQUIRE(o.exit_code == 0);
+  auto report = [&](const std::string& name) {
+    return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json")));
+  };
+  const auto stolen = report("peer_pointer");
+  for (const char* c :
+       {"11_2.ring_reduce_scatter", "11_2.ring_all_reduce_fp32", "11_2.ring_all_reduce_bf16"}) {
+    const std::string status = case_status(stolen, c);
+    CHECK_MESSAGE(status != "passed", c << ": " << status);
+    CHECK_MESSAGE(status != "absent", c);
+  }
+  const auto ok = report("zz_correct");
+  CHECK(ok["score"].get<double>() == ok["max_score"].get<double>());
+  CHECK(ok["score"].get<double>() > 0);
+}
+
 }  // namespace
 
 TEST_CASE("hostile submissions cost their own cases only, in namespaces" *
           doctest::skip(!can_grade() || sandbox().kind != SandboxKind::namespaces)) {
   attack_batch("namespaces");
+}
+
+TEST_CASE("a rank reading its peers' buffers loses its cases, in namespaces" *
+          doctest::skip(!can_grade() || sandbox().kind != SandboxKind::namespaces ||
+                        !fs::exists(this_project().root / "solutions"))) {
+  peer_pointer_batch("namespaces");
+}
+
+TEST_CASE("a rank reading its peers' buffers loses its cases, with a uid per case" *
+          doctest::skip(!can_grade() || ::geteuid() != 0 ||
+                        !fs::exists(this_project().root / "solutions"))) {
+  peer_pointer_batch("uid");
 }
 
 TEST_CASE("hostile submissions cost their own cases only, with a uid per case (the fallback)" *
