@@ -304,6 +304,56 @@ Reference::Reference(const Project& project, const Rubric& rubric, const GradeOp
   tree_ = opts.cases_dirs.empty() ? project.own_tree : opts.work_dir / "reference-private";
 }
 
+namespace {
+
+/// Builds the reference's case programs of `chapters` in `tree` (configured first when it holds
+/// private cases); a chapter that fails gets its first error in build_errors.
+void build_reference(const std::vector<const ChapterSpec*>& chapters, const fs::path& tree,
+                     const Project& project, const GradeOptions& opts,
+                     std::map<std::string, std::string>& build_errors) {
+  if (!chapters.empty() && !opts.cases_dirs.empty()) {
+    TreeConfig cfg{tree, "solution", {}, opts.cases_dirs};
+    std::string err = configure_tree(cfg, project);
+    if (!err.empty())
+      for (const auto* c : chapters) build_errors[c->name] = err;
+  }
+  for (std::size_t i = 0; i < chapters.size(); ++i) {
+    const auto* c = chapters[i];
+    if (build_errors.count(c->name)) continue;
+    Progress p(fmt::format("building the reference's case program for {} ({} of {})", c->name,
+                           i + 1, chapters.size()));
+    TargetBuild b = build_target(tree, case_target(c->name), opts.jobs, project);
+    if (!b.ok) build_errors[c->name] = b.first_error;
+  }
+}
+
+/// The cached reference result in `cache`, if it is a passed run of the program whose content
+/// hash is `stamp`. Read like a student's result (bounded depth, checked shape): a damaged or
+/// planted entry is simply recomputed.
+std::optional<CaseRun> cached_reference(const fs::path& cache, const std::string& stamp) {
+  std::error_code ec;
+  if (!fs::exists(cache, ec)) return std::nullopt;
+  try {
+    ParsedJson entry = parse_json_bounded(read_text(cache), kResultMaxDepth + 1);
+    const nlohmann::json& doc = entry.doc;
+    auto st = doc.is_object() ? doc.find("stamp") : doc.end();
+    auto res = doc.is_object() ? doc.find("result") : doc.end();
+    if (entry.ok && st != doc.end() && res != doc.end() && *st == stamp) {
+      ParsedResult stored = validate_result(*res);
+      if (stored.ok && stored.doc["status"] == "ok") {
+        CaseRun run;
+        run.status = Status::passed;
+        run.result = std::move(stored.doc);
+        return run;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
                           const GradeOptions& seeds) {
   auto t0 = Clock::now();
@@ -311,25 +361,12 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
   std::vector<const ChapterSpec*> chapters;  // not built yet
   for (const auto* c : all_chapters)
     if (built_.insert(c->name).second) chapters.push_back(c);
-  if (!chapters.empty() && !opts_.cases_dirs.empty()) {
-    TreeConfig cfg{tree_, "solution", {}, opts_.cases_dirs};
-    std::string err = configure_tree(cfg, project_);
-    if (!err.empty())
-      for (const auto* c : chapters) build_errors[c->name] = err;
-  }
+  build_reference(chapters, tree_, project_, opts_, build_errors);
   struct Job {
     const ChapterSpec* chapter;
     const CaseSpec* spec;
   };
   std::map<std::string, std::string> stamps;  // chapter -> content hash of its case program
-  for (std::size_t i = 0; i < chapters.size(); ++i) {
-    const auto* c = chapters[i];
-    if (build_errors.count(c->name)) continue;
-    Progress p(fmt::format("building the reference's case program for {} ({} of {})", c->name,
-                           i + 1, chapters.size()));
-    TargetBuild b = build_target(tree_, case_target(c->name), opts_.jobs, project_);
-    if (!b.ok) build_errors[c->name] = b.first_error;
-  }
   std::vector<Job> jobs;
   for (const auto* c : all_chapters) {
     if (build_errors.count(c->name)) continue;
@@ -352,25 +389,9 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
     fs::path cache =
         opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
     const std::string& stamp = stamps.at(j.chapter->name);
-    std::error_code ec;
-    if (fs::exists(cache, ec)) {
-      // Read like a student's result (bounded depth, checked shape): a damaged or planted
-      // entry is simply recomputed.
-      try {
-        ParsedJson entry = parse_json_bounded(read_text(cache), kResultMaxDepth + 1);
-        const nlohmann::json& doc = entry.doc;
-        auto st = doc.is_object() ? doc.find("stamp") : doc.end();
-        auto res = doc.is_object() ? doc.find("result") : doc.end();
-        if (entry.ok && st != doc.end() && res != doc.end() && *st == stamp) {
-          ParsedResult stored = validate_result(*res);
-          if (stored.ok && stored.doc["status"] == "ok") {
-            results[i].status = Status::passed;
-            results[i].result = std::move(stored.doc);
-            return;
-          }
-        }
-      } catch (const std::exception&) {
-      }
+    if (auto cached = cached_reference(cache, stamp)) {
+      results[i] = std::move(*cached);
+      return;
     }
     results[i] = run_case(exe, *j.spec, seed, opts_.drop_privileges);
     if (results[i].status == Status::passed)
@@ -402,54 +423,50 @@ const CaseRun& Reference::get(const std::string& case_name, std::uint64_t seed) 
   return it == runs_.end() ? missing : it->second;
 }
 
-Grade grade_submission(const fs::path& submission, const std::string& build_name,
-                       const Project& project, const Rubric& rubric, Reference& reference,
-                       const GradeOptions& opts, bool solution) {
-  auto t_all = Clock::now();
-  Grade g;
-  g.submission = solution ? "the reference solutions" : submission.string();
-  g.seed = opts.seed;
-  g.hidden_seed = opts.hidden_seed;
-  auto chapters = select_chapters(rubric, opts.chapters);
+namespace {
 
-  g.timings.emplace_back("reference", reference.prepare(chapters, opts));
-
-  // ---- build the submission
-  auto t_build = Clock::now();
-  fs::path tree = reference.tree();
-  std::map<std::string, TargetBuild> builds;
-  std::string tree_error;
-  fs::path scratch_chapters;
+/// A submission after staging: the tree its case programs are built in, and what it recorded.
+/// For the reference solutions, the reference's own tree and nothing recorded.
+struct Workspace {
+  fs::path tree;
+  fs::path scratch_chapters;  ///< the staged chapters (shown as "chapters/" in messages)
+  std::string tree_error;     ///< set when the tree could not be configured
   HintsSeen hints;
   PredictionsMade predictions;
-  if (!solution) {
-    fs::path base = opts.work_dir / "student" / safe_name(build_name);
-    claim_student_folder(base, fs::absolute(submission).lexically_normal().string(),
-                         opts.trusted_build);
-    Staged st;
-    try {
-      st = stage_submission(submission, base / "src", rubric, project,
-                            pristine_root(project, opts.work_dir));
-    } catch (const RejectedSubmission& e) {
-      // A link, a `..` path or a submission over the caps: nothing of it is built or run.
-      g = rejected_grade(std::move(g), chapters, e.what());
-      g.execution_seconds = since(t_all);
-      g.timings.emplace_back("total", g.execution_seconds);
-      return g;
-    }
-    g.notes.insert(g.notes.end(), st.notes.begin(), st.notes.end());
-    hints = read_hints(st.top / kHintsRecord, rubric, g.notes);
-    predictions = read_predictions_by_chapter(st.top / kPredictionsRecord, rubric, g.notes);
-    scratch_chapters = st.chapters_dir;
-    tree = base / "build";
-    Progress p("configuring the build of the submission");
-    tree_error = configure_tree(
-        {tree, "student", st.chapters_dir, opts.cases_dirs, opts.trusted_build}, project);
-  }
+};
+
+/// Stage: the submission's files onto the pristine skeleton in its own folder, its hint and
+/// prediction records read, its tree configured. Throws RejectedSubmission (unpack.hpp).
+Workspace stage(const fs::path& submission, const std::string& build_name, const Project& project,
+                const Rubric& rubric, const GradeOptions& opts, std::vector<std::string>& notes) {
+  fs::path base = opts.work_dir / "student" / safe_name(build_name);
+  claim_student_folder(base, fs::absolute(submission).lexically_normal().string(),
+                       opts.trusted_build);
+  Staged st = stage_submission(submission, base / "src", rubric, project,
+                               pristine_root(project, opts.work_dir));
+  notes.insert(notes.end(), st.notes.begin(), st.notes.end());
+  Workspace ws;
+  ws.hints = read_hints(st.top / kHintsRecord, rubric, notes);
+  ws.predictions = read_predictions_by_chapter(st.top / kPredictionsRecord, rubric, notes);
+  ws.scratch_chapters = st.chapters_dir;
+  ws.tree = base / "build";
+  Progress p("configuring the build of the submission");
+  ws.tree_error = configure_tree(
+      {ws.tree, "student", st.chapters_dir, opts.cases_dirs, opts.trusted_build}, project);
+  return ws;
+}
+
+/// Build: each chapter's case program on its own, then checked at link time. The reference
+/// solutions are not rebuilt: their builds are the reference's.
+std::map<std::string, TargetBuild> build(const std::vector<const ChapterSpec*>& chapters,
+                                         const Workspace& ws, const Project& project,
+                                         const Reference& reference, const GradeOptions& opts,
+                                         bool solution) {
+  std::map<std::string, TargetBuild> builds;
   for (std::size_t i = 0; i < chapters.size(); ++i) {
     const auto* c = chapters[i];
-    if (!tree_error.empty()) {
-      builds[c->name] = TargetBuild{false, "the build could not be configured", tree_error, 0};
+    if (!ws.tree_error.empty()) {
+      builds[c->name] = TargetBuild{false, "the build could not be configured", ws.tree_error, 0};
       continue;
     }
     if (solution) {
@@ -459,69 +476,108 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
     Progress p(
         fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
     builds[c->name] =
-        build_target(tree, case_target(c->name), opts.jobs, project, scratch_chapters);
+        build_target(ws.tree, case_target(c->name), opts.jobs, project, ws.scratch_chapters);
     // Defence at link time: no global symbol the reference's objects do not define.
     if (builds[c->name].ok)
       if (const LinkCheck lc =
-              check_submission_symbols(tree, reference.tree(), case_target(c->name));
+              check_submission_symbols(ws.tree, reference.tree(), case_target(c->name));
           !lc.ok)
         builds[c->name] = TargetBuild{false, lc.first_error, lc.log, builds[c->name].seconds};
   }
-  g.timings.emplace_back("build", since(t_build));
+  return builds;
+}
 
-  // ---- run the student's cases
-  auto t_cases = Clock::now();
-  struct Job {
-    std::size_t chapter;
-    const CaseSpec* spec;
-  };
-  std::vector<Job> jobs;
-  for (std::size_t i = 0; i < chapters.size(); ++i) {
-    ChapterGrade cg;
-    cg.name = chapters[i]->name;
-    cg.title = chapters[i]->title;
-    const auto& b = builds[cg.name];
+/// A case of a chapter that did not build: build-failed, with the compiler's words.
+CaseGrade unbuilt_case(const CaseSpec& cs, const std::string& chapter, const TargetBuild& b) {
+  CaseGrade g;
+  g.name = cs.name;
+  g.chapter = chapter;
+  g.visibility = cs.visibility;
+  g.max_score = cs.max_score();
+  g.status = Status::build_failed;
+  g.reason = b.first_error;
+  g.feedback = b.log.empty() ? b.first_error : b.log;
+  return g;
+}
+
+/// Run and judge: every case of a chapter that built runs in isolation and is judged against the
+/// reference's run; a case whose reference did not pass is not run (judge_case says why).
+std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& chapters,
+                                        const std::map<std::string, TargetBuild>& builds,
+                                        const fs::path& tree, const Reference& reference,
+                                        const Rubric& rubric, const GradeOptions& opts) {
+  std::vector<ChapterGrade> out;
+  std::vector<std::pair<CaseGrade*, const CaseSpec*>> jobs;  // filled in below, in parallel
+  out.reserve(chapters.size());
+  for (const auto* c : chapters) {
+    ChapterGrade& cg = out.emplace_back();
+    cg.name = c->name;
+    cg.title = c->title;
+    const auto& b = builds.at(cg.name);
     cg.build_failed = !b.ok;
     cg.build_error = b.first_error;
-    for (const auto& cs : chapters[i]->cases) {
-      if (cg.build_failed) {
-        CaseGrade cgr;
-        cgr.name = cs.name;
-        cgr.chapter = cg.name;
-        cgr.visibility = cs.visibility;
-        cgr.max_score = cs.max_score();
-        cgr.status = Status::build_failed;
-        cgr.reason = b.first_error;
-        cgr.feedback = b.log.empty() ? b.first_error : b.log;
-        cg.cases.push_back(cgr);
-      } else {
-        jobs.push_back({i, &cs});
-        cg.cases.emplace_back();
-      }
-    }
-    g.chapters.push_back(std::move(cg));
+    for (const auto& cs : c->cases)
+      cg.cases.push_back(cg.build_failed ? unbuilt_case(cs, cg.name, b) : CaseGrade{});
   }
-  std::vector<CaseGrade> graded(jobs.size());
+  for (std::size_t i = 0; i < chapters.size(); ++i)
+    if (!out[i].build_failed)
+      for (std::size_t j = 0; j < chapters[i]->cases.size(); ++j)
+        jobs.emplace_back(&out[i].cases[j], &chapters[i]->cases[j]);
   std::optional<Progress> running;
   if (!jobs.empty()) running.emplace(fmt::format("running the submission's {} cases", jobs.size()));
   parallel_for(jobs.size(), opts.jobs, [&](std::size_t k) {
-    const auto& j = jobs[k];
-    const CaseRun& ref = reference.get(j.spec->name, opts.seed_for(*j.spec));
-    fs::path exe = tree / "bin" / case_target(chapters[j.chapter]->name);
+    const CaseSpec& spec = *jobs[k].second;
+    const CaseRun& ref = reference.get(spec.name, opts.seed_for(spec));
     CaseRun st;
     if (ref.status == Status::passed)
-      st =
-          run_case(exe, *j.spec, opts.seed_for(*j.spec), opts.drop_privileges, !opts.trusted_build);
-    graded[k] = judge_case(*j.spec, st, ref, rubric);
+      st = run_case(tree / "bin" / case_target(spec.chapter), spec, opts.seed_for(spec),
+                    opts.drop_privileges, !opts.trusted_build);
+    *jobs[k].first = judge_case(spec, st, ref, rubric);
   });
-  running.reset();
-  std::size_t k = 0;
-  for (auto& cg : g.chapters)
-    for (auto& c : cg.cases)
-      if (!cg.build_failed) c = std::move(graded[k++]);
+  return out;
+}
+
+/// Closes a grade: total time, and a note for every case the reference itself got wrong.
+Grade finished(Grade g, Clock::time_point t_all) {
+  for (const auto& cg : g.chapters)
+    for (const auto& c : cg.cases)
+      if (c.status == Status::reference_error)
+        g.notes.push_back(fmt::format("{}: {}", c.name, c.reason));
+  g.execution_seconds = since(t_all);
+  g.timings.emplace_back("total", g.execution_seconds);
+  return g;
+}
+
+}  // namespace
+
+Grade grade_submission(const fs::path& submission, const std::string& build_name,
+                       const Project& project, const Rubric& rubric, Reference& reference,
+                       const GradeOptions& opts, bool solution) {
+  auto t_all = Clock::now();
+  Grade g;
+  g.submission = solution ? "the reference solutions" : submission.string();
+  g.seed = opts.seed;
+  g.hidden_seed = opts.hidden_seed;
+  auto chapters = select_chapters(rubric, opts.chapters);
+  g.timings.emplace_back("reference", reference.prepare(chapters, opts));
+
+  auto t_build = Clock::now();
+  Workspace ws;
+  ws.tree = reference.tree();
+  try {
+    if (!solution) ws = stage(submission, build_name, project, rubric, opts, g.notes);
+  } catch (const RejectedSubmission& e) {
+    // A link, a `..` path or a submission over the caps: nothing of it is built or run.
+    return finished(rejected_grade(std::move(g), chapters, e.what()), t_all);
+  }
+  auto builds = build(chapters, ws, project, reference, opts, solution);
+  g.timings.emplace_back("build", since(t_build));
+
+  auto t_cases = Clock::now();
+  g.chapters = run_and_judge(chapters, builds, ws.tree, reference, rubric, opts);
   g.timings.emplace_back("student cases", since(t_cases));
 
-  // ---- GPU labs: run on a CUDA device, reported as skipped without one
+  // GPU labs: run on a CUDA device, reported as skipped without one.
   if (gpu_labs_selected(rubric, opts.chapters)) {
     auto t_gpu = Clock::now();
     g.chapters.push_back(grade_gpu_labs(*rubric.gpu_labs, submission, build_name, project,
@@ -531,15 +587,9 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
       g.notes.push_back("GPU labs skipped: " + g.chapters.back().cases.front().reason);
     g.timings.emplace_back("gpu labs", since(t_gpu));
   }
-  apply_hints(g.chapters, hints, rubric);
-  apply_predictions(g.chapters, predictions);
-  for (const auto& cg : g.chapters)
-    for (const auto& c : cg.cases)
-      if (c.status == Status::reference_error)
-        g.notes.push_back(fmt::format("{}: {}", c.name, c.reason));
-  g.execution_seconds = since(t_all);
-  g.timings.emplace_back("total", g.execution_seconds);
-  return g;
+  apply_hints(g.chapters, ws.hints, rubric);
+  apply_predictions(g.chapters, ws.predictions);
+  return finished(std::move(g), t_all);
 }
 
 }  // namespace mgpu::grade

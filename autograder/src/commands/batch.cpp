@@ -194,17 +194,21 @@ BatchNames unique_batch_names(const std::vector<std::string>& raw,
   return out;
 }
 
-int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric,
-                const GradeOptions& opts) {
+namespace {
+
+/// A submission of the batch.
+struct Sub {
+  std::string name;  ///< unique: the gradebook row, the report's name, the student id
+  fs::path path;
+  std::string raw;        ///< the folder's name or the zip's stem, as found
+  std::string collision;  ///< when the name was disambiguated: why, for the report
+};
+
+/// The submissions (folders and .zip files) in b.dir that belong to b's shard, sorted by name.
+std::vector<Sub> shard_submissions(const BatchOptions& b) {
   if (!fs::is_directory(b.dir))
     throw std::runtime_error(
         fmt::format("grade-batch: {} is not a folder of submissions", b.dir.string()));
-  struct Sub {
-    std::string name;  ///< unique: the gradebook row, the report's name, the student id
-    fs::path path;
-    std::string raw;        ///< the folder's name or the zip's stem, as found
-    std::string collision;  ///< when the name was disambiguated: why, for the report
-  };
   std::vector<Sub> all;
   for (const auto& e : fs::directory_iterator(b.dir)) {
     std::string fn = e.path().filename().string();
@@ -237,19 +241,15 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   for (const auto& s : all)
     if (shard_of(s.name, b.shards) == b.shard) subs.push_back(s);
   std::sort(subs.begin(), subs.end(), [](const Sub& x, const Sub& y) { return x.name < y.name; });
+  return subs;
+}
 
-  auto chapters = select_chapters(rubric, opts.chapters);
-  std::vector<std::string> blocks;
-  for (const auto* c : chapters) blocks.push_back(c->name);
-  if (gpu_labs_selected(rubric, opts.chapters))
-    blocks.push_back("gpu_labs");  // graded after the chapters
-  const std::vector<std::string> header = csv_header(blocks);
-  std::string header_line;
-  for (const auto& h : header) header_line += (header_line.empty() ? "" : ",") + csv_field(h);
-
-  // Resume: rows already in the gradebook are done.
+/// Resume: the submissions already in the gradebook b.csv, which must have header_line (set
+/// have_header when it has one). A row cut short by a crash mid-write is dropped first.
+std::set<std::string> graded_before(const BatchOptions& b, const std::string& header_line,
+                                    bool& have_header) {
   std::set<std::string> done;
-  bool have_header = false;
+  have_header = false;
   if (fs::exists(b.csv)) {
     // A row cut short by a crash mid-write is dropped, so that submission is graded again.
     std::string text = read_text(b.csv);
@@ -271,6 +271,54 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
       done.insert(csv_split(line).at(0));
     }
   }
+  return done;
+}
+
+/// The gradebook line of submission s, graded in the student tree `slot` (its JSON report
+/// written too when b asks for reports). A submission that cannot be graded at all (a corrupt zip)
+/// still gets every column, its status saying why.
+std::string grade_row(const Sub& s, const std::string& slot, const Project& project,
+                      const Rubric& rubric, Reference& reference, const GradeOptions& opts,
+                      const BatchOptions& b, const std::vector<std::string>& blocks) {
+  std::vector<std::string> row;
+  try {
+    // A rejected upload comes back as a grade whose cases are all rejected-submission.
+    Grade g =
+        grade_submission(s.path, slot, project, rubric, reference, opts.for_student(s.name), false);
+    if (!s.collision.empty()) g.notes.push_back(s.collision);
+    row = csv_row(s.name, g, blocks);
+    if (!b.reports.empty())
+      write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
+  } catch (const std::exception& e) {
+    Grade none;
+    none.seed = opts.seed;
+    row = csv_row(s.name, none, blocks);
+    const std::vector<std::string> header = csv_header(blocks);
+    row[std::find(header.begin(), header.end(), "status") - header.begin()] =
+        std::string("error: ") + e.what();
+  }
+  std::string line;
+  for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
+  return line;
+}
+
+}  // namespace
+
+int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rubric,
+                const GradeOptions& opts) {
+  const std::vector<Sub> subs = shard_submissions(b);
+  auto chapters = select_chapters(rubric, opts.chapters);
+  std::vector<std::string> blocks;
+  for (const auto* c : chapters) blocks.push_back(c->name);
+  if (gpu_labs_selected(rubric, opts.chapters))
+    blocks.push_back("gpu_labs");  // graded after the chapters
+  const std::vector<std::string> header = csv_header(blocks);
+  std::string header_line;
+  for (const auto& h : header) header_line += (header_line.empty() ? "" : ",") + csv_field(h);
+
+  // Resume: rows already in the gradebook are done.
+  bool have_header = false;
+  const std::set<std::string> done = graded_before(b, header_line, have_header);
   int fd = ::open(b.csv.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     throw std::runtime_error("grade-batch: cannot open " + b.csv.string() + " for appending");
@@ -318,26 +366,8 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
   // Each worker owns one cached student build tree (slot) for every submission it grades.
   parallel_for(todo.size(), b.jobs, [&](std::size_t i, int slot) {
     const auto& s = todo[i];
-    std::vector<std::string> row;
-    try {
-      // A rejected upload comes back as a grade whose cases are all rejected-submission.
-      Grade g = grade_submission(s.path, fmt::format("batch-slot-{}", slot), project, rubric,
-                                 reference, worker_opts.for_student(s.name), false);
-      if (!s.collision.empty()) g.notes.push_back(s.collision);
-      row = csv_row(s.name, g, blocks);
-      if (!b.reports.empty())
-        write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
-    } catch (const std::exception& e) {
-      // Not gradable at all (a corrupt zip): the row still has every column of the header.
-      Grade none;
-      none.seed = opts.seed;
-      row = csv_row(s.name, none, blocks);
-      row[std::find(header.begin(), header.end(), "status") - header.begin()] =
-          std::string("error: ") + e.what();
-    }
-    std::string line;
-    for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
-    append(line);
+    append(grade_row(s, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts,
+                     b, blocks));
     ++finished;
     progress(s.name);
   });

@@ -11,7 +11,9 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -183,6 +185,308 @@ void prepare_sandbox(const Project& p, const GradeOptions& o) {
   seal_traverse_only({p.root / "build", o.work_dir, o.work_dir / "student"});
 }
 
+// ---- the commands: each declares its options on its own CLI::App and returns what it runs once
+// parsed (the exit status). Their options live in a shared struct the runner holds.
+
+/// One subcommand of mgpu-grade: its parsed command line, and what it does.
+struct Command {
+  CLI::App* cli;
+  std::function<int()> run;
+};
+
+/// `--check-full-marks`: 1, naming the first such case, unless every case that ran got full
+/// marks.
+int check_full_marks(const Grade& g) {
+  for (const auto& ch : g.chapters)
+    for (const auto& c : ch.cases)
+      if (c.status != Status::skipped && (c.status != Status::passed || c.score < c.max_score)) {
+        std::cerr << fmt::format("mgpu-grade: {} got {:g} of {:g} ({}: {})\n", c.name, c.score,
+                                 c.max_score, status_name(c.status), c.reason);
+        return 1;
+      }
+  return 0;
+}
+
+struct GradeArgs {
+  Common common;
+  std::string submission;
+  bool solution = false, timings = false, quiet = false, check_full = false;
+  std::string json_out, gs_out, junit_out, student_id, metadata;
+};
+
+// A student distribution has no reference: grading there runs the visible tests.
+int run_grade(GradeArgs& a, const Project& project) {
+  Rubric rubric = a.common.rubric(project);
+  GradeOptions opts = a.common.options(project, rubric);
+  fs::path sub_path = a.submission.empty() ? project.root / "chapters" : user_path(a.submission);
+  if (!reference_available(project)) {
+    if (a.solution)
+      throw std::runtime_error(
+          "--solution: this copy has no reference solutions (solutions/ is absent)");
+    enable_progress(!a.quiet);
+    auto vis = run_visible_tests(sub_path, project, rubric, opts);
+    std::cout << visible_report(vis, use_colour(1));
+    return 0;
+  }
+  prepare_sandbox(project, opts);
+  enable_progress(!a.quiet);
+  Reference reference(project, rubric, opts);
+  std::string name = a.submission.empty()
+                         ? "checkout"
+                         : fs::absolute(sub_path).lexically_normal().filename().string();
+  if (!a.metadata.empty()) a.student_id = student_id_from_metadata(user_path(a.metadata));
+  Grade g =
+      grade_submission(sub_path, name, project, rubric, reference,
+                       opts.for_student(a.student_id.empty() ? name : a.student_id), a.solution);
+  if (!a.quiet) std::cout << terminal_report(g, use_colour(1), a.timings);
+  if (!a.json_out.empty()) write_text(user_path(a.json_out), json_report(g).dump(2) + "\n");
+  if (!a.gs_out.empty()) write_text(user_path(a.gs_out), gradescope_report(g).dump(2) + "\n");
+  if (!a.junit_out.empty()) write_text(user_path(a.junit_out), junit_report(g));
+  return a.check_full ? check_full_marks(g) : 0;
+}
+
+Command grade_command(CLI::App& app, const Project& project) {
+  auto a = std::make_shared<GradeArgs>();
+  auto* cmd = app.add_subcommand(
+      "grade", "grade chapters/ (or SUBMISSION, a folder or .zip) against the reference");
+  cmd->add_option(
+      "submission", a->submission,
+      "folder or .zip holding chapters/<chapter>/<file> (default: this checkout's chapters/)");
+  cmd->add_flag("--solution", a->solution,
+                "grade the reference solutions themselves (should be full marks)");
+  cmd->add_option("--json", a->json_out, "write the full grade as JSON");
+  cmd->add_option("--gradescope", a->gs_out, "write Gradescope's results.json");
+  cmd->add_option("--junit", a->junit_out, "write JUnit XML");
+  cmd->add_flag("--check-full-marks", a->check_full,
+                "exit 1 unless every case that ran got full marks (a self-check of the reference)");
+  cmd->add_flag("--timings", a->timings,
+                "print seconds per phase (reference, build, student cases)");
+  cmd->add_flag("--quiet,-q", a->quiet, "no terminal table");
+  cmd->add_option("--student-id", a->student_id,
+                  "who submitted: with a secret, picks the hidden cases' seed (default: the "
+                  "submission's name)");
+  cmd->add_option("--submission-metadata", a->metadata,
+                  "Gradescope's submission_metadata.json; the student id comes from its users")
+      ->excludes("--student-id");
+  a->common.add(cmd);
+  return {cmd, [a, &project] { return run_grade(*a, project); }};
+}
+
+struct BatchArgs {
+  Common common;
+  BatchOptions batch;
+  std::string shard;
+};
+
+int run_batch(BatchArgs& a, const Project& project) {
+  BatchOptions& batch = a.batch;
+  if (batch.dir.empty() || batch.csv.empty())
+    throw std::runtime_error(
+        "grade-batch: give the folder of submissions and --csv FILE (see --help)");
+  if (!a.shard.empty()) parse_shard(a.shard, batch);
+  if (!reference_available(project))
+    throw std::runtime_error("grade-batch needs the reference solutions (solutions/ is absent)");
+  Rubric rubric = a.common.rubric(project);
+  GradeOptions opts = a.common.options(project, rubric);
+  prepare_sandbox(project, opts);
+  batch.jobs = a.common.jobs;
+  batch.dir = user_path(batch.dir.string());
+  batch.csv = fs::absolute(user_path(batch.csv.string()));
+  if (!batch.reports.empty()) batch.reports = user_path(batch.reports.string());
+  auto t0 = std::chrono::steady_clock::now();
+  int n = grade_batch(batch, project, rubric, opts);
+  std::fprintf(stderr, "grade-batch: graded %d submissions in %.1f s into %s\n", n,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+               batch.csv.c_str());
+  return 0;
+}
+
+Command batch_command(CLI::App& app, const Project& project) {
+  auto a = std::make_shared<BatchArgs>();
+  auto* cmd = app.add_subcommand(
+      "grade-batch", "grade every submission (folder or .zip) in DIR into a CSV gradebook");
+  cmd->add_option("dir", a->batch.dir, "folder of submissions");
+  cmd->add_option("--csv", a->batch.csv, "gradebook to create or resume");
+  cmd->add_option("--shard", a->shard,
+                  "grade only slice I of N (e.g. 2/4), for N machines or a job array; join with "
+                  "`grade-batch merge`");
+  cmd->add_option("--reports", a->batch.reports,
+                  "also write one JSON report per submission into this folder");
+  a->common.jobs = std::min(2, available_cpus());  // here: submissions graded at the same time,
+                                                   // each with one compile and one case at a time
+  a->common.add(cmd);
+  return {cmd, [a, &project] { return run_batch(*a, project); }};
+}
+
+Command merge_command(CLI::App& batch) {
+  struct Args {
+    std::vector<std::string> inputs;
+    std::string out;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = batch.add_subcommand(
+      "merge", "join the gradebooks of a sharded batch into one (rows sorted by submission)");
+  cmd->add_option("out", a->out, "gradebook to write")->required();
+  cmd->add_option("inputs", a->inputs, "the shards' gradebooks")->required();
+  return {cmd, [a] {
+            std::vector<fs::path> inputs;
+            for (const auto& i : a->inputs) inputs.push_back(user_path(i));
+            std::size_t n = merge_gradebooks(inputs, user_path(a->out));
+            std::cout << fmt::format(
+                "grade-batch merge: {} submissions from {} gradebooks into {}\n", n, inputs.size(),
+                user_path(a->out).string());
+            return 0;
+          }};
+}
+
+Command release_command(CLI::App& app, const Project& project) {
+  struct Args {
+    std::string out;
+    bool allow_dirty = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "release",
+      "write the student distribution (HEAD without solutions/ and graded cases) to OUT");
+  cmd->add_option("out", a->out, "new folder")->required();
+  cmd->add_flag("--allow-dirty", a->allow_dirty,
+                "ship the committed versions of files that have uncommitted changes");
+  return {cmd, [a, &project] {
+            const std::string out = user_path(a->out).string();
+            Shipment s = write_release(project, out, a->allow_dirty);
+            for (const auto& f : s.left_out)
+              std::cerr << "release: left out the uncommitted changes of " << f << "\n";
+            std::cout << fmt::format(
+                "release: {} files of HEAD written to {} (no solutions/, no graded cases).\n"
+                "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the "
+                "visible tests.\n",
+                s.files, out);
+            return 0;
+          }};
+}
+
+Command submit_command(CLI::App& app, const Project& project) {
+  struct Args {
+    std::string out = "manygpu-submission.zip", from;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("submit", "zip your editable chapter files for upload");
+  cmd->add_option("-o,--output", a->out, "zip to write")->capture_default_str();
+  cmd->add_option("--from", a->from,
+                  "chapters folder to take the files from (default: this checkout's chapters/)");
+  return {cmd, [a, &project] {
+            Rubric rubric = load_rubric(project.root / "autograder" / "rubric.json");
+            fs::path from = a->from.empty() ? project.root / "chapters" : user_path(a->from);
+            const std::string out = user_path(a->out).string();
+            auto files = write_submission(rubric, from, out);
+            std::cout << fmt::format("submit: {} files in {}:\n", files.size(),
+                                     fs::absolute(out).string());
+            for (const auto& f : files) std::cout << "  " << f << "\n";
+            std::cout << "Upload this zip. Only these files are graded; headers and tests come "
+                         "from the course.\n";
+            return 0;
+          }};
+}
+
+struct BundleArgs {
+  Common common;
+  std::string out, secret;
+  bool allow_dirty = false;
+};
+
+int run_bundle(const BundleArgs& a, const Project& project) {
+  BundleOptions b;
+  b.out = user_path(a.out);
+  for (const auto& r : a.common.rubrics) b.rubrics.push_back(user_path(r));
+  load_rubrics(project.root / "autograder" / "rubric.json",
+               b.rubrics);  // reject a broken rubric now, not on Gradescope
+  for (const auto& d : a.common.cases_dirs) b.cases_dirs.push_back(user_path(d));
+  b.secret_file = user_path(a.secret);
+  b.scratch = project.root / "build" / "grade" / "gradescope-bundle";
+  b.allow_dirty = a.allow_dirty;
+  Shipment s = write_gradescope_bundle(project, b);
+  for (const auto& f : s.left_out)
+    std::cerr << "gradescope-bundle: left out the uncommitted changes of " << f << "\n";
+  std::cout << fmt::format(
+      "gradescope-bundle: {} (upload it as the autograder: setup.sh builds the reference, "
+      "run_autograder grades /autograder/submission)\n",
+      fs::absolute(b.out).string());
+  return 0;
+}
+
+Command bundle_command(CLI::App& app, const Project& project) {
+  auto a = std::make_shared<BundleArgs>();
+  auto* cmd = app.add_subcommand(
+      "gradescope-bundle",
+      "write the Gradescope autograder zip (setup.sh, run_autograder, HEAD of the repo)");
+  cmd->add_option("out", a->out, "zip to write, e.g. autograder.zip")->required();
+  cmd->add_option(
+      "--secret", a->secret,
+      "file with the secret the hidden cases' seeds derive from (default: a fresh random one)");
+  cmd->add_flag("--allow-dirty", a->allow_dirty,
+                "ship the committed versions of files that have uncommitted changes");
+  cmd->add_option("--rubric", a->common.rubrics, "private rubric to include");
+  cmd->add_option("--cases-dir", a->common.cases_dirs, "private case folder to include");
+  return {cmd, [a, &project] { return run_bundle(*a, project); }};
+}
+
+// run_autograder's, when grade itself failed.
+Command fallback_command(CLI::App& app, const Project& project) {
+  struct Args {
+    Common common;
+    std::string out, reason;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "gradescope-fallback", "write a results.json that lists every case as failed with REASON");
+  cmd->add_option("out", a->out, "results.json to write")->required();
+  cmd->add_option("--reason", a->reason, "what went wrong, shown to the student")->required();
+  a->common.add(cmd);
+  return {cmd, [a, &project] {
+            write_text(user_path(a->out),
+                       gradescope_fallback(a->common.rubric(project), a->reason).dump(2) + "\n");
+            return 0;
+          }};
+}
+
+struct ChaffArgs {
+  Common common;
+  std::vector<std::string> chapters;
+};
+
+int run_chaff(const ChaffArgs& a, const Project& project) {
+  if (!reference_available(project))
+    throw std::runtime_error("chaff needs the reference solutions (solutions/ is absent)");
+  Rubric rubric = a.common.rubric(project);
+  GradeOptions opts = a.common.options(project, rubric);
+  prepare_sandbox(project, opts);
+  auto proofs = load_proofs(project, rubric, a.chapters);
+  if (proofs.empty())
+    throw std::runtime_error(
+        "chaff: no chaff or wheat matches; they live in autograder/chaff/<chapter>/ and "
+        "autograder/wheat/<chapter>/");
+  std::fprintf(stderr, "chaff: grading %zu chaffs and wheats, %d at a time\n", proofs.size(),
+               opts.jobs);
+  const bool proved =
+      run_proofs(proofs, project, rubric, opts, whole_chapters(rubric, a.chapters), std::cout);
+  return proved ? 0 : 1;
+}
+
+Command chaff_command(CLI::App& app, const Project& project) {
+  auto a = std::make_shared<ChaffArgs>();
+  auto* cmd = app.add_subcommand(
+      "chaff",
+      "grade every chaff (known-wrong edit of the reference) and wheat (known-right "
+      "alternative) and check that each chaff loses its cases and each wheat gets full marks");
+  cmd->add_option("chapters", a->chapters,
+                  "only these chaffs and wheats: prefixes of <chapter> or <chapter>/<name>, e.g. "
+                  "11_2 or 11_2_data_parallel/ring_");
+  a->common.jobs = std::min(
+      2, available_cpus());  // here: proofs graded at the same time, each in its own build slot
+  a->common.add(cmd);
+  return {cmd, [a, &project] { return run_chaff(*a, project); }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,255 +497,23 @@ int main(int argc, char** argv) {
 
   CLI::App app{"mgpu-grade: grade manygpu submissions against the reference solutions"};
   app.require_subcommand(1);
-
-  // ---- grade
-  Common g_common;
-  std::string submission;
-  bool solution = false, timings = false, quiet = false, check_full = false;
-  std::string json_out, gs_out, junit_out, student_id, metadata;
-  auto* grade = app.add_subcommand(
-      "grade", "grade chapters/ (or SUBMISSION, a folder or .zip) against the reference");
-  grade->add_option(
-      "submission", submission,
-      "folder or .zip holding chapters/<chapter>/<file> (default: this checkout's chapters/)");
-  grade->add_flag("--solution", solution,
-                  "grade the reference solutions themselves (should be full marks)");
-  grade->add_option("--json", json_out, "write the full grade as JSON");
-  grade->add_option("--gradescope", gs_out, "write Gradescope's results.json");
-  grade->add_option("--junit", junit_out, "write JUnit XML");
-  grade->add_flag(
-      "--check-full-marks", check_full,
-      "exit 1 unless every case that ran got full marks (a self-check of the reference)");
-  grade->add_flag("--timings", timings,
-                  "print seconds per phase (reference, build, student cases)");
-  grade->add_flag("--quiet,-q", quiet, "no terminal table");
-  grade->add_option("--student-id", student_id,
-                    "who submitted: with a secret, picks the hidden cases' seed (default: the "
-                    "submission's name)");
-  grade
-      ->add_option("--submission-metadata", metadata,
-                   "Gradescope's submission_metadata.json; the student id comes from its users")
-      ->excludes("--student-id");
-  g_common.add(grade);
-
-  // ---- grade-batch
-  Common b_common;
-  BatchOptions batch;
-  std::string shard;
-  auto* gb = app.add_subcommand(
-      "grade-batch", "grade every submission (folder or .zip) in DIR into a CSV gradebook");
-  gb->add_option("dir", batch.dir, "folder of submissions");
-  gb->add_option("--csv", batch.csv, "gradebook to create or resume");
-  gb->add_option("--shard", shard,
-                 "grade only slice I of N (e.g. 2/4), for N machines or a job array; join with "
-                 "`grade-batch merge`");
-  std::vector<std::string> merge_inputs;
-  std::string merge_out;
-  auto* merge = gb->add_subcommand(
-      "merge", "join the gradebooks of a sharded batch into one (rows sorted by submission)");
-  merge->add_option("out", merge_out, "gradebook to write")->required();
-  merge->add_option("inputs", merge_inputs, "the shards' gradebooks")->required();
-  gb->add_option("--reports", batch.reports,
-                 "also write one JSON report per submission into this folder");
-  b_common.jobs = std::min(2, available_cpus());  // here: submissions graded at the same time, each
-                                                  // with one compile and one case at a time
-  b_common.add(gb);
-
-  // ---- release
-  std::string release_out;
-  bool allow_dirty = false;
-  auto* rel = app.add_subcommand(
-      "release",
-      "write the student distribution (HEAD without solutions/ and graded cases) to OUT");
-  rel->add_option("out", release_out, "new folder")->required();
-  rel->add_flag("--allow-dirty", allow_dirty,
-                "ship the committed versions of files that have uncommitted changes");
-
-  // ---- submit
-  std::string submit_out = "manygpu-submission.zip", submit_from;
-  auto* sub = app.add_subcommand("submit", "zip your editable chapter files for upload");
-  sub->add_option("-o,--output", submit_out, "zip to write")->capture_default_str();
-  sub->add_option("--from", submit_from,
-                  "chapters folder to take the files from (default: this checkout's chapters/)");
-
-  // ---- gradescope-bundle
-  Common gs_common;
-  std::string bundle_out, bundle_secret;
-  auto* gsb = app.add_subcommand(
-      "gradescope-bundle",
-      "write the Gradescope autograder zip (setup.sh, run_autograder, HEAD of the repo)");
-  gsb->add_option("out", bundle_out, "zip to write, e.g. autograder.zip")->required();
-  gsb->add_option(
-      "--secret", bundle_secret,
-      "file with the secret the hidden cases' seeds derive from (default: a fresh random one)");
-  gsb->add_flag("--allow-dirty", allow_dirty,
-                "ship the committed versions of files that have uncommitted changes");
-  gsb->add_option("--rubric", gs_common.rubrics, "private rubric to include");
-  gsb->add_option("--cases-dir", gs_common.cases_dirs, "private case folder to include");
-
-  // ---- gradescope-fallback (run_autograder's, when grade itself failed)
-  Common fb_common;
-  std::string fb_out, fb_reason;
-  auto* fb = app.add_subcommand("gradescope-fallback",
-                                "write a results.json that lists every case as failed with REASON");
-  fb->add_option("out", fb_out, "results.json to write")->required();
-  fb->add_option("--reason", fb_reason, "what went wrong, shown to the student")->required();
-  fb_common.add(fb);
-
-  // ---- chaff
-  Common c_common;
-  std::vector<std::string> proof_chapters;
-  auto* chaff = app.add_subcommand(
-      "chaff",
-      "grade every chaff (known-wrong edit of the reference) and wheat (known-right "
-      "alternative) and check that each chaff loses its cases and each wheat gets full marks");
-  chaff->add_option("chapters", proof_chapters,
-                    "only these chaffs and wheats: prefixes of <chapter> or <chapter>/<name>, e.g. "
-                    "11_2 or 11_2_data_parallel/ring_");
-  c_common.jobs = std::min(
-      2, available_cpus());  // here: proofs graded at the same time, each in its own build slot
-  c_common.add(chaff);
+  // Declared in the order --help lists them; `merge` before `grade-batch` in the table, since
+  // parsing `grade-batch merge` marks both.
+  Command grade = grade_command(app, project);
+  Command batch = batch_command(app, project);
+  Command merge = merge_command(*batch.cli);
+  Command release = release_command(app, project);
+  Command submit = submit_command(app, project);
+  Command bundle = bundle_command(app, project);
+  Command fallback = fallback_command(app, project);
+  Command chaff = chaff_command(app, project);
+  const Command table[] = {grade, merge, batch, fallback, chaff, release, submit, bundle};
 
   CLI11_PARSE(app, argc, argv);
-
   try {
-    if (grade->parsed()) {
-      Rubric rubric = g_common.rubric(project);
-      GradeOptions opts = g_common.options(project, rubric);
-      fs::path sub_path = submission.empty() ? project.root / "chapters" : user_path(submission);
-      if (!reference_available(project)) {
-        if (solution)
-          throw std::runtime_error(
-              "--solution: this copy has no reference solutions (solutions/ is absent)");
-        enable_progress(!quiet);
-        auto vis = run_visible_tests(sub_path, project, rubric, opts);
-        std::cout << visible_report(vis, use_colour(1));
-        return 0;
-      }
-      prepare_sandbox(project, opts);
-      enable_progress(!quiet);
-      Reference reference(project, rubric, opts);
-      std::string name = submission.empty()
-                             ? "checkout"
-                             : fs::absolute(sub_path).lexically_normal().filename().string();
-      if (!metadata.empty()) student_id = student_id_from_metadata(user_path(metadata));
-      Grade g =
-          grade_submission(sub_path, name, project, rubric, reference,
-                           opts.for_student(student_id.empty() ? name : student_id), solution);
-      if (!quiet) std::cout << terminal_report(g, use_colour(1), timings);
-      if (!json_out.empty()) write_text(user_path(json_out), json_report(g).dump(2) + "\n");
-      if (!gs_out.empty()) write_text(user_path(gs_out), gradescope_report(g).dump(2) + "\n");
-      if (!junit_out.empty()) write_text(user_path(junit_out), junit_report(g));
-      if (check_full)
-        for (const auto& ch : g.chapters)
-          for (const auto& c : ch.cases)
-            if (c.status != Status::skipped &&
-                (c.status != Status::passed || c.score < c.max_score)) {
-              std::cerr << fmt::format("mgpu-grade: {} got {:g} of {:g} ({}: {})\n", c.name,
-                                       c.score, c.max_score, status_name(c.status), c.reason);
-              return 1;
-            }
-      return 0;
-    }
-    if (merge->parsed()) {
-      std::vector<fs::path> inputs;
-      for (const auto& i : merge_inputs) inputs.push_back(user_path(i));
-      std::size_t n = merge_gradebooks(inputs, user_path(merge_out));
-      std::cout << fmt::format("grade-batch merge: {} submissions from {} gradebooks into {}\n", n,
-                               inputs.size(), user_path(merge_out).string());
-      return 0;
-    }
-    if (gb->parsed()) {
-      if (batch.dir.empty() || batch.csv.empty())
-        throw std::runtime_error(
-            "grade-batch: give the folder of submissions and --csv FILE (see --help)");
-      if (!shard.empty()) parse_shard(shard, batch);
-      if (!reference_available(project))
-        throw std::runtime_error(
-            "grade-batch needs the reference solutions (solutions/ is absent)");
-      Rubric rubric = b_common.rubric(project);
-      GradeOptions opts = b_common.options(project, rubric);
-      prepare_sandbox(project, opts);
-      batch.jobs = b_common.jobs;
-      batch.dir = user_path(batch.dir.string());
-      batch.csv = fs::absolute(user_path(batch.csv.string()));
-      if (!batch.reports.empty()) batch.reports = user_path(batch.reports.string());
-      auto t0 = std::chrono::steady_clock::now();
-      int n = grade_batch(batch, project, rubric, opts);
-      std::fprintf(stderr, "grade-batch: graded %d submissions in %.1f s into %s\n", n,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                   batch.csv.c_str());
-      return 0;
-    }
-    if (fb->parsed()) {
-      write_text(user_path(fb_out),
-                 gradescope_fallback(fb_common.rubric(project), fb_reason).dump(2) + "\n");
-      return 0;
-    }
-    if (chaff->parsed()) {
-      if (!reference_available(project))
-        throw std::runtime_error("chaff needs the reference solutions (solutions/ is absent)");
-      Rubric rubric = c_common.rubric(project);
-      GradeOptions opts = c_common.options(project, rubric);
-      prepare_sandbox(project, opts);
-      auto proofs = load_proofs(project, rubric, proof_chapters);
-      if (proofs.empty())
-        throw std::runtime_error(
-            "chaff: no chaff or wheat matches; they live in autograder/chaff/<chapter>/ and "
-            "autograder/wheat/<chapter>/");
-      std::fprintf(stderr, "chaff: grading %zu chaffs and wheats, %d at a time\n", proofs.size(),
-                   opts.jobs);
-      const bool proved = run_proofs(proofs, project, rubric, opts,
-                                     whole_chapters(rubric, proof_chapters), std::cout);
-      return proved ? 0 : 1;
-    }
-    if (rel->parsed()) {
-      release_out = user_path(release_out).string();
-      Shipment s = write_release(project, release_out, allow_dirty);
-      for (const auto& f : s.left_out)
-        std::cerr << "release: left out the uncommitted changes of " << f << "\n";
-      std::cout << fmt::format(
-          "release: {} files of HEAD written to {} (no solutions/, no graded cases).\n"
-          "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the "
-          "visible tests.\n",
-          s.files, release_out);
-      return 0;
-    }
-    if (sub->parsed()) {
-      Rubric rubric = load_rubric(project.root / "autograder" / "rubric.json");
-      fs::path from = submit_from.empty() ? project.root / "chapters" : user_path(submit_from);
-      submit_out = user_path(submit_out).string();
-      auto files = write_submission(rubric, from, submit_out);
-      std::cout << fmt::format("submit: {} files in {}:\n", files.size(),
-                               fs::absolute(submit_out).string());
-      for (const auto& f : files) std::cout << "  " << f << "\n";
-      std::cout << "Upload this zip. Only these files are graded; headers and tests come from the "
-                   "course.\n";
-      return 0;
-    }
-    if (gsb->parsed()) {
-      BundleOptions b;
-      b.out = user_path(bundle_out);
-      for (const auto& r : gs_common.rubrics) b.rubrics.push_back(user_path(r));
-      load_rubrics(project.root / "autograder" / "rubric.json",
-                   b.rubrics);  // reject a broken rubric now, not on Gradescope
-      for (const auto& d : gs_common.cases_dirs) b.cases_dirs.push_back(user_path(d));
-      b.secret_file = user_path(bundle_secret);
-      b.scratch = project.root / "build" / "grade" / "gradescope-bundle";
-      b.allow_dirty = allow_dirty;
-      Shipment s = write_gradescope_bundle(project, b);
-      for (const auto& f : s.left_out)
-        std::cerr << "gradescope-bundle: left out the uncommitted changes of " << f << "\n";
-      std::cout << fmt::format(
-          "gradescope-bundle: {} (upload it as the autograder: setup.sh builds the reference, "
-          "run_autograder grades /autograder/submission)\n",
-          fs::absolute(b.out).string());
-      return 0;
-    }
-  } catch (const RubricError& e) {
-    std::cerr << "mgpu-grade: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
+    for (const Command& c : table)
+      if (c.cli->parsed()) return c.run();
+  } catch (const std::exception& e) {  // a RubricError too
     std::cerr << "mgpu-grade: " << e.what() << "\n";
     return 2;
   }

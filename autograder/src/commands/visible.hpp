@@ -18,13 +18,18 @@ struct VisibleChapter {
   int cases = 0;              ///< doctest test cases
   int passed = 0;             ///< of which passed
   int failed = 0;             ///< of which failed
-  std::string summary;        ///< doctest's summary line or why there is none
+  std::string summary;        ///< the counts from doctest's XML report, or why there are none
 };
 
 /// Builds and runs test_<chapter> for each chapter on a staged copy of the submission.
 std::vector<VisibleChapter> run_visible_tests(const std::filesystem::path& submission,
                                               const Project& project, const Rubric& rubric,
                                               const GradeOptions& opts);
+
+/// Reads the test-case counts of doctest's XML report (--reporters=xml) into v: its last
+/// <OverallResultsTestCases successes=".." failures=".."> element. False when there is none (the
+/// program ended before its report, or is not a doctest program).
+bool read_doctest_report(const std::string& xml, VisibleChapter& v);
 
 /// The report of run_visible_tests, ending with the note about the reference.
 std::string visible_report(const std::vector<VisibleChapter>& chapters, bool colour);

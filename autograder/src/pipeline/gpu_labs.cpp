@@ -107,6 +107,7 @@ bool gpu_labs_selected(const Rubric& rubric, const std::vector<std::string>& fil
   return false;
 }
 
+// Longer than a screen for the reason parse_rubric is: the section's fields, each with its check.
 void parse_gpu_labs(const nlohmann::ordered_json& v, const std::string& file, GpuLabsSpec& out,
                     std::vector<std::string>& errors) {
   const std::string field = "gpu_labs";

@@ -70,6 +70,7 @@ struct Checker {
 
 const std::set<std::string> kDtypes{"bf16", "fp32", "fp64"};
 
+// Longer than a screen for the reason parse_rubric is: a case's fields, each with its check.
 void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name, const ojson& v,
                 const std::string& field) {
   CaseSpec c;
@@ -200,6 +201,8 @@ const ChapterSpec* Rubric::chapter(const std::string& name) const {
   return nullptr;
 }
 
+// Longer than a screen: one pass over the document's fields in the README's order, each check
+// beside the field it reads, so a field and its rule are found together.
 Rubric parse_rubric(const std::string& text, const std::string& file, bool partial) {
   Checker ck{file, {}};
   ojson doc;

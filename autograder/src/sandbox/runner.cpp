@@ -105,6 +105,351 @@ const char* kStages[] = {"setsid", "dup",  "chdir", "setrlimit",    "setgroups",
 // past its limit in between, rarely enough that scanning /proc costs nothing measurable.
 constexpr auto kMemoryPoll = std::chrono::milliseconds(100);
 
+// A descriptor closed when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// With namespaces: bubblewrap copies the program in from a descriptor (no host folder in the
+// case's view) and reads the system-call filter from another. Returns why not, or "".
+std::string open_for_bubblewrap(const RunSpec& spec, Fd& program_fd, Fd& filter_fd) {
+  // bubblewrap copies the program in from a descriptor: no host folder in the case's view.
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);
+  program_fd.fd = ec ? -1 : ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
+  filter_fd.fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
+  const std::string& bpf = case_seccomp_program();
+  if (program_fd.fd < 0 || filter_fd.fd < 0 ||
+      ::write(filter_fd.fd, bpf.data(), bpf.size()) != static_cast<ssize_t>(bpf.size()) ||
+      ::lseek(filter_fd.fd, 0, SEEK_SET) != 0) {
+    return fmt::format("cannot start {}: {}", spec.exe.string(),
+                       std::strerror(ec ? ec.value() : errno));
+  }
+  return {};
+}
+
+// In the uid sandbox: a fresh folder for the case (workdir), owned by its uid when dropping,
+// holding its own link to (or copy of) the program. Returns why not, or "" (then the folder is
+// the caller's to remove).
+std::string link_into_case_folder(const RunSpec& spec, bool drop, uid_t uid, gid_t gid,
+                                  std::filesystem::path& workdir, std::filesystem::path& program) {
+  std::string tmpl = case_dir_template();
+  if (!::mkdtemp(tmpl.data())) {
+    return fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
+  }
+  workdir = tmpl;
+  std::error_code ec;
+  // The case runs its own link (or copy) of the program, so the folders above the real one can
+  // stay sealed: it never needs a path into the build trees. A link keeps the owner's
+  // permissions, so the case can run the program but not rewrite it.
+  const std::filesystem::path real =
+      std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
+  program = workdir / spec.exe.filename();
+  if (!ec) std::filesystem::create_hard_link(real, program, ec);
+  if (ec) {
+    ec.clear();
+    std::filesystem::copy_file(spec.exe, program, ec);
+    if (!ec)
+      std::filesystem::permissions(
+          program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
+    if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0)
+      ec = {errno, std::generic_category()};
+  }
+  if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0) ec = {errno, std::generic_category()};
+  if (ec) {
+    std::string error =
+        fmt::format("cannot prepare {} for the case: {}", workdir.string(), ec.message());
+    std::filesystem::remove_all(workdir, ec);
+    return error;
+  }
+  return {};
+}
+
+// rlimits of the child, computed before the fork.
+struct Limits {
+  rlimit as, cpu, fsize, nofile, nproc, core;  // a case's
+  rlimit build_as, build_fsize;                // a build's (not isolated); 0: none
+};
+
+Limits child_limits(const RunSpec& spec, bool drop, uid_t uid, int program_fd) {
+  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
+  rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
+  // RLIMIT_NPROC counts every task of the uid: a leased uid has none yet.
+  rlim_t nproc = static_cast<rlim_t>((drop ? 0 : tasks_of_user(uid)) + spec.extra_processes);
+  // bubblewrap writes its copy of the program under this limit too: with namespaces it is at least
+  // the program's size (the case's own folders are sized memory folders besides).
+  rlim_t file_limit = spec.file_bytes;
+  struct stat program_stat {};
+  if (program_fd >= 0 && ::fstat(program_fd, &program_stat) == 0)
+    file_limit =
+        std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
+  Limits l{};
+  l.as = {spec.memory_bytes, spec.memory_bytes};
+  l.cpu = {cpu_s, cpu_s + 1};
+  l.fsize = {file_limit, file_limit};
+  l.nofile = {spec.open_files, spec.open_files};
+  l.nproc = {nproc, nproc};
+  l.core = {0, 0};
+  l.build_as = {spec.unisolated_memory_bytes, spec.unisolated_memory_bytes};
+  l.build_fsize = {spec.unisolated_file_bytes, spec.unisolated_file_bytes};
+  return l;
+}
+
+// All the child needs, prepared before the fork: descriptors (where they are now, and the fixed
+// numbers they must have in the program), limits, identity, filter, argv and envp.
+struct ChildSetup {
+  const RunSpec& spec;
+  int out, err, result, err_pipe, devnull;  // pipe ends to write; err may be out (merged)
+  int program_fd, filter_fd, ruleset_fd;    // -1 when not used
+  int err_target, program_target, filter_target, ruleset_target;
+  const char* cwd;
+  const Limits& limits;
+  bool no_devices, drop;
+  uid_t uid;
+  gid_t gid;
+  bool filter_here;  // load the seccomp filter here (bubblewrap loads its own)
+  const sock_fprog* filter;
+  char* const* argv;
+  char* const* envp;
+};
+
+// The child between fork and exec: async-signal-safe calls only (the grader is multi-threaded).
+// One sequence of steps, each ending in child_fail with its stage number on error; kept whole
+// (about 60 lines) so the order of the steps, which the isolation relies on, reads at once.
+[[noreturn]] void exec_child(const ChildSetup& c) {
+  int ew = ::fcntl(c.err_pipe, F_DUPFD_CLOEXEC, 100);
+  if (ew < 0) ::_exit(127);
+  if (::setsid() < 0) child_fail(ew, 0);
+  int hi_out = ::fcntl(c.out, F_DUPFD, 100);
+  int hi_err = ::fcntl(c.err, F_DUPFD, 100);
+  int hi_res = c.spec.result_fd >= 0 ? ::fcntl(c.result, F_DUPFD, 100) : -1;
+  // bubblewrap reads the program and the filter from these; the ruleset is ours, closed at exec
+  int hi_program = c.program_fd >= 0 ? ::fcntl(c.program_fd, F_DUPFD, 100) : -1;
+  int hi_filter = c.filter_fd >= 0 ? ::fcntl(c.filter_fd, F_DUPFD, 100) : -1;
+  int hi_ruleset = c.ruleset_fd >= 0 ? ::fcntl(c.ruleset_fd, F_DUPFD, 100) : -1;
+  if (hi_out < 0 || hi_err < 0 || (c.spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
+  if ((c.program_fd >= 0 && hi_program < 0) || (c.filter_fd >= 0 && hi_filter < 0) ||
+      (c.ruleset_fd >= 0 && hi_ruleset < 0))
+    child_fail(ew, 1);
+  if (::dup2(c.devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
+  if (hi_res >= 0 && ::dup2(hi_res, c.spec.result_fd) < 0) child_fail(ew, 1);
+  if (::dup3(ew, c.err_target, O_CLOEXEC) < 0) child_fail(ew, 1);
+  ew = c.err_target;
+  if ((hi_program >= 0 && ::dup2(hi_program, c.program_target) < 0) ||
+      (hi_filter >= 0 && ::dup2(hi_filter, c.filter_target) < 0) ||
+      (hi_ruleset >= 0 && ::dup3(hi_ruleset, c.ruleset_target, O_CLOEXEC) < 0))
+    child_fail(ew, 1);
+  int first_free = c.ruleset_target + 1;
+  ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
+  if (c.cwd && ::chdir(c.cwd) != 0) child_fail(ew, 2);
+  if (c.spec.isolate) {
+    if ((c.no_devices && ::setrlimit(RLIMIT_AS, &c.limits.as) != 0) ||
+        ::setrlimit(RLIMIT_CPU, &c.limits.cpu) != 0 ||
+        ::setrlimit(RLIMIT_FSIZE, &c.limits.fsize) != 0 ||
+        ::setrlimit(RLIMIT_NOFILE, &c.limits.nofile) != 0 ||
+        ::setrlimit(RLIMIT_NPROC, &c.limits.nproc) != 0 ||
+        ::setrlimit(RLIMIT_CORE, &c.limits.core) != 0)
+      child_fail(ew, 3);
+  } else {
+    ::setrlimit(RLIMIT_CORE, &c.limits.core);
+    if ((c.limits.build_as.rlim_cur > 0 && ::setrlimit(RLIMIT_AS, &c.limits.build_as) != 0) ||
+        (c.limits.build_fsize.rlim_cur > 0 &&
+         ::setrlimit(RLIMIT_FSIZE, &c.limits.build_fsize) != 0))
+      child_fail(ew, 3);
+  }
+  if (c.drop) {
+    if (::setgroups(0, nullptr) != 0) child_fail(ew, 4);
+    if (::setgid(c.gid) != 0) child_fail(ew, 5);
+    if (::setuid(c.uid) != 0) child_fail(ew, 6);
+  }
+  // Dies with the grader (changing uid above cleared any earlier setting).
+  if ((c.spec.isolate || c.drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
+  // The last steps before the program: no privilege can be gained by exec any more, then the
+  // file system view, then the system-call filter (sandbox.hpp).
+  if (hi_ruleset >= 0 || c.filter_here) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(ew, 9);
+    if (hi_ruleset >= 0 && ::syscall(SYS_landlock_restrict_self, c.ruleset_target, 0) != 0)
+      child_fail(ew, 10);
+    if (c.filter_here && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.filter) != 0)
+      child_fail(ew, 11);
+  }
+  if (c.spec.isolate)
+    ::execve(c.argv[0], c.argv, c.envp);
+  else
+    ::execvpe(c.argv[0], c.argv, c.envp);
+  child_fail(ew, 7);
+}
+
+// The child's argv: the program and spec.args, run through bubblewrap with namespaces (which
+// reads the program and the filter from the descriptors at program_target and filter_target).
+std::vector<std::string> child_arguments(const RunSpec& spec, const std::filesystem::path& program,
+                                         bool namespaces, int program_target, int filter_target) {
+  std::vector<std::string> argv_s{program.string()};
+  if (namespaces) {
+    BwrapCase c;
+    c.program = spec.exe;
+    c.program_fd = program_target;
+    c.seccomp_fd = filter_target;
+    c.tmpfs_bytes = std::max<std::uint64_t>(spec.file_bytes * 4, 16ull << 20);
+    c.devices = spec.devices;
+    argv_s = bwrap_command(c);
+  }
+  argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
+  return argv_s;
+}
+
+// Why the child could not start, from what child_fail wrote on the error pipe (its read end,
+// err_pipe), or "" when the pipe closed at exec: the program started.
+std::string start_error(int err_pipe, const RunSpec& spec, bool drop) {
+  int msg[2] = {0, 0};
+  ssize_t got;
+  do got = ::read(err_pipe, msg, sizeof msg);
+  while (got < 0 && errno == EINTR);
+  if (got != static_cast<ssize_t>(sizeof msg)) return {};
+  return fmt::format(
+      "cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]], std::strerror(msg[1]),
+      drop && msg[1] == EACCES ? " (the program must be readable and executable by every user: "
+                                 "make its folders world-readable)"
+                               : "");
+}
+
+// The environment of the child: for a case, a fixed minimal one (HOME and TMPDIR its own folder)
+// plus spec.env; for a build, the grader's own with spec.env laid over it.
+std::vector<std::string> child_environment(const RunSpec& spec, bool namespaces,
+                                           const std::filesystem::path& workdir) {
+  std::vector<std::string> env_s;
+  if (spec.isolate) {
+    const std::string home = namespaces ? "/case" : workdir.string();
+    env_s = {"PATH=/usr/bin:/bin", "HOME=" + home,   "TMPDIR=" + home,
+             "LANG=C.UTF-8",       "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
+    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  } else {
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      bool overridden = false;
+      for (const auto& [k, v] : spec.env) overridden = overridden || kv.rfind(k + "=", 0) == 0;
+      if (!overridden) env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
+  }
+  return env_s;
+}
+
+// One of the child's output pipes, read into a buffer up to a cap.
+struct Stream {
+  int fd;
+  std::string* buf;
+  std::size_t cap;
+  bool* truncated;
+};
+
+// The started child, as supervise sees it.
+struct Child {
+  pid_t pid;
+  bool drop;  // runs as `uid`, whose every process is the child's
+  uid_t uid;
+  Clock::time_point start;
+};
+
+// Reads what is ready on the pipes polled in pfds into their streams, closing those at their end.
+void read_ready(const std::vector<pollfd>& pfds, std::vector<Stream>& streams) {
+  std::array<char, 65536> chunk;  // NOLINT: filled by read before use
+  for (const auto& p : pfds) {
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    for (auto& s : streams) {
+      if (s.fd != p.fd) continue;
+      ssize_t n = ::read(s.fd, chunk.data(), chunk.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        Pipe::close_fd(s.fd);
+        continue;
+      }
+      std::size_t room = s.buf->size() < s.cap ? s.cap - s.buf->size() : 0;
+      std::size_t take = std::min(room, static_cast<std::size_t>(n));
+      s.buf->append(chunk.data(), take);
+      if (take < static_cast<std::size_t>(n)) *s.truncated = true;
+    }
+  }
+}
+
+// Watches the child until it ends and its pipes are drained: reads its output, and kills its
+// whole tree when it ends, outgrows spec.memory_bytes (isolated runs) or passes spec.wall_s.
+// Returns its wait status (valid when `reaped`); sets o's timed_out and memory fields.
+int supervise(const Child& c, const RunSpec& spec, std::vector<Stream>& streams, RunOutcome& o,
+              bool& reaped) {
+  const auto deadline = c.start + std::chrono::duration<double>(spec.wall_s);
+  std::optional<Clock::time_point>
+      drain_until;  // after the child is gone, give stragglers a moment
+  int wstatus = 0;
+  auto next_memory_check = c.start;
+  auto kill_tree = [&] {
+    ::kill(-c.pid, SIGKILL);
+    if (c.drop) kill_uid(c.uid);  // processes that left the group (setsid) are still the lease's
+  };
+  while (true) {
+    if (!reaped) {
+      pid_t w = ::waitpid(c.pid, &wstatus, WNOHANG);
+      if (w == c.pid) {
+        reaped = true;
+        kill_tree();  // descendants left behind must not keep the pipes open or outlive the case
+        drain_until = Clock::now() + std::chrono::milliseconds(500);
+      }
+    }
+    auto now = Clock::now();
+    // The memory limit holds for the whole tree: RLIMIT_AS alone is per process.
+    if (!reaped && spec.isolate && now >= next_memory_check) {
+      next_memory_check = now + kMemoryPoll;
+      std::uint64_t rss =
+          tree_resident_bytes(c.pid, c.drop ? std::optional<uid_t>(c.uid) : std::nullopt);
+      if (rss > spec.memory_bytes) {
+        o.memory_exceeded = true;
+        o.tree_memory_bytes = rss;
+        kill_tree();
+        ::waitpid(c.pid, &wstatus, 0);
+        reaped = true;
+        drain_until = Clock::now() + std::chrono::milliseconds(200);
+      }
+    }
+    if (!reaped && now >= deadline) {
+      o.timed_out = true;
+      kill_tree();
+      ::waitpid(c.pid, &wstatus, 0);
+      reaped = true;
+      drain_until = Clock::now() + std::chrono::milliseconds(200);
+    }
+    std::vector<pollfd> pfds;
+    for (const auto& s : streams)
+      if (s.fd >= 0) pfds.push_back({s.fd, POLLIN, 0});
+    if (pfds.empty() && reaped) break;
+    if (drain_until && Clock::now() >= *drain_until) break;
+    ::poll(pfds.data(), pfds.size(), 20);
+    read_ready(pfds, streams);
+  }
+  return wstatus;
+}
+
+// How the child ended, from its wait status.
+void record_exit(RunOutcome& o, int wstatus, SandboxKind kind) {
+  if (WIFEXITED(wstatus)) {
+    o.exited = true;
+    o.exit_code = WEXITSTATUS(wstatus);
+    // bubblewrap reports a program killed by signal s as its own exit code 128 + s.
+    if (kind == SandboxKind::namespaces && o.exit_code > 128 && o.exit_code <= 128 + SIGRTMAX) {
+      o.exited = false;
+      o.signal = o.exit_code - 128;
+      o.exit_code = -1;
+    }
+  } else if (WIFSIGNALED(wstatus)) {
+    o.signal = WTERMSIG(wstatus);
+  }
+}
+
 }  // namespace
 
 std::string signal_description(int sig) {
@@ -121,6 +466,10 @@ void kill_all_running() {
   }
 }
 
+// The steps in order: choose the user, prepare the program and its folder, the file-system view
+// and filter, argv, envp and limits, then fork; the child sets itself up and execs (exec_child),
+// the parent supervises it (supervise) and records how it ended. Longer than a screen because
+// the descriptors and the folder it opens must live, and be closed, across all of these steps.
 RunOutcome run_process(const RunSpec& spec) {
   RunOutcome o;
   const SandboxKind kind = spec.isolate ? sandbox().kind : SandboxKind::none;
@@ -148,61 +497,14 @@ RunOutcome run_process(const RunSpec& spec) {
   bool own_workdir = false;
   std::filesystem::path program = spec.exe;
   const bool namespaces = kind == SandboxKind::namespaces;
-  // Closed when run_process returns, on every path.
-  struct Fd {
-    int fd = -1;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } program_fd, filter_fd, ruleset_fd;
-  if (namespaces) {
-    // bubblewrap copies the program in from a descriptor: no host folder in the case's view.
-    std::error_code ec;
-    const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);
-    program_fd.fd = ec ? -1 : ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
-    filter_fd.fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
-    const std::string& bpf = case_seccomp_program();
-    if (program_fd.fd < 0 || filter_fd.fd < 0 ||
-        ::write(filter_fd.fd, bpf.data(), bpf.size()) != static_cast<ssize_t>(bpf.size()) ||
-        ::lseek(filter_fd.fd, 0, SEEK_SET) != 0) {
-      o.start_error = fmt::format("cannot start {}: {}", spec.exe.string(),
-                                  std::strerror(ec ? ec.value() : errno));
-      return o;
-    }
-  } else if (spec.isolate) {
-    std::string tmpl = case_dir_template();
-    if (!::mkdtemp(tmpl.data())) {
-      o.start_error = fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
-      return o;
-    }
-    workdir = tmpl;
-    own_workdir = true;
-    std::error_code ec;
-    // The case runs its own link (or copy) of the program, so the folders above the real one can
-    // stay sealed: it never needs a path into the build trees. A link keeps the owner's
-    // permissions, so the case can run the program but not rewrite it.
-    const std::filesystem::path real =
-        std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
-    program = workdir / spec.exe.filename();
-    if (!ec) std::filesystem::create_hard_link(real, program, ec);
-    if (ec) {
-      ec.clear();
-      std::filesystem::copy_file(spec.exe, program, ec);
-      if (!ec)
-        std::filesystem::permissions(
-            program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
-      if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0)
-        ec = {errno, std::generic_category()};
-    }
-    if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0)
-      ec = {errno, std::generic_category()};
-    if (ec) {
-      o.start_error =
-          fmt::format("cannot prepare {} for the case: {}", workdir.string(), ec.message());
-      std::filesystem::remove_all(workdir, ec);
-      return o;
-    }
+  Fd program_fd, filter_fd, ruleset_fd;  // closed when run_process returns, on every path
+  if (namespaces)
+    o.start_error = open_for_bubblewrap(spec, program_fd, filter_fd);
+  else if (spec.isolate) {
+    o.start_error = link_into_case_folder(spec, drop, uid, gid, workdir, program);
+    own_workdir = o.start_error.empty();
   }
+  if (!o.start_error.empty()) return o;
 
   // Landlock where the kernel has it: a case in the uid sandbox reaches only the system and its
   // folder; a build, what its view names.
@@ -221,74 +523,17 @@ RunOutcome run_process(const RunSpec& spec) {
   const int filter_target = program_target + 1, ruleset_target = program_target + 2;
 
   // argv and envp, built before the fork.
-  std::vector<std::string> argv_s{program.string()};
-  if (namespaces) {
-    BwrapCase c;
-    c.program = spec.exe;
-    c.program_fd = program_target;
-    c.seccomp_fd = filter_target;
-    c.tmpfs_bytes = std::max<std::uint64_t>(spec.file_bytes * 4, 16ull << 20);
-    c.devices = spec.devices;
-    argv_s = bwrap_command(c);
-  }
-  argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
+  std::vector<std::string> argv_s =
+      child_arguments(spec, program, namespaces, program_target, filter_target);
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  if (spec.isolate) {
-    const std::string home = namespaces ? "/case" : workdir.string();
-    env_s = {"PATH=/usr/bin:/bin", "HOME=" + home,   "TMPDIR=" + home,
-             "LANG=C.UTF-8",       "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
-    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
-  } else {
-    for (char** e = environ; *e; ++e) {
-      std::string kv = *e;
-      bool overridden = false;
-      for (const auto& [k, v] : spec.env) overridden = overridden || kv.rfind(k + "=", 0) == 0;
-      if (!overridden) env_s.push_back(kv);
-    }
-    for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
-  }
+  std::vector<std::string> env_s = child_environment(spec, namespaces, workdir);
   std::vector<char*> envp;
   for (auto& e : env_s) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
-  rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
-  // RLIMIT_NPROC counts every task of the uid: a leased uid has none yet.
-  rlim_t nproc = static_cast<rlim_t>((drop ? 0 : tasks_of_user(uid)) + spec.extra_processes);
-  struct rlimit lim_as {
-    spec.memory_bytes, spec.memory_bytes
-  };
-  struct rlimit lim_cpu {
-    cpu_s, cpu_s + 1
-  };
-  // bubblewrap writes its copy of the program under this limit too: with namespaces it is at least
-  // the program's size (the case's own folders are sized memory folders besides).
-  rlim_t file_limit = spec.file_bytes;
-  struct stat program_stat {};
-  if (program_fd.fd >= 0 && ::fstat(program_fd.fd, &program_stat) == 0)
-    file_limit =
-        std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
-  struct rlimit lim_fsize {
-    file_limit, file_limit
-  };
-  struct rlimit lim_nofile {
-    spec.open_files, spec.open_files
-  };
-  struct rlimit lim_nproc {
-    nproc, nproc
-  };
-  struct rlimit lim_core {
-    0, 0
-  };
-  struct rlimit lim_build_as {
-    spec.unisolated_memory_bytes, spec.unisolated_memory_bytes
-  };
-  struct rlimit lim_build_fsize {
-    spec.unisolated_file_bytes, spec.unisolated_file_bytes
-  };
+  const Limits limits = child_limits(spec, drop, uid, program_fd.fd);
 
   Pipe out, err, res, errp;
   if (!out.open() || !err.open() || !errp.open() || (spec.result_fd >= 0 && !res.open())) {
@@ -311,67 +556,30 @@ RunOutcome run_process(const RunSpec& spec) {
     if (own_workdir) std::filesystem::remove_all(workdir);
     return o;
   }
-  if (pid == 0) {
-    // ---- child: async-signal-safe calls only
-    int ew = ::fcntl(errp.w, F_DUPFD_CLOEXEC, 100);
-    if (ew < 0) ::_exit(127);
-    if (::setsid() < 0) child_fail(ew, 0);
-    int hi_out = ::fcntl(out.w, F_DUPFD, 100);
-    int hi_err = ::fcntl(merge ? out.w : err.w, F_DUPFD, 100);
-    int hi_res = spec.result_fd >= 0 ? ::fcntl(res.w, F_DUPFD, 100) : -1;
-    // bubblewrap reads the program and the filter from these; the ruleset is ours, closed at exec
-    int hi_program = program_fd.fd >= 0 ? ::fcntl(program_fd.fd, F_DUPFD, 100) : -1;
-    int hi_filter = filter_fd.fd >= 0 ? ::fcntl(filter_fd.fd, F_DUPFD, 100) : -1;
-    int hi_ruleset = ruleset_fd.fd >= 0 ? ::fcntl(ruleset_fd.fd, F_DUPFD, 100) : -1;
-    if (hi_out < 0 || hi_err < 0 || (spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
-    if ((program_fd.fd >= 0 && hi_program < 0) || (filter_fd.fd >= 0 && hi_filter < 0) ||
-        (ruleset_fd.fd >= 0 && hi_ruleset < 0))
-      child_fail(ew, 1);
-    if (::dup2(devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
-    if (hi_res >= 0 && ::dup2(hi_res, spec.result_fd) < 0) child_fail(ew, 1);
-    if (::dup3(ew, err_target, O_CLOEXEC) < 0) child_fail(ew, 1);
-    ew = err_target;
-    if ((hi_program >= 0 && ::dup2(hi_program, program_target) < 0) ||
-        (hi_filter >= 0 && ::dup2(hi_filter, filter_target) < 0) ||
-        (hi_ruleset >= 0 && ::dup3(hi_ruleset, ruleset_target, O_CLOEXEC) < 0))
-      child_fail(ew, 1);
-    int first_free = ruleset_target + 1;
-    ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
-    if (cwd && ::chdir(cwd) != 0) child_fail(ew, 2);
-    if (spec.isolate) {
-      if ((no_devices && ::setrlimit(RLIMIT_AS, &lim_as) != 0) ||
-          ::setrlimit(RLIMIT_CPU, &lim_cpu) != 0 || ::setrlimit(RLIMIT_FSIZE, &lim_fsize) != 0 ||
-          ::setrlimit(RLIMIT_NOFILE, &lim_nofile) != 0 ||
-          ::setrlimit(RLIMIT_NPROC, &lim_nproc) != 0 || ::setrlimit(RLIMIT_CORE, &lim_core) != 0)
-        child_fail(ew, 3);
-    } else {
-      ::setrlimit(RLIMIT_CORE, &lim_core);
-      if ((lim_build_as.rlim_cur > 0 && ::setrlimit(RLIMIT_AS, &lim_build_as) != 0) ||
-          (lim_build_fsize.rlim_cur > 0 && ::setrlimit(RLIMIT_FSIZE, &lim_build_fsize) != 0))
-        child_fail(ew, 3);
-    }
-    if (drop) {
-      if (::setgroups(0, nullptr) != 0) child_fail(ew, 4);
-      if (::setgid(gid) != 0) child_fail(ew, 5);
-      if (::setuid(uid) != 0) child_fail(ew, 6);
-    }
-    // Dies with the grader (changing uid above cleared any earlier setting).
-    if ((spec.isolate || drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
-    // The last steps before the program: no privilege can be gained by exec any more, then the
-    // file system view, then the system-call filter (sandbox.hpp).
-    if (hi_ruleset >= 0 || filter_here) {
-      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(ew, 9);
-      if (hi_ruleset >= 0 && ::syscall(SYS_landlock_restrict_self, ruleset_target, 0) != 0)
-        child_fail(ew, 10);
-      if (filter_here && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter) != 0)
-        child_fail(ew, 11);
-    }
-    if (spec.isolate)
-      ::execve(argv[0], argv.data(), envp.data());
-    else
-      ::execvpe(argv[0], argv.data(), envp.data());
-    child_fail(ew, 7);
-  }
+  if (pid == 0)
+    exec_child({spec,
+                out.w,
+                merge ? out.w : err.w,
+                res.w,
+                errp.w,
+                devnull,
+                program_fd.fd,
+                filter_fd.fd,
+                ruleset_fd.fd,
+                err_target,
+                program_target,
+                filter_target,
+                ruleset_target,
+                cwd,
+                limits,
+                no_devices,
+                drop,
+                uid,
+                gid,
+                filter_here,
+                &filter,
+                argv.data(),
+                envp.data()});
 
   // ---- parent
   remember(pid);
@@ -380,27 +588,9 @@ RunOutcome run_process(const RunSpec& spec) {
   Pipe::close_fd(err.w);
   Pipe::close_fd(res.w);
   Pipe::close_fd(errp.w);
-  int msg[2] = {0, 0};
-  ssize_t got;
-  do got = ::read(errp.r, msg, sizeof msg);
-  while (got < 0 && errno == EINTR);
-  if (got == static_cast<ssize_t>(sizeof msg)) {
-    o.start_error = fmt::format(
-        "cannot start {}: {} failed: {}{}", spec.exe.string(), kStages[msg[0]],
-        std::strerror(msg[1]),
-        drop && msg[1] == EACCES ? " (the program must be readable and executable by every user: "
-                                   "make its folders world-readable)"
-                                 : "");
-  } else {
-    o.started = true;
-  }
+  o.start_error = start_error(errp.r, spec, drop);
+  o.started = o.start_error.empty();
 
-  struct Stream {
-    int fd;
-    std::string* buf;
-    std::size_t cap;
-    bool* truncated;
-  };
   std::vector<Stream> streams{{out.r, &o.out, spec.output_cap, &o.out_truncated}};
   if (!merge)
     streams.push_back({err.r, &o.err, spec.output_cap, &o.err_truncated});
@@ -408,71 +598,9 @@ RunOutcome run_process(const RunSpec& spec) {
     Pipe::close_fd(err.r);
   if (spec.result_fd >= 0)
     streams.push_back({res.r, &o.result, spec.result_cap, &o.result_overflow});
-
-  const auto deadline = start + std::chrono::duration<double>(spec.wall_s);
-  std::optional<Clock::time_point>
-      drain_until;  // after the child is gone, give stragglers a moment
-  int wstatus = 0;
+  Child child{pid, drop, uid, start};
   bool reaped = false;
-  std::array<char, 65536> chunk{};
-  auto next_memory_check = start;
-  auto kill_tree = [&] {
-    ::kill(-pid, SIGKILL);
-    if (drop) kill_uid(uid);  // processes that left the group (setsid) are still the lease's
-  };
-  while (true) {
-    if (!reaped) {
-      pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
-      if (w == pid) {
-        reaped = true;
-        kill_tree();  // descendants left behind must not keep the pipes open or outlive the case
-        drain_until = Clock::now() + std::chrono::milliseconds(500);
-      }
-    }
-    auto now = Clock::now();
-    // The memory limit holds for the whole tree: RLIMIT_AS alone is per process.
-    if (!reaped && spec.isolate && now >= next_memory_check) {
-      next_memory_check = now + kMemoryPoll;
-      std::uint64_t rss = tree_resident_bytes(pid, drop ? std::optional<uid_t>(uid) : std::nullopt);
-      if (rss > spec.memory_bytes) {
-        o.memory_exceeded = true;
-        o.tree_memory_bytes = rss;
-        kill_tree();
-        ::waitpid(pid, &wstatus, 0);
-        reaped = true;
-        drain_until = Clock::now() + std::chrono::milliseconds(200);
-      }
-    }
-    if (!reaped && now >= deadline) {
-      o.timed_out = true;
-      kill_tree();
-      ::waitpid(pid, &wstatus, 0);
-      reaped = true;
-      drain_until = Clock::now() + std::chrono::milliseconds(200);
-    }
-    std::vector<pollfd> pfds;
-    for (const auto& s : streams)
-      if (s.fd >= 0) pfds.push_back({s.fd, POLLIN, 0});
-    if (pfds.empty() && reaped) break;
-    if (drain_until && Clock::now() >= *drain_until) break;
-    ::poll(pfds.data(), pfds.size(), 20);
-    for (const auto& p : pfds) {
-      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      for (auto& s : streams) {
-        if (s.fd != p.fd) continue;
-        ssize_t n = ::read(s.fd, chunk.data(), chunk.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          Pipe::close_fd(s.fd);
-          continue;
-        }
-        std::size_t room = s.buf->size() < s.cap ? s.cap - s.buf->size() : 0;
-        std::size_t take = std::min(room, static_cast<std::size_t>(n));
-        s.buf->append(chunk.data(), take);
-        if (take < static_cast<std::size_t>(n)) *s.truncated = true;
-      }
-    }
-  }
+  int wstatus = supervise(child, spec, streams, o, reaped);
   for (auto& s : streams) Pipe::close_fd(s.fd);
   out.r = err.r = res.r = -1;
   if (!reaped) ::waitpid(pid, &wstatus, 0);
@@ -480,18 +608,7 @@ RunOutcome run_process(const RunSpec& spec) {
          SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
   forget(pid);
   o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  if (WIFEXITED(wstatus)) {
-    o.exited = true;
-    o.exit_code = WEXITSTATUS(wstatus);
-    // bubblewrap reports a program killed by signal s as its own exit code 128 + s.
-    if (kind == SandboxKind::namespaces && o.exit_code > 128 && o.exit_code <= 128 + SIGRTMAX) {
-      o.exited = false;
-      o.signal = o.exit_code - 128;
-      o.exit_code = -1;
-    }
-  } else if (WIFSIGNALED(wstatus)) {
-    o.signal = WTERMSIG(wstatus);
-  }
+  record_exit(o, wstatus, kind);
   if (own_workdir) {
     std::error_code ec;
     std::filesystem::remove_all(workdir, ec);

@@ -74,6 +74,7 @@ bool bwrap_works() {
 }
 
 // The case filter (sandbox.hpp): the rules, then exported as BPF through a memory file.
+// Longer than a screen: the rules are one list, read top to bottom as the policy itself.
 std::string build_seccomp_program() {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx) return "";
