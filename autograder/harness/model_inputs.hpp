@@ -1,5 +1,6 @@
-// Inputs and outputs shared by the graded cases that train the course model (11.2 to 11.6):
-// a model shape drawn from the seed, and a bounded sample of a long vector to emit.
+// Inputs and outputs shared by the graded cases that train the course model (11.2 to 11.6): the
+// named model shapes (tiny, uneven, overlap, drawn from the seed: mgpu_test/model_configs.hpp,
+// shared with the chapter tests), a slow cluster, and bounded samples of long vectors to emit.
 #pragma once
 
 #include <algorithm>
@@ -13,36 +14,11 @@
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/model/model.hpp"
+#include "mgpu_test/model_configs.hpp"
 
 namespace mgpu::grade {
 
-/// A small course model whose shape comes from the case's seed: 1, 2 or 4 heads, d_model 2 to 6
-/// per head, d_ff = 2 d_model, 1 to 4 blocks, sequences of 2 to 5 tokens.
-inline model::ModelConfig drawn_model_config(Ctx& ctx) {
-  model::ModelConfig c;
-  c.d_in = ctx.uniform_int(3, 8);
-  c.n_heads = ctx.pick({1, 2, 4});
-  c.d_model = c.n_heads * ctx.uniform_int(2, 6);
-  c.d_ff = 2 * c.d_model;
-  c.n_layers = ctx.uniform_int(1, 4);
-  c.seq_len = ctx.uniform_int(2, 5);
-  c.d_out = ctx.uniform_int(1, 4);
-  return c;
-}
-
-/// The model of the overlap cases (11.2's buckets, 11.3's prefetch), with `layers` blocks:
-/// large enough that communication and compute take comparable time on slow_cluster().
-inline model::ModelConfig overlap_model_config(std::int64_t layers) {
-  model::ModelConfig c;
-  c.d_in = 6;
-  c.d_model = 32;
-  c.d_ff = 128;
-  c.n_layers = layers;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 3;
-  return c;
-}
+namespace configs = mgpu_test::configs;
 
 /// A slow "GPU" and link (3e10 FLOP/s, 5e8 B/s), so that a gradient all-reduce or a unit's
 /// gather takes about as long as the compute it can hide behind, as on real clusters.

@@ -18,13 +18,13 @@ namespace mgpu::data_parallel {
 /// How data_parallel_step averages the gradients across ranks.
 enum class GradAverager {
   runtime,  ///< the runtime's Comm::all_reduce with ReduceOp::avg
-  ring,     ///< your ring_all_reduce (TODO 6), which sums
+  ring,     ///< your ring_all_reduce (TODOs ring_reduce_scatter and ring_all_gather), which sums
 };
 
 /// The slice of `global` that data-parallel rank `rank` of `ranks` trains on.
 ///
-/// TODO 7 of 11.2. The N slices of the B sequences are contiguous, disjoint, equal and in rank
-/// order (rank 0's first), so together they are the whole batch.
+/// TODO(11.2 local_batch). The N slices of the B sequences are contiguous, disjoint, equal and in
+/// rank order (rank 0's first), so together they are the whole batch.
 /// @throws std::invalid_argument when ranks < 1, rank is outside [0, ranks), or B is not a
 ///         multiple of N (equal slices make the average of the slice losses the batch loss);
 ///         the message names B and N and says to pick a batch size divisible by the rank count.
@@ -32,7 +32,7 @@ model::Batch local_batch(const model::Batch& global, int rank, int ranks);
 
 /// One data-parallel training step on this rank's replica; returns the loss of this rank's slice.
 ///
-/// TODO 8 of 11.2. After it returns, on every rank of `dp`:
+/// TODO(11.2 data_parallel_step). After it returns, on every rank of `dp`:
 ///  - the weights are bitwise equal to every other rank's, and equal (up to fp32 rounding) to
 ///    what one rank reaches taking the same Adam step on the gradient of the whole batch's loss;
 ///  - replica.grads holds that whole-batch gradient, the one adam.step applied. The grader reads
@@ -56,7 +56,7 @@ struct Bucket {
 /// Groups the model's gradients into buckets of about `bucket_bytes` bytes, in the order backward
 /// produces them (as PyTorch DDP does).
 ///
-/// TODO 9 of 11.2. Contract:
+/// TODO(11.2 plan_buckets). Contract:
 ///  - the buckets are in the order backward completes them (highest offsets first) and together
 ///    cover [0, model.num_params()) exactly once, each one a contiguous range of whole tensors
 ///    (a tensor is never split);
@@ -69,7 +69,7 @@ std::vector<Bucket> plan_buckets(const model::Model& model, std::size_t bucket_b
 
 /// data_parallel_step with the gradient all-reduce overlapped with backward.
 ///
-/// TODO 10 of 11.2. Contract:
+/// TODO(11.2 data_parallel_step_overlapped). Contract:
 ///  - the weights, replica.grads and the loss are bitwise those of data_parallel_step with
 ///    GradAverager::runtime, and the bytes sent are the same;
 ///  - each bucket's reduction is in flight on the comm stream while backward still computes the
@@ -111,7 +111,7 @@ struct MixedReplica {
 /// A freshly initialised mixed-precision replica of `model` in `ledger`, as the MixedReplica
 /// table says.
 ///
-/// TODO 11 of 11.2 (make_mixed_replica). Contract: the master holds the parameters exactly as
+/// TODO(11.2 make_mixed_replica). Contract: the master holds the parameters exactly as
 /// model.init_params makes them from `seed` (fp32, not their bf16 rounding), weights16 their
 /// bf16 rounding; grads16 and the moments start at zero, steps at 0. Every rank computes the
 /// same bits, so the replicas start identical without communication. The ledger's peak, like
@@ -122,7 +122,7 @@ MixedReplica make_mixed_replica(MemoryLedger& ledger, const model::Model& model,
 /// One data-parallel step in bf16 mixed precision on this rank's replica; returns the loss of
 /// this rank's slice (local_batch, as data_parallel_step).
 ///
-/// TODO 12 of 11.2 (data_parallel_step_mixed). Contract:
+/// TODO(11.2 data_parallel_step_mixed). Contract:
 ///  - the model computes in fp32 only (forward_backward reads and writes float);
 ///  - the gradient crosses the ranks as bf16, averaged: 2 bytes per element on the wire, half of
 ///    data_parallel_step's bytes. (The runtime's bf16 all-reduce sums in fp32 in rank order and

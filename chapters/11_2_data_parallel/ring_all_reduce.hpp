@@ -19,8 +19,8 @@ namespace mgpu::data_parallel {
 
 /// The ring's first half, in place: a reduce-scatter over point-to-point messages.
 ///
-/// TODO 6 of 11.2, first half (ring_reduce_scatter). Use only comm.send / comm.recv (or isend /
-/// irecv), never the runtime's collectives.
+/// TODO(11.2 ring_reduce_scatter), the ring's first half. Use only comm.send / comm.recv (or isend
+/// / irecv), never the runtime's collectives.
 ///
 /// Contract the tests check:
 ///  - when it returns, chunk (r + 1) % N of rank r's `data` holds the element-wise sum over all
@@ -43,8 +43,8 @@ void ring_reduce_scatter(Comm& comm, std::span<bf16> data, MemoryLedger& ledger)
 /// In place, every member's `data` becomes the element-wise sum over all members of `comm`:
 /// ring_reduce_scatter followed by an all-gather around the same ring.
 ///
-/// TODO 6 of 11.2, second half (ring_all_gather), once ring_reduce_scatter passes its test. Use
-/// only point-to-point messages, as above.
+/// TODO(11.2 ring_all_gather), the ring's second half, once ring_reduce_scatter passes its test.
+/// Use only point-to-point messages, as above.
 ///
 /// Contract the tests check:
 ///  - any N >= 1 and any length, 0 included (not only multiples of N);

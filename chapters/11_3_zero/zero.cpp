@@ -108,7 +108,7 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   //   never exists: at any moment at most one unit's gradient is held (Category::comm), and
   //   state.grads holds only the shard. Model::forward_backward cannot do that; drive the units
   //   yourself with model.input, unit_forward, loss_backward and unit_backward.
-  // (TODO 19, zero2_overlap, comes back here once mixed_step works: see start_reduce_scatter_unit.)
+  // (TODO zero2_overlap comes back here once mixed_step works: see start_reduce_scatter_unit.)
   throw NotImplemented("11.3 zero_step");
 }
 

@@ -7,6 +7,7 @@
 #include "mgpu/cluster.hpp"
 #include "mgpu/model/model.hpp"
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/traffic.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -50,22 +51,14 @@ struct ShardLayout {
   std::size_t shard_size = 0;            ///< sum of s_u: the length of every rank's shard buffer
 };
 
-/// Given: the elements of unit `u` that group rank `r` owns, as [first, last) relative to the
-/// start of the unit, clipped to the unit's real length `unit_count` (may be empty).
-struct OwnedRange {
-  std::size_t first = 0;  ///< first owned element, relative to the unit
-  std::size_t last = 0;   ///< one past the last owned element
-  /// Number of owned elements.
-  [[nodiscard]] std::size_t size() const { return last - first; }
-};
-
-/// Given: OwnedRange of group rank `r` in unit `u` of `layout`, for a unit of `unit_count`
-/// elements.
-inline OwnedRange owned_range(const ShardLayout& layout, int u, int r, std::size_t unit_count) {
+/// Given: the elements of unit `u` that group rank `r` owns, relative to the start of the unit,
+/// clipped to the unit's real length `unit_count`: a Chunk (mgpu/traffic.hpp, the same piece of a
+/// buffer as a ring's chunk in 11.2), which may be empty. For a unit of `unit_count` elements.
+inline Chunk owned_range(const ShardLayout& layout, int u, int r, std::size_t unit_count) {
   const std::size_t s = layout.unit_shard.at(static_cast<std::size_t>(u));
   const std::size_t first = std::min(unit_count, static_cast<std::size_t>(r) * s);
   const std::size_t last = std::min(unit_count, first + s);
-  return {first, last};
+  return {.offset = first, .count = last - first};
 }
 
 /// One rank's training state for a ZeRO stage, every buffer in the rank's ledger.
@@ -123,23 +116,23 @@ using Gathered16 = BasicGathered<bf16>;
 
 /// The shard layout of `model` over `ranks` ranks.
 ///
-/// TODO 7 of 11.3. s_u = ceil(count_u / N) for every unit, unit_offset the running sum of the
-/// s_u before it, shard_size the total.
+/// TODO(11.3 plan_shards). s_u = ceil(count_u / N) for every unit, unit_offset the running sum of
+/// the s_u before it, shard_size the total.
 /// @throws std::invalid_argument when ranks < 1 (the message names the value).
 ShardLayout plan_shards(const model::Model& model, int ranks);
 
 /// This rank's training state for ZeRO stage `stage` over the group `dp`, allocated in
 /// rank.memory() as the ZeroState table says.
 ///
-/// TODO 8 of 11.3. Contract: the weights are the parameters model.init_params makes from `seed`
-/// (all of them below stage 3; at stage 3 this rank's owned_range of each unit, at the unit's
-/// unit_offset in the shard, zero in the padding), identical on every rank, and no message is
-/// sent. Gradients and moments start at zero, steps at 0. When it returns the ledger holds the
+/// TODO(11.3 make_zero_state). Contract: the weights are the parameters model.init_params makes
+/// from `seed` (all of them below stage 3; at stage 3 this rank's owned_range of each unit, at the
+/// unit's unit_offset in the shard, zero in the padding), identical on every rank, and no message
+/// is sent. Gradients and moments start at zero, steps at 0. When it returns the ledger holds the
 /// table's buffers and nothing else. Its Category::comm peak (graded exactly) is 0 below stage 3
 /// and one full fp32 copy of the parameters (4P bytes) at stage 3.
 /// @throws std::invalid_argument when stage is not 0..3 (check_stage from checks.hpp).
 ///
-/// TODO 15 of 11.3 (make_zero_state_mixed), with `precision` = Precision::bf16_mixed: the
+/// TODO(11.3 make_zero_state_mixed), with `precision` = Precision::bf16_mixed: the
 /// second table of ZeroState. The fp32 master (full at stage 0, the owned ranges at stages 1-3)
 /// holds the parameters exactly as model.init_params makes them (not their bf16 rounding),
 /// weights16 their bf16 rounding in its own layout; `weights` and `grads` stay empty.
@@ -150,9 +143,9 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
 /// Starts the all-gather of unit `u`'s weights from each rank's owned part `owned` (the
 /// owned_range of this rank, owned.size() elements, possibly fewer than s_u or none).
 ///
-/// TODO 9 of 11.3. Contract: returns with the gather posted but not waited (a caller may compute
-/// meanwhile). Once `done` is waited, `full` (N * s_u elements, Category::comm) holds on every
-/// rank the unit's count_u weights in the model's layout, then zeros. One all-gather on the
+/// TODO(11.3 gather_unit). Contract: returns with the gather posted but not waited (a caller may
+/// compute meanwhile). Once `done` is waited, `full` (N * s_u elements, Category::comm) holds on
+/// every rank the unit's count_u weights in the model's layout, then zeros. One all-gather on the
 /// traffic meter, of s_u elements per rank: (N - 1) * s_u elements sent per rank.
 /// @throws std::invalid_argument when owned.size() differs from this rank's owned_range.
 Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -161,7 +154,7 @@ Gathered gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
 /// gather_unit for bf16 weights (Precision::bf16_mixed): the same layout and the same posted,
 /// unwaited in-place all-gather, of bf16 elements, so it sends half the bytes of the fp32 one.
 ///
-/// TODO 16 of 11.3 (gather_unit_bf16).
+/// TODO(11.3 gather_unit_bf16).
 /// @throws std::invalid_argument as gather_unit.
 Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                        const ShardLayout& layout, int u, std::span<const bf16> owned);
@@ -170,9 +163,9 @@ Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model
 /// slice) into `shard_grads` (s_u elements): afterwards it holds the average over the group of
 /// the elements this rank owns, zero in the padding.
 ///
-/// TODO 10 of 11.3. Contract: one reduce-scatter on the traffic meter, of N * s_u elements:
-/// (N - 1) * s_u elements sent per rank. While it runs it holds one Category::comm buffer of
-/// N * s_u elements (a collective's input and output must not overlap), released before it
+/// TODO(11.3 reduce_scatter_unit). Contract: one reduce-scatter on the traffic meter, of N * s_u
+/// elements: (N - 1) * s_u elements sent per rank. While it runs it holds one Category::comm buffer
+/// of N * s_u elements (a collective's input and output must not overlap), released before it
 /// returns.
 /// @throws std::invalid_argument when the lengths are not count_u and s_u.
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -206,7 +199,7 @@ inline constexpr std::size_t kMaxReduceScattersInFlight = 2;
 /// reduce_scatter_unit would have written only once `done` has been waited. The same bytes on
 /// the meter as reduce_scatter_unit.
 ///
-/// TODO 19 of 11.3 (zero2_overlap), with the overlap in zero_step and mixed_step.
+/// TODO(11.3 zero2_overlap), with the overlap in zero_step and mixed_step.
 /// @throws std::invalid_argument as reduce_scatter_unit.
 Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                                    const ShardLayout& layout, int u,
@@ -214,7 +207,7 @@ Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::
 
 /// start_reduce_scatter_unit for bf16 gradients: a bf16 padded copy and a bf16 reduce-scatter.
 ///
-/// TODO 19 of 11.3 (zero2_overlap).
+/// TODO(11.3 zero2_overlap).
 /// @throws std::invalid_argument as reduce_scatter_unit.
 Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                                      const ShardLayout& layout, int u,
@@ -224,7 +217,7 @@ Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model
 /// bf16 (the runtime sums in fp32 in rank order and rounds once; NCCL's ring would round each
 /// hop's partial sum), so it sends half the bytes of the fp32 one.
 ///
-/// TODO 17 of 11.3 (reduce_scatter_unit_bf16).
+/// TODO(11.3 reduce_scatter_unit_bf16).
 /// @throws std::invalid_argument as reduce_scatter_unit.
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                          const ShardLayout& layout, int u, std::span<const bf16> unit_grads,
@@ -235,8 +228,8 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
 /// uses. Equal slices make the mean of the slice losses the batch's loss, which is what lets
 /// every stage end with plain data parallelism's weights.
 ///
-/// TODO 11 of 11.3 (the same idea as 11.2's local_batch, written again so that this chapter
-/// stands on its own).
+/// TODO(11.3 zero_local_batch) (the same idea as 11.2's local_batch, written again so that this
+/// chapter stands on its own).
 /// @throws std::invalid_argument when ranks < 1, rank is outside [0, ranks), or the batch does
 ///         not split evenly; the message names the batch size and the rank count and says to
 ///         pick a batch size divisible by the rank count.
@@ -246,7 +239,8 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
 /// Stage 3 is fsdp_step's and a Precision::bf16_mixed state mixed_step's: zero_step hands over
 /// to them.
 ///
-/// TODO 12 of 11.3 (stages 0 and 1; zero_step_stage2 for stage 2). Contract, at every stage:
+/// TODO(11.3 zero_step) (stages 0 and 1; TODO(11.3 zero_step_stage2) for stage 2). Contract, at
+/// every stage:
 ///  - every rank ends with the same full weights (full_weights), those of plain data
 ///    parallelism with Adam on the whole batch, up to fp32 rounding; state.steps advances by 1;
 ///  - Adam's state is touched only where this rank owns it: the ledger holds the ZeroState
@@ -261,7 +255,7 @@ model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks);
 ///    them, stage 1 holds one S-element shard of the reduced gradient for the step and stage 2
 ///    one unit's gradient (count_u elements) at a time; stage 0 holds nothing.
 ///
-/// TODO 19 of 11.3 (zero2_overlap): with `overlap` at stage 2, each unit's gradient reduction is
+/// TODO(11.3 zero2_overlap): with `overlap` at stage 2, each unit's gradient reduction is
 /// in flight on the comm stream while the backward of the units before it computes, with at
 /// most kMaxReduceScattersInFlight reductions posted and not yet waited at any moment (so the
 /// Category::comm peak grows by at most that many padded unit copies). The weights, gradients
@@ -273,7 +267,7 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 
 /// One ZeRO-3 (FSDP) step: weights live only as shards.
 ///
-/// TODO 13 of 11.3 (fsdp_step). Contract:
+/// TODO(11.3 fsdp_step). Contract:
 ///  - the same weights as stage 0 up to fp32 rounding, on every rank; state.steps advances by 1;
 ///    the shard's padding stays zero;
 ///  - a unit's full weights exist (gather_unit's buffer) only while that unit computes, in the
@@ -283,7 +277,7 @@ double zero_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 ///    model;
 ///  - the traffic meter shows zero_traffic_per_gpu's stage 3: per unit two all-gathers and one
 ///    reduce-scatter, 1.5 times stage 0's bytes.
-/// TODO 13 of 11.3, second part (fsdp_prefetch): with `prefetch`, the same weights and bytes, but
+/// TODO(11.3 fsdp_prefetch): with `prefetch`, the same weights and bytes, but
 /// the gathers overlap the compute (more comm under compute on the virtual clock, a step no longer
 /// than without), with at most one more gathered unit alive (the tests allow 4 padded units).
 /// @throws std::invalid_argument when state.stage is not 3.
@@ -293,7 +287,7 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 /// One bf16 mixed-precision step (state.precision == Precision::bf16_mixed) at any stage, on this
 /// rank's slice of `global`; returns the slice's loss.
 ///
-/// TODO 18 of 11.3 (mixed_step). Contract, at every stage:
+/// TODO(11.3 mixed_step). Contract, at every stage:
 ///  - the model computes in fp32 only; fp32 copies of weights or gradients are transient
 ///    (Category::comm): a unit's weights and gradient at a time around its forward and
 ///    backward, and the reduced gradient of what this rank owns for Adam. The state categories
@@ -317,7 +311,7 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
 /// the next forward computes with (with Precision::bf16_mixed, weights16 widened to fp32,
 /// exactly). At stage 3 this is a collective: every rank of `dp` must call it.
 ///
-/// TODO 14 of 11.3 (full_weights).
+/// TODO(11.3 full_weights).
 std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model,
                                 const ZeroState& state);
 

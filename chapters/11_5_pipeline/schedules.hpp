@@ -21,7 +21,7 @@ namespace mgpu::pipeline {
 /// GPipe (Huang et al. 2019): every stage runs the forwards of micro-batches 0..m-1, then their
 /// backwards in the same order 0..m-1. Every stage holds all m micro-batches at its peak.
 ///
-/// TODO 9 of 11.5.
+/// TODO(11.5 gpipe_schedule).
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule gpipe_schedule(int p, int m);
 
@@ -33,7 +33,7 @@ PipelineSchedule gpipe_schedule(int p, int m);
 /// (Taking the micro-batches in another order shared by all stages, say m-1 down to 0, is the
 /// same schedule: see PipelineSchedule.)
 ///
-/// TODO 10 of 11.5.
+/// TODO(11.5 one_f_one_b_schedule).
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule one_f_one_b_schedule(int p, int m);
 
@@ -55,7 +55,7 @@ PipelineSchedule one_f_one_b_schedule(int p, int m);
 /// Example, p = 2, m = 2, v = 2, as Fk.c / Bk.c for micro-batch k on chunk c: stage 0 runs
 /// F0.0 F1.0 F0.1 F1.1 B0.1 B1.1 B0.0 B1.0; stage 1 runs F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 B0.0 B1.0.
 ///
-/// TODO 12 of 11.5.
+/// TODO(11.5 interleaved_one_f_one_b_schedule).
 /// @throws std::invalid_argument when p, m or v is below 1, or m is not a multiple of p
 ///         (Megatron's requirement: the micro-batches go through the chunks in groups of p).
 PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
@@ -79,7 +79,7 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 /// m (T_F + T_B + T_W) + zb_h1_bubble_seconds(p, T_F, T_B, T_W): every stage waits
 /// (p - 1)(T_F + T_B - T_W), where 1F1B waits (p - 1)(T_F + T_B + T_W).
 ///
-/// TODO 14 of 11.5 (zb_h1_bubble_seconds in formulas.hpp is 13).
+/// TODO(11.5 zb_h1_schedule) (after TODO(11.5 zb_h1_bubble_seconds) in formulas.hpp).
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule zb_h1_schedule(int p, int m);
 
@@ -105,7 +105,7 @@ PipelineSchedule zb_h1_schedule(int p, int m);
 /// when steps run back to back, each stage starting the next as soon as it has finished (ZB-H1
 /// leaves (p - 1) T there, 1F1B 3 (p - 1) T).
 ///
-/// TODO 16 of 11.5 (zb_h2_bubble_seconds in formulas.hpp is 15).
+/// TODO(11.5 zb_h2_schedule) (after TODO(11.5 zb_h2_bubble_seconds) in formulas.hpp).
 /// @throws std::invalid_argument when p or m is below 1.
 PipelineSchedule zb_h2_schedule(int p, int m);
 
@@ -190,7 +190,7 @@ void run_backward_action(Rank& rank, Comm& pp, const model::Model& model, StageS
 /// for every schedule that check_schedule accepts, whatever order each stage takes the
 /// micro-batches in.
 ///
-/// TODO 11 of 11.5: run_forward_action, run_backward_action, then run_pipeline.
+/// TODO(11.5 run_pipeline), after TODO(11.5 run_forward_action) and TODO(11.5 run_backward_action).
 /// @throws std::invalid_argument when the schedule is invalid (check_schedule), its p is not
 ///         pp.size(), its m is not micro_batches.size(), or p*v does not divide the model's layers.
 double run_pipeline(Rank& rank, Comm& pp, const model::Model& model,

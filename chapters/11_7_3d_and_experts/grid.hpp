@@ -36,7 +36,7 @@ class ProcessGrid {
   /// The coordinates and neighbours agree with rank_coordinates and global_rank. Meter: the
   /// groups' traffic counts under "tp", "pp" and "dp" (the world's stays under its own name).
   ///
-  /// TODO 8 of 11.7 (grid.cpp).
+  /// TODO(11.7 process_grid) (grid.cpp).
   /// @throws std::invalid_argument when a degree is below 1 or tp * pp * dp differs from
   ///         world.size(), on every rank alike and before any split, so no rank is left waiting.
   ProcessGrid(Comm& world, const Layout& layout);

@@ -129,7 +129,7 @@ inline MoeLayer make_moe_layer(Rank& rank, Comm& ep, const MoeConfig& config, st
 /// per source rank (as GShard's groups), so each rank decides on its own which copies to drop.
 /// Example: 8 tokens, k = 2, 4 experts, factor 1.0 gives 4; factor 1.25 gives 5.
 ///
-/// TODO 9 of 11.7 (moe.cpp).
+/// TODO(11.7 expert_capacity) (moe.cpp).
 /// @throws std::invalid_argument when tokens is negative, top_k or experts is below 1, top_k
 ///         exceeds experts, or capacity_factor is not positive and finite.
 std::int64_t expert_capacity(std::int64_t tokens, std::int64_t top_k, std::int64_t experts,
@@ -156,7 +156,7 @@ struct Routing {
 /// a copy whose expert already has expert_capacity(T, k, E, factor) copies is dropped: it is
 /// not sent, its output is zero and its gate gets no gradient.
 ///
-/// TODO 10 of 11.7 (moe.cpp).
+/// TODO(11.7 moe_route) (moe.cpp).
 /// @throws std::invalid_argument when router is not (h, E) for x's h, or as expert_capacity.
 Routing moe_route(MatIn x, MatIn router, std::int64_t top_k, double capacity_factor);
 
@@ -178,7 +178,7 @@ struct Dispatch {
 /// Meter: over ep, one Comm::all_to_all of E doubles per rank (the counts per local expert) and
 /// one Comm::all_to_all_v carrying exactly the kept copies bound for other ranks.
 ///
-/// TODO 11 of 11.7 (moe.cpp).
+/// TODO(11.7 moe_dispatch) (moe.cpp).
 /// @throws std::invalid_argument when x is not (routing.tokens, h).
 Dispatch moe_dispatch(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, const Routing& routing);
 
@@ -189,7 +189,7 @@ Dispatch moe_dispatch(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, cons
 /// the returned copies (order.size(), h), in dispatch.order, in Category::activations: the backward
 /// pass needs them for the gate gradient.
 ///
-/// TODO 12 of 11.7 (moe.cpp).
+/// TODO(11.7 moe_combine) (moe.cpp).
 /// @throws std::invalid_argument when expert_out or y has the wrong shape.
 Buffer<float> moe_combine(Rank& rank, Comm& ep, const Dispatch& dispatch, MatIn expert_out,
                           const Routing& routing, MatOut y);
@@ -207,7 +207,7 @@ struct MoeCache {
 /// (and the counts' all_to_all) over ep. Clock: the experts' matmuls on this rank's received
 /// rows.
 ///
-/// TODO 13 of 11.7 (moe.cpp).
+/// TODO(11.7 moe_forward) (moe.cpp).
 /// @throws std::invalid_argument when x or y is not (T, h).
 MoeCache moe_forward(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, MatOut y);
 
@@ -216,7 +216,7 @@ MoeCache moe_forward(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, MatOu
 /// rank's tokens; layer.drouter accumulates this rank's tokens' router gradient. Meter: two more
 /// all_to_all_v over ep, of the same sizes as the forward's.
 ///
-/// TODO 14 of 11.7 (moe.cpp).
+/// TODO(11.7 moe_backward) (moe.cpp).
 /// @throws std::invalid_argument when x, dy or dx is not (T, h).
 void moe_backward(Rank& rank, Comm& ep, MoeLayer& layer, MatIn x, const MoeCache& cache, MatIn dy,
                   MatOut dx);

@@ -44,7 +44,7 @@ struct BlockCache3d {
 /// Clock: the rank's share of the block's FLOPs, Model::unit_forward_flops / tp, charged as
 /// "fwd <unit name>".
 ///
-/// TODO 15 of 11.7 (step3d.cpp).
+/// TODO(11.7 tp_block_forward) (step3d.cpp).
 Buffer<float> tp_block_forward(Rank& rank, Comm& tp, const model::Model& model, int unit,
                                std::span<const float> unit_params, Buffer<float> x,
                                std::int64_t tokens, BlockCache3d& cache);
@@ -58,7 +58,7 @@ Buffer<float> tp_block_forward(Rank& rank, Comm& tp, const model::Model& model, 
 /// Clock: twice the forward's FLOPs, charged as "bwd <unit name>".
 /// @throws std::logic_error when the cache is empty (no forward ran with it).
 ///
-/// TODO 16 of 11.7 (step3d.cpp).
+/// TODO(11.7 tp_block_backward) (step3d.cpp).
 Buffer<float> tp_block_backward(Rank& rank, Comm& tp, const model::Model& model, int unit,
                                 std::span<const float> unit_params, std::span<float> unit_grads,
                                 BlockCache3d& cache, std::span<const float> dy);
@@ -77,7 +77,7 @@ enum class Direction {
 /// elements over pp, so the stage's pp bytes add up to one copy (per_gpu_traffic's 1/tp).
 /// @throws std::invalid_argument when tp does not divide tensor.size().
 ///
-/// TODO 17 of 11.7 (step3d.cpp).
+/// TODO(11.7 send_boundary) (step3d.cpp).
 void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float> tensor, int tag);
 
 /// The other side of send_boundary: called by every rank of the receiving stage with the same
@@ -88,7 +88,7 @@ void send_boundary(ProcessGrid& grid, Direction direction, std::span<const float
 /// (tp - 1) / tp of it); the meter's pp bytes stay with the sender.
 /// @throws std::invalid_argument when tp does not divide `elements`.
 ///
-/// TODO 18 of 11.7 (step3d.cpp).
+/// TODO(11.7 receive_boundary) (step3d.cpp).
 Buffer<float> receive_boundary(Rank& rank, ProcessGrid& grid, Direction direction,
                                std::size_t elements, int tag);
 
@@ -101,7 +101,7 @@ Buffer<float> receive_boundary(Rank& rank, ProcessGrid& grid, Direction directio
 /// Meter: over dp, per_gpu_traffic's ZeRO-1 bytes for the padded share (a reduce-scatter and
 /// an all-gather of it, no all-reduce). Ledger: no memory stays allocated after it returns.
 ///
-/// TODO 19 of 11.7 (step3d.cpp).
+/// TODO(11.7 zero1_update) (step3d.cpp).
 void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state);
 
 /// The order in which stage `stage` of `stages` runs `micro_batches` (m) micro-batches under
@@ -112,7 +112,7 @@ void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state);
 /// stage of a pipeline, the orders fit together without a deadlock.
 /// Example: stage 0 of 2 with m = 3 runs F0 F1 B0 F2 B1 B2.
 ///
-/// TODO 20 of 11.7 (step3d.cpp).
+/// TODO(11.7 one_f_one_b_order) (step3d.cpp).
 std::vector<std::pair<bool, int>> one_f_one_b_order(int stage, int stages, int micro_batches);
 
 /// One training step of the layout in `grid` on `global` (B sequences); every rank of the grid
@@ -131,7 +131,7 @@ std::vector<std::pair<bool, int>> one_f_one_b_order(int stage, int stages, int m
 /// @throws std::invalid_argument, before any communication, when B is not a multiple of
 ///         dp * micro_batches, or a micro-batch's tokens are not a multiple of tp.
 ///
-/// TODO 21 of 11.7 (step3d.cpp).
+/// TODO(11.7 train_step_3d) (step3d.cpp).
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,
                                     State3d& state, const model::Batch& global, int micro_batches);
 

@@ -17,18 +17,17 @@ using namespace mgpu::model;
 
 namespace {
 
-ModelConfig tiny(LossKind loss, bool attention) {
-  ModelConfig c;
-  c.d_in = 3;
-  c.d_model = 8;
-  c.d_ff = 12;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 3;
-  c.d_out = 4;
-  c.loss = loss;
-  c.attention = attention;
-  return c;
+// A two-block model small enough to check every gradient by finite differences.
+ModelConfig small_config(LossKind loss, bool attention) {
+  return ModelConfig{.d_in = 3,
+                     .d_model = 8,
+                     .d_ff = 12,
+                     .n_layers = 2,
+                     .n_heads = 2,
+                     .seq_len = 3,
+                     .d_out = 4,
+                     .attention = attention,
+                     .loss = loss};
 }
 
 }  // namespace
@@ -36,7 +35,7 @@ ModelConfig tiny(LossKind loss, bool attention) {
 TEST_CASE("the whole model's gradient matches finite differences of its loss") {
   for (LossKind loss : {LossKind::mse, LossKind::cross_entropy}) {
     for (bool attention : {true, false}) {
-      const Model net(tiny(loss, attention));
+      const Model net(small_config(loss, attention));
       const Batch batch = net.make_batch(2, 11);
       Cluster(1).run([&](Rank& r) {
         Replica rep = net.make_replica(r.memory(), 3);
@@ -65,7 +64,7 @@ TEST_CASE("the whole model's gradient matches finite differences of its loss") {
 }
 
 TEST_CASE("the model is deterministic: same seed, same bits") {
-  const Model net(tiny(LossKind::mse, true));
+  const Model net(small_config(LossKind::mse, true));
   std::vector<float> a(net.num_params()), b(net.num_params()), c(net.num_params());
   net.init_params(a, 5);
   net.init_params(b, 5);
@@ -86,7 +85,7 @@ TEST_CASE("the model is deterministic: same seed, same bits") {
 }
 
 TEST_CASE("the layout is one contiguous range per unit, in forward order") {
-  const Model net(tiny(LossKind::mse, true));
+  const Model net(small_config(LossKind::mse, true));
   CHECK(net.num_units() == 2 + 2);
   std::size_t next = 0;
   for (const UnitInfo& u : net.units()) {
@@ -104,7 +103,7 @@ TEST_CASE("the layout is one contiguous range per unit, in forward order") {
 
 TEST_CASE(
     "the ledger sees weights, grads, Adam state and activations, the clock sees 3x forward FLOPs") {
-  const Model net(tiny(LossKind::mse, true));
+  const Model net(small_config(LossKind::mse, true));
   const Batch batch = net.make_batch(4, 2);
   Cluster cluster(1);
   std::size_t activations_after = 1;
@@ -129,7 +128,7 @@ TEST_CASE(
 }
 
 TEST_CASE("an FFN-only model costs 6 FLOPs per weight per token (the 6ND rule)") {
-  ModelConfig c = tiny(LossKind::mse, false);
+  ModelConfig c = small_config(LossKind::mse, false);
   const Model net(c);
   std::size_t weights = 0;  // matrix entries only: biases cost no matmul FLOPs
   for (const TensorInfo& t : net.tensors()) weights += t.rows > 1 ? t.size() : 0;
@@ -140,7 +139,7 @@ TEST_CASE("an FFN-only model costs 6 FLOPs per weight per token (the 6ND rule)")
 
 TEST_CASE("Adam training lowers the loss of the synthetic task") {
   for (LossKind loss : {LossKind::mse, LossKind::cross_entropy}) {
-    ModelConfig c = tiny(loss, true);
+    ModelConfig c = small_config(loss, true);
     c.d_model = 16;
     c.d_ff = 32;
     const Model net(c);
@@ -190,7 +189,7 @@ TEST_CASE("mixed-precision Adam keeps fp32 master weights and writes their bf16 
 
 TEST_CASE(
     "driving the units one by one (with a recomputed unit) gives forward_backward's gradients") {
-  const Model net(tiny(LossKind::cross_entropy, true));
+  const Model net(small_config(LossKind::cross_entropy, true));
   const Batch batch = net.make_batch(3, 4);
   std::vector<float> whole, by_unit;
   Cluster(1).run([&](Rank& r) {
@@ -230,7 +229,7 @@ TEST_CASE(
 TEST_CASE(
     "a block saved without its attention core keeps q, k, v and needs p, o rebuilt before its "
     "backward") {
-  const Model net(tiny(LossKind::mse, true));
+  const Model net(small_config(LossKind::mse, true));
   const Batch batch = net.make_batch(2, 5);
   const std::int64_t n = batch.tokens();
   const auto d = static_cast<std::size_t>(net.config().d_model),

@@ -27,12 +27,11 @@ void step_owned_ranges(Comm& dp, const model::Model& model, ZeroState& state,
   ++state.steps;
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
-    const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+    const Chunk own = owned_range(state.layout, u, dp.rank(), info.count);
     const std::size_t at = state.layout.unit_offset[static_cast<std::size_t>(u)];
-    model::adam_step(state.weights.span().subspan(info.offset + own.first, own.size()),
-                     grad_shard.subspan(at, own.size()),
-                     state.adam_m.span().subspan(at, own.size()),
-                     state.adam_v.span().subspan(at, own.size()), state.steps, state.adam);
+    model::adam_step(state.weights.span().subspan(info.offset + own.offset, own.count),
+                     grad_shard.subspan(at, own.count), state.adam_m.span().subspan(at, own.count),
+                     state.adam_v.span().subspan(at, own.count), state.steps, state.adam);
   }
 }
 
@@ -40,9 +39,9 @@ void step_owned_ranges(Comm& dp, const model::Model& model, ZeroState& state,
 void gather_full(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state) {
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
-    const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+    const Chunk own = owned_range(state.layout, u, dp.rank(), info.count);
     Gathered g = gather_unit(dp, rank.memory(), model, state.layout, u,
-                             state.weights.span().subspan(info.offset + own.first, own.size()));
+                             state.weights.span().subspan(info.offset + own.offset, own.count));
     g.done.wait();
     std::copy_n(g.full.begin(), info.count,
                 state.weights.begin() + static_cast<std::ptrdiff_t>(info.offset));
@@ -55,8 +54,8 @@ template <class T>
 BasicGathered<T> gather_any(Comm& dp, MemoryLedger& ledger, const model::Model& model,
                             const ShardLayout& layout, int u, std::span<const T> owned) {
   const model::UnitInfo& info = model.unit(u);
-  const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
-  require_length("gather_unit", "owned", owned.size(), own.size());
+  const Chunk own = owned_range(layout, u, dp.rank(), info.count);
+  require_length("gather_unit", "owned", owned.size(), own.count);
   const std::size_t s = layout.unit_shard[static_cast<std::size_t>(u)];
   BasicGathered<T> g;
   g.full = Buffer<T>(ledger, Category::comm, s * static_cast<std::size_t>(dp.size()),
@@ -138,9 +137,9 @@ ZeroState make_mixed_state(Rank& rank, Comm& dp, const model::Model& model, int 
   } else {
     for (int u = 0; u < model.num_units(); ++u) {
       const model::UnitInfo& info = model.unit(u);
-      const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+      const Chunk own = owned_range(state.layout, u, dp.rank(), info.count);
       const std::size_t at = state.layout.unit_offset[static_cast<std::size_t>(u)];
-      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.first), own.size(),
+      std::copy_n(all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.offset), own.count,
                   state.master.begin() + static_cast<std::ptrdiff_t>(at));
     }
   }
@@ -163,11 +162,11 @@ std::vector<float> full_weights_mixed(Rank& rank, Comm& dp, const model::Model& 
   }
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
-    const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+    const Chunk own = owned_range(state.layout, u, dp.rank(), info.count);
     Gathered16 g =
         gather_unit(dp, rank.memory(), model, state.layout, u,
                     state.weights16.span().subspan(
-                        state.layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
+                        state.layout.unit_offset[static_cast<std::size_t>(u)], own.count));
     g.done.wait();
     model::to_float(g.full.span().first(info.count),
                     std::span<float>(out).subspan(info.offset, info.count));
@@ -214,9 +213,9 @@ ZeroState make_zero_state(Rank& rank, Comm& dp, const model::Model& model, int s
     state.weights = Buffer<float>(ledger, Category::weights, s, "zero.weights_shard");
     for (int u = 0; u < model.num_units(); ++u) {
       const model::UnitInfo& info = model.unit(u);
-      const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
+      const Chunk own = owned_range(state.layout, u, dp.rank(), info.count);
       std::copy_n(
-          all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.first), own.size(),
+          all.begin() + static_cast<std::ptrdiff_t>(info.offset + own.offset), own.count,
           state.weights.begin() +
               static_cast<std::ptrdiff_t>(state.layout.unit_offset[static_cast<std::size_t>(u)]));
     }
@@ -347,10 +346,10 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
   const int units = model.num_units();
   const std::int64_t tokens = local.tokens();
   auto fetch = [&](int u) {
-    const OwnedRange own = owned_range(layout, u, dp.rank(), model.unit(u).count);
+    const Chunk own = owned_range(layout, u, dp.rank(), model.unit(u).count);
     return gather_unit(
         dp, rank.memory(), model, layout, u,
-        state.weights.span().subspan(layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
+        state.weights.span().subspan(layout.unit_offset[static_cast<std::size_t>(u)], own.count));
   };
   auto params_of = [&](Gathered& g, int u) {
     return std::span<const float>(g.full.span().first(model.unit(u).count));
@@ -417,7 +416,7 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
     Gathered16 g;
     if (stage == 3) {
       const auto [at, own] = shard_of(u);
-      const std::span<const bf16> owned = state.weights16.span().subspan(at, own.size());
+      const std::span<const bf16> owned = state.weights16.span().subspan(at, own.count);
       g = gather_unit(dp, ledger, model, layout, u, owned);
     }
     return g;
@@ -513,17 +512,17 @@ double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& st
   for (int u = 0; u < units; ++u) {
     const auto [at, own] = shard_of(u);
     model::adam_step_mixed(
-        state.master.span().subspan(at, own.size()), grads.span().subspan(at, own.size()),
-        state.adam_m.span().subspan(at, own.size()), state.adam_v.span().subspan(at, own.size()),
+        state.master.span().subspan(at, own.count), grads.span().subspan(at, own.count),
+        state.adam_m.span().subspan(at, own.count), state.adam_v.span().subspan(at, own.count),
         state.steps, state.adam,
-        state.weights16.span().subspan(model.unit(u).offset + own.first, own.size()));
+        state.weights16.span().subspan(model.unit(u).offset + own.offset, own.count));
   }
   grads.reset();
   for (int u = 0; u < units; ++u) {
     const model::UnitInfo& info = model.unit(u);
-    const OwnedRange own = owned_range(layout, u, dp.rank(), info.count);
+    const Chunk own = owned_range(layout, u, dp.rank(), info.count);
     const std::span<const bf16> owned =
-        state.weights16.span().subspan(info.offset + own.first, own.size());
+        state.weights16.span().subspan(info.offset + own.offset, own.count);
     Gathered16 g = gather_unit(dp, ledger, model, layout, u, owned);
     g.done.wait();
     std::copy_n(g.full.begin(), info.count,
@@ -539,11 +538,10 @@ std::vector<float> full_weights(Rank& rank, Comm& dp, const model::Model& model,
   std::vector<float> out(model.num_params());
   for (int u = 0; u < model.num_units(); ++u) {
     const model::UnitInfo& info = model.unit(u);
-    const OwnedRange own = owned_range(state.layout, u, dp.rank(), info.count);
-    Gathered g =
-        gather_unit(dp, rank.memory(), model, state.layout, u,
-                    state.weights.span().subspan(
-                        state.layout.unit_offset[static_cast<std::size_t>(u)], own.size()));
+    const Chunk own = owned_range(state.layout, u, dp.rank(), info.count);
+    Gathered g = gather_unit(dp, rank.memory(), model, state.layout, u,
+                             state.weights.span().subspan(
+                                 state.layout.unit_offset[static_cast<std::size_t>(u)], own.count));
     g.done.wait();
     std::copy_n(g.full.begin(), info.count, out.begin() + static_cast<std::ptrdiff_t>(info.offset));
   }

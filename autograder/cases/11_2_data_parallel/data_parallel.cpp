@@ -82,26 +82,12 @@ void emit_run(Ctx& ctx, const std::string& prefix, const Trained& t) {
   ctx.emit(prefix + "replicas_identical", bitwise_identical(t.params));
 }
 
-// A fixed small model whose parameter count is not a multiple of 3 (checked where it is used), so a
-// ring that only handles lengths divisible by N fails at the fixed point "three_ranks_".
-model::ModelConfig uneven_model_config() {
-  model::ModelConfig c;
-  c.d_in = 5;
-  c.d_model = 8;
-  c.n_heads = 2;
-  c.d_ff = 16;
-  c.n_layers = 2;
-  c.seq_len = 3;
-  c.d_out = 2;
-  return c;
-}
-
 // Plain data-parallel runs: the drawn one first (a drawn model on 2 to 8 ranks, whose rank count
 // is the "ranks" the feedback's sum-vs-average hint uses, and whose names sort first, so the
 // case's reason comes from it), then two fixed points: one rank (nothing to average, no message
 // may be needed) and three ranks on a gradient whose length 3 does not divide.
 void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
-  const model::Model drawn(drawn_model_config(ctx));
+  const model::Model drawn(configs::drawn(ctx));
   mgpu::ClusterConfig cc;
   cc.world_size = ctx.pick({2, 3, 4, 5, 6, 8});
   const std::int64_t sequences = cc.world_size * ctx.uniform_int(1, 3);
@@ -110,9 +96,9 @@ void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
   ctx.emit("ranks", cc.world_size);
   emit_run(ctx, "", train(drawn, cc, steps, sequences, seed, averager, nullptr));
 
-  const model::Model uneven(uneven_model_config());
+  const model::Model uneven(configs::uneven());
   if (uneven.num_params() % 3 == 0)
-    throw std::logic_error("uneven_model_config must not split evenly over 3 ranks");
+    throw std::logic_error("configs::uneven() must not split evenly over 3 ranks");
   for (auto [prefix, ranks] : {std::pair{"one_rank_", 1}, std::pair{"three_ranks_", 3}}) {
     cc.world_size = ranks;
     emit_run(ctx, prefix, train(uneven, cc, 2, 2 * ranks, seed + 7, averager, nullptr));
@@ -122,7 +108,7 @@ void dp_step_case(Ctx& ctx, dp::GradAverager averager) {
 }  // namespace
 
 MGPU_CASE("11_2.local_batch") {
-  const model::Model net(drawn_model_config(ctx));
+  const model::Model net(configs::drawn(ctx));
   const int ranks = ctx.uniform_int(1, 8);
   const model::Batch global = net.make_batch(ranks * ctx.uniform_int(1, 4), 17);
   const int rank = ctx.uniform_int(0, ranks - 1);
@@ -156,7 +142,7 @@ MGPU_CASE_ISOLATED("11_2.dp_step_runtime") { dp_step_case(ctx, dp::GradAverager:
 MGPU_CASE_ISOLATED("11_2.dp_step_ring") { dp_step_case(ctx, dp::GradAverager::ring); }
 
 MGPU_CASE("11_2.plan_buckets") {
-  const model::Model net(drawn_model_config(ctx));
+  const model::Model net(configs::drawn(ctx));
   // From one tensor per bucket to one bucket for everything.
   const auto cap = static_cast<std::size_t>(
       ctx.pick({0.0, ctx.log_uniform(16, 4.0 * static_cast<double>(net.num_params()) * 2)}));
@@ -197,7 +183,7 @@ MGPU_CASE("11_2.plan_buckets") {
 MGPU_CASE_ISOLATED("11_2.overlapped_step") {
   // The balance of the chapter's demo: a slow "GPU" and link, so the gradient all-reduce takes
   // about as long as backward and overlapping them shortens the step markedly.
-  const model::Model net(overlap_model_config(ctx.uniform_int(4, 6)));
+  const model::Model net(configs::overlap(ctx.uniform_int(4, 6)));
   const mgpu::ClusterConfig cc = slow_cluster(ctx.pick({2, 4, 8}));
   const std::int64_t sequences = 64;
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));

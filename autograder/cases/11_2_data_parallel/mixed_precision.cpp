@@ -107,8 +107,8 @@ std::vector<Point> grid(Ctx& ctx, int ranks) {
   uneven.n_layers = 2;
   uneven.seq_len = 3;
   uneven.d_out = 2;
-  return {{"drawn", drawn_model_config(ctx), ranks},
-          {"one_rank", drawn_model_config(ctx), 1},
+  return {{"drawn", configs::drawn(ctx), ranks},
+          {"one_rank", configs::drawn(ctx), 1},
           {"uneven", uneven, 3}};
 }
 

@@ -24,20 +24,6 @@ constexpr std::array kCategories{Category::weights,   Category::grads,       Cat
 constexpr std::array kCollectives{mgpu::OpKind::all_reduce, mgpu::OpKind::reduce_scatter,
                                   mgpu::OpKind::all_gather};
 
-// The smallest course model: its head holds 3 parameters (d_model 2, d_out 1), so on 4 or more
-// ranks the last ranks own none of it, and no unit splits evenly over 4 to 8 ranks.
-model::ModelConfig tiny_config() {
-  model::ModelConfig c;
-  c.d_in = 3;
-  c.n_heads = 1;
-  c.d_model = 2;
-  c.d_ff = 4;
-  c.n_layers = 1;
-  c.seq_len = 2;
-  c.d_out = 1;
-  return c;
-}
-
 // One point of a case's grid: a model trained by a group of `ranks`.
 struct Point {
   std::string name;
@@ -55,9 +41,9 @@ struct Point {
 // and an average agree), the tiny model on `ranks` ranks (empty owned ranges, padding in every
 // unit), and a drawn model on the same ranks.
 std::vector<Point> stage_grid(Ctx& ctx, int ranks) {
-  return {{"one_rank", drawn_model_config(ctx), 1},
-          {"tiny", tiny_config(), ranks},
-          {"drawn", drawn_model_config(ctx), ranks}};
+  return {{"one_rank", configs::drawn(ctx), 1},
+          {"tiny", configs::tiny(), ranks},
+          {"drawn", configs::drawn(ctx), ranks}};
 }
 
 // What a run left on one rank.
@@ -225,7 +211,7 @@ void stage_case(Ctx& ctx, int stage, bool costs) {
 
 MGPU_CASE("11_3.plan_shards") {
   // Edges: one rank, ranks dividing no unit, more ranks than the tiny head has parameters.
-  const model::Model drawn(drawn_model_config(ctx)), tiny(tiny_config());
+  const model::Model drawn(configs::drawn(ctx)), tiny(configs::tiny());
   struct Plan {
     const model::Model& net;
     int ranks;
@@ -264,9 +250,9 @@ MGPU_CASE_ISOLATED("11_3.fsdp_prefetch") {
   const int ranks = ctx.pick({2, 4, 8});
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   ctx.emit("ranks", ranks);
-  const std::vector<Point> grid{{"one_rank", drawn_model_config(ctx), 1},
-                                {"tiny", tiny_config(), ranks},
-                                {"overlap", overlap_model_config(ctx.uniform_int(3, 6)), ranks, 8}};
+  const std::vector<Point> grid{{"one_rank", configs::drawn(ctx), 1},
+                                {"tiny", configs::tiny(), ranks},
+                                {"overlap", configs::overlap(ctx.uniform_int(3, 6)), ranks, 8}};
   double comm_peak = 0, end = 0;
   for (const Point& p : grid) {
     const bool timed = p.name == "overlap";
@@ -328,9 +314,9 @@ MGPU_CASE_ISOLATED("11_3.zero2_overlap") {
   const int ranks = ctx.pick({2, 4, 8});
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   ctx.emit("ranks", ranks);
-  const std::vector<Point> grid{{"one_rank", drawn_model_config(ctx), 1},
-                                {"tiny", tiny_config(), ranks},
-                                {"overlap", overlap_model_config(ctx.uniform_int(3, 6)), ranks, 8}};
+  const std::vector<Point> grid{{"one_rank", configs::drawn(ctx), 1},
+                                {"tiny", configs::tiny(), ranks},
+                                {"overlap", configs::overlap(ctx.uniform_int(3, 6)), ranks, 8}};
   for (z::Precision precision : {z::Precision::fp32, z::Precision::bf16_mixed}) {
     const bool mixed = precision == z::Precision::bf16_mixed;
     const std::string suffix = mixed ? "_bf16" : "";
@@ -356,7 +342,7 @@ MGPU_CASE_ISOLATED("11_3.zero2_overlap") {
 }
 
 MGPU_CASE_ISOLATED("11_3.zero_rejects") {
-  const model::Model net(drawn_model_config(ctx));
+  const model::Model net(configs::drawn(ctx));
   mgpu::Cluster cluster(2);
   ctx.emit_rejects("rejects_stage_4", [&] {
     cluster.run([&](mgpu::Rank& r) { z::make_zero_state(r, r.world(), net, 4, 1); });
@@ -377,8 +363,8 @@ MGPU_CASE_ISOLATED("11_3.zero_rejects") {
   ctx.emit_rejects("rejects_short_owned", [&] {
     cluster.run([&](mgpu::Rank& r) {
       const z::ShardLayout layout = z::plan_shards(net, 2);
-      const z::OwnedRange own = z::owned_range(layout, 0, r.world().rank(), net.unit(0).count);
-      std::vector<float> short_by_one(own.size() - 1);
+      const mgpu::Chunk own = z::owned_range(layout, 0, r.world().rank(), net.unit(0).count);
+      std::vector<float> short_by_one(own.count - 1);
       z::gather_unit(r.world(), r.memory(), net, layout, 0, short_by_one);
     });
   });

@@ -1,8 +1,8 @@
 // Graded cases of the module's exercises: the numbers the text asks for at the text's inputs
 // (graded with the text's own tolerances, see the rubric), at fixed edge points and at random
 // inputs, and the classification of the four techniques.
-#include "case.hpp"
 #include "exercises/formulas.hpp"
+#include "case.hpp"
 
 #include <cmath>
 #include <vector>

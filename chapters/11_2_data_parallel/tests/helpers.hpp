@@ -11,15 +11,8 @@ namespace dp_test {
 
 /// A three-block model small enough to train on 8 simulated ranks in milliseconds.
 inline mgpu::model::ModelConfig small_config() {
-  mgpu::model::ModelConfig c;
-  c.d_in = 6;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 3;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 3;
-  return c;
+  return mgpu::model::ModelConfig{
+      .d_in = 6, .d_model = 16, .d_ff = 32, .n_layers = 3, .n_heads = 2, .seq_len = 4, .d_out = 3};
 }
 
 inline constexpr std::uint64_t kWeightSeed = 7;           ///< every replica's initial weights

@@ -24,15 +24,8 @@ using mgpu_test::max_abs_diff;
 namespace {
 
 model::ModelConfig small_config() {
-  model::ModelConfig c;
-  c.d_in = 5;
-  c.d_model = 12;
-  c.d_ff = 24;
-  c.n_layers = 3;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 3;
-  return c;
+  return model::ModelConfig{
+      .d_in = 5, .d_model = 12, .d_ff = 24, .n_layers = 3, .n_heads = 2, .seq_len = 4, .d_out = 3};
 }
 
 constexpr std::uint64_t kWeightSeed = 11;
@@ -55,10 +48,19 @@ struct Run {
 
 constexpr std::array kOps{OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather};
 
-Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage,
-               bool prefetch = false, std::int64_t sequences_per_rank = 2,
-               Precision precision = Precision::fp32, int steps = kSteps, bool same_batch = false,
-               bool overlap = false) {
+// How train_zero trains: the stage and zero_step's switches, and the batches of every step.
+struct TrainOptions {
+  int stage = 0;
+  bool prefetch = false;                // zero_step's prefetch (stage 3)
+  std::int64_t sequences_per_rank = 2;  // each step's global batch is this times the world size
+  Precision precision = Precision::fp32;
+  int steps = kSteps;
+  bool same_batch = false;  // every step trains on step 0's batch
+  bool overlap = false;     // zero_step's overlap (stage 2)
+};
+
+Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, const TrainOptions& o) {
+  const auto [stage, prefetch, sequences_per_rank, precision, steps, same_batch, overlap] = o;
   const model::Model net(cfg);
   const auto n = static_cast<std::size_t>(cc.world_size);
   Run run;
@@ -88,7 +90,7 @@ Run train_zero(const model::ModelConfig& cfg, const ClusterConfig& cc, int stage
         run.op_bytes[i] = static_cast<double>(r.traffic().op(kOps[i]).bytes_sent) / steps;
     }
     // Below stage 3 an fp32 state's weights are the full weights, so the per-stage tests do not
-    // wait for full_weights (TODO 14); stage 3 and bf16 need it.
+    // wait for full_weights (TODO full_weights); stage 3 and bf16 need it.
     if (precision == Precision::fp32 && stage < 3)
       run.weights[id].assign(state.weights.begin(), state.weights.end());
     else
@@ -143,7 +145,7 @@ void check_weights_like_plain_dp(int stage) {
     const std::vector<float> expected = reference_dp(cfg, n);
     ClusterConfig cc;
     cc.world_size = n;
-    const Run run = train_zero(cfg, cc, stage);
+    const Run run = train_zero(cfg, cc, {.stage = stage});
     std::printf("N=%d stage %d: max |w - w_dp| = %.3g\n", n, stage,
                 max_abs_diff(run.weights[0], expected));
     check_close("stage " + std::to_string(stage) + " weights on " + std::to_string(n) + " ranks",
@@ -165,7 +167,7 @@ void check_ledger_like_formula(int stage) {
   for (int n : {2, 4}) {
     ClusterConfig cc;
     cc.world_size = n;
-    const Run run = train_zero(cfg, cc, stage);
+    const Run run = train_zero(cfg, cc, {.stage = stage});
     const StateBytes want = zero_state_per_gpu(p, kZeroRecipe, stage, n);
     for (int r = 0; r < n; ++r) {
       CAPTURE(n);
@@ -201,7 +203,7 @@ double check_traffic_like_formula(int stage) {
   const int n = 4;
   ClusterConfig cc;
   cc.world_size = n;
-  const Run run = train_zero(cfg, cc, stage);
+  const Run run = train_zero(cfg, cc, {.stage = stage});
   const double want = zero_traffic_bytes_per_gpu(p, kZeroRecipe, stage, n);
   // Padded units move up to N - 1 extra elements each, in up to three collectives; the ring
   // charges whole elements per chunk, so an unpadded all-reduce may come out an element short.
@@ -230,9 +232,9 @@ TEST_CASE("plan_shards: equal padded shards per unit whose owned ranges cover ev
       CHECK(layout.unit_offset[static_cast<std::size_t>(u)] == total);
       std::size_t covered = 0;
       for (int r = 0; r < n; ++r) {
-        const OwnedRange own = owned_range(layout, u, r, count);
-        CHECK(own.first == std::min(count, static_cast<std::size_t>(r) * s));
-        covered += own.size();
+        const Chunk own = owned_range(layout, u, r, count);
+        CHECK(own.offset == std::min(count, static_cast<std::size_t>(r) * s));
+        covered += own.count;
       }
       CHECK(covered == count);
       total += s;
@@ -299,8 +301,8 @@ TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not ab
   cc.world_size = 4;
   cc.flops_per_second = 3e10;  // a slow "GPU" and link, so gathers take about as long as a unit
   cc.intra_node_bytes_per_second = 5e8;
-  const Run plain = train_zero(cfg, cc, 3, false, 8);
-  const Run fetched = train_zero(cfg, cc, 3, true, 8);
+  const Run plain = train_zero(cfg, cc, {.stage = 3, .sequences_per_rank = 8});
+  const Run fetched = train_zero(cfg, cc, {.stage = 3, .prefetch = true, .sequences_per_rank = 8});
   std::printf("stage 3 step: %.4g s without prefetch, %.4g s with; overlap %.4g s -> %.4g s\n",
               plain.makespan / kSteps, fetched.makespan / kSteps, plain.overlap, fetched.overlap);
   check_close("weights with prefetch", fetched.weights[0], plain.weights[0]);
@@ -325,8 +327,10 @@ TEST_CASE(
   for (Precision precision : {Precision::fp32, Precision::bf16_mixed}) {
     const char* name = precision == Precision::fp32 ? "fp32" : "bf16";
     const std::size_t elem = precision == Precision::fp32 ? 4 : 2;
-    const Run plain = train_zero(cfg, cc, 2, false, 8, precision);
-    const Run overlapped = train_zero(cfg, cc, 2, false, 8, precision, kSteps, false, true);
+    const Run plain =
+        train_zero(cfg, cc, {.stage = 2, .sequences_per_rank = 8, .precision = precision});
+    const Run overlapped = train_zero(
+        cfg, cc, {.stage = 2, .sequences_per_rank = 8, .precision = precision, .overlap = true});
     std::printf(
         "stage 2 %s step: %.4g s without overlap, %.4g s with; comm under compute %.4g s -> %.4g "
         "s; "
@@ -372,7 +376,7 @@ TEST_CASE("stage 3 holds a few gathered units at a time, never the whole model")
     largest = std::max(largest, 4 * s * static_cast<std::size_t>(cc.world_size));
   const std::size_t model_bytes = 4 * net.num_params();
   for (bool prefetch : {false, true}) {
-    const Run run = train_zero(cfg, cc, 3, prefetch);
+    const Run run = train_zero(cfg, cc, {.stage = 3, .prefetch = prefetch});
     std::printf("stage 3%s: transient peak %zu bytes = %.2f largest units, model %zu bytes\n",
                 prefetch ? " with prefetch" : "", run.comm_peak,
                 static_cast<double>(run.comm_peak) / static_cast<double>(largest), model_bytes);
@@ -385,15 +389,8 @@ TEST_CASE("stage 3 holds a few gathered units at a time, never the whole model")
 // A model whose every unit divides by 8 (and so by 1 and 4): no padding, so the ledger must
 // equal the formula byte for byte.
 model::ModelConfig even_config() {
-  model::ModelConfig c;
-  c.d_in = 8;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 8;
-  return c;
+  return model::ModelConfig{
+      .d_in = 8, .d_model = 16, .d_ff = 32, .n_layers = 2, .n_heads = 2, .seq_len = 4, .d_out = 8};
 }
 
 TEST_CASE(
@@ -407,7 +404,7 @@ TEST_CASE(
     ClusterConfig cc;
     cc.world_size = n;
     for (int stage = 0; stage <= 3; ++stage) {
-      const Run run = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+      const Run run = train_zero(cfg, cc, {.stage = stage, .precision = Precision::bf16_mixed});
       const StateBytes want = zero_state_per_gpu(p, kZeroMixedRecipe, stage, n);
       for (int r = 0; r < n; ++r) {
         const auto w = static_cast<double>(peak_of(run, r, Category::weights));
@@ -438,7 +435,7 @@ TEST_CASE(
   ClusterConfig cc;
   cc.world_size = n;
   for (int stage = 0; stage <= 3; ++stage) {
-    const Run run = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+    const Run run = train_zero(cfg, cc, {.stage = stage, .precision = Precision::bf16_mixed});
     // zero_state_per_gpu with Psi/N replaced by the padded shard: the ZeroState table.
     const std::size_t sharded_weights = stage >= 3 ? s : p, sharded_grads = stage >= 2 ? s : p;
     const std::size_t sharded_rest = stage >= 1 ? s : p;
@@ -459,7 +456,9 @@ TEST_CASE("bf16 mixed: every stage gives the same weights, all ranks agree, and 
   std::vector<float> stage0;
   for (int stage = 0; stage <= 3; ++stage) {
     // The same batch every step: its loss must fall as Adam fits it.
-    const Run run = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed, steps, true);
+    const Run run = train_zero(
+        cfg, cc,
+        {.stage = stage, .precision = Precision::bf16_mixed, .steps = steps, .same_batch = true});
     std::printf("bf16 N=4 stage %d: loss %.5f -> %.5f over %d steps\n", stage, run.losses.front(),
                 run.losses.back(), steps);
     CHECK(run.losses.back() < 0.9 * run.losses.front());
@@ -486,8 +485,8 @@ TEST_CASE("bf16 mixed: the weights stay within bf16 reach of an fp32 run") {
   ClusterConfig cc;
   cc.world_size = 4;
   for (int stage : {0, 3}) {
-    const Run fp32 = train_zero(cfg, cc, stage);
-    const Run mixed = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+    const Run fp32 = train_zero(cfg, cc, {.stage = stage});
+    const Run mixed = train_zero(cfg, cc, {.stage = stage, .precision = Precision::bf16_mixed});
     double worst = 0, typical = 0;  // worst excess over the bound; mean difference
     for (std::size_t i = 0; i < fp32.weights[0].size(); ++i) {
       const double a = mixed.weights[0][i], b = fp32.weights[0][i];
@@ -507,8 +506,8 @@ TEST_CASE("bf16 mixed: the all-gathers and reduce-scatters move half the bytes o
   ClusterConfig cc;
   cc.world_size = 4;
   for (int stage = 0; stage <= 3; ++stage) {
-    const Run fp32 = train_zero(cfg, cc, stage);
-    const Run mixed = train_zero(cfg, cc, stage, false, 2, Precision::bf16_mixed);
+    const Run fp32 = train_zero(cfg, cc, {.stage = stage});
+    const Run mixed = train_zero(cfg, cc, {.stage = stage, .precision = Precision::bf16_mixed});
     std::printf(
         "N=4 stage %d bytes sent per step, fp32 / bf16: all-reduce %.0f/%.0f reduce-scatter "
         "%.0f/%.0f "

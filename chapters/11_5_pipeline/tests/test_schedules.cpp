@@ -31,28 +31,24 @@ namespace {
 // Blocks dominate the compute (FFN only, d_ff = 16 d_model) while the embedding and head are
 // one feature wide, so every stage costs the same up to about 0.1%: the bubble formula applies.
 model::ModelConfig equal_stage_config(std::int64_t layers = 4) {
-  model::ModelConfig c;
-  c.d_in = 1;
-  c.d_model = 16;
-  c.d_ff = 256;
-  c.n_layers = layers;
-  c.attention = false;
-  c.seq_len = 2;
-  c.d_out = 1;
-  return c;
+  return model::ModelConfig{.d_in = 1,
+                            .d_model = 16,
+                            .d_ff = 256,
+                            .n_layers = layers,
+                            .seq_len = 2,
+                            .d_out = 1,
+                            .attention = false};
 }
 
 // A model with attention, for the gradient comparison.
 model::ModelConfig attention_config(std::int64_t layers = 4) {
-  model::ModelConfig c;
-  c.d_in = 5;
-  c.d_model = 12;
-  c.d_ff = 24;
-  c.n_layers = layers;
-  c.n_heads = 2;
-  c.seq_len = 3;
-  c.d_out = 3;
-  return c;
+  return model::ModelConfig{.d_in = 5,
+                            .d_model = 12,
+                            .d_ff = 24,
+                            .n_layers = layers,
+                            .n_heads = 2,
+                            .seq_len = 3,
+                            .d_out = 3};
 }
 
 // p ranks whose links cost nothing: the clock sees compute and waiting only.

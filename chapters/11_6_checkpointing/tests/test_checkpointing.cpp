@@ -19,16 +19,14 @@ using namespace mgpu::checkpointing;
 namespace {
 
 model::ModelConfig config(std::int64_t layers, bool attention) {
-  model::ModelConfig c;
-  c.d_in = 5;
-  c.d_model = 8;
-  c.d_ff = 16;
-  c.n_layers = layers;
-  c.n_heads = 2;
-  c.seq_len = 4;
-  c.d_out = 3;
-  c.attention = attention;
-  return c;
+  return model::ModelConfig{.d_in = 5,
+                            .d_model = 8,
+                            .d_ff = 16,
+                            .n_layers = layers,
+                            .n_heads = 2,
+                            .seq_len = 4,
+                            .d_out = 3,
+                            .attention = attention};
 }
 
 // What one step left behind on a fresh rank.

@@ -19,17 +19,15 @@ using namespace mgpu::checkpointing;
 namespace {
 
 model::ModelConfig config(std::int64_t layers, bool attention, bool causal = true) {
-  model::ModelConfig c;
-  c.d_in = 5;
-  c.d_model = 8;
-  c.d_ff = 32;
-  c.n_layers = layers;
-  c.n_heads = 2;
-  c.seq_len = 8;
-  c.d_out = 3;
-  c.attention = attention;
-  c.causal = causal;
-  return c;
+  return model::ModelConfig{.d_in = 5,
+                            .d_model = 8,
+                            .d_ff = 32,
+                            .n_layers = layers,
+                            .n_heads = 2,
+                            .seq_len = 8,
+                            .d_out = 3,
+                            .attention = attention,
+                            .causal = causal};
 }
 
 // What one step left behind on a fresh rank.

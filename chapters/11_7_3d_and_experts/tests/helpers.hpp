@@ -23,15 +23,8 @@ namespace layout_test {
 /// The model of the 3D tests: 4 attention blocks of width 16, 4 heads, sequences of 4 tokens,
 /// small enough for 16 ranks and divisible by tp = 4 and pp = 4.
 inline mgpu::model::ModelConfig config() {
-  mgpu::model::ModelConfig c;
-  c.d_in = 8;
-  c.d_model = 16;
-  c.d_ff = 32;
-  c.n_layers = 4;
-  c.n_heads = 4;
-  c.seq_len = 4;
-  c.d_out = 4;
-  return c;
+  return mgpu::model::ModelConfig{
+      .d_in = 8, .d_model = 16, .d_ff = 32, .n_layers = 4, .n_heads = 4, .seq_len = 4, .d_out = 4};
 }
 
 /// A (rows, cols) matrix of N(0, 1) draws from model::Rng(seed).
