@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "commands/proof.hpp"
-#include "pipeline/build.hpp"
 #include "helpers.hpp"
+#include "pipeline/build.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;

@@ -3,8 +3,8 @@
 // are, which are NaN, and whether every wrong element is one clean multiple of the right one (a
 // mistake with a cause: 4x on 4 ranks is a sum that should have been an average). The test
 // helpers (check_close in compare.hpp) and the grader's judgement of a case
-// (autograder/src/pipeline/compare.cpp) both diagnose through it, so a student reads the same words from
-// the visible tests and from the grader. The GPU labs measure a whole output's error with the
+// (autograder/src/pipeline/compare.cpp) both diagnose through it, so a student reads the same words
+// from the visible tests and from the grader. The GPU labs measure a whole output's error with the
 // measures at the end of this file. Plain C++: no test framework, no JSON, no formatting library,
 // and no shared state, so any program and any thread (a simulated rank's) may use it.
 #pragma once
