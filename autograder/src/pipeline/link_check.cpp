@@ -14,7 +14,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <string_view>
 
 #include "sandbox/runner.hpp"
 
@@ -27,8 +26,6 @@ enum class Strength { strong, weak };
 
 // Defined symbols with external linkage, per object: member name -> symbol -> strength.
 using Objects = std::map<std::string, std::map<std::string, Strength>>;
-// Sizes in bytes of the weak definitions (inline and template code), per object the same way.
-using WeakSizes = std::map<std::string, std::map<std::string, std::uint64_t>>;
 
 // nm's one-letter kinds of a defined global symbol (lower case is local, and is skipped).
 std::optional<Strength> global_kind(char kind) {
@@ -54,8 +51,7 @@ std::optional<Strength> global_kind(char kind) {
 
 // `nm --defined-only -P -A FILE [--dynamic]`, parsed. Lines are "FILE[MEMBER]: NAME KIND VALUE
 // SIZE" for an archive, "FILE: NAME KIND ..." otherwise; a versioned dynamic name loses "@...".
-Objects defined_symbols(const fs::path& file, bool dynamic, std::string& error,
-                        WeakSizes* sizes = nullptr) {
+Objects defined_symbols(const fs::path& file, bool dynamic, std::string& error) {
   RunSpec spec;
   spec.exe = "nm";
   spec.args = {"--defined-only", "-P", "-A"};
@@ -89,9 +85,6 @@ Objects defined_symbols(const fs::path& file, bool dynamic, std::string& error,
     const auto strength = global_kind(kind[0]);
     if (!strength) continue;
     if (const auto at = name.find('@'); at != std::string::npos) name.resize(at);
-    std::string value, size;
-    if (sizes && *strength == Strength::weak && fields >> value >> size)
-      (*sizes)[member][name] = std::strtoull(size.c_str(), nullptr, 16);
     auto [slot, fresh] = out[member].try_emplace(name, *strength);
     if (!fresh && *strength == Strength::strong) slot->second = Strength::strong;  // strong wins
   }
@@ -160,63 +153,12 @@ const std::set<std::string>& protected_symbols(const fs::path& reference_tree) {
   return it->second;
 }
 
-// Whether a mangled name is a function or object of the course's own namespace (mgpu::...):
-// inline and template code of the runtime's, the harness's, the cases' and the chapters' headers.
-bool in_course_namespace(const std::string& name) {
-  if (!name.starts_with("_ZN")) return false;
-  std::size_t i = 3;
-  while (i < name.size() && std::string_view("rVKRO").find(name[i]) != std::string_view::npos) ++i;
-  return name.compare(i, 5, "4mgpu") == 0;
-}
-
-// The explicit inputs of `target`'s build statement in build.ninja (its case objects).
-std::vector<std::string> case_objects(const fs::path& tree, const std::string& target) {
-  std::ifstream in(tree / "build.ninja");
-  std::vector<std::string> out;
-  const std::string head = "build bin/" + target + ": ";
-  for (std::string line; std::getline(in, line);) {
-    if (!line.starts_with(head)) continue;
-    std::istringstream items(line.substr(head.size()));
-    std::string item;
-    items >> item;  // the rule
-    while (items >> item && item != "|" && item != "||")
-      if (item.ends_with(".o")) out.push_back(item);
-    break;
-  }
-  return out;
-}
-
-// Sizes of every weak definition of the course's namespace in the trusted code of the reference's
-// case program: its case objects, the runtime's and the harness's archives, and the reference's
-// chapter archives. Inline and template code compiled from the same header with the same flags
-// has the same size wherever it is emitted.
-std::map<std::string, std::set<std::uint64_t>> trusted_weak_sizes(const fs::path& reference_tree,
-                                                                  const std::string& target) {
-  std::vector<std::string> files = case_objects(reference_tree, target);
-  for (const auto& a : linked_archives(reference_tree, target)) files.push_back(a);
-  files.emplace_back("runtime/libmgpu_runtime.a");
-  files.emplace_back("autograder/libmgpu_case_harness.a");
-  std::map<std::string, std::set<std::uint64_t>> out;
-  for (const auto& f : files) {
-    std::error_code ec;
-    if (!fs::exists(reference_tree / f, ec)) continue;
-    std::string error;
-    WeakSizes sizes;
-    defined_symbols(reference_tree / f, false, error, &sizes);
-    for (const auto& [member, symbols] : sizes)
-      for (const auto& [name, size] : symbols)
-        if (in_course_namespace(name)) out[name].insert(size);
-  }
-  return out;
-}
-
 }  // namespace
 
 LinkCheck check_submission_symbols(const fs::path& student_tree, const fs::path& reference_tree,
                                    const std::string& target) {
   LinkCheck check;
   const auto& guarded = protected_symbols(reference_tree);
-  const auto course_code = trusted_weak_sizes(reference_tree, target);
   for (const auto& archive : linked_archives(student_tree, target)) {
     const fs::path ref_archive = reference_tree / archive;
     const fs::path own_archive = student_tree / archive;
@@ -227,8 +169,7 @@ LinkCheck check_submission_symbols(const fs::path& student_tree, const fs::path&
     chapter = chapter.substr(8, chapter.size() - 10);
     std::string error;
     const Objects ref = defined_symbols(ref_archive, false, error);
-    WeakSizes own_sizes;
-    const Objects own = defined_symbols(own_archive, false, error, &own_sizes);
+    const Objects own = defined_symbols(own_archive, false, error);
     if (!error.empty()) {
       check.ok = false;
       check.first_error = "the submission's symbols could not be checked: " + error;
@@ -241,22 +182,6 @@ LinkCheck check_submission_symbols(const fs::path& student_tree, const fs::path&
           member.ends_with(".o") ? member.substr(0, member.size() - 2) : member;
       const auto r = ref.find(member);
       for (const auto& [name, strength] : symbols) {
-        // Inline or template code of the course's headers with a body of another size than the
-        // course's own copies: a redefinition, which the linker may keep in their place.
-        if (strength == Strength::weak && in_course_namespace(name)) {
-          const auto trusted = course_code.find(name);
-          const auto size = own_sizes[member].find(name);
-          if (trusted != course_code.end() && size != own_sizes[member].end() &&
-              !trusted->second.count(size->second)) {
-            check.refused.push_back(
-                {fmt::format("chapters/{}/{}", chapter, source), demangle(name),
-                 fmt::format("another body ({} bytes, the course's code has {}) for inline or "
-                             "template code of the course's headers, which the linker may keep "
-                             "in place of the course's own",
-                             size->second, *trusted->second.begin())});
-            continue;
-          }
-        }
         std::optional<Strength> in_ref;
         if (r != ref.end())
           if (auto s = r->second.find(name); s != r->second.end()) in_ref = s->second;
