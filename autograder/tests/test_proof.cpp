@@ -147,15 +147,15 @@ TEST_CASE("a proof's slot keeps the previous proof's objects, never a student's"
     write_text(base / "build" / "mgpu-grade-configure.txt", stamp);
     write_text(base / "build" / "bin" / "cases_toy_a", "program");
     write_text(base / "build" / "libmgpu_toy_a.a", "archive");
-    write_text(base / "occupant", "/work/proofs/first");
+    write_text(base / "occupant", "/proofs/first");
     return base;
   };
   SUBCASE("one proof after another: everything stays, ninja rebuilds what changed") {
     fs::path base = slot("proofs", trusted_stamp);
-    claim_student_folder(base, "/work/proofs/second", true);
+    claim_student_folder(base, "/proofs/second", true);
     CHECK(fs::exists(base / "build" / "bin" / "cases_toy_a"));
     CHECK(fs::exists(base / "build" / "libmgpu_toy_a.a"));
-    CHECK(read_text(base / "occupant") == "/work/proofs/second");
+    CHECK(read_text(base / "occupant") == "/proofs/second");
   }
   SUBCASE("a submission after a proof: the proof's programs and archives go") {
     fs::path base = slot("student_after_proof", trusted_stamp);
@@ -165,9 +165,9 @@ TEST_CASE("a proof's slot keeps the previous proof's objects, never a student's"
   }
   SUBCASE("a proof after a submission: the submission's programs and archives go") {
     fs::path base = slot("proof_after_student", "-DMGPU_IMPL=student\n");
-    claim_student_folder(base, "/work/proofs/second", true);
+    claim_student_folder(base, "/proofs/second", true);
     CHECK_FALSE(fs::exists(base / "build" / "bin" / "cases_toy_a"));
     CHECK_FALSE(fs::exists(base / "build" / "libmgpu_toy_a.a"));
-    CHECK(read_text(base / "occupant") == "/work/proofs/second");
+    CHECK(read_text(base / "occupant") == "/proofs/second");
   }
 }
