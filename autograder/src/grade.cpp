@@ -436,9 +436,11 @@ struct Workspace {
 };
 
 /// Stage: the submission's files onto the pristine skeleton in its own folder, its hint and
-/// prediction records read, its tree configured. Throws RejectedSubmission (unpack.hpp).
+/// prediction records read, its grading tree configured to link with the reference's tree.
+/// Throws RejectedSubmission (unpack.hpp).
 Workspace stage(const fs::path& submission, const std::string& build_name, const Project& project,
-                const Rubric& rubric, const GradeOptions& opts, std::vector<std::string>& notes) {
+                const Rubric& rubric, const fs::path& reference_tree, const GradeOptions& opts,
+                std::vector<std::string>& notes) {
   fs::path base = opts.work_dir / "student" / safe_name(build_name);
   claim_student_folder(base, fs::absolute(submission).lexically_normal().string(),
                        opts.trusted_build);
@@ -452,12 +454,14 @@ Workspace stage(const fs::path& submission, const std::string& build_name, const
   ws.tree = base / "build";
   Progress p("configuring the build of the submission");
   ws.tree_error = configure_tree(
-      {ws.tree, "student", st.chapters_dir, opts.cases_dirs, opts.trusted_build}, project);
+      {ws.tree, "student", st.chapters_dir, {}, opts.trusted_build, reference_tree}, project);
   return ws;
 }
 
-/// Build: each chapter's case program on its own, then checked at link time. The reference
-/// solutions are not rebuilt: their builds are the reference's.
+/// Build: each chapter's objects compiled on their own, checked (no global symbol the reference's
+/// objects do not define), then linked with the reference tree's runtime, harness and case
+/// archives. Every compile comes before any link, so no compile sees a linked case program. The
+/// reference solutions are not rebuilt: their builds are the reference's.
 std::map<std::string, TargetBuild> build(const std::vector<const ChapterSpec*>& chapters,
                                          const Workspace& ws, const Project& project,
                                          const Reference& reference, const GradeOptions& opts,
@@ -467,22 +471,28 @@ std::map<std::string, TargetBuild> build(const std::vector<const ChapterSpec*>& 
     const auto* c = chapters[i];
     if (!ws.tree_error.empty()) {
       builds[c->name] = TargetBuild{false, "the build could not be configured", ws.tree_error, 0};
-      continue;
-    }
-    if (solution) {
+    } else if (solution) {
       builds[c->name].ok = !reference.build_errors.count(c->name);
+    } else {
+      Progress p(
+          fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
+      builds[c->name] =
+          build_target(ws.tree, chapter_target(c->name), opts.jobs, project, ws.scratch_chapters);
+    }
+  }
+  if (solution || !ws.tree_error.empty()) return builds;
+  for (const auto* c : chapters) {
+    TargetBuild& b = builds[c->name];
+    if (!b.ok) continue;
+    if (const LinkCheck lc =
+            check_submission_symbols(ws.tree, reference.tree(), case_target(c->name));
+        !lc.ok) {
+      b = TargetBuild{false, lc.first_error, lc.log, b.seconds};
       continue;
     }
-    Progress p(
-        fmt::format("building the submission's {} ({} of {})", c->name, i + 1, chapters.size()));
-    builds[c->name] =
-        build_target(ws.tree, case_target(c->name), opts.jobs, project, ws.scratch_chapters);
-    // Defence at link time: no global symbol the reference's objects do not define.
-    if (builds[c->name].ok)
-      if (const LinkCheck lc =
-              check_submission_symbols(ws.tree, reference.tree(), case_target(c->name));
-          !lc.ok)
-        builds[c->name] = TargetBuild{false, lc.first_error, lc.log, builds[c->name].seconds};
+    const TargetBuild linked = build_target(ws.tree, case_target(c->name), opts.jobs, project,
+                                            ws.scratch_chapters, BuildStep::link);
+    b = TargetBuild{linked.ok, linked.first_error, linked.log, b.seconds + linked.seconds};
   }
   return builds;
 }
@@ -565,7 +575,8 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   Workspace ws;
   ws.tree = reference.tree();
   try {
-    if (!solution) ws = stage(submission, build_name, project, rubric, opts, g.notes);
+    if (!solution)
+      ws = stage(submission, build_name, project, rubric, reference.tree(), opts, g.notes);
   } catch (const RejectedSubmission& e) {
     // A link, a `..` path or a submission over the caps: nothing of it is built or run.
     return finished(rejected_grade(std::move(g), chapters, e.what()), t_all);

@@ -69,19 +69,19 @@ void attack_batch(const std::string& mode) {
   fs::permissions(tmp_folder, fs::perms::owner_all, fs::perm_options::replace);
   put(tmp_folder / "marker.h", "// a file in a case's folder\n");
   const fs::path slots = work() / "grade" / "student";
-  // The previous occupant's object of toy_a.cpp and its library, where CMake puts them for a
-  // source outside the source tree (".." becomes "__").
+  // The previous occupant's object of toy_a.cpp and its library, where CMake puts them in a
+  // grading tree (cmake/grade_tree.cmake) for a source outside the source tree ("..": "__").
   auto toy_object = [&](const std::string& slot) {
-    const fs::path tests = this_project().root / "autograder" / "tests";
     std::string rel =
-        fs::relative(slots / slot / "src/chapters/toy_a/toy_a.cpp", tests).generic_string();
+        fs::relative(slots / slot / "src/chapters/toy_a/toy_a.cpp", this_project().root)
+            .generic_string();
     for (std::size_t at; (at = rel.find("..")) != std::string::npos;) rel.replace(at, 2, "__");
-    return slots / slot / "build/autograder/tests/CMakeFiles/mgpu_toy_a.dir" / (rel + ".o");
+    return slots / slot / "build/CMakeFiles/mgpu_toy_a.dir" / (rel + ".o");
   };
   std::vector<fs::path> previous;
   for (const std::string slot : {"batch-slot-0", "batch-slot-1"})
     previous.insert(previous.end(),
-                    {toy_object(slot), slots / slot / "build/autograder/tests/libmgpu_toy_a.a"});
+                    {toy_object(slot), slots / slot / "build/chapters/libmgpu_toy_a.a"});
   // What the project holds besides its sources: a file under build/ (where `./mgpu test` and
   // the grader cache the reference's results: the tests' own cache is one), git's data, a
   // Gradescope bundle left in the project (zipped, and unpacked with its secret), and a root-only
@@ -116,6 +116,12 @@ void attack_batch(const std::string& mode) {
       {"include_git", {git}},
       {"include_bundle", {bundle_zip, bundle_dir / "autograder/private/secret"}},
       {"include_root_only", {root_only}},
+      // A grading tree compiles the chapters only: the graded cases, sources or objects, are out
+      // of its view (cmake/grade_tree.cmake).
+      {"include_case_source",
+       {this_project().root / "autograder/tests/fixtures/toy/cases/toy_a.cpp",
+        this_project().root / "autograder/cases/11_1_memory/formulas.cpp"}},
+      {"include_case_objects", {this_project().own_tree / "cases/libmgpu_cases_toy_a.a"}},
       {"zzz_previous_submission", previous}};
   for (const auto& [name, paths] : peeks) {
     fs::path sub = toy_submission(dir / "subs" / name, "");

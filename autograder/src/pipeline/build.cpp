@@ -67,15 +67,35 @@ fs::path compiler_cache_dir() {
   return dir;
 }
 
-// The project's files a student build may read: the top-level folders of the course and its
-// top CMake files, less git's data and other hidden entries, the build trees (`build/`: the
-// reference's results and objects, other submissions), the reference, and any folder that holds
-// a copy of the project (an unpacked release or Gradescope bundle: its own solutions/ or
+// The trusted tree a grading tree links from (TreeConfig::link_from), or empty for a whole tree.
+fs::path linked_from(const fs::path& tree) { return cache_value(tree, "MGPU_GRADE_LINK_FROM"); }
+
+// What a grading tree compiles from besides the submission: the build's CMake files, the chapters'
+// headers and skeletons, the runtime's headers, the test support its chapters' test targets name,
+// and the toy chapters of the grader's own tests. No case source, no grader, no tool.
+const std::vector<fs::path> kGradingTreeSources{"CMakeLists.txt",
+                                                "cmake",
+                                                "chapters",
+                                                "runtime/include",
+                                                "testing",
+                                                "autograder/tests/fixtures/toy/chapters.cmake",
+                                                "autograder/tests/fixtures/toy/include"};
+
+// The project's files a student build may read. A grading tree: kGradingTreeSources. A whole tree
+// (the GPU labs', the visible tests'): the top-level folders of the course and its top CMake
+// files, less git's data and other hidden entries, the build trees (`build/`: the reference's
+// results and objects, other submissions), the reference, and any folder that holds a copy of
+// the project (an unpacked release or Gradescope bundle: its own solutions/ or
 // autograder/private/); under autograder/, not the chaffs, wheats or private files. Everything
 // else in the project (a bundle's zip, a root-only note) is out of the build's view.
-std::vector<fs::path> build_visible_sources(const Project& p) {
+std::vector<fs::path> build_visible_sources(const Project& p, bool grading_tree) {
   std::vector<fs::path> shown;
   std::error_code ec;
+  if (grading_tree) {
+    for (const auto& rel : kGradingTreeSources)
+      if (fs::exists(p.root / rel, ec)) shown.push_back(p.root / rel);
+    return shown;
+  }
   auto keep = [&](const fs::directory_entry& e, const std::set<std::string>& dropped) {
     const std::string name = e.path().filename().string();
     if (name.empty() || name[0] == '.' || dropped.count(name) || e.is_symlink(ec)) return false;
@@ -96,6 +116,17 @@ std::vector<fs::path> build_visible_sources(const Project& p) {
       if (keep(a, {"chaff", "wheat", "private"})) shown.push_back(a.path());
   }
   return shown;
+}
+
+// The trusted archives a grading tree's case programs link (cmake/grade_tree.cmake): in view of
+// its link step only.
+std::vector<fs::path> link_inputs(const fs::path& trusted_tree) {
+  std::vector<fs::path> files{trusted_tree / "runtime" / "libmgpu_runtime.a",
+                              trusted_tree / "autograder" / "libmgpu_case_harness.a"};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(trusted_tree / "cases", ec))
+    if (e.path().extension() == ".a") files.push_back(e.path());
+  return files;
 }
 
 const std::vector<fs::path> kSystemFolders{"/usr", "/lib",  "/lib64", "/lib32",
@@ -129,7 +160,8 @@ std::vector<fs::path> package_folders(const Project& p) {
 // `#include "/dev/zero"` fails at once), and there is no home, so neither the compiler cache (it
 // holds the reference's objects), nor running cases' folders, nor any other file of the grader's
 // user is in view.
-void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) {
+void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree, bool grading_tree,
+                         const std::vector<fs::path>& also_shown) {
   const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
   std::vector<std::string> cmd{"/usr/bin/bwrap", "--die-with-parent",
                                "--unshare-net",  "--unshare-ipc",
@@ -145,8 +177,9 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
     cmd.insert(cmd.end(),
                {"--symlink", "/proc/self/fd/" + std::to_string(fd), std::string("/dev/") + name});
   std::vector<fs::path> shown = kSystemFolders;
-  for (const auto& s : build_visible_sources(p)) shown.push_back(s);
+  for (const auto& s : build_visible_sources(p, grading_tree)) shown.push_back(s);
   for (const auto& s : package_folders(p)) shown.push_back(s);
+  shown.insert(shown.end(), also_shown.begin(), also_shown.end());
   for (const fs::path& dir : shown)
     cmd.insert(cmd.end(), {"--ro-bind-try", dir.string(), dir.string()});
   fs::path program = spec.exe;  // bwrap does not search PATH
@@ -181,13 +214,15 @@ void hide_reference_from(RunSpec& spec, const Project& p, const fs::path& tree) 
 
 // The same view for a build in the uid sandbox, enforced with Landlock where the kernel has it
 // (file modes alone otherwise: the reference is sealed to the grader's user).
-FsView build_view(const Project& p, const fs::path& own) {
+FsView build_view(const Project& p, const fs::path& tree, bool grading_tree,
+                  const std::vector<fs::path>& also_shown) {
   FsView v;
   v.read_only = kSystemFolders;
-  for (const auto& s : build_visible_sources(p)) v.read_only.push_back(s);
+  for (const auto& s : build_visible_sources(p, grading_tree)) v.read_only.push_back(s);
   for (const auto& s : package_folders(p)) v.read_only.push_back(s);
+  v.read_only.insert(v.read_only.end(), also_shown.begin(), also_shown.end());
   v.read_only.push_back("/proc");
-  v.read_write = {own};
+  v.read_write = {tree.parent_path()};
   v.devices = {"/dev/null"};
   return v;
 }
@@ -201,14 +236,20 @@ constexpr std::uint64_t kBuildFileBytes = 512ull << 20;
 // leased uid that owns only the submission's folder while it runs (when the grader is root, in
 // both sandboxes: a root-only file is unreadable even in view). Root owns the folder again
 // afterwards, so later cases, whatever their uid, cannot read it. A proof's build (the
-// instructor's code, TreeConfig::trusted) keeps the grader's user, for the compiler cache.
-RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tree) {
+// instructor's code, TreeConfig::trusted) keeps the grader's user, for the compiler cache, and so
+// does a link step (BuildStep::link), which alone sees the trusted archives.
+RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tree, BuildStep step,
+                             const fs::path& link_from) {
   const SandboxKind kind = sandbox().kind;
   if (kind != SandboxKind::namespaces && kind != SandboxKind::uid) return run_process(spec);
   const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
   spec.unisolated_memory_bytes = kBuildMemoryBytes;
   spec.unisolated_file_bytes = kBuildFileBytes;
-  const bool drop = ::geteuid() == 0 && !(kind == SandboxKind::namespaces && is_trusted_tree(tree));
+  const bool link = step == BuildStep::link;
+  std::vector<fs::path> archives;
+  if (link) archives = link_inputs(link_from);
+  const bool drop =
+      ::geteuid() == 0 && !link && !(kind == SandboxKind::namespaces && is_trusted_tree(tree));
   std::optional<UidLease> lease;
   if (drop) {
     lease.emplace();
@@ -221,12 +262,12 @@ RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tre
     spec.run_as = lease->uid();
   }
   if (kind == SandboxKind::namespaces) {
-    hide_reference_from(spec, p, tree);
+    hide_reference_from(spec, p, tree, !link_from.empty(), archives);
   } else {
     std::error_code ec;
     fs::create_directories(own / "tmp", ec);
     if (drop) (void)::chown((own / "tmp").c_str(), lease->uid(), static_cast<gid_t>(lease->uid()));
-    spec.view = build_view(p, own);
+    spec.view = build_view(p, tree, !link_from.empty(), archives);
     spec.env.emplace_back("CCACHE_DISABLE",
                           "1");  // the grader's compiler cache is not the build uid's to write
     spec.env.emplace_back("HOME", own.string());
@@ -453,26 +494,6 @@ std::string cache_value(const fs::path& tree, const std::string& name) {
   return "";
 }
 
-// A student build reads only its own folder of the grader's files (hide_reference_from), and the
-// instructor's private case folders lie outside it, sealed: their sources are copied in beside the
-// tree (rewritten only when changed, so a rebuild stays incremental). Case sources are no secret
-// from the build (autograder/SECURITY.md): the hidden inputs come from the instructor's secret.
-std::vector<fs::path> copy_cases_dirs_beside(const std::vector<fs::path>& dirs,
-                                             const fs::path& tree) {
-  std::vector<fs::path> copies;
-  for (std::size_t i = 0; i < dirs.size(); ++i) {
-    const fs::path copy = tree.parent_path() / "private-cases" / std::to_string(i);
-    for (const auto& e : fs::recursive_directory_iterator(dirs[i])) {
-      if (!e.is_regular_file()) continue;
-      const fs::path to = copy / e.path().lexically_relative(dirs[i]);
-      fs::create_directories(to.parent_path());
-      write_if_changed(to, read_text(e.path()));
-    }
-    copies.push_back(copy);
-  }
-  return copies;
-}
-
 std::string configure_tree(const TreeConfig& cfg, const Project& project,
                            const fs::path& gpu_student_dir) {
   std::vector<std::string> args{
@@ -490,11 +511,17 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project,
   if (!cfg.student_dir.empty()) args.push_back("-DMGPU_STUDENT_DIR=" + cfg.student_dir.string());
   if (!gpu_student_dir.empty())
     args.push_back("-DMGPU_GPU_STUDENT_DIR=" + fs::absolute(gpu_student_dir).string());
-  std::string dirs;
-  const bool student = cfg.impl == "student";
-  for (const auto& d : student ? copy_cases_dirs_beside(cfg.cases_dirs, cfg.dir) : cfg.cases_dirs)
-    dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
-  args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
+  if (!cfg.link_from.empty()) {
+    // A grading tree compiles what it links with the trusted archives alike: sanitized objects
+    // with sanitized ones.
+    args.push_back("-DMGPU_GRADE_LINK_FROM=" + fs::absolute(cfg.link_from).string());
+    args.push_back("-DMGPU_SANITIZE=" + cache_value(cfg.link_from, "MGPU_SANITIZE"));
+  } else {
+    std::string dirs;  // a student's whole tree gets none: private case folders are sealed
+    for (const auto& d : cfg.cases_dirs)
+      dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
+    args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
+  }
   std::string stamp_text;
   for (const auto& a : args) stamp_text += a + "\n";
   if (cfg.trusted) stamp_text += kTrustedLine;
@@ -512,8 +539,9 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project,
   spec.merge_output = true;
   spec.output_cap = 256 * 1024;
   spec.env = build_env(project);
-  RunOutcome o =
-      cfg.impl == "student" ? run_student_build(spec, project, cfg.dir) : run_process(spec);
+  RunOutcome o = cfg.impl == "student"
+                     ? run_student_build(spec, project, cfg.dir, BuildStep::compile, cfg.link_from)
+                     : run_process(spec);
   if (!o.started) return o.start_error;
   if (o.timed_out) return "configuring timed out after 300 s";
   if (!o.exited || o.exit_code != 0) return "cmake configure failed:\n" + o.out;
@@ -522,7 +550,7 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project,
 }
 
 TargetBuild build_target(const fs::path& tree, const std::string& target, int jobs,
-                         const Project& project, const fs::path& scratch_chapters) {
+                         const Project& project, const fs::path& scratch_chapters, BuildStep step) {
   TargetBuild b;
   // Two graders (or a grader and its own tests) building one tree at once would corrupt ninja's
   // state: builds of a tree take turns.
@@ -543,7 +571,9 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
   spec.merge_output = true;
   spec.output_cap = 512 * 1024;
   spec.env = build_env(project);
-  RunOutcome o = is_student_tree(tree) ? run_student_build(spec, project, tree) : run_process(spec);
+  RunOutcome o = is_student_tree(tree)
+                     ? run_student_build(spec, project, tree, step, linked_from(tree))
+                     : run_process(spec);
   b.seconds = o.wall_s;
   std::string out = o.out;
   if (!scratch_chapters.empty()) {

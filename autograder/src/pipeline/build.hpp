@@ -49,16 +49,20 @@ struct TreeConfig {
   /// The instructor's own code (a chaff or wheat): still built in the student sandbox, but with
   /// the grader's compiler cache, which only student code must never see or fill.
   bool trusted = false;
+  /// A submission's grading tree (cmake/grade_tree.cmake): it compiles the chapters only, and its
+  /// case programs link this trusted tree's runtime, harness and case archives, so the build sees
+  /// no case source. Empty: a whole tree (the GPU labs', the visible tests').
+  std::filesystem::path link_from;
 };
 
 /// Makes `base` (a submission's folder, <work>/student/<name>: src/ and its build trees) ready
 /// for `occupant` (the submission's path). When another submission had it last (a batch slot),
 /// everything of that one goes first: its unzipped sources, every object compiled from its files
 /// (an object whose dependency file names base/src), and every archive and program, so no build
-/// can read another student's code, source or machine code. The trusted objects (runtime,
-/// harness, cases) stay, so the build is still incremental. `trusted` (an instructor's proof,
-/// TreeConfig::trusted) taking over from another proof keeps everything: the previous occupant's
-/// objects are the instructor's too, and ninja recompiles only the files whose text changed.
+/// can read another student's code, source or machine code; the tree's configuration stays.
+/// `trusted` (an instructor's proof, TreeConfig::trusted) taking over from another proof keeps
+/// everything: the previous occupant's objects are the instructor's too, and ninja recompiles only
+/// the files whose text changed.
 void claim_student_folder(const std::filesystem::path& base, const std::string& occupant,
                           bool trusted = false);
 
@@ -80,13 +84,21 @@ struct TargetBuild {
   double seconds = 0;       ///< wall time of the build
 };
 
+/// What a build of a student tree may do. `compile`: compile the submission, as a leased uid
+/// that sees only what it compiles. `link`: link a grading tree's case program (run only after
+/// the link check passed on its objects): the same view plus the trusted archives, as the
+/// grader's user, who alone can read them; a link runs no student code.
+enum class BuildStep { compile, link };
+
 /// Builds one target of a configured tree with `jobs` parallel compiles. scratch_chapters, if
 /// given, is replaced by "chapters" in messages so students see their own paths.
 TargetBuild build_target(const std::filesystem::path& tree, const std::string& target, int jobs,
-                         const Project& project,
-                         const std::filesystem::path& scratch_chapters = {});
+                         const Project& project, const std::filesystem::path& scratch_chapters = {},
+                         BuildStep step = BuildStep::compile);
 
 /// Name of the case program of a chapter.
 inline std::string case_target(const std::string& chapter) { return "cases_" + chapter; }
+/// Name of a chapter's library: the submission's objects of it.
+inline std::string chapter_target(const std::string& chapter) { return "mgpu_" + chapter; }
 
 }  // namespace mgpu::grade

@@ -99,8 +99,8 @@ std::string demangle(const std::string& name) {
 }
 
 // The archives libmgpu_*.a that `target` links, relative to the tree, from the LINK_LIBRARIES of
-// its build statement in build.ninja; the runtime's and the harness's (trusted, and the same in
-// both trees) are left out.
+// its build statement in build.ninja; the runtime's, the harness's and the case objects' (the
+// trusted tree's own, in a grading tree) are left out.
 std::vector<std::string> linked_archives(const fs::path& tree, const std::string& target) {
   std::ifstream in(tree / "build.ninja");
   std::vector<std::string> out;
@@ -115,7 +115,7 @@ std::vector<std::string> linked_archives(const fs::path& tree, const std::string
     for (std::string item; items >> item;) {
       const std::string base = fs::path(item).filename().string();
       if (base.starts_with("libmgpu_") && base.ends_with(".a") && base != "libmgpu_runtime.a" &&
-          base != "libmgpu_case_harness.a")
+          base != "libmgpu_case_harness.a" && !base.starts_with("libmgpu_cases_"))
         out.push_back(item);
     }
     break;
@@ -163,7 +163,14 @@ LinkCheck check_submission_symbols(const fs::path& student_tree, const fs::path&
     const fs::path ref_archive = reference_tree / archive;
     const fs::path own_archive = student_tree / archive;
     std::error_code ec;
-    if (!fs::exists(ref_archive, ec) || !fs::exists(own_archive, ec)) continue;
+    for (const fs::path& needed : {ref_archive, own_archive})
+      if (!fs::exists(needed, ec)) {  // unchecked is unlinked: fail closed
+        check.ok = false;
+        check.first_error = fmt::format(
+            "the submission's symbols could not be checked: {} is missing", needed.string());
+        check.log = check.first_error;
+        return check;
+      }
     // libmgpu_<chapter>.a
     std::string chapter = fs::path(archive).filename().string();
     chapter = chapter.substr(8, chapter.size() - 10);
