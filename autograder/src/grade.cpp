@@ -107,45 +107,67 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
   return classify_run(run_process(rs), spec.time_limit_s, spec.memory_mb);
 }
 
-CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb) {
-  CaseRun r;
-  r.seconds = o.wall_s;
-  r.output = excerpt("stdout", o.out, o.out_truncated) + excerpt("stderr", o.err, o.err_truncated);
+namespace {
+
+// A case's process that did not end by itself: never started, stopped at a limit, or killed by a
+// signal. Fills r's status and reason and returns true then; false for a process that exited.
+bool ended_abnormally(const RunOutcome& o, double time_limit_s, double memory_mb, CaseRun& r) {
   if (!o.started) {
     r.status = Status::crashed;
     r.reason = o.start_error;
-    return r;
-  }
-  if (o.timed_out) {
+  } else if (o.timed_out) {
     r.status = Status::timeout;
     r.reason = fmt::format("exceeded the {:g} s time limit and was stopped", time_limit_s);
-    return r;
-  }
-  if (o.memory_exceeded) {
+  } else if (o.memory_exceeded) {
     r.status = Status::out_of_memory;
     r.reason = fmt::format(
         "its processes together held {:.0f} MiB, over the case's {:g} MiB limit, and were stopped",
         static_cast<double>(o.tree_memory_bytes) / (1 << 20), memory_mb);
-    return r;
-  }
-  if (o.signal == SIGXCPU) {
+  } else if (o.signal == SIGXCPU) {
     r.status = Status::timeout;
     r.reason = "exceeded its CPU time limit";
-    return r;
+  } else if (o.signal != 0) {
+    const bool alloc = o.err.find("bad_alloc") != std::string::npos ||
+                       o.err.find("Cannot allocate memory") != std::string::npos;
+    r.status = alloc || o.signal == SIGKILL ? Status::out_of_memory : Status::crashed;
+    r.reason = r.status == Status::crashed
+                   ? "killed by " + signal_description(o.signal)
+                   : fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}",
+                                 memory_mb, signal_description(o.signal));
+  } else {
+    return false;
   }
-  if (o.signal != 0) {
-    bool alloc = o.err.find("bad_alloc") != std::string::npos ||
-                 o.err.find("Cannot allocate memory") != std::string::npos;
-    if (alloc || o.signal == SIGKILL) {
-      r.status = Status::out_of_memory;
-      r.reason = fmt::format("ran out of memory (limit {:g} MiB) and was killed by {}", memory_mb,
-                             signal_description(o.signal));
-    } else {
-      r.status = Status::crashed;
-      r.reason = "killed by " + signal_description(o.signal);
-    }
-    return r;
+  return true;
+}
+
+// The status a well-formed result document reports (parse_result has checked its shape).
+void read_result_status(nlohmann::json& doc, double memory_mb, CaseRun& r) {
+  const std::string st = doc["status"];
+  const std::string msg = doc.value("message", "");
+  if (st == "ok") {
+    r.status = Status::passed;
+    r.result = std::move(doc);
+  } else if (st == "not-implemented") {
+    r.status = Status::not_implemented;
+    r.reason = msg;
+  } else if (st == "out-of-memory") {
+    r.status = Status::out_of_memory;
+    r.reason = fmt::format("ran out of memory (std::bad_alloc; limit {:g} MiB)", memory_mb);
+  } else if (st == "exception") {
+    r.status = Status::crashed;
+    r.reason = fmt::format("threw {}: {}", doc.value("type", "an exception"), msg);
+  } else {
+    r.reason = msg.empty() ? "result status '" + st + "'" : msg;
   }
+}
+
+}  // namespace
+
+CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb) {
+  CaseRun r;  // no-result unless a step below says otherwise
+  r.seconds = o.wall_s;
+  r.output = excerpt("stdout", o.out, o.out_truncated) + excerpt("stderr", o.err, o.err_truncated);
+  if (ended_abnormally(o, time_limit_s, memory_mb, r)) return r;
   if (o.result_overflow) {
     r.reason = "its result was larger than the grader accepts";
     return r;
@@ -169,24 +191,7 @@ CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb)
     r.reason = fmt::format("exited with code {} after its result", o.exit_code);
     return r;
   }
-  nlohmann::json& doc = parsed.doc;
-  std::string st = doc["status"];
-  std::string msg = doc.value("message", "");
-  if (st == "ok") {
-    r.status = Status::passed;
-    r.result = std::move(doc);
-  } else if (st == "not-implemented") {
-    r.status = Status::not_implemented;
-    r.reason = msg;
-  } else if (st == "out-of-memory") {
-    r.status = Status::out_of_memory;
-    r.reason = fmt::format("ran out of memory (std::bad_alloc; limit {:g} MiB)", memory_mb);
-  } else if (st == "exception") {
-    r.status = Status::crashed;
-    r.reason = fmt::format("threw {}: {}", doc.value("type", "an exception"), msg);
-  } else {
-    r.reason = msg.empty() ? "result status '" + st + "'" : msg;
-  }
+  read_result_status(parsed.doc, memory_mb, r);
   return r;
 }
 
