@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace mgpu;
 using namespace mgpu::test;
 
@@ -292,6 +296,37 @@ TEST_CASE("a rank that sums a peer's buffer through a pointer gets it only with 
     else
       CHECK(got == 2.0f);  // rank 1 only had its own buffer to send
   }
+}
+
+TEST_CASE("32 ranks in processes fit the address-space limit a graded case runs under") {
+  // A graded case runs with RLIMIT_AS at its memory limit (2 GiB by default), and the calling
+  // process maps every rank's arena: at the default 64 MiB, 32 of them alone would fill it.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const rlimit as{rlim_t(2) << 30, rlim_t(2) << 30};
+    int code = 1;
+    try {
+      ClusterConfig c;
+      c.world_size = 32;
+      c.isolation = RankIsolation::processes;
+      Cluster cluster(c);
+      if (::setrlimit(RLIMIT_AS, &as) != 0) std::_Exit(2);
+      cluster.run([](Rank& r) {
+        std::vector<float> x(16, static_cast<float>(r.id()));
+        r.world().all_reduce(x);
+        if (x[0] != 31.0f * 32.0f / 2.0f) throw std::runtime_error("wrong sum");
+      });
+      code = 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    }
+    std::_Exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_SUITE_END();

@@ -48,7 +48,8 @@ struct ClusterConfig {
   std::optional<RankIsolation> isolation;
   /// With processes: bytes of shared memory per rank through which its messages move. Every
   /// operation in flight at once on a rank needs its buffers' bytes here (sparse: untouched
-  /// pages cost nothing, but the calling process maps world_size of them).
+  /// pages cost nothing, but the calling process maps world_size of them: a run lowers it so
+  /// that they take at most half of the process's address-space limit, when it has one).
   std::size_t rank_arena_bytes = std::size_t(64) << 20;
 };
 
