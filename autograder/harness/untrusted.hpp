@@ -79,8 +79,8 @@ std::invoke_result_t<F> untrusted(F&& f) {
 }
 
 /// Runs a plain case's body with untrusted_in_processes(): in a process of its own, of which only
-/// the values come back, checked (names, dtypes, numbers) and rebuilt here. A plain case has no
-/// measures: a body that reports one is refused (UnreadableResult).
+/// the values (and any measure its own code computed) come back, checked (names, dtypes,
+/// numbers) and rebuilt here; anything else is refused (UnreadableResult).
 nlohmann::json run_plain_case(CaseFn fn, Ctx& ctx);
 
 }  // namespace mgpu::grade
