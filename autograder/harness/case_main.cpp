@@ -19,6 +19,7 @@
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/not_implemented.hpp"
+#include "untrusted.hpp"
 
 namespace {
 
@@ -89,17 +90,29 @@ int main(int argc, char** argv) {
 
   nlohmann::json out;
   auto fn = mgpu::grade::find_case(name);
-  if (processes && mgpu::grade::case_isolated(name))
-    mgpu::set_default_rank_isolation(mgpu::RankIsolation::processes);
+  const bool isolated = mgpu::grade::case_isolated(name);
+  if (processes && isolated) mgpu::set_default_rank_isolation(mgpu::RankIsolation::processes);
+  // Student code outside Cluster::run (a plain case's whole body, the chapter calls an isolated
+  // case makes before or after its runs) runs in processes of its own: this process, which keeps
+  // the books and writes the result, runs none.
+  mgpu::grade::set_untrusted_in_processes(processes, fd);
   if (!fn) {
     out = {{"status", "unknown-case"},
            {"message", "this case program has no case named '" + name + "'"}};
   } else {
     mgpu::grade::Ctx ctx(name, seed);
     try {
-      fn(ctx);
-      out = ctx.result();
+      if (processes && !isolated) {
+        out = mgpu::grade::run_plain_case(fn, ctx);
+      } else {
+        fn(ctx);
+        out = ctx.result();
+      }
       out["status"] = "ok";
+    } catch (const mgpu::grade::UnreadableResult& e) {
+      out = {{"status", "no-result"}, {"message", e.what()}};
+    } catch (const mgpu::grade::CaughtElsewhere& e) {
+      out = {{"status", "exception"}, {"type", e.type()}, {"message", e.what()}};
     } catch (const mgpu::NotImplemented& e) {
       out = {{"status", "not-implemented"}, {"message", e.what()}};
     } catch (const std::bad_alloc& e) {

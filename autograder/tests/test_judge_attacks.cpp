@@ -73,7 +73,11 @@ TEST_CASE("a result the grader cannot digest costs its case only, and clashing n
   const std::vector<std::string> args =
       toy_args({"grade-batch", (dir / "subs").string(), "--csv", csv.string(), "--reports",
                 (dir / "reports").string()});
-  RunOutcome o = grader(args, 900);
+  // With threads the student's code runs in the case's own process and writes on the result
+  // descriptor itself. In a graded run (processes) a case's student code runs in a process of
+  // its own with that descriptor closed, and only a rank's process could still write there: the
+  // parser is attacked directly here, as such a rank would.
+  RunOutcome o = grader(args, 900, {{"MGPU_RANKS", "threads"}});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto report = [&](const std::string& file) {

@@ -273,6 +273,56 @@ void peer_pointer_batch(const std::string& mode) {
   CHECK(ok["score"].get<double>() > 0);
 }
 
+// Student code a case calls outside Cluster::run (attacks/outside_run, 11.5): a formula that
+// leaves a thread behind to write a forged result and end the case's process, and a schedule
+// builder that switches the runtime's default to ranks in threads so that run_pipeline, finding
+// itself in the case's process, forges the result. In a student's graded run that code runs in a
+// process of its own: the forgery never reaches the grader (the formula's cases get no result,
+// the schedule's change is lost and its cases score), and the reference graded in the same batch
+// keeps every point.
+void outside_run_batch(const std::string& mode) {
+  const fs::path root = this_project().root;
+  const fs::path dir = fresh_dir("outside_run_" + mode);
+  const fs::path attack = dir / "subs" / "outside_run" / "11_5_pipeline";
+  const fs::path good = dir / "subs" / "zz_correct" / "11_5_pipeline";
+  fs::create_directories(attack);
+  fs::create_directories(good);
+  for (const char* f : {"formulas.cpp", "schedules.cpp"}) {
+    fs::copy_file(fixtures() / "attacks/outside_run/11_5_pipeline" / f, attack / f);
+    fs::copy_file(root / "solutions/11_5_pipeline" / f, good / f);
+  }
+  RunSpec spec;
+  spec.exe = MGPU_GRADE_EXE;
+  spec.args = {"grade-batch", (dir / "subs").string(),
+               "--csv",       (dir / "grades.csv").string(),
+               "--reports",   (dir / "reports").string(),
+               "--seed",      kSeed,
+               "--chapter",   "11_5",
+               "--work-dir",  (work() / "grade").string(),
+               "--jobs",      "2"};
+  spec.isolate = false;
+  spec.wall_s = 1200;
+  spec.merge_output = true;
+  spec.env = {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}};  // the default: a student's in processes
+  const RunOutcome o = run_process(spec);
+  INFO(o.out);
+  REQUIRE(o.exit_code == 0);
+  auto report = [&](const std::string& name) {
+    return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json")));
+  };
+  const auto forged = report("outside_run");
+  CHECK(forged.dump().find("FORGED") == std::string::npos);
+  // gpipe_bubble_fraction's thread ends the process it was left in, before any answer.
+  CHECK(case_status(forged, "11_5.bubble") == "no-result");
+  // gpipe_schedule's change of default died with its process: the ranks ran in processes.
+  for (const char* c : {"11_5.schedules", "11_5.gpipe_gradients", "11_5.bubble_and_in_flight"})
+    CHECK_MESSAGE(case_status(forged, c) == "passed", c);
+  CHECK(case_status(forged, "11_5.one_f_one_b_gradients") == "passed");  // not touched
+  const auto ok = report("zz_correct");
+  CHECK(ok["score"].get<double>() == ok["max_score"].get<double>());
+  CHECK(ok["score"].get<double>() > 0);
+}
+
 }  // namespace
 
 TEST_CASE("hostile submissions cost their own cases only, in namespaces" *
@@ -290,6 +340,18 @@ TEST_CASE("a rank reading its peers' buffers loses its cases, with a uid per cas
           doctest::skip(!can_grade() || ::geteuid() != 0 ||
                         !fs::exists(this_project().root / "solutions"))) {
   peer_pointer_batch("uid");
+}
+
+TEST_CASE("student code outside Cluster::run cannot touch the result, in namespaces" *
+          doctest::skip(!can_grade() || sandbox().kind != SandboxKind::namespaces ||
+                        !fs::exists(this_project().root / "solutions"))) {
+  outside_run_batch("namespaces");
+}
+
+TEST_CASE("student code outside Cluster::run cannot touch the result, with a uid per case" *
+          doctest::skip(!can_grade() || ::geteuid() != 0 ||
+                        !fs::exists(this_project().root / "solutions"))) {
+  outside_run_batch("uid");
 }
 
 TEST_CASE("hostile submissions cost their own cases only, with a uid per case (the fallback)" *

@@ -1,6 +1,10 @@
 // Graded cases of 11.3's formulas: per-GPU training state and traffic at each ZeRO stage, the
 // smallest GPU count that fits, and the DeepSpeed and Megatron-LM memory estimates.
+#include <array>
+#include <cmath>
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "11_3_zero/formulas.hpp"
 #include "case.hpp"
@@ -15,61 +19,76 @@ mgpu::PrecisionRecipe random_preset(Ctx& ctx) {
   return mgpu::kPrecisionPresets[static_cast<std::size_t>(i)].recipe;
 }
 
+// A drawn model size, GPU count and recipe.
+struct Point {
+  double params;
+  std::int64_t n;
+  mgpu::PrecisionRecipe recipe;
+};
+
+Point draw_point(Ctx& ctx) {
+  Point p;
+  p.params = std::round(ctx.log_uniform(1e8, 1e12));
+  p.n = ctx.uniform_int(1, 2048);
+  p.recipe = random_preset(ctx);
+  return p;
+}
+
+// The four parts (`parts(recipe, stage)`, an array of four) and the total (`total(recipe,
+// stage)`) at stages 0 to 3: for the drawn recipe ("parts", "totals"), then for every preset at
+// the same count and N ("every_preset_parts", "every_preset_totals"), where a drawn recipe could
+// make a wrong part right by chance.
+template <class Parts, class Total>
+void emit_every_stage(Ctx& ctx, const mgpu::PrecisionRecipe& drawn, Parts parts, Total total) {
+  auto stages = [&](const mgpu::PrecisionRecipe& recipe, std::vector<double>& all,
+                    std::vector<double>& totals) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      const auto four = parts(recipe, stage);
+      all.insert(all.end(), four.begin(), four.end());
+      totals.push_back(total(recipe, stage));
+    }
+  };
+  std::vector<double> all, totals, every_all, every_totals;
+  stages(drawn, all, totals);
+  ctx.emit("parts", all);
+  ctx.emit("totals", totals);
+  for (const auto& preset : mgpu::kPrecisionPresets) stages(preset.recipe, every_all, every_totals);
+  ctx.emit("every_preset_parts", every_all);
+  ctx.emit("every_preset_totals", every_totals);
+}
+
 }  // namespace
 
 MGPU_CASE("11_3.state_per_gpu") {
-  double params = std::round(ctx.log_uniform(1e8, 1e12));
-  std::int64_t n = ctx.uniform_int(1, 2048);
-  auto recipe = random_preset(ctx);
-  std::vector<double> parts, totals;
-  for (int stage = 0; stage <= 3; ++stage) {
-    z::StateBytes s = z::zero_state_per_gpu(params, recipe, stage, n);
-    parts.insert(parts.end(), {s.weights_bytes, s.grads_bytes, s.master_bytes, s.optimizer_bytes});
-    totals.push_back(z::zero_state_bytes_per_gpu(params, recipe, stage, n));
-  }
-  ctx.emit("parts", parts);
-  ctx.emit("totals", totals);
-  // Every preset at the same count and N: the drawn one may keep no master copy (fp32 Adam, pure
-  // bf16), where a master left out or left unsharded is right by chance.
-  std::vector<double> every_parts, every_totals;
-  for (const auto& preset : mgpu::kPrecisionPresets)
-    for (int stage = 0; stage <= 3; ++stage) {
-      z::StateBytes s = z::zero_state_per_gpu(params, preset.recipe, stage, n);
-      every_parts.insert(every_parts.end(),
-                         {s.weights_bytes, s.grads_bytes, s.master_bytes, s.optimizer_bytes});
-      every_totals.push_back(z::zero_state_bytes_per_gpu(params, preset.recipe, stage, n));
-    }
-  ctx.emit("every_preset_parts", every_parts);
-  ctx.emit("every_preset_totals", every_totals);
-  ctx.emit_rejects("rejects_stage_4", [&] { z::zero_state_per_gpu(params, recipe, 4, n); });
+  // Every preset as well as the drawn one: some keep no master copy (fp32 Adam, pure bf16), where
+  // a master left out or left unsharded is right by chance.
+  const Point p = draw_point(ctx);
+  emit_every_stage(
+      ctx, p.recipe,
+      [&](const mgpu::PrecisionRecipe& r, int stage) {
+        const z::StateBytes s = z::zero_state_per_gpu(p.params, r, stage, p.n);
+        return std::array{s.weights_bytes, s.grads_bytes, s.master_bytes, s.optimizer_bytes};
+      },
+      [&](const mgpu::PrecisionRecipe& r, int stage) {
+        return z::zero_state_bytes_per_gpu(p.params, r, stage, p.n);
+      });
+  ctx.emit_rejects("rejects_stage_4", [&] { z::zero_state_per_gpu(p.params, p.recipe, 4, p.n); });
 }
 
 MGPU_CASE("11_3.traffic_per_gpu") {
-  double params = std::round(ctx.log_uniform(1e8, 1e12));
-  std::int64_t n = ctx.uniform_int(1, 2048);
-  auto recipe = random_preset(ctx);
-  std::vector<double> parts, totals;
-  for (int stage = 0; stage <= 3; ++stage) {
-    z::TrafficBytes t = z::zero_traffic_per_gpu(params, recipe, stage, n);
-    parts.insert(parts.end(), {t.all_reduce_bytes, t.reduce_scatter_bytes,
-                               t.all_gather_forward_bytes, t.all_gather_backward_bytes});
-    totals.push_back(z::zero_traffic_bytes_per_gpu(params, recipe, stage, n));
-  }
-  ctx.emit("parts", parts);
-  ctx.emit("totals", totals);
-  // Every preset at the same count and N: all but one store weights and gradients in the same
+  // Every preset as well as the drawn one: all but one store weights and gradients in the same
   // type, where gathers sized by the gradient bytes are right by chance.
-  std::vector<double> every_parts, every_totals;
-  for (const auto& preset : mgpu::kPrecisionPresets)
-    for (int stage = 0; stage <= 3; ++stage) {
-      z::TrafficBytes t = z::zero_traffic_per_gpu(params, preset.recipe, stage, n);
-      every_parts.insert(every_parts.end(),
-                         {t.all_reduce_bytes, t.reduce_scatter_bytes, t.all_gather_forward_bytes,
-                          t.all_gather_backward_bytes});
-      every_totals.push_back(z::zero_traffic_bytes_per_gpu(params, preset.recipe, stage, n));
-    }
-  ctx.emit("every_preset_parts", every_parts);
-  ctx.emit("every_preset_totals", every_totals);
+  const Point p = draw_point(ctx);
+  emit_every_stage(
+      ctx, p.recipe,
+      [&](const mgpu::PrecisionRecipe& r, int stage) {
+        const z::TrafficBytes t = z::zero_traffic_per_gpu(p.params, r, stage, p.n);
+        return std::array{t.all_reduce_bytes, t.reduce_scatter_bytes, t.all_gather_forward_bytes,
+                          t.all_gather_backward_bytes};
+      },
+      [&](const mgpu::PrecisionRecipe& r, int stage) {
+        return z::zero_traffic_bytes_per_gpu(p.params, r, stage, p.n);
+      });
 }
 
 MGPU_CASE("11_3.min_gpus_to_fit") {

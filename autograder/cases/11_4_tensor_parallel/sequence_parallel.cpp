@@ -11,6 +11,7 @@
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
 #include "case.hpp"
 #include "model_inputs.hpp"
+#include "shards.hpp"
 
 using namespace mgpu::grade;
 namespace tp = mgpu::tensor_parallel;
@@ -32,29 +33,25 @@ std::string label(const Point& d) {
 // The FFN's and attention's traffic as graded, over all their points: the most any rank sent at
 // each point (bytes and ring steps) summed, and every rank's collectives by kind (ring steps).
 struct SpTraffic {
-  double bytes = 0, messages = 0, gathers = 0, scatters = 0, all_reduces = 0;
+  MostSent sent;
+  double gathers = 0, scatters = 0, all_reduces = 0;
 
   void add(const std::vector<mgpu::RankReport>& reports) {
-    double most_bytes = 0, most_messages = 0;
+    sent.add(reports);
     for (const mgpu::RankReport& r : reports) {
-      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
-      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
       gathers += static_cast<double>(r.traffic.of(mgpu::OpKind::all_gather, "tp").messages_sent);
       scatters +=
           static_cast<double>(r.traffic.of(mgpu::OpKind::reduce_scatter, "tp").messages_sent);
       all_reduces +=
           static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
     }
-    bytes += most_bytes;
-    messages += most_messages;
   }
 
   void emit(Ctx& ctx) const {
     ctx.emit("all_gather_steps", gathers);
     ctx.emit("reduce_scatter_steps", scatters);
     ctx.emit("all_reduce_steps", all_reduces);
-    ctx.measure("bytes_sent_per_rank", bytes);
-    ctx.measure("messages_sent_per_rank", messages);
+    sent.measure(ctx);
   }
 };
 
@@ -90,21 +87,17 @@ MGPU_CASE_ISOLATED("11_4.sp_ffn") {
       // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
       r.checkpoint("saved");
       tp::sp_ffn_backward(r, g, ffn, cache, dy.middleRows(mine.first, mine.count), dxs);
-      const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.f / d.t);
       // A rank may be a process of its own: it publishes its blocks, placed after the run.
       publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
       publish_matrix(r, "y", ys);
       publish_matrix(r, "dx", dxs);
-      publish_matrix(r, "dw1", mgpu::as_matrix(ffn.dw1, hs, cs));
-      publish_matrix(r, "dw2", mgpu::as_matrix(ffn.dw2, cs, hs));
+      publish_ffn_grads(r, ffn, d.h, d.f / d.t);
     });
     for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
       const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
-      const Eigen::Index c = d.f / d.t;
       y.middleRows(first_row, d.m) = published_matrix(cluster, i, "y", d.m, d.h);
       dx.middleRows(first_row, d.m) = published_matrix(cluster, i, "dx", d.m, d.h);
-      dw1.middleCols(i * c, c) = published_matrix(cluster, i, "dw1", d.h, c);
-      dw2.middleRows(i * c, c) = published_matrix(cluster, i, "dw2", c, d.h);
+      place_ffn_grads(cluster, i, d.h, d.f / d.t, dw1, dw2);
       saved[static_cast<std::size_t>(i)] = static_cast<double>(
           cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
     }
@@ -280,7 +273,8 @@ MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
   } while (std::any_of(points.begin(), points.end(),
                        [&](const Point& q) { return label(q) == label(drawn); }));
   points.push_back(drawn);
-  double bytes = 0, messages = 0, all_reduces = 0, other = 0;
+  MostSent sent;
+  double all_reduces = 0, other = 0;
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const Eigen::Index n = d.m * d.t;
@@ -331,17 +325,13 @@ MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
     ctx.emit(at + "dbeta", dbeta, DType::f32);
     ctx.emit_per_rank(at + "saved_activations", saved);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations});
-    double most_bytes = 0, most_messages = 0;
+    sent.add(cluster.reports());
     for (const mgpu::RankReport& r : cluster.reports()) {
-      most_bytes = std::max(most_bytes, static_cast<double>(r.traffic.total().bytes_sent));
-      most_messages = std::max(most_messages, static_cast<double>(r.traffic.total().messages_sent));
       const double ar =
           static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
       all_reduces += ar;
       other += static_cast<double>(r.traffic.total().messages_sent) - ar;
     }
-    bytes += most_bytes;
-    messages += most_messages;
   }
   ctx.emit("all_reduce_steps", all_reduces);
   ctx.emit("other_steps", other);
@@ -362,6 +352,5 @@ MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
       tp::sp_layer_norm_backward(r, r.world(), ln, cache, dys, dxs);
     });
   });
-  ctx.measure("bytes_sent_per_rank", bytes);
-  ctx.measure("messages_sent_per_rank", messages);
+  sent.measure(ctx);
 }

@@ -12,12 +12,43 @@
 #include "11_5_pipeline/schedules.hpp"
 #include "case.hpp"
 #include "model_inputs.hpp"
+#include "untrusted.hpp"
 
 using namespace mgpu::grade;
 namespace pl = mgpu::pipeline;
 namespace model = mgpu::model;
 
+// A schedule as JSON, so one built by student code in a process of its own comes back.
+namespace mgpu::pipeline {
+NLOHMANN_JSON_SERIALIZE_ENUM(Pass, {{Pass::forward, "forward"},
+                                    {Pass::backward, "backward"},
+                                    {Pass::backward_input, "backward_input"},
+                                    {Pass::backward_weight, "backward_weight"}})
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Action, pass, micro_batch, chunk)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PipelineSchedule, stages, micro_batches, per_stage, chunks)
+}  // namespace mgpu::pipeline
+
 namespace {
+
+// The chapter's schedule builders, called outside Cluster::run: in a graded run each runs in a
+// process of its own (untrusted.hpp), so nothing it leaves behind reaches this one.
+namespace built {
+pl::PipelineSchedule gpipe_schedule(int p, int m) {
+  return untrusted([&] { return pl::gpipe_schedule(p, m); });
+}
+pl::PipelineSchedule one_f_one_b_schedule(int p, int m) {
+  return untrusted([&] { return pl::one_f_one_b_schedule(p, m); });
+}
+pl::PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v) {
+  return untrusted([&] { return pl::interleaved_one_f_one_b_schedule(p, m, v); });
+}
+pl::PipelineSchedule zb_h1_schedule(int p, int m) {
+  return untrusted([&] { return pl::zb_h1_schedule(p, m); });
+}
+pl::PipelineSchedule zb_h2_schedule(int p, int m) {
+  return untrusted([&] { return pl::zb_h2_schedule(p, m); });
+}
+}  // namespace built
 
 // Sequences per batch: divisible by every m of the grids below (1, 2, 3, 4, 6, 8, 12).
 constexpr std::int64_t kSequences = 24;
@@ -230,21 +261,21 @@ pl::PipelineSchedule random_valid_schedule(Ctx& ctx, const Point& g) {
 
 MGPU_CASE_ISOLATED("11_5.schedules") {
   for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2)) {
-    emit_schedule(ctx, label(g) + "gpipe", pl::gpipe_schedule(g.p, g.m));
-    emit_schedule(ctx, label(g) + "one_f_one_b", pl::one_f_one_b_schedule(g.p, g.m));
+    emit_schedule(ctx, label(g) + "gpipe", built::gpipe_schedule(g.p, g.m));
+    emit_schedule(ctx, label(g) + "one_f_one_b", built::one_f_one_b_schedule(g.p, g.m));
   }
-  ctx.emit_rejects("rejects_zero_stages", [&] { pl::gpipe_schedule(0, 2); });
-  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::one_f_one_b_schedule(2, 0); });
+  ctx.emit_rejects("rejects_zero_stages", [&] { built::gpipe_schedule(0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { built::one_f_one_b_schedule(2, 0); });
 }
 
 MGPU_CASE_ISOLATED("11_5.gpipe_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
-                 [](const Point& g) { return pl::gpipe_schedule(g.p, g.m); });
+                 [](const Point& g) { return built::gpipe_schedule(g.p, g.m); });
 }
 
 MGPU_CASE_ISOLATED("11_5.one_f_one_b_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
-                 [](const Point& g) { return pl::one_f_one_b_schedule(g.p, g.m); });
+                 [](const Point& g) { return built::one_f_one_b_schedule(g.p, g.m); });
 }
 
 MGPU_CASE_ISOLATED("11_5.any_schedule_gradients") {
@@ -302,7 +333,7 @@ MGPU_CASE_ISOLATED("11_5.bubble_and_in_flight") {
     per_mb = probe.published<double>(0, "per_mb");
     for (bool f1b : {false, true}) {
       const pl::PipelineSchedule schedule =
-          f1b ? pl::one_f_one_b_schedule(g.p, g.m) : pl::gpipe_schedule(g.p, g.m);
+          f1b ? built::one_f_one_b_schedule(g.p, g.m) : built::gpipe_schedule(g.p, g.m);
       const Step step = run_step(net, schedule, batch, 1);
       // Stage by stage (world rank p-1-s holds stage s); the peaks below go by world rank.
       std::vector<double> held, idle;
@@ -345,7 +376,7 @@ MGPU_CASE_ISOLATED("11_5.pipeline_rejects") {
     });
   });
   ctx.emit_rejects("rejects_invalid_schedule", [&] {
-    pl::PipelineSchedule bad = pl::gpipe_schedule(2, 2);
+    pl::PipelineSchedule bad = built::gpipe_schedule(2, 2);
     std::swap(bad.per_stage[1].front(), bad.per_stage[1].back());
     cluster.run([&](mgpu::Rank& r) {
       model::Replica replica = net.make_replica(r.memory(), 1);
@@ -357,7 +388,7 @@ MGPU_CASE_ISOLATED("11_5.pipeline_rejects") {
   // any fault (that micro-batch's caches are simply never used), so only check_schedule rejects
   // it; the swapped program above may instead crash an unchecked executor.
   ctx.emit_rejects("rejects_schedule_missing_a_backward", [&] {
-    pl::PipelineSchedule bad = pl::gpipe_schedule(2, 2);
+    pl::PipelineSchedule bad = built::gpipe_schedule(2, 2);
     for (auto& program : bad.per_stage) program.pop_back();
     cluster.run([&](mgpu::Rank& r) {
       model::Replica replica = net.make_replica(r.memory(), 1);
@@ -372,19 +403,21 @@ MGPU_CASE_ISOLATED("11_5.interleaved_schedule") {
                                     {4, 8, 2}, {3, 6, 4}, {4, 8, 1}};
   for (const Point& g : interleaved_grid(ctx, fixed, 8, 2))
     emit_schedule(ctx, label(g) + "interleaved",
-                  pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v));
-  ctx.emit_rejects("rejects_zero_stages", [&] { pl::interleaved_one_f_one_b_schedule(0, 2, 2); });
+                  built::interleaved_one_f_one_b_schedule(g.p, g.m, g.v));
+  ctx.emit_rejects("rejects_zero_stages",
+                   [&] { built::interleaved_one_f_one_b_schedule(0, 2, 2); });
   ctx.emit_rejects("rejects_zero_micro_batches",
-                   [&] { pl::interleaved_one_f_one_b_schedule(2, 0, 2); });
-  ctx.emit_rejects("rejects_zero_chunks", [&] { pl::interleaved_one_f_one_b_schedule(2, 2, 0); });
+                   [&] { built::interleaved_one_f_one_b_schedule(2, 0, 2); });
+  ctx.emit_rejects("rejects_zero_chunks",
+                   [&] { built::interleaved_one_f_one_b_schedule(2, 2, 0); });
   ctx.emit_rejects("rejects_m_not_multiple_of_p",
-                   [&] { pl::interleaved_one_f_one_b_schedule(4, 6, 2); });
+                   [&] { built::interleaved_one_f_one_b_schedule(4, 6, 2); });
 }
 
 MGPU_CASE_ISOLATED("11_5.interleaved_gradients") {
   gradients_case(
       ctx, interleaved_grid(ctx, {{1, 2, 2}, {2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {3, 6, 2}}, 4, 1),
-      [](const Point& g) { return pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v); });
+      [](const Point& g) { return built::interleaved_one_f_one_b_schedule(g.p, g.m, g.v); });
 }
 
 MGPU_CASE_ISOLATED("11_5.any_interleaved_schedule_gradients") {
@@ -426,7 +459,8 @@ MGPU_CASE_ISOLATED("11_5.interleaved_bubble_and_in_flight") {
       r.publish("per_chunk", per_chunk);  // the rank may be a process of its own
     });
     per_chunk = probe.published<double>(0, "per_chunk");
-    const Step step = run_step(net, pl::interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch, 1);
+    const Step step =
+        run_step(net, built::interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch, 1);
     std::vector<double> held, idle;  // stage by stage (world rank p-1-s holds stage s)
     for (int s = 0; s < g.p; ++s) {
       const mgpu::RankReport& r = step.reports[static_cast<std::size_t>(g.p - 1 - s)];
@@ -446,14 +480,14 @@ MGPU_CASE_ISOLATED("11_5.interleaved_bubble_and_in_flight") {
 
 MGPU_CASE_ISOLATED("11_5.zb_h1_schedule") {
   for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2))
-    emit_schedule(ctx, label(g) + "zb_h1", pl::zb_h1_schedule(g.p, g.m));
-  ctx.emit_rejects("rejects_zero_stages", [&] { pl::zb_h1_schedule(0, 2); });
-  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::zb_h1_schedule(2, 0); });
+    emit_schedule(ctx, label(g) + "zb_h1", built::zb_h1_schedule(g.p, g.m));
+  ctx.emit_rejects("rejects_zero_stages", [&] { built::zb_h1_schedule(0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { built::zb_h1_schedule(2, 0); });
 }
 
 MGPU_CASE_ISOLATED("11_5.zb_h1_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
-                 [](const Point& g) { return pl::zb_h1_schedule(g.p, g.m); });
+                 [](const Point& g) { return built::zb_h1_schedule(g.p, g.m); });
 }
 
 MGPU_CASE_ISOLATED("11_5.zb_h1_bubble_and_in_flight") {
@@ -479,7 +513,7 @@ MGPU_CASE_ISOLATED("11_5.zb_h1_bubble_and_in_flight") {
       c.d_out = 1;
       const model::Model net(c);
       const Step step =
-          run_step(net, pl::zb_h1_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
+          run_step(net, built::zb_h1_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
       std::vector<double> idle;  // stage by stage (world rank p-1-s holds stage s)
       for (int s = 0; s < g.p; ++s)
         idle.push_back(1.0 -
@@ -517,14 +551,14 @@ std::vector<double> inner_idle(const Step& step, int p) {
 MGPU_CASE_ISOLATED("11_5.zb_h2_schedule") {
   for (const Point& g :
        grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {2, 3}, {4, 7}, {4, 8}, {8, 3}}, 8, 2))
-    emit_schedule(ctx, label(g) + "zb_h2", pl::zb_h2_schedule(g.p, g.m));
-  ctx.emit_rejects("rejects_zero_stages", [&] { pl::zb_h2_schedule(0, 2); });
-  ctx.emit_rejects("rejects_zero_micro_batches", [&] { pl::zb_h2_schedule(2, 0); });
+    emit_schedule(ctx, label(g) + "zb_h2", built::zb_h2_schedule(g.p, g.m));
+  ctx.emit_rejects("rejects_zero_stages", [&] { built::zb_h2_schedule(0, 2); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [&] { built::zb_h2_schedule(2, 0); });
 }
 
 MGPU_CASE_ISOLATED("11_5.zb_h2_gradients") {
   gradients_case(ctx, gradient_grid(ctx),
-                 [](const Point& g) { return pl::zb_h2_schedule(g.p, g.m); });
+                 [](const Point& g) { return built::zb_h2_schedule(g.p, g.m); });
 }
 
 MGPU_CASE_ISOLATED("11_5.zb_h2_bubble_and_in_flight") {
@@ -550,7 +584,7 @@ MGPU_CASE_ISOLATED("11_5.zb_h2_bubble_and_in_flight") {
       c.d_out = 1;
       const model::Model net(c);
       const Step step =
-          run_step(net, pl::zb_h2_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
+          run_step(net, built::zb_h2_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
       std::vector<double> idle;
       for (int s = 0; s < g.p; ++s)
         idle.push_back(1.0 -

@@ -12,6 +12,7 @@
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "model_inputs.hpp"
+#include "untrusted.hpp"
 
 using namespace mgpu::grade;
 namespace ly = mgpu::layout;
@@ -222,7 +223,8 @@ MGPU_CASE_ISOLATED("11_7.one_f_one_b_order") {
   for (std::size_t k = 0; k < shape.size(); k += 2) {
     const int p = static_cast<int>(shape[k]), m = static_cast<int>(shape[k + 1]);
     for (int s = 0; s < p; ++s) {
-      const auto order = ly::one_f_one_b_order(s, p, m);
+      // Student code outside Cluster::run: in a process of its own in graded runs.
+      const auto order = untrusted([&] { return ly::one_f_one_b_order(s, p, m); });
       bool ok = order.size() == static_cast<std::size_t>(2 * m);
       int forwards = 0, backwards = 0, in_flight = 0, most = 0;
       for (const auto& [fwd, i] : order) {
