@@ -196,6 +196,13 @@ BatchNames unique_batch_names(const std::vector<std::string>& raw,
 
 namespace {
 
+// One gradebook line: the fields quoted as CSV needs, without the newline.
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string line;
+  for (const auto& f : fields) line += (line.empty() ? "" : ",") + csv_field(f);
+  return line;
+}
+
 /// A submission of the batch.
 struct Sub {
   std::string name;  ///< unique: the gradebook row, the report's name, the student id
@@ -297,9 +304,71 @@ std::string grade_row(const Sub& s, const std::string& slot, const Project& proj
     row[std::find(header.begin(), header.end(), "status") - header.begin()] =
         std::string("error: ") + e.what();
   }
-  std::string line;
-  for (const auto& f : row) line += (line.empty() ? "" : ",") + csv_field(f);
-  return line;
+  return csv_line(row);
+}
+
+// The gradebook's score columns: the selected chapters, then the GPU labs (graded after them).
+std::vector<std::string> gradebook_blocks(const Rubric& rubric, const GradeOptions& opts,
+                                          const std::vector<const ChapterSpec*>& chapters) {
+  std::vector<std::string> blocks;
+  for (const auto* c : chapters) blocks.push_back(c->name);
+  if (gpu_labs_selected(rubric, opts.chapters)) blocks.push_back("gpu_labs");
+  return blocks;
+}
+
+// The gradebook file, to which any worker appends whole lines, each on disk before it returns (a
+// crash loses at most the row being written, which a resume drops).
+class GradebookFile {
+ public:
+  explicit GradebookFile(const fs::path& csv)
+      : csv_(csv), fd_(::open(csv.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {
+    if (fd_ < 0)
+      throw std::runtime_error("grade-batch: cannot open " + csv.string() + " for appending");
+  }
+  GradebookFile(const GradebookFile&) = delete;
+  GradebookFile& operator=(const GradebookFile&) = delete;
+  ~GradebookFile() { ::close(fd_); }
+
+  void append(const std::string& line) {
+    std::lock_guard lock(mu);
+    std::string l = line + "\n";
+    if (::write(fd_, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
+      throw std::runtime_error("grade-batch: cannot append to " + csv_.string());
+    ::fsync(fd_);
+  }
+
+  std::mutex mu;  // also keeps the progress line whole
+
+ private:
+  fs::path csv_;
+  int fd_;
+};
+
+// The submissions of subs not in the gradebook yet, with a line on stderr saying how many.
+std::vector<Sub> still_to_grade(const std::vector<Sub>& subs, const std::set<std::string>& done,
+                                const BatchOptions& b) {
+  std::vector<Sub> todo;
+  for (const auto& s : subs)
+    if (!done.count(s.name)) todo.push_back(s);
+  std::fprintf(stderr, "grade-batch: %zu submissions%s, %zu already in %s, %zu to grade\n",
+               subs.size(),
+               b.shards > 1 ? fmt::format(" in shard {}/{}", b.shard + 1, b.shards).c_str() : "",
+               subs.size() - todo.size(), b.csv.c_str(), todo.size());
+  return todo;
+}
+
+// f of n graded, the last one `last`: a bar redrawn in place on a terminal, a line per
+// submission in a log.
+void show_progress(std::size_t f, std::size_t n, const std::string& last, bool tty) {
+  if (tty) {
+    int width = 30;
+    int fill = n ? static_cast<int>(width * f / n) : width;
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu %-30.30s", std::string(fill, '#').c_str(),
+                 std::string(width - fill, '.').c_str(), f, n, last.c_str());
+    if (f == n) std::fprintf(stderr, "\n");
+  } else {
+    std::fprintf(stderr, "grade-batch: %zu/%zu %s\n", f, n, last.c_str());
+  }
 }
 
 }  // namespace
@@ -308,37 +377,15 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
                 const GradeOptions& opts) {
   const std::vector<Sub> subs = shard_submissions(b);
   auto chapters = select_chapters(rubric, opts.chapters);
-  std::vector<std::string> blocks;
-  for (const auto* c : chapters) blocks.push_back(c->name);
-  if (gpu_labs_selected(rubric, opts.chapters))
-    blocks.push_back("gpu_labs");  // graded after the chapters
-  const std::vector<std::string> header = csv_header(blocks);
-  std::string header_line;
-  for (const auto& h : header) header_line += (header_line.empty() ? "" : ",") + csv_field(h);
+  const std::vector<std::string> blocks = gradebook_blocks(rubric, opts, chapters);
+  const std::string header_line = csv_line(csv_header(blocks));
 
   // Resume: rows already in the gradebook are done.
   bool have_header = false;
   const std::set<std::string> done = graded_before(b, header_line, have_header);
-  int fd = ::open(b.csv.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw std::runtime_error("grade-batch: cannot open " + b.csv.string() + " for appending");
-  std::mutex out_mu;
-  auto append = [&](const std::string& line) {
-    std::lock_guard lock(out_mu);
-    std::string l = line + "\n";
-    if (::write(fd, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
-      throw std::runtime_error("grade-batch: cannot append to " + b.csv.string());
-    ::fsync(fd);
-  };
-  if (!have_header) append(header_line);
-
-  std::vector<Sub> todo;
-  for (const auto& s : subs)
-    if (!done.count(s.name)) todo.push_back(s);
-  std::fprintf(stderr, "grade-batch: %zu submissions%s, %zu already in %s, %zu to grade\n",
-               subs.size(),
-               b.shards > 1 ? fmt::format(" in shard {}/{}", b.shard + 1, b.shards).c_str() : "",
-               subs.size() - todo.size(), b.csv.c_str(), todo.size());
+  GradebookFile book(b.csv);
+  if (!have_header) book.append(header_line);
+  const std::vector<Sub> todo = still_to_grade(subs, done, b);
 
   Reference reference(project, rubric, opts);
   double ref_s = reference.prepare(chapters, opts);
@@ -348,30 +395,17 @@ int grade_batch(const BatchOptions& b, const Project& project, const Rubric& rub
 
   const bool tty = ::isatty(2) == 1;
   std::atomic<std::size_t> finished{0};
-  auto progress = [&](const std::string& last) {
-    std::lock_guard lock(out_mu);
-    std::size_t f = finished.load(), n = todo.size();
-    if (tty) {
-      int width = 30;
-      int fill = n ? static_cast<int>(width * f / n) : width;
-      std::fprintf(stderr, "\r[%s%s] %zu/%zu %-30.30s", std::string(fill, '#').c_str(),
-                   std::string(width - fill, '.').c_str(), f, n, last.c_str());
-      if (f == n) std::fprintf(stderr, "\n");
-    } else {
-      std::fprintf(stderr, "grade-batch: %zu/%zu %s\n", f, n, last.c_str());
-    }
-  };
   GradeOptions worker_opts = opts;
   worker_opts.jobs = 1;  // parallel across submissions, sequential inside one
   // Each worker owns one cached student build tree (slot) for every submission it grades.
   parallel_for(todo.size(), b.jobs, [&](std::size_t i, int slot) {
     const auto& s = todo[i];
-    append(grade_row(s, fmt::format("batch-slot-{}", slot), project, rubric, reference, worker_opts,
-                     b, blocks));
+    book.append(grade_row(s, fmt::format("batch-slot-{}", slot), project, rubric, reference,
+                          worker_opts, b, blocks));
     ++finished;
-    progress(s.name);
+    std::lock_guard lock(book.mu);
+    show_progress(finished.load(), todo.size(), s.name, tty);
   });
-  ::close(fd);
   return static_cast<int>(todo.size());
 }
 

@@ -33,6 +33,62 @@ std::string string_field(const nlohmann::json& j, const char* key, const std::st
   return j.at(key).get<std::string>();
 }
 
+// A proof's "edits": each {file, find, replace[, all]} on one of the chapter's files.
+std::vector<Edit> parse_edits(const nlohmann::json& j, const std::string& where,
+                              const std::string& chapter, const ChapterSpec* spec,
+                              std::vector<std::string>& errors) {
+  std::vector<Edit> edits;
+  if (!j.contains("edits") || !j.at("edits").is_array() || j.at("edits").empty()) {
+    errors.push_back(where + ": \"edits\" must be a non-empty array of {file, find, replace}");
+    return edits;
+  }
+  for (std::size_t i = 0; i < j.at("edits").size(); ++i) {
+    const auto& e = j.at("edits")[i];
+    std::string ew = fmt::format("{}: edits[{}]", where, i);
+    if (!e.is_object()) {
+      errors.push_back(ew + ": expected {file, find, replace}");
+      continue;
+    }
+    Edit ed;
+    ed.file = string_field(e, "file", ew, errors);
+    ed.find = string_field(e, "find", ew, errors);
+    if (!e.contains("replace") || !e.at("replace").is_string())
+      errors.push_back(ew + ": \"replace\" missing or not a string");
+    else
+      ed.replace = e.at("replace").get<std::string>();
+    ed.all = e.value("all", false);
+    if (spec && !ed.file.empty() &&
+        std::find(spec->files.begin(), spec->files.end(), ed.file) == spec->files.end())
+      errors.push_back(
+          fmt::format("{}: {} is not one of chapter {}'s files", ew, ed.file, chapter));
+    edits.push_back(std::move(ed));
+  }
+  return edits;
+}
+
+// A chaff's "must_lose": cases of its chapter.
+std::vector<std::string> parse_must_lose(const nlohmann::json& j, const std::string& where,
+                                         const std::string& chapter, const ChapterSpec* spec,
+                                         std::vector<std::string>& errors) {
+  std::vector<std::string> must_lose;
+  if (!j.contains("must_lose") || !j.at("must_lose").is_array() || j.at("must_lose").empty()) {
+    errors.push_back(where +
+                     ": \"must_lose\" must name the cases the mistake must cost, e.g. "
+                     "[\"11_2.ring_all_reduce_fp32\"]");
+    return must_lose;
+  }
+  for (const auto& c : j.at("must_lose")) {
+    std::string name = c.is_string() ? c.get<std::string>() : c.dump();
+    bool known = spec && std::any_of(spec->cases.begin(), spec->cases.end(),
+                                     [&](const CaseSpec& s) { return s.name == name; });
+    if (!known)
+      errors.push_back(fmt::format("{}: must_lose names {}, which is not a case of chapter {}",
+                                   where, name, chapter));
+    must_lose.push_back(name);
+  }
+  return must_lose;
+}
+
 Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter,
                   const ChapterSpec* spec, std::vector<std::string>& errors) {
   Proof p;
@@ -58,46 +114,8 @@ Proof parse_proof(const fs::path& file, bool chaff, const std::string& chapter,
       errors.push_back(fmt::format("{}: unknown field \"{}\"", where, k));
   if (!spec) errors.push_back(fmt::format("{}: the rubric has no chapter {}", where, chapter));
   p.description = string_field(j, "description", where, errors);
-  if (!j.contains("edits") || !j.at("edits").is_array() || j.at("edits").empty())
-    errors.push_back(where + ": \"edits\" must be a non-empty array of {file, find, replace}");
-  else
-    for (std::size_t i = 0; i < j.at("edits").size(); ++i) {
-      const auto& e = j.at("edits")[i];
-      std::string ew = fmt::format("{}: edits[{}]", where, i);
-      if (!e.is_object()) {
-        errors.push_back(ew + ": expected {file, find, replace}");
-        continue;
-      }
-      Edit ed;
-      ed.file = string_field(e, "file", ew, errors);
-      ed.find = string_field(e, "find", ew, errors);
-      if (!e.contains("replace") || !e.at("replace").is_string())
-        errors.push_back(ew + ": \"replace\" missing or not a string");
-      else
-        ed.replace = e.at("replace").get<std::string>();
-      ed.all = e.value("all", false);
-      if (spec && !ed.file.empty() &&
-          std::find(spec->files.begin(), spec->files.end(), ed.file) == spec->files.end())
-        errors.push_back(
-            fmt::format("{}: {} is not one of chapter {}'s files", ew, ed.file, chapter));
-      p.edits.push_back(std::move(ed));
-    }
-  if (chaff) {
-    if (!j.contains("must_lose") || !j.at("must_lose").is_array() || j.at("must_lose").empty())
-      errors.push_back(where +
-                       ": \"must_lose\" must name the cases the mistake must cost, e.g. "
-                       "[\"11_2.ring_all_reduce_fp32\"]");
-    else
-      for (const auto& c : j.at("must_lose")) {
-        std::string name = c.is_string() ? c.get<std::string>() : c.dump();
-        bool known = spec && std::any_of(spec->cases.begin(), spec->cases.end(),
-                                         [&](const CaseSpec& s) { return s.name == name; });
-        if (!known)
-          errors.push_back(fmt::format("{}: must_lose names {}, which is not a case of chapter {}",
-                                       where, name, chapter));
-        p.must_lose.push_back(name);
-      }
-  }
+  p.edits = parse_edits(j, where, chapter, spec, errors);
+  if (chaff) p.must_lose = parse_must_lose(j, where, chapter, spec, errors);
   return p;
 }
 
@@ -254,56 +272,41 @@ std::vector<const CaseSpec*> unproved_cases(const std::vector<Proof>& proofs, co
   return unproved;
 }
 
-bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric,
-                const GradeOptions& opts, const std::vector<std::string>& whole,
-                std::ostream& out) {
+namespace {
+
+// The chapters of proofs, in their order.
+std::vector<std::string> proof_chapters(const std::vector<Proof>& proofs) {
   std::vector<std::string> chapters;
   for (const auto& p : proofs)
     if (std::find(chapters.begin(), chapters.end(), p.chapter) == chapters.end())
       chapters.push_back(p.chapter);
-  GradeOptions ref_opts = opts;
-  ref_opts.chapters = chapters;
-  Reference reference(project, rubric, ref_opts);
-  reference.prepare(select_chapters(rubric, chapters), opts);
+  return chapters;
+}
 
-  // Each worker reuses one student build tree (slot), so a proof recompiles only its edited file.
-  std::mutex mu;
-  std::vector<ProofResult> results(proofs.size());
-  auto prove = [&](std::size_t i, int slot, int jobs) {
-    const Proof& p = proofs[i];
-    std::string took;  // the proof's build and case seconds, so a slow suite shows where
-    try {
-      fs::path dir = opts.work_dir / "proofs" /
-                     safe_name((p.chaff ? "chaff-" : "wheat-") + p.chapter + "-" + p.name);
-      stage_proof(p, project, rubric, dir);
-      GradeOptions one = opts;
-      one.chapters = {p.chapter};
-      one.jobs = jobs;
-      one.trusted_build = true;  // a proof is the instructor's code: it may use the compiler cache
-      Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric,
-                                 reference, one, false);
-      results[i] = judge_proof(p, g);
-      for (const auto& [phase, seconds] : g.timings)
-        if (phase == "build" || phase == "student cases")
-          took += fmt::format("{}{} {:.1f} s", took.empty() ? " (" : ", ", phase, seconds);
-      if (!took.empty()) took += ")";
-    } catch (const std::exception& e) {
-      results[i].line = fmt::format("ERROR    {}/{}: {}", p.chapter, p.name, e.what());
-    }
-    std::lock_guard lock(mu);
-    std::fprintf(stderr, "chaff: %s %s/%s%s\n", results[i].held ? "ok  " : "FAIL",
-                 p.chapter.c_str(), p.name.c_str(), took.c_str());
-  };
-  // Proofs come chapter by chapter. A chapter's first proof runs alone, with every core: its slot
-  // compiles the chapter's tree once, and the other slots then find those objects in the compiler
-  // cache instead of all compiling the same files at once.
-  for (std::size_t first = 0, end; first < proofs.size(); first = end) {
-    for (end = first + 1; end < proofs.size() && proofs[end].chapter == proofs[first].chapter;)
-      ++end;
-    prove(first, 0, opts.jobs);
-    parallel_for(end - first - 1, opts.jobs,
-                 [&](std::size_t i, int slot) { prove(first + 1 + i, slot, 1); });
-  }
+// Stages, grades and judges proof p in the student tree `slot` with `jobs` workers; `took` gets
+// its build and case seconds, so a slow suite shows where.
+ProofResult prove(const Proof& p, int slot, int jobs, const Project& project, const Rubric& rubric,
+                  Reference& reference, const GradeOptions& opts, std::string& took) {
+  fs::path dir = opts.work_dir / "proofs" /
+                 safe_name((p.chaff ? "chaff-" : "wheat-") + p.chapter + "-" + p.name);
+  stage_proof(p, project, rubric, dir);
+  GradeOptions one = opts;
+  one.chapters = {p.chapter};
+  one.jobs = jobs;
+  one.trusted_build = true;  // a proof is the instructor's code: it may use the compiler cache
+  Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric, reference,
+                             one, false);
+  for (const auto& [phase, seconds] : g.timings)
+    if (phase == "build" || phase == "student cases")
+      took += fmt::format("{}{} {:.1f} s", took.empty() ? " (" : ", ", phase, seconds);
+  if (!took.empty()) took += ")";
+  return judge_proof(p, g);
+}
+
+// Prints every proof's line and the totals; true when every chaff was caught, every wheat
+// accepted and every case of the `whole` chapters is some chaff's to lose.
+bool summarize(const std::vector<Proof>& proofs, const std::vector<ProofResult>& results,
+               const Rubric& rubric, const std::vector<std::string>& whole, std::ostream& out) {
   int chaffs = 0, caught = 0, wheats = 0, accepted = 0;
   for (std::size_t i = 0; i < proofs.size(); ++i) {
     out << results[i].line << "\n";
@@ -319,6 +322,45 @@ bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const 
     out << fmt::format("UNPROVED {}: no chaff must lose it; add one to autograder/chaff/{}/\n",
                        c->name, c->chapter);
   return caught == chaffs && accepted == wheats && unproved.empty();
+}
+
+}  // namespace
+
+bool run_proofs(const std::vector<Proof>& proofs, const Project& project, const Rubric& rubric,
+                const GradeOptions& opts, const std::vector<std::string>& whole,
+                std::ostream& out) {
+  const std::vector<std::string> chapters = proof_chapters(proofs);
+  GradeOptions ref_opts = opts;
+  ref_opts.chapters = chapters;
+  Reference reference(project, rubric, ref_opts);
+  reference.prepare(select_chapters(rubric, chapters), opts);
+
+  // Each worker reuses one student build tree (slot), so a proof recompiles only its edited file.
+  std::mutex mu;
+  std::vector<ProofResult> results(proofs.size());
+  auto prove_one = [&](std::size_t i, int slot, int jobs) {
+    const Proof& p = proofs[i];
+    std::string took;
+    try {
+      results[i] = prove(p, slot, jobs, project, rubric, reference, opts, took);
+    } catch (const std::exception& e) {
+      results[i].line = fmt::format("ERROR    {}/{}: {}", p.chapter, p.name, e.what());
+    }
+    std::lock_guard lock(mu);
+    std::fprintf(stderr, "chaff: %s %s/%s%s\n", results[i].held ? "ok  " : "FAIL",
+                 p.chapter.c_str(), p.name.c_str(), took.c_str());
+  };
+  // Proofs come chapter by chapter. A chapter's first proof runs alone, with every core: its slot
+  // compiles the chapter's tree once, and the other slots then find those objects in the compiler
+  // cache instead of all compiling the same files at once.
+  for (std::size_t first = 0, end; first < proofs.size(); first = end) {
+    for (end = first + 1; end < proofs.size() && proofs[end].chapter == proofs[first].chapter;)
+      ++end;
+    prove_one(first, 0, opts.jobs);
+    parallel_for(end - first - 1, opts.jobs,
+                 [&](std::size_t i, int slot) { prove_one(first + 1 + i, slot, 1); });
+  }
+  return summarize(proofs, results, rubric, whole, out);
 }
 
 }  // namespace mgpu::grade

@@ -84,6 +84,106 @@ std::string Comparison::detail() const {
   return s;
 }
 
+namespace {
+
+// Both documents come through parse_result, so every field has its type; the checks here keep the
+// judge from throwing even on a document that did not.
+std::string text_field(const nlohmann::json& v, const char* key, const char* fallback) {
+  auto it = v.is_object() ? v.find(key) : v.end();
+  return it != v.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
+}
+
+// A value that cannot be compared element by element: one mismatch line, and the reason when it is
+// the case's first.
+void fail_value(Comparison& c, std::string line, std::string reason) {
+  c.ok = false;
+  c.mismatches.push_back(std::move(line));
+  if (c.reason.empty()) c.reason = std::move(reason);
+}
+
+// One value's elements, student's (sd) against the reference's (rd), of the same shape: folds its
+// errors into c and returns how many elements lie outside tolerance.
+std::size_t compare_elements(Comparison& c, const std::string& name, const nlohmann::json& sd,
+                             const nlohmann::json& rd, bool per_rank, Tolerance tol,
+                             std::optional<double> ranks) {
+  const bool ref_scalar = !rd.is_array();
+  const std::size_t n = ref_scalar ? 1 : rd.size();
+  mgpu_test::MismatchScan scan({.atol = tol.atol, .rtol = tol.rtol});
+  auto element_of = [&](const nlohmann::json& data, std::size_t i) -> const nlohmann::json& {
+    return ref_scalar ? data : data[i];
+  };
+  auto line = [&](std::size_t i, const char* label) {
+    Element got = element(element_of(sd, i));
+    double b = 0;
+    decode_number(element_of(rd, i), b);
+    return mgpu_test::element_line(label, where(name, ref_scalar, per_rank, i), got.text,
+                                   got.number, b);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    double b = 0;
+    if (!decode_number(element_of(rd, i), b)) continue;  // the reference never writes anything else
+    scan.add(i, element(element_of(sd, i)).number, b);
+  }
+  c.max_abs_error = std::max(c.max_abs_error, scan.max_abs_error);
+  c.max_rel_error = std::max(c.max_rel_error, scan.max_rel_error);
+  c.nan_count += scan.nan_count;
+  const std::size_t bad = scan.count, first = scan.first, worst = scan.worst;
+  if (!bad) return 0;
+  c.ok = false;
+  if (c.mismatches.size() < kMaxMismatches)
+    c.mismatches.push_back(line(first, ref_scalar ? "" : "first wrong: "));
+  if (!ref_scalar && worst != first && c.mismatches.size() < kMaxMismatches)
+    c.mismatches.push_back(line(worst, "worst: "));
+  if (std::string h = scan.factor_hint(name, ranks.value_or(0)); !h.empty()) c.hints.push_back(h);
+  if (c.reason.empty()) {
+    std::string at = ref_scalar ? ""
+                                : (per_rank ? fmt::format(" on rank {}", first)
+                                            : fmt::format(" at [{}]", first));
+    c.reason = ref_scalar ? fmt::format("{} outside tolerance", name)
+                          : fmt::format("{}: {} of {} elements outside tolerance, first{}", name,
+                                        bad, n, at);
+    if (!c.hints.empty()) c.reason += " (" + c.hints.front() + ")";
+  }
+  return bad;
+}
+
+// One value the reference emits: its tolerance noted in c, then missing, shape or elements.
+// Returns how many elements lie outside tolerance.
+std::size_t compare_value(Comparison& c, const std::string& name, const nlohmann::json& ref,
+                          const nlohmann::json& student_values, const Rubric& rubric,
+                          const CaseSpec& spec, std::optional<double> ranks) {
+  if (!ref.is_object() || !ref.contains("data")) {
+    fail_value(c, fmt::format("{}: the reference's value is unreadable", name),
+               fmt::format("the reference's value '{}' is unreadable", name));
+    return 0;
+  }
+  std::string dtype = text_field(ref, "dtype", "fp64");
+  Tolerance tol = rubric.tolerance_for(spec, name, dtype);
+  c.tolerances += fmt::format("{}{} {} (rtol {:g}, atol {:g})", c.tolerances.empty() ? "" : "; ",
+                              name, spec.dtype.value_or(dtype), tol.rtol, tol.atol);
+  if (!student_values.is_object() || !student_values.contains(name)) {
+    fail_value(c, fmt::format("{}: missing (the reference emits it)", name),
+               fmt::format("value '{}' missing", name));
+    return 0;
+  }
+  const auto& st = student_values.at(name);
+  const auto& rd = ref.at("data");
+  const nlohmann::json sd =
+      st.is_object() && st.contains("data") ? st.at("data") : nlohmann::json();
+  const bool ref_scalar = !rd.is_array(), st_scalar = !sd.is_array();
+  if (ref_scalar != st_scalar || (!ref_scalar && rd.size() != sd.size())) {
+    std::string what = fmt::format("{}: shape differs: got {}, expected {}", name,
+                                   st_scalar ? "a scalar" : fmt::format("{} elements", sd.size()),
+                                   ref_scalar ? "a scalar" : fmt::format("{} elements", rd.size()));
+    fail_value(c, what, what);
+    return 0;
+  }
+  const bool per_rank = text_field(ref, "index", "") == "rank";
+  return compare_elements(c, name, sd, rd, per_rank, tol, ranks);
+}
+
+}  // namespace
+
 Comparison compare_values(const nlohmann::json& student_values,
                           const nlohmann::json& reference_values, const Rubric& rubric,
                           const CaseSpec& spec) {
@@ -95,90 +195,8 @@ Comparison compare_values(const nlohmann::json& student_values,
     c.reason = "the reference's values are unreadable";
     return c;
   }
-  for (const auto& item : reference_values.items()) {
-    // Not a structured binding: the lambdas below use the name, and clang 14 cannot capture one.
-    const std::string& name = item.key();
-    const nlohmann::json& ref = item.value();
-    // Both documents come through parse_result, so every field has its type; the checks here
-    // keep the judge from throwing even on a document that did not.
-    auto text_field = [](const nlohmann::json& v, const char* key, const char* fallback) {
-      auto it = v.is_object() ? v.find(key) : v.end();
-      return it != v.end() && it->is_string() ? it->get<std::string>() : std::string(fallback);
-    };
-    if (!ref.is_object() || !ref.contains("data")) {
-      c.ok = false;
-      c.mismatches.push_back(fmt::format("{}: the reference's value is unreadable", name));
-      if (c.reason.empty())
-        c.reason = fmt::format("the reference's value '{}' is unreadable", name);
-      continue;
-    }
-    std::string dtype = text_field(ref, "dtype", "fp64");
-    Tolerance tol = rubric.tolerance_for(spec, name, dtype);
-    c.tolerances += fmt::format("{}{} {} (rtol {:g}, atol {:g})", c.tolerances.empty() ? "" : "; ",
-                                name, spec.dtype.value_or(dtype), tol.rtol, tol.atol);
-    if (!student_values.is_object() || !student_values.contains(name)) {
-      c.ok = false;
-      c.mismatches.push_back(fmt::format("{}: missing (the reference emits it)", name));
-      if (c.reason.empty()) c.reason = fmt::format("value '{}' missing", name);
-      continue;
-    }
-    const auto& st = student_values.at(name);
-    const auto& rd = ref.at("data");
-    const bool per_rank = text_field(ref, "index", "") == "rank";
-    const nlohmann::json sd =
-        st.is_object() && st.contains("data") ? st.at("data") : nlohmann::json();
-    bool ref_scalar = !rd.is_array();
-    bool st_scalar = !sd.is_array();
-    if (ref_scalar != st_scalar || (!ref_scalar && rd.size() != sd.size())) {
-      c.ok = false;
-      std::string what =
-          fmt::format("{}: shape differs: got {}, expected {}", name,
-                      st_scalar ? "a scalar" : fmt::format("{} elements", sd.size()),
-                      ref_scalar ? "a scalar" : fmt::format("{} elements", rd.size()));
-      c.mismatches.push_back(what);
-      if (c.reason.empty()) c.reason = what;
-      continue;
-    }
-    std::size_t n = ref_scalar ? 1 : rd.size();
-    mgpu_test::MismatchScan scan({.atol = tol.atol, .rtol = tol.rtol});
-    auto element_of = [&](const nlohmann::json& data, std::size_t i) -> const nlohmann::json& {
-      return ref_scalar ? data : data[i];
-    };
-    auto line = [&](std::size_t i, const char* label) {
-      Element got = element(element_of(sd, i));
-      double b = 0;
-      decode_number(element_of(rd, i), b);
-      return mgpu_test::element_line(label, where(name, ref_scalar, per_rank, i), got.text,
-                                     got.number, b);
-    };
-    for (std::size_t i = 0; i < n; ++i) {
-      double b = 0;
-      if (!decode_number(element_of(rd, i), b))
-        continue;  // the reference never writes anything else
-      scan.add(i, element(element_of(sd, i)).number, b);
-    }
-    c.max_abs_error = std::max(c.max_abs_error, scan.max_abs_error);
-    c.max_rel_error = std::max(c.max_rel_error, scan.max_rel_error);
-    c.nan_count += scan.nan_count;
-    const std::size_t bad = scan.count, first = scan.first, worst = scan.worst;
-    if (!bad) continue;
-    c.ok = false;
-    bad_total += bad;
-    if (c.mismatches.size() < kMaxMismatches)
-      c.mismatches.push_back(line(first, ref_scalar ? "" : "first wrong: "));
-    if (!ref_scalar && worst != first && c.mismatches.size() < kMaxMismatches)
-      c.mismatches.push_back(line(worst, "worst: "));
-    if (std::string h = scan.factor_hint(name, ranks.value_or(0)); !h.empty()) c.hints.push_back(h);
-    if (c.reason.empty()) {
-      std::string at = ref_scalar ? ""
-                                  : (per_rank ? fmt::format(" on rank {}", first)
-                                              : fmt::format(" at [{}]", first));
-      c.reason = ref_scalar ? fmt::format("{} outside tolerance", name)
-                            : fmt::format("{}: {} of {} elements outside tolerance, first{}", name,
-                                          bad, n, at);
-      if (!c.hints.empty()) c.reason += " (" + c.hints.front() + ")";
-    }
-  }
+  for (const auto& item : reference_values.items())
+    bad_total += compare_value(c, item.key(), item.value(), student_values, rubric, spec, ranks);
   if (!c.ok && c.reason.empty()) c.reason = fmt::format("{} elements outside tolerance", bad_total);
   if (!c.ok) {
     c.reason += fmt::format(" (max abs error {:.3g}, max rel error {:.3g}", c.max_abs_error,

@@ -153,6 +153,69 @@ const std::set<std::string>& protected_symbols(const fs::path& reference_tree) {
   return it->second;
 }
 
+// Why a symbol the student's object defines is refused, or nullopt when it is allowed. in_ref: how
+// the reference's object for the same source defines it, if it does.
+std::optional<std::string> refusal(const std::string& name, Strength strength,
+                                   std::optional<Strength> in_ref,
+                                   const std::set<std::string>& guarded,
+                                   const std::string& source) {
+  if (in_ref && (strength == Strength::weak || *in_ref == Strength::strong)) return std::nullopt;
+  // The compiler's own weak pointer to the C++ personality routine, in every object whose
+  // code can throw (a skeleton's NotImplemented) even where the reference's cannot.
+  const bool compiler_made = name == "DW.ref.__gxx_personality_v0";
+  const bool mangled = name.starts_with("_Z");
+  if (!in_ref && strength == Strength::weak && (mangled || compiler_made) && !guarded.count(name))
+    return std::nullopt;
+  if (in_ref)
+    return "a strong definition of what the reference defines only as inline or template code";
+  if (guarded.count(name))
+    return "it replaces the runtime's, the harness's or the C/C++ library's own";
+  return "the reference's " + source + " defines no such global symbol";
+}
+
+// The student's objects of one chapter archive against the reference's, object by object.
+void check_objects(const Objects& own, const Objects& ref, const std::string& chapter,
+                   const std::set<std::string>& guarded, LinkCheck& check) {
+  for (const auto& [member, symbols] : own) {
+    // data_parallel.cpp.o: the object of data_parallel.cpp
+    const std::string source =
+        member.ends_with(".o") ? member.substr(0, member.size() - 2) : member;
+    const auto r = ref.find(member);
+    for (const auto& [name, strength] : symbols) {
+      std::optional<Strength> in_ref;
+      if (r != ref.end())
+        if (auto s = r->second.find(name); s != r->second.end()) in_ref = s->second;
+      if (auto why = refusal(name, strength, in_ref, guarded, source))
+        check.refused.push_back(
+            {fmt::format("chapters/{}/{}", chapter, source), demangle(name), *why});
+    }
+  }
+}
+
+// Fails check with the first refused symbol and a log of them all (the first 20).
+void explain_refusals(LinkCheck& check) {
+  check.ok = false;
+  const auto& first = check.refused.front();
+  check.first_error = fmt::format(
+      "{} defines `{}` with external linkage, which a submission may not ({}); make it static "
+      "or put it in an anonymous namespace",
+      first.file, first.symbol, first.why);
+  check.log = fmt::format(
+      "Refused before any case ran: the submission's object files define global symbols that the "
+      "reference's do not. Such a definition can take the place of the C library's, the C++ "
+      "library's or the course runtime's own function inside the case program. Give each "
+      "helper of your own internal linkage (`static`, or inside `namespace {{ ... }}`), and do "
+      "not define functions of the runtime or of the system libraries.\n");
+  std::size_t shown = 0;
+  for (const auto& s : check.refused) {
+    if (++shown > 20) {
+      check.log += fmt::format("  ... and {} more\n", check.refused.size() - 20);
+      break;
+    }
+    check.log += fmt::format("  {}: `{}` ({})\n", s.file, s.symbol, s.why);
+  }
+}
+
 }  // namespace
 
 LinkCheck check_submission_symbols(const fs::path& student_tree, const fs::path& reference_tree,
@@ -183,56 +246,9 @@ LinkCheck check_submission_symbols(const fs::path& student_tree, const fs::path&
       check.log = check.first_error;
       return check;
     }
-    for (const auto& [member, symbols] : own) {
-      // data_parallel.cpp.o: the object of data_parallel.cpp
-      const std::string source =
-          member.ends_with(".o") ? member.substr(0, member.size() - 2) : member;
-      const auto r = ref.find(member);
-      for (const auto& [name, strength] : symbols) {
-        std::optional<Strength> in_ref;
-        if (r != ref.end())
-          if (auto s = r->second.find(name); s != r->second.end()) in_ref = s->second;
-        if (in_ref && (strength == Strength::weak || *in_ref == Strength::strong)) continue;
-        // The compiler's own weak pointer to the C++ personality routine, in every object whose
-        // code can throw (a skeleton's NotImplemented) even where the reference's cannot.
-        const bool compiler_made = name == "DW.ref.__gxx_personality_v0";
-        const bool mangled = name.starts_with("_Z");
-        if (!in_ref && strength == Strength::weak && (mangled || compiler_made) &&
-            !guarded.count(name))
-          continue;
-        std::string why;
-        if (in_ref)
-          why = "a strong definition of what the reference defines only as inline or template code";
-        else if (guarded.count(name))
-          why = "it replaces the runtime's, the harness's or the C/C++ library's own";
-        else
-          why = "the reference's " + source + " defines no such global symbol";
-        check.refused.push_back(
-            {fmt::format("chapters/{}/{}", chapter, source), demangle(name), why});
-      }
-    }
+    check_objects(own, ref, chapter, guarded, check);
   }
-  if (check.refused.empty()) return check;
-  check.ok = false;
-  const auto& first = check.refused.front();
-  check.first_error = fmt::format(
-      "{} defines `{}` with external linkage, which a submission may not ({}); make it static "
-      "or put it in an anonymous namespace",
-      first.file, first.symbol, first.why);
-  check.log = fmt::format(
-      "Refused before any case ran: the submission's object files define global symbols that the "
-      "reference's do not. Such a definition can take the place of the C library's, the C++ "
-      "library's or the course runtime's own function inside the case program. Give each "
-      "helper of your own internal linkage (`static`, or inside `namespace {{ ... }}`), and do "
-      "not define functions of the runtime or of the system libraries.\n");
-  std::size_t shown = 0;
-  for (const auto& s : check.refused) {
-    if (++shown > 20) {
-      check.log += fmt::format("  ... and {} more\n", check.refused.size() - 20);
-      break;
-    }
-    check.log += fmt::format("  {}: `{}` ({})\n", s.file, s.symbol, s.why);
-  }
+  if (!check.refused.empty()) explain_refusals(check);
   return check;
 }
 

@@ -90,38 +90,41 @@ struct ZipFileCloser {
   void operator()(zip_file_t* f) const { zip_fclose(f); }
 };
 
-}  // namespace
+using ZipArchive = std::unique_ptr<zip_t, ZipCloser>;
 
-void extract_zip(const fs::path& archive, const fs::path& dest) {
+ZipArchive open_zip(const fs::path& archive) {
   int code = 0;
-  std::unique_ptr<zip_t, ZipCloser> za(zip_open(archive.c_str(), ZIP_RDONLY, &code));
-  if (!za) {
-    zip_error_t err;
-    zip_error_init_with_code(&err, code);
-    std::string why = zip_error_strerror(&err);
-    zip_error_fini(&err);
-    throw std::runtime_error(
-        fmt::format("cannot read {} as a zip file ({}); fix: upload the zip that `./mgpu submit` "
-                    "writes, or the chapter folders themselves",
-                    archive.string(), why));
-  }
-  std::error_code ec;
-  fs::remove_all(dest, ec);
-  fs::create_directories(dest);
-  Caps caps{archive, kFixZip};
-  zip_int64_t n = zip_get_num_entries(za.get(), 0);
-  // Names first: a bad entry rejects the zip before a single byte of it is written.
-  std::vector<std::string> names;
-  std::vector<fs::path> rels;
+  ZipArchive za(zip_open(archive.c_str(), ZIP_RDONLY, &code));
+  if (za) return za;
+  zip_error_t err;
+  zip_error_init_with_code(&err, code);
+  std::string why = zip_error_strerror(&err);
+  zip_error_fini(&err);
+  throw std::runtime_error(
+      fmt::format("cannot read {} as a zip file ({}); fix: upload the zip that `./mgpu submit` "
+                  "writes, or the chapter folders themselves",
+                  archive.string(), why));
+}
+
+// An entry's name as stored, and its checked path relative to the destination.
+struct ZipEntry {
+  std::string name;
+  fs::path rel;
+};
+
+// Every entry's name, checked against the caps and the rules before anything is written.
+std::vector<ZipEntry> checked_entries(zip_t* za, const fs::path& archive, Caps& caps) {
+  std::vector<ZipEntry> entries;
+  const zip_int64_t n = zip_get_num_entries(za, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
     auto idx = static_cast<zip_uint64_t>(i);
-    const char* cname = zip_get_name(za.get(), idx, 0);
-    const std::string& name = names.emplace_back(cname ? cname : "");
+    const char* cname = zip_get_name(za, idx, 0);
+    const std::string& name = entries.emplace_back(ZipEntry{cname ? cname : "", {}}).name;
     caps.entry(name);
-    rels.push_back(safe_relative(archive, name));
+    entries.back().rel = safe_relative(archive, name);
     zip_uint8_t opsys = 0;
     zip_uint32_t attr = 0;
-    if (zip_file_get_external_attributes(za.get(), idx, 0, &opsys, &attr) == 0 &&
+    if (zip_file_get_external_attributes(za, idx, 0, &opsys, &attr) == 0 &&
         opsys == ZIP_OPSYS_UNIX) {
       // Unix zips keep st_mode in the high 16 bits: `zip --symlinks` stores a link as S_IFLNK.
       mode_t type = (attr >> 16) & S_IFMT;
@@ -134,10 +137,52 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
         reject(archive, name, "is a device, pipe or socket, not a file", kFixZip);
     }
   }
+  return entries;
+}
+
+// Decompresses entry idx into the new file `out`, counting its bytes against the caps.
+void extract_file(zip_t* za, std::size_t idx, const std::string& name, const fs::path& out,
+                  const fs::path& archive, Caps& caps, std::vector<char>& buf) {
+  std::unique_ptr<zip_file_t, ZipFileCloser> zf(zip_fopen_index(za, idx, 0));
+  if (!zf)
+    reject(archive, name, fmt::format("cannot be read ({})", zip_strerror(za)),
+           "zip without a password or encryption (`./mgpu submit` does)");
+  // O_EXCL | O_NOFOLLOW: a name given twice is refused instead of overwriting, and nothing in
+  // dest is followed; every extracted file is a new file, so none is a hard link.
+  int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    reject(archive, name, "appears twice in the zip, or clashes with a folder of the same name",
+           kFixZip);
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_fd{fd};
+  std::uint64_t size = 0;
+  for (zip_int64_t got; (got = zip_fread(zf.get(), buf.data(), buf.size())) != 0;) {
+    if (got < 0)
+      reject(archive, name, fmt::format("is damaged ({})", zip_file_strerror(zf.get())),
+             "make the zip again (`./mgpu submit`) and upload it once more");
+    size += static_cast<std::uint64_t>(got);
+    caps.add(name, size, static_cast<std::uint64_t>(got));
+    if (::write(fd, buf.data(), static_cast<std::size_t>(got)) != got)
+      throw std::runtime_error(
+          fmt::format("cannot write {} while unpacking {}", out.string(), archive.string()));
+  }
+}
+
+}  // namespace
+
+void extract_zip(const fs::path& archive, const fs::path& dest) {
+  ZipArchive za = open_zip(archive);
+  std::error_code ec;
+  fs::remove_all(dest, ec);
+  fs::create_directories(dest);
+  Caps caps{archive, kFixZip};
+  // Names first: a bad entry rejects the zip before a single byte of it is written.
+  const std::vector<ZipEntry> entries = checked_entries(za.get(), archive, caps);
   std::vector<char> buf(64 * 1024);
-  for (std::size_t idx = 0; idx < names.size(); ++idx) {
-    const std::string& name = names[idx];
-    const fs::path& rel = rels[idx];
+  for (std::size_t idx = 0; idx < entries.size(); ++idx) {
+    const auto& [name, rel] = entries[idx];
     if (rel.empty()) continue;  // "./" and the like: the destination itself
     fs::path out = dest / rel;
     bool is_dir = name.back() == '/' || name.back() == '\\';  // safe_relative refused empty names
@@ -147,32 +192,7 @@ void extract_zip(const fs::path& archive, const fs::path& dest) {
              fmt::format("cannot be created ({}): another entry is a file of the same name",
                          ec.message()),
              kFixZip);
-    if (is_dir) continue;
-    std::unique_ptr<zip_file_t, ZipFileCloser> zf(zip_fopen_index(za.get(), idx, 0));
-    if (!zf)
-      reject(archive, name, fmt::format("cannot be read ({})", zip_strerror(za.get())),
-             "zip without a password or encryption (`./mgpu submit` does)");
-    // O_EXCL | O_NOFOLLOW: a name given twice is refused instead of overwriting, and nothing in
-    // dest is followed; every extracted file is a new file, so none is a hard link.
-    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-      reject(archive, name, "appears twice in the zip, or clashes with a folder of the same name",
-             kFixZip);
-    struct Close {
-      int fd;
-      ~Close() { ::close(fd); }
-    } close_fd{fd};
-    std::uint64_t size = 0;
-    for (zip_int64_t got; (got = zip_fread(zf.get(), buf.data(), buf.size())) != 0;) {
-      if (got < 0)
-        reject(archive, name, fmt::format("is damaged ({})", zip_file_strerror(zf.get())),
-               "make the zip again (`./mgpu submit`) and upload it once more");
-      size += static_cast<std::uint64_t>(got);
-      caps.add(name, size, static_cast<std::uint64_t>(got));
-      if (::write(fd, buf.data(), static_cast<std::size_t>(got)) != got)
-        throw std::runtime_error(
-            fmt::format("cannot write {} while unpacking {}", out.string(), archive.string()));
-    }
+    if (!is_dir) extract_file(za.get(), idx, name, out, archive, caps, buf);
   }
 }
 

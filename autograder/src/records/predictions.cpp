@@ -63,52 +63,60 @@ std::optional<Measure> annotation(const std::string& text, const std::string& wh
   return m;
 }
 
-}  // namespace
-
-std::vector<Question> read_questions(const fs::path& readme) {
-  std::ifstream in(readme);
-  const std::string file = readme.generic_string();
-  if (!in) throw PredictError(fmt::format("{}: cannot be read", file));
-  static const std::regex item(R"(^ {0,2}(\d{1,4})[.)][ \t]+(.*)$)");
+// The README read line by line: fenced code and <details> blocks are skipped, a heading opens or
+// closes a predict section, a numbered item starts a question, the lines after it continue it.
+struct QuestionReader {
+  std::string file;
   std::vector<Question> questions;
   std::map<int, int> first_line;  // question number -> its line
   int section = 0;                // the predict section's heading level; 0 outside one
   bool fence = false, details = false, in_paragraph = false;
   Question* current = nullptr;
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++n;
+
+  void read(const std::string& line, int n) {
     const std::string where = fmt::format("{}:{}", file, n);
     const std::string text = trim(line);
     if (starts_with(text, "```") || starts_with(text, "~~~")) {
       fence = !fence;
       in_paragraph = false;
-      continue;
+      return;
     }
-    if (fence) continue;
-    if (auto m = annotation(text, where)) {
-      if (current == nullptr)
-        throw PredictError(fmt::format(
-            "{}: a predict annotation outside every question; put it inside a numbered question "
-            "under a \"Predict, then run\" heading",
-            where));
-      m->line = n;
-      current->measures.push_back(*m);
-      continue;
-    }
-    if (const int level = heading_level(line)) {
-      if (section != 0 && level <= section) section = 0;
-      if (lower(line).find("predict") != std::string::npos) section = level;
-      current = nullptr;
-      in_paragraph = details = false;
-      continue;
-    }
+    if (fence) return;
+    if (auto m = annotation(text, where)) return add_measure(*m, n, where);
+    if (const int level = heading_level(line)) return heading(line, level);
+    if (in_details(text)) return;
+    item_or_text(line, text, n, where);
+  }
+
+  void add_measure(Measure m, int n, const std::string& where) {
+    if (current == nullptr)
+      throw PredictError(fmt::format(
+          "{}: a predict annotation outside every question; put it inside a numbered question "
+          "under a \"Predict, then run\" heading",
+          where));
+    m.line = n;
+    current->measures.push_back(m);
+  }
+
+  void heading(const std::string& line, int level) {
+    if (section != 0 && level <= section) section = 0;
+    if (lower(line).find("predict") != std::string::npos) section = level;
+    current = nullptr;
+    in_paragraph = details = false;
+  }
+
+  // Whether text lies in a <details> block (an answer the student opens after predicting).
+  bool in_details(const std::string& text) {
     if (starts_with(lower(text), "<details")) details = true;
-    if (details) {
-      in_paragraph = false;
-      if (lower(text).find("</details>") != std::string::npos) details = false;
-      continue;
-    }
+    if (!details) return false;
+    in_paragraph = false;
+    if (lower(text).find("</details>") != std::string::npos) details = false;
+    return true;
+  }
+
+  void item_or_text(const std::string& line, const std::string& text, int n,
+                    const std::string& where) {
+    static const std::regex item(R"(^ {0,2}(\d{1,4})[.)][ \t]+(.*)$)");
     std::smatch match;
     // Outside a predict section, a numbered item is a question when it says "predict" at once
     // (a stretch section's question); any other item (a TODO list) ends the question before.
@@ -133,12 +141,24 @@ std::vector<Question> read_questions(const fs::path& readme) {
         current->text += " " + text;
     }
   }
-  if (questions.empty())
+};
+
+}  // namespace
+
+std::vector<Question> read_questions(const fs::path& readme) {
+  std::ifstream in(readme);
+  const std::string file = readme.generic_string();
+  if (!in) throw PredictError(fmt::format("{}: cannot be read", file));
+  QuestionReader reader;
+  reader.file = file;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) reader.read(line, ++n);
+  if (reader.questions.empty())
     throw PredictError(fmt::format(
         "{}: no predict-then-run questions found; expected numbered items (\"1. ...\") under a "
         "heading that contains \"Predict\"",
         file));
-  return questions;
+  return std::move(reader.questions);
 }
 
 std::vector<Prediction> read_predictions(const fs::path& record, int* skipped) {

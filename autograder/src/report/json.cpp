@@ -75,10 +75,10 @@ nlohmann::json gradescope_top(double score, double seconds, const std::string& o
           {"tests", nlohmann::json::array()}};
 }
 
-}  // namespace
-
-nlohmann::json gradescope_report(const Grade& graded) {
-  const Grade g = with_valid_utf8(graded);
+// The summary above the tests: the visible points (and how many more are to come), the seed the
+// visible tests ran with, what did not compile, hints, predictions, notes and skips. The secret
+// seed is never written here: this output is the student's.
+std::string gradescope_output(const Grade& g) {
   double visible = 0, visible_max = 0, other_max = 0;
   std::size_t skips = 0;
   for (const auto& ch : g.chapters)
@@ -92,7 +92,6 @@ nlohmann::json gradescope_report(const Grade& graded) {
         other_max += c.max_score;
       }
     }
-  // The secret seed is never written here: this output is the student's.
   std::string output = other_max > 0
                            ? fmt::format(
                                  "Visible tests: {:g} of {:g} points. Tests worth {:g} more points "
@@ -116,27 +115,33 @@ nlohmann::json gradescope_report(const Grade& graded) {
   if (skips)
     output += fmt::format("\n{} test{} skipped (not run here, not counted).", skips,
                           skips == 1 ? "" : "s");
-  nlohmann::json j = gradescope_top(g.score(), g.execution_seconds, output);
+  return output;
+}
+
+// One case as a Gradescope test numbered `number` ("chapter.case").
+nlohmann::json gradescope_case(const ChapterGrade& ch, const CaseGrade& c,
+                               const std::string& number) {
+  std::string out =
+      fmt::format("{}{}", status_name(c.status), c.reason.empty() ? "" : ": " + c.reason);
+  if (!c.feedback.empty()) out += "\n\n" + c.feedback;
+  if (c.status == Status::skipped)  // Gradescope has no "skipped"; 0 of 0 would read as passed.
+    return gradescope_test(fmt::format("{} {} (skipped: not run, 0 points)", ch.title, c.name),
+                           number, 0, 0, false, out, c.visibility);
+  const bool full = c.status == Status::passed && c.score >= c.max_score;
+  return gradescope_test(fmt::format("{} {}", ch.title, c.name), number, c.score,
+                         c.status == Status::reference_error ? 0.0 : c.max_score, full, out,
+                         c.visibility);
+}
+
+}  // namespace
+
+nlohmann::json gradescope_report(const Grade& graded) {
+  const Grade g = with_valid_utf8(graded);
+  nlohmann::json j = gradescope_top(g.score(), g.execution_seconds, gradescope_output(g));
   for (std::size_t i = 0; i < g.chapters.size(); ++i) {
     const auto& ch = g.chapters[i];
-    for (std::size_t k = 0; k < ch.cases.size(); ++k) {
-      const auto& c = ch.cases[k];
-      std::string out =
-          fmt::format("{}{}", status_name(c.status), c.reason.empty() ? "" : ": " + c.reason);
-      if (!c.feedback.empty()) out += "\n\n" + c.feedback;
-      const std::string number = fmt::format("{}.{}", i + 1, k + 1);
-      if (c.status == Status::skipped) {
-        // Gradescope has no "skipped"; 0 of 0 would read as passed.
-        j["tests"].push_back(
-            gradescope_test(fmt::format("{} {} (skipped: not run, 0 points)", ch.title, c.name),
-                            number, 0, 0, false, out, c.visibility));
-        continue;
-      }
-      const bool full = c.status == Status::passed && c.score >= c.max_score;
-      j["tests"].push_back(gradescope_test(fmt::format("{} {}", ch.title, c.name), number, c.score,
-                                           c.status == Status::reference_error ? 0.0 : c.max_score,
-                                           full, out, c.visibility));
-    }
+    for (std::size_t k = 0; k < ch.cases.size(); ++k)
+      j["tests"].push_back(gradescope_case(ch, ch.cases[k], fmt::format("{}.{}", i + 1, k + 1)));
   }
   return j;
 }

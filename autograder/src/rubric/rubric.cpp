@@ -70,7 +70,49 @@ struct Checker {
 
 const std::set<std::string> kDtypes{"bf16", "fp32", "fp64"};
 
-// Longer than a screen for the reason parse_rubric is: a case's fields, each with its check.
+// One entry of a case's "budgets": nullopt when it is not an object (the checker holds why).
+std::optional<Budget> parse_budget(Checker& ck, const ojson& b, const std::string& bf) {
+  if (!b.is_object()) {
+    ck.fail(bf, "expected an object",
+            R"(write {"measure": "bytes_sent", "factor": 1.05, "points": 1})");
+    return std::nullopt;
+  }
+  ck.known_keys(b, bf, {"measure", "factor", "points", "min_factor", "below"});
+  Budget bud;
+  if (!b.contains("measure") || !b.at("measure").is_string() ||
+      b.at("measure").get<std::string>().empty())
+    ck.fail(bf + ".measure", "missing or not a string",
+            "name the value the case passes to ctx.measure(), e.g. \"bytes_sent\"");
+  else
+    bud.measure = b.at("measure").get<std::string>();
+  if (!b.contains("factor"))
+    ck.fail(bf + ".factor", "missing", "give the allowed ratio to the reference, e.g. 1.05");
+  else if (auto f = ck.number(b, "factor", bf, 0, true))
+    bud.factor = *f;
+  if (!b.contains("points"))
+    ck.fail(bf + ".points", "missing", "give the budget's points, e.g. 1");
+  else if (auto p = ck.number(b, "points", bf, 0))
+    bud.points = *p;
+  if (b.contains("min_factor")) {
+    if (auto f = ck.number(b, "min_factor", bf, 0)) {
+      bud.min_factor = *f;
+      if (*f > bud.factor)
+        ck.fail(bf + ".min_factor", fmt::format("{:g} is above factor {:g}", *f, bud.factor),
+                "a floor must lie at or below the budget; lower min_factor");
+    }
+  }
+  if (b.contains("below")) {
+    if (!b.at("below").is_string())
+      ck.fail(bf + ".below", "expected a string", "say what a measure under the floor means");
+    else
+      bud.below = b.at("below").get<std::string>();
+    if (!b.contains("min_factor"))
+      ck.fail(bf + ".below", "given without min_factor",
+              "add \"min_factor\": 1.0 or drop \"below\"");
+  }
+  return bud;
+}
+
 void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name, const ojson& v,
                 const std::string& field) {
   CaseSpec c;
@@ -119,49 +161,9 @@ void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name
       ck.fail(field + ".budgets", "expected an array",
               R"(write [{"measure": "bytes_sent", "factor": 1.05, "points": 1}])");
     } else {
-      for (std::size_t i = 0; i < bs.size(); ++i) {
-        std::string bf = fmt::format("{}.budgets[{}]", field, i);
-        const auto& b = bs[i];
-        if (!b.is_object()) {
-          ck.fail(bf, "expected an object",
-                  R"(write {"measure": "bytes_sent", "factor": 1.05, "points": 1})");
-          continue;
-        }
-        ck.known_keys(b, bf, {"measure", "factor", "points", "min_factor", "below"});
-        Budget bud;
-        if (!b.contains("measure") || !b.at("measure").is_string() ||
-            b.at("measure").get<std::string>().empty())
-          ck.fail(bf + ".measure", "missing or not a string",
-                  "name the value the case passes to ctx.measure(), e.g. \"bytes_sent\"");
-        else
-          bud.measure = b.at("measure").get<std::string>();
-        if (!b.contains("factor"))
-          ck.fail(bf + ".factor", "missing", "give the allowed ratio to the reference, e.g. 1.05");
-        else if (auto f = ck.number(b, "factor", bf, 0, true))
-          bud.factor = *f;
-        if (!b.contains("points"))
-          ck.fail(bf + ".points", "missing", "give the budget's points, e.g. 1");
-        else if (auto p = ck.number(b, "points", bf, 0))
-          bud.points = *p;
-        if (b.contains("min_factor")) {
-          if (auto f = ck.number(b, "min_factor", bf, 0)) {
-            bud.min_factor = *f;
-            if (*f > bud.factor)
-              ck.fail(bf + ".min_factor", fmt::format("{:g} is above factor {:g}", *f, bud.factor),
-                      "a floor must lie at or below the budget; lower min_factor");
-          }
-        }
-        if (b.contains("below")) {
-          if (!b.at("below").is_string())
-            ck.fail(bf + ".below", "expected a string", "say what a measure under the floor means");
-          else
-            bud.below = b.at("below").get<std::string>();
-          if (!b.contains("min_factor"))
-            ck.fail(bf + ".below", "given without min_factor",
-                    "add \"min_factor\": 1.0 or drop \"below\"");
-        }
-        c.budgets.push_back(bud);
-      }
+      for (std::size_t i = 0; i < bs.size(); ++i)
+        if (auto b = parse_budget(ck, bs[i], fmt::format("{}.budgets[{}]", field, i)))
+          c.budgets.push_back(*b);
     }
   }
   ch.cases.push_back(std::move(c));
@@ -201,17 +203,129 @@ const ChapterSpec* Rubric::chapter(const std::string& name) const {
   return nullptr;
 }
 
-// Longer than a screen: one pass over the document's fields in the README's order, each check
-// beside the field it reads, so a field and its rule are found together.
-Rubric parse_rubric(const std::string& text, const std::string& file, bool partial) {
-  Checker ck{file, {}};
-  ojson doc;
+namespace {
+
+// The fields are read in the README's order, each check beside the field it reads, so a field and
+// its rule are found together.
+
+ojson parse_document(const std::string& text, const std::string& file) {
   try {
-    doc = ojson::parse(text);
+    return ojson::parse(text);
   } catch (const ojson::parse_error& e) {
     throw RubricError(fmt::format(
         "{}: not valid JSON: {}; fix: correct the syntax at that position", file, e.what()));
   }
+}
+
+void parse_hint_cost(Checker& ck, const ojson& h, Rubric& r) {
+  bool ok = h.is_array() && h.size() == 3;
+  for (std::size_t i = 0; ok && i < 3; ++i) ok = h[i].is_number() && h[i].get<double>() >= 0;
+  if (ok)
+    for (std::size_t i = 0; i < 3; ++i) r.hint_cost[i] = h[i].get<double>();
+  else
+    ck.fail("hint_cost", "expected three numbers >= 0, got " + h.dump(),
+            "write the points a TODO costs when its highest opened hint is level 1, 2 or 3, e.g. "
+            "[0, 0.25, 0.5]");
+}
+
+void parse_defaults(Checker& ck, const ojson& d, Rubric& r) {
+  if (!d.is_object()) {
+    ck.fail("defaults", "expected an object", R"(write {"time_limit_s": 10, "memory_mb": 2048})");
+    return;
+  }
+  ck.known_keys(d, "defaults", {"time_limit_s", "memory_mb", "tolerance"});
+  if (auto t = ck.number(d, "time_limit_s", "defaults", 0, true)) r.time_limit_s = *t;
+  if (auto m = ck.number(d, "memory_mb", "defaults", 16)) r.memory_mb = *m;
+  if (!d.contains("tolerance")) return;
+  const auto& td = d.at("tolerance");
+  if (!td.is_object()) {
+    ck.fail("defaults.tolerance", "expected an object of dtype -> tolerance",
+            R"(write {"fp32": {"rtol": 1e-5, "atol": 1e-6}})");
+    return;
+  }
+  for (const auto& [dt, tv] : td.items()) {
+    if (!kDtypes.count(dt)) {
+      ck.fail("defaults.tolerance." + dt, "unknown dtype", "use bf16, fp32 or fp64");
+      continue;
+    }
+    PartialTolerance p = ck.tolerance(tv, "defaults.tolerance." + dt);
+    if (p.rtol) r.dtype_tolerance[dt].rtol = *p.rtol;
+    if (p.atol) r.dtype_tolerance[dt].atol = *p.atol;
+  }
+}
+
+// A chapter's "files": plain names directly inside its folder.
+void parse_chapter_files(Checker& ck, const ojson& fs, const std::string& field, ChapterSpec& ch) {
+  bool ok = fs.is_array() && !fs.empty();
+  for (const auto& f : fs) ok = ok && f.is_string();
+  if (!ok) {
+    ck.fail(field + ".files", "expected a non-empty array of file names",
+            R"(list the editable files, e.g. ["formulas.cpp"])");
+    return;
+  }
+  for (const auto& f : fs) {
+    std::string s = f.get<std::string>();
+    if (s.empty() || s.find('/') != std::string::npos || s.find("..") != std::string::npos ||
+        s[0] == '.')
+      ck.fail(field + ".files", "'" + s + "' is not a plain file name",
+              "name a file directly inside the chapter folder");
+    else
+      ch.files.push_back(s);
+  }
+}
+
+// One entry of "chapters"; case_names holds the cases of the chapters read so far (a case belongs
+// to one chapter). A partial rubric (an overlay) may leave out "files".
+void parse_chapter(Checker& ck, Rubric& r, const std::string& cname, const ojson& cv, bool partial,
+                   std::set<std::string>& case_names) {
+  std::string field = "chapters." + cname;
+  ChapterSpec ch;
+  ch.name = cname;
+  ch.title = cname;
+  ch.skeleton = "chapters/" + cname;
+  if (!cv.is_object()) {
+    ck.fail(field, "expected an object", R"(write {"files": ["formulas.cpp"], "cases": {}})");
+    return;
+  }
+  ck.known_keys(cv, field, {"title", "files", "skeleton", "cases"});
+  if (cv.contains("title")) {
+    if (cv.at("title").is_string())
+      ch.title = cv.at("title").get<std::string>();
+    else
+      ck.fail(field + ".title", "expected a string", "write a title such as \"11.1 Memory\"");
+  }
+  if (cv.contains("skeleton")) {
+    if (cv.at("skeleton").is_string())
+      ch.skeleton = cv.at("skeleton").get<std::string>();
+    else
+      ck.fail(field + ".skeleton", "expected a string",
+              "give the folder of pristine files relative to the project root");
+  }
+  if (cv.contains("files"))
+    parse_chapter_files(ck, cv.at("files"), field, ch);
+  else if (!partial)
+    ck.fail(field + ".files", "missing",
+            R"(list the student-editable files, e.g. "files": ["formulas.cpp"])");
+  if (cv.contains("cases")) {
+    if (!cv.at("cases").is_object()) {
+      ck.fail(field + ".cases", "expected an object of case name -> settings",
+              R"(write {"11_1.bytes": {"points": 1}})");
+    } else {
+      for (const auto& [n, v] : cv.at("cases").items()) {
+        if (!case_names.insert(n).second)
+          ck.fail(field + ".cases." + n, "case listed in two chapters", "keep it in one chapter");
+        parse_case(ck, r, ch, n, v, field + ".cases." + n);
+      }
+    }
+  }
+  r.chapters.push_back(std::move(ch));
+}
+
+}  // namespace
+
+Rubric parse_rubric(const std::string& text, const std::string& file, bool partial) {
+  Checker ck{file, {}};
+  const ojson doc = parse_document(text, file);
   Rubric r;
   r.dtype_tolerance = {{"bf16", {1e-2, 1e-2}}, {"fp32", {1e-5, 1e-6}}, {"fp64", {1e-9, 1e-12}}};
   r.sources.push_back(file);
@@ -221,120 +335,26 @@ Rubric parse_rubric(const std::string& text, const std::string& file, bool parti
   ck.known_keys(
       doc, "(top)",
       {"version", "seed", "defaults", "chapters", "gpu_labs", "hint_cost", "description"});
-  if (doc.contains("hint_cost")) {
-    const auto& h = doc["hint_cost"];
-    bool ok = h.is_array() && h.size() == 3;
-    for (std::size_t i = 0; ok && i < 3; ++i) ok = h[i].is_number() && h[i].get<double>() >= 0;
-    if (ok)
-      for (std::size_t i = 0; i < 3; ++i) r.hint_cost[i] = h[i].get<double>();
-    else
-      ck.fail("hint_cost", "expected three numbers >= 0, got " + h.dump(),
-              "write the points a TODO costs when its highest opened hint is level 1, 2 or 3, e.g. "
-              "[0, 0.25, 0.5]");
-  }
+  if (doc.contains("hint_cost")) parse_hint_cost(ck, doc.at("hint_cost"), r);
   if (doc.contains("gpu_labs")) {
     r.gpu_labs.emplace();
-    parse_gpu_labs(doc["gpu_labs"], file, *r.gpu_labs, ck.errors);
+    parse_gpu_labs(doc.at("gpu_labs"), file, *r.gpu_labs, ck.errors);
   }
   if (doc.contains("seed")) {
-    if (doc["seed"].is_number_unsigned())
-      r.seed = doc["seed"].get<std::uint64_t>();
+    if (doc.at("seed").is_number_unsigned())
+      r.seed = doc.at("seed").get<std::uint64_t>();
     else
-      ck.fail("seed", "expected a non-negative integer, got " + doc["seed"].dump(),
+      ck.fail("seed", "expected a non-negative integer, got " + doc.at("seed").dump(),
               "write a seed such as 20251129");
   }
-  if (doc.contains("defaults")) {
-    const auto& d = doc["defaults"];
-    if (!d.is_object()) {
-      ck.fail("defaults", "expected an object", R"(write {"time_limit_s": 10, "memory_mb": 2048})");
-    } else {
-      ck.known_keys(d, "defaults", {"time_limit_s", "memory_mb", "tolerance"});
-      if (auto t = ck.number(d, "time_limit_s", "defaults", 0, true)) r.time_limit_s = *t;
-      if (auto m = ck.number(d, "memory_mb", "defaults", 16)) r.memory_mb = *m;
-      if (d.contains("tolerance")) {
-        const auto& td = d["tolerance"];
-        if (!td.is_object())
-          ck.fail("defaults.tolerance", "expected an object of dtype -> tolerance",
-                  R"(write {"fp32": {"rtol": 1e-5, "atol": 1e-6}})");
-        else
-          for (const auto& [dt, tv] : td.items()) {
-            if (!kDtypes.count(dt)) {
-              ck.fail("defaults.tolerance." + dt, "unknown dtype", "use bf16, fp32 or fp64");
-              continue;
-            }
-            PartialTolerance p = ck.tolerance(tv, "defaults.tolerance." + dt);
-            if (p.rtol) r.dtype_tolerance[dt].rtol = *p.rtol;
-            if (p.atol) r.dtype_tolerance[dt].atol = *p.atol;
-          }
-      }
-    }
-  }
-  std::set<std::string> case_names;
-  if (!doc.contains("chapters") || !doc["chapters"].is_object()) {
+  if (doc.contains("defaults")) parse_defaults(ck, doc.at("defaults"), r);
+  if (!doc.contains("chapters") || !doc.at("chapters").is_object()) {
     ck.fail("chapters", "missing or not an object",
             R"(add "chapters": {"11_1_memory": {"files": [...], "cases": {...}}})");
   } else {
-    for (const auto& [cname, cv] : doc["chapters"].items()) {
-      std::string field = "chapters." + cname;
-      ChapterSpec ch;
-      ch.name = cname;
-      ch.title = cname;
-      ch.skeleton = "chapters/" + cname;
-      if (!cv.is_object()) {
-        ck.fail(field, "expected an object", R"(write {"files": ["formulas.cpp"], "cases": {}})");
-        continue;
-      }
-      ck.known_keys(cv, field, {"title", "files", "skeleton", "cases"});
-      if (cv.contains("title")) {
-        if (cv["title"].is_string())
-          ch.title = cv["title"].get<std::string>();
-        else
-          ck.fail(field + ".title", "expected a string", "write a title such as \"11.1 Memory\"");
-      }
-      if (cv.contains("skeleton")) {
-        if (cv["skeleton"].is_string())
-          ch.skeleton = cv["skeleton"].get<std::string>();
-        else
-          ck.fail(field + ".skeleton", "expected a string",
-                  "give the folder of pristine files relative to the project root");
-      }
-      if (cv.contains("files")) {
-        const auto& fs = cv["files"];
-        bool ok = fs.is_array() && !fs.empty();
-        for (const auto& f : fs) ok = ok && f.is_string();
-        if (!ok) {
-          ck.fail(field + ".files", "expected a non-empty array of file names",
-                  R"(list the editable files, e.g. ["formulas.cpp"])");
-        } else {
-          for (const auto& f : fs) {
-            std::string s = f.get<std::string>();
-            if (s.empty() || s.find('/') != std::string::npos ||
-                s.find("..") != std::string::npos || s[0] == '.')
-              ck.fail(field + ".files", "'" + s + "' is not a plain file name",
-                      "name a file directly inside the chapter folder");
-            else
-              ch.files.push_back(s);
-          }
-        }
-      } else if (!partial) {
-        ck.fail(field + ".files", "missing",
-                R"(list the student-editable files, e.g. "files": ["formulas.cpp"])");
-      }
-      if (cv.contains("cases")) {
-        if (!cv["cases"].is_object()) {
-          ck.fail(field + ".cases", "expected an object of case name -> settings",
-                  R"(write {"11_1.bytes": {"points": 1}})");
-        } else {
-          for (const auto& [n, v] : cv["cases"].items()) {
-            if (!case_names.insert(n).second)
-              ck.fail(field + ".cases." + n, "case listed in two chapters",
-                      "keep it in one chapter");
-            parse_case(ck, r, ch, n, v, field + ".cases." + n);
-          }
-        }
-      }
-      r.chapters.push_back(std::move(ch));
-    }
+    std::set<std::string> case_names;
+    for (const auto& [cname, cv] : doc.at("chapters").items())
+      parse_chapter(ck, r, cname, cv, partial, case_names);
   }
   if (!ck.errors.empty()) {
     std::string all = fmt::format("{} problem{} in the rubric:", ck.errors.size(),

@@ -450,6 +450,162 @@ void record_exit(RunOutcome& o, int wstatus, SandboxKind kind) {
   }
 }
 
+// Everything one run holds from before the fork until its child is reaped, released on every
+// path: the case uid's lease last, after the case folder is removed and the descriptors closed.
+struct Launch {
+  const RunSpec& spec;
+  SandboxKind kind;
+  std::optional<UidLease> lease;
+  bool drop = false;  // the child changes to uid and gid
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::filesystem::path workdir, program;
+  bool own_workdir = false;              // workdir is this run's to remove
+  Fd program_fd, filter_fd, ruleset_fd;  // -1 when not used
+  sock_fprog filter{};
+  bool filter_here = false;  // load the seccomp filter in the child (bubblewrap loads its own)
+  // Descriptors the child passes on, at fixed numbers above the result's and the error pipe's.
+  int err_target = 3, program_target = 4, filter_target = 5, ruleset_target = 6;
+  std::vector<std::string> argv_s, env_s;
+  std::vector<char*> argv, envp;
+  Limits limits{};
+
+  explicit Launch(const RunSpec& s)
+      : spec(s),
+        kind(s.isolate ? sandbox().kind : SandboxKind::none),
+        workdir(s.cwd),
+        program(s.exe) {}
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+  ~Launch() {
+    std::error_code ec;
+    if (own_workdir) std::filesystem::remove_all(workdir, ec);
+  }
+  bool namespaces() const { return kind == SandboxKind::namespaces; }
+};
+
+// As root, every isolated run gets a uid of its own: nothing it starts can touch another case,
+// the grader or a file that is not world-readable, and all of it is killed afterwards. Returns
+// why not, or "".
+std::string choose_user(Launch& l) {
+  const RunSpec& spec = l.spec;
+  if (spec.isolate && spec.drop_privileges && ::geteuid() == 0) {
+    l.lease.emplace();
+    if (!l.lease->held()) return "every case uid is in use (too many cases at once); lower --jobs";
+  }
+  const bool run_as = !spec.isolate && spec.run_as && ::geteuid() == 0;
+  l.drop = l.lease.has_value() || run_as;
+  l.uid = l.lease ? l.lease->uid() : run_as ? *spec.run_as : ::geteuid();
+  l.gid = l.drop ? static_cast<gid_t>(l.uid) : ::getegid();
+  return {};
+}
+
+// The program where the sandbox can reach it: descriptors for bubblewrap, or a fresh case folder
+// (the working folder it may scribble in) holding its own link. Returns why not, or "".
+std::string prepare_program(Launch& l) {
+  if (l.namespaces()) return open_for_bubblewrap(l.spec, l.program_fd, l.filter_fd);
+  if (!l.spec.isolate) return {};
+  std::string error = link_into_case_folder(l.spec, l.drop, l.uid, l.gid, l.workdir, l.program);
+  l.own_workdir = error.empty();
+  return error;
+}
+
+// Landlock where the kernel has it: a case in the uid sandbox reaches only the system and its
+// folder; a build, what its view names. Then the system-call filter, in the form the child loads.
+void confine(Launch& l) {
+  if (l.kind == SandboxKind::uid)
+    l.ruleset_fd.fd = landlock_ruleset(case_view(l.workdir, l.spec.devices));
+  else if (!l.spec.isolate && l.spec.view)
+    l.ruleset_fd.fd = landlock_ruleset(*l.spec.view);
+  const std::string& bpf = case_seccomp_program();
+  l.filter = {static_cast<unsigned short>(bpf.size() / sizeof(sock_filter)),
+              reinterpret_cast<sock_filter*>(const_cast<char*>(bpf.data()))};
+  l.filter_here = l.kind == SandboxKind::uid;
+}
+
+// The descriptor numbers, argv, envp and limits, all built before the fork.
+void prepare_exec(Launch& l) {
+  const RunSpec& spec = l.spec;
+  l.err_target = spec.result_fd == 3 ? 4 : 3;
+  l.program_target = std::max(spec.result_fd, l.err_target) + 1;
+  l.filter_target = l.program_target + 1;
+  l.ruleset_target = l.program_target + 2;
+  l.argv_s = child_arguments(spec, l.program, l.namespaces(), l.program_target, l.filter_target);
+  for (auto& a : l.argv_s) l.argv.push_back(a.data());
+  l.argv.push_back(nullptr);
+  l.env_s = child_environment(spec, l.namespaces(), l.workdir);
+  for (auto& e : l.env_s) l.envp.push_back(e.data());
+  l.envp.push_back(nullptr);
+  l.limits = child_limits(spec, l.drop, l.uid, l.program_fd.fd);
+}
+
+// The child's output, error output, result and start-error pipes.
+struct ChildPipes {
+  Pipe out, err, res, errp;
+  bool open(const RunSpec& spec) {
+    return out.open() && err.open() && errp.open() && (spec.result_fd < 0 || res.open());
+  }
+};
+
+ChildSetup child_setup(const Launch& l, const ChildPipes& p, int devnull, const char* cwd) {
+  return {.spec = l.spec,
+          .out = p.out.w,
+          .err = l.spec.merge_output ? p.out.w : p.err.w,
+          .result = p.res.w,
+          .err_pipe = p.errp.w,
+          .devnull = devnull,
+          .program_fd = l.program_fd.fd,
+          .filter_fd = l.filter_fd.fd,
+          .ruleset_fd = l.ruleset_fd.fd,
+          .err_target = l.err_target,
+          .program_target = l.program_target,
+          .filter_target = l.filter_target,
+          .ruleset_target = l.ruleset_target,
+          .cwd = cwd,
+          .limits = l.limits,
+          .no_devices = l.spec.devices.empty(),
+          .drop = l.drop,
+          .uid = l.uid,
+          .gid = l.gid,
+          .filter_here = l.filter_here,
+          .filter = &l.filter,
+          .argv = l.argv.data(),
+          .envp = l.envp.data()};
+}
+
+// The parent's side once the child is forked: learns whether it started, reads its output while
+// supervise watches it, reaps it and records how it ended in o.
+void watch_child(const Launch& l, pid_t pid, Clock::time_point start, ChildPipes& p,
+                 RunOutcome& o) {
+  const RunSpec& spec = l.spec;
+  remember(pid);
+  Pipe::close_fd(p.out.w);
+  Pipe::close_fd(p.err.w);
+  Pipe::close_fd(p.res.w);
+  Pipe::close_fd(p.errp.w);
+  o.start_error = start_error(p.errp.r, spec, l.drop);
+  o.started = o.start_error.empty();
+
+  std::vector<Stream> streams{{p.out.r, &o.out, spec.output_cap, &o.out_truncated}};
+  if (!spec.merge_output)
+    streams.push_back({p.err.r, &o.err, spec.output_cap, &o.err_truncated});
+  else
+    Pipe::close_fd(p.err.r);
+  if (spec.result_fd >= 0)
+    streams.push_back({p.res.r, &o.result, spec.result_cap, &o.result_overflow});
+  Child child{pid, l.drop, l.uid, start};
+  bool reaped = false;
+  int wstatus = supervise(child, spec, streams, o, reaped);
+  for (auto& s : streams) Pipe::close_fd(s.fd);
+  p.out.r = p.err.r = p.res.r = -1;
+  if (!reaped) ::waitpid(pid, &wstatus, 0);
+  ::kill(-pid,
+         SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
+  forget(pid);
+  o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  record_exit(o, wstatus, l.kind);
+}
+
 }  // namespace
 
 std::string signal_description(int sig) {
@@ -468,151 +624,40 @@ void kill_all_running() {
 
 // The steps in order: choose the user, prepare the program and its folder, the file-system view
 // and filter, argv, envp and limits, then fork; the child sets itself up and execs (exec_child),
-// the parent supervises it (supervise) and records how it ended. Longer than a screen because
-// the descriptors and the folder it opens must live, and be closed, across all of these steps.
+// the parent supervises it (supervise) and records how it ended.
 RunOutcome run_process(const RunSpec& spec) {
   RunOutcome o;
-  const SandboxKind kind = spec.isolate ? sandbox().kind : SandboxKind::none;
-  if (spec.isolate && kind == SandboxKind::none) {
+  Launch l(spec);
+  if (spec.isolate && l.kind == SandboxKind::none) {
     o.start_error = sandbox().why;
     return o;
   }
-  // As root, every isolated run gets a uid of its own: nothing it starts can touch another case,
-  // the grader or a file that is not world-readable, and all of it is killed afterwards.
-  std::optional<UidLease> lease;
-  if (spec.isolate && spec.drop_privileges && ::geteuid() == 0) {
-    lease.emplace();
-    if (!lease->held()) {
-      o.start_error = "every case uid is in use (too many cases at once); lower --jobs";
-      return o;
-    }
-  }
-  const bool run_as = !spec.isolate && spec.run_as && ::geteuid() == 0;
-  const bool drop = lease.has_value() || run_as;
-  const uid_t uid = lease ? lease->uid() : run_as ? *spec.run_as : ::geteuid();
-  const gid_t gid = drop ? static_cast<gid_t>(uid) : ::getegid();
-
-  // A fresh working folder the program may scribble in; removed afterwards.
-  std::filesystem::path workdir = spec.cwd;
-  bool own_workdir = false;
-  std::filesystem::path program = spec.exe;
-  const bool namespaces = kind == SandboxKind::namespaces;
-  Fd program_fd, filter_fd, ruleset_fd;  // closed when run_process returns, on every path
-  if (namespaces)
-    o.start_error = open_for_bubblewrap(spec, program_fd, filter_fd);
-  else if (spec.isolate) {
-    o.start_error = link_into_case_folder(spec, drop, uid, gid, workdir, program);
-    own_workdir = o.start_error.empty();
-  }
+  o.start_error = choose_user(l);
+  if (o.start_error.empty()) o.start_error = prepare_program(l);
   if (!o.start_error.empty()) return o;
+  confine(l);
+  prepare_exec(l);
 
-  // Landlock where the kernel has it: a case in the uid sandbox reaches only the system and its
-  // folder; a build, what its view names.
-  if (kind == SandboxKind::uid)
-    ruleset_fd.fd = landlock_ruleset(case_view(workdir, spec.devices));
-  else if (!spec.isolate && spec.view)
-    ruleset_fd.fd = landlock_ruleset(*spec.view);
-  const std::string& bpf = case_seccomp_program();
-  sock_fprog filter{static_cast<unsigned short>(bpf.size() / sizeof(sock_filter)),
-                    reinterpret_cast<sock_filter*>(const_cast<char*>(bpf.data()))};
-  const bool filter_here = kind == SandboxKind::uid;  // bubblewrap loads it itself
-
-  // Descriptors the child passes on, at fixed numbers above the result's and the error pipe's.
-  const int err_target = spec.result_fd == 3 ? 4 : 3;
-  const int program_target = std::max(spec.result_fd, err_target) + 1;
-  const int filter_target = program_target + 1, ruleset_target = program_target + 2;
-
-  // argv and envp, built before the fork.
-  std::vector<std::string> argv_s =
-      child_arguments(spec, program, namespaces, program_target, filter_target);
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s = child_environment(spec, namespaces, workdir);
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  const Limits limits = child_limits(spec, drop, uid, program_fd.fd);
-
-  Pipe out, err, res, errp;
-  if (!out.open() || !err.open() || !errp.open() || (spec.result_fd >= 0 && !res.open())) {
+  ChildPipes pipes;
+  if (!pipes.open(spec)) {
     o.start_error = fmt::format("cannot create pipes: {}", std::strerror(errno));
-    if (own_workdir) std::filesystem::remove_all(workdir);
     return o;
   }
   int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const bool merge = spec.merge_output;
-  const bool no_devices = spec.devices.empty();
   // With namespaces bubblewrap changes to /case; it starts from / (the grader's own folder may not
   // be the case uid's to enter).
-  const char* cwd = namespaces ? "/" : workdir.empty() ? nullptr : workdir.c_str();
+  const char* cwd = l.namespaces() ? "/" : l.workdir.empty() ? nullptr : l.workdir.c_str();
   auto start = Clock::now();
 
   pid_t pid = ::fork();
   if (pid < 0) {
     o.start_error = fmt::format("fork failed: {}", std::strerror(errno));
     if (devnull >= 0) ::close(devnull);
-    if (own_workdir) std::filesystem::remove_all(workdir);
     return o;
   }
-  if (pid == 0)
-    exec_child({spec,
-                out.w,
-                merge ? out.w : err.w,
-                res.w,
-                errp.w,
-                devnull,
-                program_fd.fd,
-                filter_fd.fd,
-                ruleset_fd.fd,
-                err_target,
-                program_target,
-                filter_target,
-                ruleset_target,
-                cwd,
-                limits,
-                no_devices,
-                drop,
-                uid,
-                gid,
-                filter_here,
-                &filter,
-                argv.data(),
-                envp.data()});
-
-  // ---- parent
-  remember(pid);
+  if (pid == 0) exec_child(child_setup(l, pipes, devnull, cwd));
   if (devnull >= 0) ::close(devnull);
-  Pipe::close_fd(out.w);
-  Pipe::close_fd(err.w);
-  Pipe::close_fd(res.w);
-  Pipe::close_fd(errp.w);
-  o.start_error = start_error(errp.r, spec, drop);
-  o.started = o.start_error.empty();
-
-  std::vector<Stream> streams{{out.r, &o.out, spec.output_cap, &o.out_truncated}};
-  if (!merge)
-    streams.push_back({err.r, &o.err, spec.output_cap, &o.err_truncated});
-  else
-    Pipe::close_fd(err.r);
-  if (spec.result_fd >= 0)
-    streams.push_back({res.r, &o.result, spec.result_cap, &o.result_overflow});
-  Child child{pid, drop, uid, start};
-  bool reaped = false;
-  int wstatus = supervise(child, spec, streams, o, reaped);
-  for (auto& s : streams) Pipe::close_fd(s.fd);
-  out.r = err.r = res.r = -1;
-  if (!reaped) ::waitpid(pid, &wstatus, 0);
-  ::kill(-pid,
-         SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
-  forget(pid);
-  o.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  record_exit(o, wstatus, kind);
-  if (own_workdir) {
-    std::error_code ec;
-    std::filesystem::remove_all(workdir, ec);
-  }
+  watch_child(l, pid, start, pipes, o);
   return o;
 }
 

@@ -73,8 +73,23 @@ bool bwrap_works() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-// The case filter (sandbox.hpp): the rules, then exported as BPF through a memory file.
-// Longer than a screen: the rules are one list, read top to bottom as the policy itself.
+// The filter's BPF program, read back through a memory file (libseccomp writes it only to a
+// descriptor); "" when it cannot.
+std::string export_bpf(scmp_filter_ctx ctx) {
+  const int fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
+  if (fd < 0) return "";
+  std::string bpf;
+  if (seccomp_export_bpf(ctx, fd) == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+      bpf.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return bpf;
+}
+
+// The case filter (sandbox.hpp) as BPF. Longer than a screen: the rules are one table, read top
+// to bottom as the policy itself; split, the policy would no longer read at once.
 std::string build_seccomp_program() {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx) return "";
@@ -148,17 +163,7 @@ std::string build_seccomp_program() {
                                 SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)) == 0;
   ok = ok && seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socketpair), 1,
                               SCMP_A0(SCMP_CMP_NE, AF_UNIX)) == 0;
-  if (!ok) return "";
-  const int fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
-  if (fd < 0) return "";
-  std::string bpf;
-  if (seccomp_export_bpf(ctx, fd) == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
-    char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
-      bpf.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return bpf;
+  return ok ? export_bpf(ctx) : "";
 }
 
 SandboxInfo detect() {
