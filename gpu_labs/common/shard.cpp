@@ -23,10 +23,9 @@ void check_split(int parts, int index) {
 }
 }  // namespace
 
-Range chunk_range(std::size_t total, int parts, int index) {
+Chunk chunk_range(std::size_t total, int parts, int index) {
   check_split(parts, index);  // the labs' own exceptions, before the runtime's
-  const mgpu::Chunk c = mgpu::ring_chunk(total, parts, index);
-  return {c.offset, c.count};
+  return mgpu::ring_chunk(total, parts, index);
 }
 
 std::size_t padded_shard(std::size_t total, int parts) {
@@ -35,7 +34,7 @@ std::size_t padded_shard(std::size_t total, int parts) {
   return (total + p - 1) / p;
 }
 
-Range padded_shard_range(std::size_t total, int parts, int index) {
+Chunk padded_shard_range(std::size_t total, int parts, int index) {
   check_split(parts, index);
   const std::size_t s = padded_shard(total, parts);
   const std::size_t begin = s * static_cast<std::size_t>(index);

@@ -4,26 +4,22 @@
 
 #include <cstddef>
 
+#include "mgpu/traffic.hpp"  // mgpu::Chunk, elements [offset, offset + count)
+
 namespace mgpu::gpu {
 
-/// A half-open range [begin, begin + count) of elements.
-struct Range {
-  std::size_t begin = 0;  ///< first element
-  std::size_t count = 0;  ///< number of elements
-};
-
 /// Chunk `index` of `total` elements split into `parts` nearly equal chunks (sizes differ by at
-/// most one, larger chunks first): the runtime's mgpu::ring_chunk as a Range. Chunks tile
-/// [0, total) in order. Throws std::invalid_argument on parts < 1, std::out_of_range on an index
-/// outside [0, parts).
-Range chunk_range(std::size_t total, int parts, int index);
+/// most one, larger chunks first): the runtime's mgpu::ring_chunk. Chunks tile [0, total) in
+/// order. Throws std::invalid_argument on parts < 1, std::out_of_range on an index outside
+/// [0, parts).
+Chunk chunk_range(std::size_t total, int parts, int index);
 
 /// Elements per rank when `total` is split into `parts` equal shards, padding the last: ceil.
 /// The padded buffer holds parts * padded_shard(total, parts) >= total elements.
 std::size_t padded_shard(std::size_t total, int parts);
 
 /// The real (unpadded) elements of shard `index` of a padded split: may be shorter, or empty.
-Range padded_shard_range(std::size_t total, int parts, int index);
+Chunk padded_shard_range(std::size_t total, int parts, int index);
 
 /// Bus-bandwidth factor of a collective over n ranks, as nccl-tests defines it: the runtime's
 /// mgpu::bus_bandwidth_factor for the collective of that name (all_reduce 2(n-1)/n, all_gather

@@ -12,9 +12,9 @@ TEST_CASE("chunk_range tiles 0..total in order with sizes differing by at most o
     for (int parts : {1, 2, 3, 7, 8}) {
       std::size_t next = 0, smallest = total + 1, largest = 0;
       for (int i = 0; i < parts; ++i) {
-        const Range r = chunk_range(total, parts, i);
-        CHECK(r.begin == next);
-        next = r.begin + r.count;
+        const mgpu::Chunk r = chunk_range(total, parts, i);
+        CHECK(r.offset == next);
+        next = r.offset + r.count;
         smallest = std::min(smallest, r.count);
         largest = std::max(largest, r.count);
       }
@@ -39,8 +39,8 @@ TEST_CASE("padded shards cover every element once and pad only the tail") {
       CHECK(s * static_cast<std::size_t>(parts) < total + static_cast<std::size_t>(parts));
       std::size_t covered = 0;
       for (int i = 0; i < parts; ++i) {
-        const Range r = padded_shard_range(total, parts, i);
-        if (r.count > 0) CHECK(r.begin == s * static_cast<std::size_t>(i));
+        const mgpu::Chunk r = padded_shard_range(total, parts, i);
+        if (r.count > 0) CHECK(r.offset == s * static_cast<std::size_t>(i));
         covered += r.count;
       }
       CHECK(covered == total);

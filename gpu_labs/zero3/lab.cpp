@@ -76,9 +76,9 @@ Zero3Setup::Zero3Setup(DeviceComm& comm, MemoryLedger& led, const Zero3Shape& sh
     if (model != nullptr) {
       // This rank's slice of W_l, zero past the end of the last shard.
       std::vector<float> shard(p.shard, 0.0f);
-      const Range mine = padded_shard_range(dd, n, r);
+      const Chunk mine = padded_shard_range(dd, n, r);
       const float* w = model->weights.data() + static_cast<std::size_t>(l) * dd;
-      for (std::size_t i = 0; i < mine.count; ++i) shard[i] = w[mine.begin + i];
+      for (std::size_t i = 0; i < mine.count; ++i) shard[i] = w[mine.offset + i];
       layer.master.upload(shard, s);
     } else {
       fill_random(layer.param, 1.7f / std::sqrt(static_cast<float>(shape.d)),

@@ -109,16 +109,92 @@ struct TimingCollectiveOp final : Operation {
   }
 };
 
-TrafficCounts timing_traffic(OpKind kind, int n, double bytes) {
-  TrafficCounts t;
-  if (n <= 1) return t;
-  const auto steps = static_cast<std::uint64_t>(n - 1);
-  const auto moved =
-      static_cast<std::uint64_t>(std::llround(bus_bandwidth_factor(kind, n) * bytes));
-  if (kind != OpKind::barrier && bytes == 0) return t;
-  t.bytes_sent = t.bytes_received = kind == OpKind::barrier ? 0 : moved;
-  t.messages_sent = kind == OpKind::all_reduce || kind == OpKind::barrier ? 2 * steps : steps;
+// What one member's call charges the meter: the row's traffic (collectives.cpp) for a stand-in
+// call of n one-byte elements in and out (none when S is 0), which says how many messages the
+// ring sends and which directions carry bytes; each of those carries what the bus-bandwidth
+// factor puts on a rank's link for S bytes.
+TrafficCounts timing_traffic(OpKind kind, int n, int rank, double bytes) {
+  if (n <= 1) return {};
+  CallArgs stand_in;
+  stand_in.n = n;
+  stand_in.rank = rank;
+  stand_in.es = 1;
+  stand_in.in_count = stand_in.out_count = bytes == 0 ? 0 : static_cast<std::size_t>(n);
+  TrafficCounts t = ring_traffic(kind, stand_in);
+  const auto moved = static_cast<std::uint64_t>(std::llround(bus_factor(kind, n) * bytes));
+  t.bytes_sent = t.bytes_sent ? moved : 0;
+  t.bytes_received = t.bytes_received ? moved : 0;
   return t;
+}
+
+// The kinds a timing-only collective can stand for: those whose cost is set by S alone.
+void check_timing_kind(OpKind kind) {
+  if (kind != OpKind::all_reduce && kind != OpKind::reduce_scatter && kind != OpKind::all_gather &&
+      kind != OpKind::broadcast && kind != OpKind::barrier)
+    throw std::invalid_argument("icollective_timing: " + std::string(to_string(kind)) +
+                                " is not timed without buffers; use all_reduce, "
+                                "reduce_scatter, all_gather, broadcast or barrier");
+}
+
+// The group's timing-only collective number `seq`, made by the first member to post it.
+std::shared_ptr<TimingCollective> find_or_make_locked(const std::shared_ptr<Group>& group,
+                                                      std::uint64_t seq, OpKind kind, double bytes,
+                                                      Stream lane) {
+  Group& g = *group;
+  auto it = g.timing_pending.find(seq);
+  if (it != g.timing_pending.end())
+    if (auto c = it->second.lock()) return c;
+  const auto n = static_cast<std::size_t>(g.size());
+  auto c = std::make_shared<TimingCollective>();
+  c->group = group;
+  c->seq = seq;
+  c->kind = kind;
+  c->bytes = bytes;
+  c->lane = lane;
+  c->arrived.assign(n, 0);
+  c->ready.assign(n, 0.0);
+  c->recorded.assign(n, 0);
+  c->ranks.assign(n, nullptr);
+  g.timing_pending[seq] = c;
+  return c;
+}
+
+// Records the first disagreement with the first member's kind and bytes.
+void check_agreement_locked(TimingCollective& c, int rank, OpKind kind, double bytes) {
+  if (!c.mismatch.empty() || (c.kind == kind && c.bytes == bytes)) return;
+  std::ostringstream s;
+  s << "timing-only collective call #" << c.seq << " in group " << c.group->describe() << ": rank "
+    << rank << " calls " << to_string(kind) << " of " << bytes << " bytes but the first "
+    << "member called " << to_string(c.kind) << " of " << c.bytes
+    << " bytes; members must call the same collectives in the same order";
+  c.mismatch = s.str();
+}
+
+// Member `rank` arrives, its lane free at `ready`. The last to arrive fixes the start (the
+// latest ready) and the end; it, or a member that disagrees, wakes the others, who are returned
+// to be notified once the lock is released.
+std::vector<RankState*> arrive_locked(ClusterState& cluster, TimingCollective& c, int rank,
+                                      RankState& self, double ready) {
+  Group& g = *c.group;
+  const int n = g.size();
+  const auto me = static_cast<std::size_t>(rank);
+  c.arrived[me] = 1;
+  c.ready[me] = ready;
+  c.ranks[me] = &self;
+  std::vector<RankState*> wake;
+  if (++c.count != n && c.mismatch.empty()) return wake;
+  if (c.count == n) {
+    c.start = *std::max_element(c.ready.begin(), c.ready.end());
+    c.end = c.start + collective_seconds(c.kind, n, g.alpha, g.beta, c.bytes);
+    c.resolved = true;
+    g.timing_pending.erase(c.seq);
+  }
+  for (auto* r : c.ranks)
+    if (r && r != &self) {
+      cluster.mark_awake_locked(*r);
+      wake.push_back(r);
+    }
+  return wake;
 }
 
 }  // namespace
@@ -185,11 +261,7 @@ Request Comm::icollective_timing(OpKind kind, double bytes) {
   check_valid();
   detail::require_threads(*self_, "icollective_timing");
   detail::check_bytes(bytes, "icollective_timing");
-  if (kind != OpKind::all_reduce && kind != OpKind::reduce_scatter && kind != OpKind::all_gather &&
-      kind != OpKind::broadcast && kind != OpKind::barrier)
-    throw std::invalid_argument("icollective_timing: " + std::string(to_string(kind)) +
-                                " is not timed without buffers; use all_reduce, "
-                                "reduce_scatter, all_gather, broadcast or barrier");
+  detail::check_timing_kind(kind);
   auto& self = *self_;
   auto& cluster = *self.cluster;
   cluster.check_abort(self);
@@ -197,55 +269,18 @@ Request Comm::icollective_timing(OpKind kind, double bytes) {
   detail::settle_lane(self, lane);
   const double ready = std::max(self.clock.now(), detail::lane_free(self.clock, lane));
   const int n = group_->size();
-  self.traffic.record(kind, group_->name, detail::timing_traffic(kind, n, bytes));
+  self.traffic.record(kind, group_->name, detail::timing_traffic(kind, n, rank_, bytes));
 
   std::shared_ptr<detail::TimingCollective> c;
   std::vector<detail::RankState*> wake;
   {
     detail::Lock lk(cluster.mu);
-    auto& g = *group_;
-    if (g.timing_next_seq.empty()) g.timing_next_seq.assign(static_cast<std::size_t>(n), 0);
-    const std::uint64_t seq = g.timing_next_seq[static_cast<std::size_t>(rank_)]++;
-    auto it = g.timing_pending.find(seq);
-    if (it != g.timing_pending.end()) c = it->second.lock();
-    if (!c) {
-      c = std::make_shared<detail::TimingCollective>();
-      c->group = group_;
-      c->seq = seq;
-      c->kind = kind;
-      c->bytes = bytes;
-      c->lane = lane;
-      c->arrived.assign(static_cast<std::size_t>(n), 0);
-      c->ready.assign(static_cast<std::size_t>(n), 0.0);
-      c->recorded.assign(static_cast<std::size_t>(n), 0);
-      c->ranks.assign(static_cast<std::size_t>(n), nullptr);
-      g.timing_pending[seq] = c;
-    }
-    if (c->mismatch.empty() && (c->kind != kind || c->bytes != bytes)) {
-      std::ostringstream s;
-      s << "timing-only collective call #" << seq << " in group " << g.describe() << ": rank "
-        << rank_ << " calls " << to_string(kind) << " of " << bytes << " bytes but the first "
-        << "member called " << to_string(c->kind) << " of " << c->bytes
-        << " bytes; members must call the same collectives in the same order";
-      c->mismatch = s.str();
-    }
-    const auto me = static_cast<std::size_t>(rank_);
-    c->arrived[me] = 1;
-    c->ready[me] = ready;
-    c->ranks[me] = &self;
-    if (++c->count == n || !c->mismatch.empty()) {
-      if (c->count == n) {
-        c->start = *std::max_element(c->ready.begin(), c->ready.end());
-        c->end = c->start + detail::collective_seconds(kind, n, g.alpha, g.beta, bytes);
-        c->resolved = true;
-        g.timing_pending.erase(seq);
-      }
-      for (auto* r : c->ranks)
-        if (r && r != &self) {
-          cluster.mark_awake_locked(*r);
-          wake.push_back(r);
-        }
-    }
+    auto& next_seq = group_->timing_next_seq;
+    if (next_seq.empty()) next_seq.assign(static_cast<std::size_t>(n), 0);
+    const std::uint64_t seq = next_seq[static_cast<std::size_t>(rank_)]++;
+    c = detail::find_or_make_locked(group_, seq, kind, bytes, lane);
+    detail::check_agreement_locked(*c, rank_, kind, bytes);
+    wake = detail::arrive_locked(cluster, *c, rank_, self, ready);
   }
   for (auto* r : wake) r->wake.notify_one();
   self.timing_tail = c;

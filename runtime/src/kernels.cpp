@@ -15,41 +15,26 @@ A combine(ReduceOp op, A x, A y) {
   return op == ReduceOp::max ? std::max(x, y) : x + y;
 }
 
-template <class T>
-void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n,
-                  unsigned char* const* outs_b, int nouts, std::size_t len) {
-  using A = typename ElementTraits<T>::Accum;
+// Two inputs in one pass: into both outputs (all_reduce on 2, `y` the second output) or into
+// one (reduce_scatter on 2, `y` unused).
+template <class T, class A, bool kBothOutputs>
+void reduce_pair(ReduceOp op, const T* a, const T* b, T* x, T* y, std::size_t len, bool avg) {
+  for (std::size_t j = 0; j < len; ++j) {
+    A s = combine(op, A(a[j]), A(b[j]));
+    if (avg) s /= A(2);
+    x[j] = T(s);
+    if constexpr (kBothOutputs) y[j] = T(s);
+  }
+}
+
+// Any n and nouts, a block at a time through an accumulator that stays in cache.
+template <class T, class A>
+void reduce_blocked(ReduceOp op, const unsigned char* const* ins_b, int n,
+                    unsigned char* const* outs_b, int nouts, std::size_t len, bool avg) {
   auto in = [&](int r) { return reinterpret_cast<const T*>(ins_b[r]); };
   auto out = [&](int k) { return reinterpret_cast<T*>(outs_b[k]); };
-  const A nn = A(n);
-  const bool avg = op == ReduceOp::avg && n > 1;
-
-  if (n == 2 && nouts == 2) {  // all_reduce on 2: one pass over both inputs and both outputs
-    const T* a = in(0);
-    const T* b = in(1);
-    T* x = out(0);
-    T* y = out(1);
-    for (std::size_t j = 0; j < len; ++j) {
-      A s = combine(op, A(a[j]), A(b[j]));
-      if (avg) s /= nn;
-      x[j] = T(s);
-      y[j] = T(s);
-    }
-    return;
-  }
-  if (n == 2 && nouts == 1) {  // reduce_scatter on 2
-    const T* a = in(0);
-    const T* b = in(1);
-    T* x = out(0);
-    for (std::size_t j = 0; j < len; ++j) {
-      A s = combine(op, A(a[j]), A(b[j]));
-      if (avg) s /= nn;
-      x[j] = T(s);
-    }
-    return;
-  }
-
   constexpr std::size_t kBlock = 4096;
+  const A nn = A(n);
   A acc[kBlock];
   for (std::size_t b = 0; b < len; b += kBlock) {
     const std::size_t m = std::min(kBlock, len - b);
@@ -76,6 +61,21 @@ void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n,
       for (std::size_t j = 0; j < m; ++j) o[j] = T(acc[j]);
     }
   }
+}
+
+template <class T>
+void reduce_typed(ReduceOp op, const unsigned char* const* ins_b, int n,
+                  unsigned char* const* outs_b, int nouts, std::size_t len) {
+  using A = typename ElementTraits<T>::Accum;
+  auto in = [&](int r) { return reinterpret_cast<const T*>(ins_b[r]); };
+  auto out = [&](int k) { return reinterpret_cast<T*>(outs_b[k]); };
+  const bool avg = op == ReduceOp::avg && n > 1;
+  if (n == 2 && nouts == 2)
+    reduce_pair<T, A, true>(op, in(0), in(1), out(0), out(1), len, avg);
+  else if (n == 2 && nouts == 1)
+    reduce_pair<T, A, false>(op, in(0), in(1), out(0), nullptr, len, avg);
+  else
+    reduce_blocked<T, A>(op, ins_b, n, outs_b, nouts, len, avg);
 }
 
 }  // namespace

@@ -83,7 +83,8 @@ TEST_CASE("in-server and cross-server sends run at once on their own lanes") {
 
 TEST_CASE("a timing-only collective lasts and meters what the data collective does") {
   const std::size_t n = 1 << 18;
-  for (OpKind kind : {OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather}) {
+  for (OpKind kind :
+       {OpKind::all_reduce, OpKind::reduce_scatter, OpKind::all_gather, OpKind::broadcast}) {
     Cluster data(two_nodes()), timing(two_nodes());
     data.run([&](Rank& r) {
       r.compute_seconds(1e-3 * r.id(), "late arrival");
@@ -91,6 +92,7 @@ TEST_CASE("a timing-only collective lasts and meters what the data collective do
       if (kind == OpKind::all_reduce) r.world().all_reduce(full);
       if (kind == OpKind::reduce_scatter) r.world().reduce_scatter(full, part);
       if (kind == OpKind::all_gather) r.world().all_gather(part, full);
+      if (kind == OpKind::broadcast) r.world().broadcast(full, 0);
     });
     timing.run([&](Rank& r) {
       r.compute_seconds(1e-3 * r.id(), "late arrival");

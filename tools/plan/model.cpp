@@ -5,28 +5,25 @@
 // others are computed. No chapter formula is restated here; the only arithmetic is bookkeeping:
 // the share Psi / (tp pp) that the ZeRO formulas are asked about, the bubble's idle time
 // added to the training time, and with --cp the ring's bytes per layer (11.7's fp32 counts)
-// rescaled to bf16 and multiplied by the stage's layers and micro-batches.
+// rescaled to bf16 and multiplied by the stage's layers and micro-batches. The suggestions for a
+// layout that does not fit are advice.cpp's, the factors behind the numbers explain.cpp's.
 #include "plan/model.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <functional>
 #include <numeric>
 
 #include "11_2_data_parallel/formulas.hpp"
 #include "11_3_zero/formulas.hpp"
-#include "11_4_tensor_parallel/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
 #include "11_6_checkpointing/formulas.hpp"
 #include "11_7_3d_and_experts/context_parallel.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
+#include "plan/model_parts.hpp"
 
 namespace mgpu::planner {
 
-namespace {
-
-constexpr double kActivationElementBytes = 2;  // bf16 activations, as in Korthikanti et al.
-constexpr double kChapterCpElementBytes = 4;   // 11.7's context-parallel formulas count fp32
+namespace detail {
 
 memory::ActivationOptions activation_options(const Options& o) {
   memory::ActivationOptions a;
@@ -36,9 +33,6 @@ memory::ActivationOptions activation_options(const Options& o) {
   return a;
 }
 
-// The chapter 11.7 description of this layout. Without a model shape, activations are zero and
-// the shape is a placeholder with one layer per stage (so pp divides it); callers then ignore
-// the tensor and pipeline traffic, which would describe that placeholder.
 layout::LayoutModel layout_model(const Options& o) {
   layout::LayoutModel m;
   m.params = o.params;
@@ -63,6 +57,15 @@ layout::LayoutModel layout_model(const Options& o) {
   }
   return m;
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::kActivationElementBytes;
+using detail::kChapterCpElementBytes;
+using detail::layout_model;
+using detail::part;
 
 Options with_gpus(Options o, std::int64_t gpus) {
   o.gpus = gpus;
@@ -114,13 +117,6 @@ std::string first_missing(const R&... rows) {
   std::string out;
   ((out.empty() && rows.is_pending() ? (void)(out = rows.missing()) : void()), ...);
   return out;
-}
-
-// A part of a computed structure as a row of its own, pending while the whole is.
-template <class S>
-Row<double> part(const Row<S>& whole, double S::*field) {
-  if (whole.has_value()) return Row<double>((*whole).*field);
-  return whole.is_pending() ? Row<double>::pending(whole.missing()) : Row<double>();
 }
 
 // ------------------------------------------------------------------ traffic
@@ -218,294 +214,6 @@ void add_context_parallel_traffic(Plan& p) {
   if (!p.options.shape || p.options.cp == 1) return;
   p.traffic.push_back({"cp_ring", "ring-attention keys and values (+ grads)", "cp",
                        compute_row([&] { return cp_ring_bytes_per_step(p.options); })});
-}
-
-// ------------------------------------------------------------------ advice
-
-// Divisors of n above `above`, ascending, found in O(sqrt n) (n can be 2^31).
-std::vector<std::int64_t> divisors_above(std::int64_t n, std::int64_t above) {
-  std::vector<std::int64_t> small, large;
-  for (std::int64_t d = 1; d * d <= n; ++d)
-    if (n % d == 0) {
-      small.push_back(d);
-      if (d != n / d) large.push_back(n / d);
-    }
-  small.insert(small.end(), large.rbegin(), large.rend());
-  std::vector<std::int64_t> out;
-  for (std::int64_t d : small)
-    if (d > above) out.push_back(d);
-  return out;
-}
-
-// For a layout that does not fit, one suggestion per lever (ZeRO stage, tp, pp, recompute,
-// sequence parallelism), each evaluated on the same GPU count before it is shown: the smallest
-// change of that lever that fits, or, when none does, the one that comes closest. A change the
-// options would refuse (a tp that does not divide the heads, say), or one that needs no less
-// memory than the layout as it is, is never suggested.
-// A candidate change: what it does to the options, and the flag that says so.
-struct Change {
-  std::function<void(Options&)> apply;
-  std::string flag;
-};
-
-std::vector<Advice> evaluate_advice(const Plan& p) {
-  const Options& o = p.options;
-  const double now = p.memory->total_bytes();
-  std::vector<Advice> out;
-  std::vector<Change> chosen;  // the change behind each entry of `out`
-  // The candidates are valid options that need less memory than now, evaluated.
-  const auto evaluate = [&](const Options& changed) -> std::optional<Row<layout::GpuMemory>> {
-    try {
-      validate(changed);
-    } catch (const UsageError&) {
-      return std::nullopt;
-    }
-    return compute_row([&] { return memory_per_gpu(changed); });
-  };
-  // For a change that does not fit here: from how many GPUs on it would.
-  const auto fits_from = [&](const Change& change) {
-    Options changed = o;
-    change.apply(changed);
-    return compute_row([&] { return min_gpus_that_fit(changed, true); });
-  };
-  const auto lever = [&](const std::vector<Change>& candidates) {
-    std::optional<std::pair<Advice, Change>> best;
-    for (const Change& change : candidates) {
-      Options changed = o;
-      change.apply(changed);
-      const auto memory = evaluate(changed);
-      if (!memory) continue;
-      Advice a;
-      a.change = change.flag;
-      a.memory = *memory;
-      if (a.memory.is_pending()) {  // cannot be judged yet: say so, and what it waits for
-        out.push_back(a);
-        chosen.push_back(change);
-        return;
-      }
-      if (a.memory->total_bytes() >= now) continue;  // no better than the layout as it is
-      a.fits = fits_capacity(*a.memory, changed);
-      if (a.fits || !best || a.memory->total_bytes() < best->first.memory->total_bytes())
-        best = {a, change};
-      if (a.fits) break;
-    }
-    if (best) {
-      if (!best->first.fits) best->first.fits_from = fits_from(best->second);
-      out.push_back(best->first);
-      chosen.push_back(best->second);
-    }
-  };
-
-  std::vector<Change> zero;
-  if (p.grad_group > 1)
-    for (int s = o.zero_stage + 1; s <= 3; ++s)
-      zero.push_back({[s](Options& c) { c.zero_stage = s; }, fmt::format("--zero {}", s)});
-  lever(zero);
-
-  std::vector<Change> tp;
-  for (std::int64_t t : divisors_above(o.gpus_per_node, o.tp))
-    if (o.gpus % (t * o.cp * o.pp) == 0)
-      tp.push_back({[t](Options& c) { c.tp = t; }, fmt::format("--tp {}", t)});
-  lever(tp);
-
-  std::vector<Change> pp;
-  for (std::int64_t q : divisors_above(o.gpus / (o.tp * o.cp), o.pp))
-    pp.push_back({[q](Options& c) { c.pp = q; }, fmt::format("--pp {}", q)});
-  lever(pp);
-
-  if (o.shape) {
-    std::vector<Change> recompute;
-    for (Recompute r : {Recompute::selective, Recompute::full})
-      if (static_cast<int>(r) > static_cast<int>(o.shape->recompute))
-        recompute.push_back({[r](Options& c) { c.shape->recompute = r; },
-                             fmt::format("--recompute {}", to_string(r))});
-    lever(recompute);
-    if (o.tp > 1 && !o.shape->sequence_parallel)
-      lever({{[](Options& c) { c.shape->sequence_parallel = true; }, "--sequence-parallel"}});
-  }
-
-  // No single change fits: the changes above together, each kept only when the options still
-  // make sense with it and it lowers the memory further, evaluated like the others.
-  const bool any_fits_or_pending = std::any_of(
-      out.begin(), out.end(), [](const Advice& a) { return a.fits || a.memory.is_pending(); });
-  if (out.size() > 1 && !any_fits_or_pending) {
-    Options together = o;
-    double lowest = now;
-    Advice combined;
-    int used = 0;
-    for (const Change& change : chosen) {
-      Options next = together;
-      change.apply(next);
-      const auto memory = evaluate(next);
-      if (!memory || !memory->has_value() || (*memory)->total_bytes() >= lowest) continue;
-      together = next;
-      lowest = (*memory)->total_bytes();
-      combined.change += (used++ ? " " : "") + change.flag;
-      combined.memory = *memory;
-      combined.fits = fits_capacity(**memory, together);
-    }
-    if (used > 1) {
-      if (!combined.fits)
-        combined.fits_from = compute_row([&] { return min_gpus_that_fit(together, true); });
-      out.push_back(combined);
-    }
-  }
-  return out;
-}
-
-// ------------------------------------------------------------------ explain
-
-// The ZeRO formula of one kind of state ("w", "g", "m", "o") at a stage: stage 1 shards m and o,
-// stage 2 also g, stage 3 also w (section 11.3).
-std::string state_formula(int stage, const std::string& kind) {
-  const bool sharded =
-      stage >= 3 || (stage >= 2 && kind == "g") || (stage >= 1 && (kind == "m" || kind == "o"));
-  return kind + (sharded ? " Psi' / N_d" : " Psi'");
-}
-
-// The wording of the activation formula the 11.1 function applies, for --explain only.
-std::string activation_formula(const ModelShape& s, std::int64_t tp) {
-  const bool t = tp > 1;
-  switch (s.recompute) {
-    case Recompute::full:
-      return s.sequence_parallel ? "2 s b h / t" : "2 s b h";
-    case Recompute::selective:
-      return s.sequence_parallel ? "s b h (34 / t)" : (t ? "s b h (10 + 24 / t)" : "s b h 34");
-    case Recompute::none:
-      return s.sequence_parallel
-                 ? "s b h (34 / t + 5 a s / (h t))"
-                 : (t ? "s b h (10 + 24 / t + 5 a s / (h t))" : "s b h (34 + 5 a s / h)");
-  }
-  return "?";
-}
-
-void add_factors(Plan& p, const PrecisionRecipe& recipe) {
-  const Options& o = p.options;
-  const auto add = [&](std::string name, Row<double> value, std::string formula,
-                       std::string source) {
-    p.factors.push_back({std::move(name), std::move(value), std::move(formula), std::move(source)});
-  };
-  const auto memory_part = [&](double layout::GpuMemory::*field) { return part(p.memory, field); };
-  const std::string preset = fmt::format("mgpu::precision_preset(\"{}\") (11.1)", o.precision);
-  add("w: weight bytes per parameter", recipe.bytes_weights, "recipe field bytes_weights", preset);
-  add("g: gradient bytes per parameter", recipe.bytes_grads, "recipe field bytes_grads", preset);
-  add("m: master bytes per parameter", recipe.bytes_master, "recipe field bytes_master", preset);
-  add("o: optimizer bytes per parameter", recipe.bytes_optimizer, "recipe field bytes_optimizer",
-      preset);
-  add("bytes per parameter", compute_row([&] { return memory::bytes_per_parameter(recipe); }),
-      "w + g + m + o", "mgpu::memory::bytes_per_parameter (11.1)");
-  add("training state of the whole model, B",
-      compute_row([&] { return memory::training_state_bytes(o.params, recipe); }),
-      "Psi (w + g + m + o)", "mgpu::memory::training_state_bytes (11.1)");
-  add("Psi': parameters per GPU before ZeRO", p.params_per_gpu, "Psi / (tp pp)",
-      "tp and pp each hold 1/degree of every parameter (mgpu::layout::per_gpu_memory, 11.7)");
-  add("N_d: data-parallel degree", static_cast<double>(p.grad_group), "gpus / (tp pp)",
-      o.cp > 1 ? "dp x cp: the cp ranks of a sequence hold the same weights (11.7)"
-               : "mgpu::layout::Layout (11.7)");
-  add("weights per GPU, bytes", memory_part(&layout::GpuMemory::weights_bytes),
-      state_formula(o.zero_stage, "w"), p.memory_source);
-  add("gradients per GPU, bytes", memory_part(&layout::GpuMemory::grads_bytes),
-      state_formula(o.zero_stage, "g"), p.memory_source);
-  add("master weights per GPU, bytes", memory_part(&layout::GpuMemory::master_bytes),
-      state_formula(o.zero_stage, "m"), p.memory_source);
-  add("optimizer state per GPU, bytes", memory_part(&layout::GpuMemory::optimizer_bytes),
-      state_formula(o.zero_stage, "o"), p.memory_source);
-  if (o.shape) {
-    const ModelShape& s = *o.shape;
-    add("activations per layer, one micro-batch, B", compute_row([&] {
-          return memory::activation_bytes_per_layer(s.transformer, activation_options(o));
-        }),
-        activation_formula(s, o.tp),
-        fmt::format("mgpu::memory::activation_bytes_per_layer, recompute {}{} (11.1, Korthikanti "
-                    "et al. 2022)",
-                    to_string(s.recompute), s.sequence_parallel ? ", sequence parallel" : ""));
-    add("layers per stage", compute_row([&] {
-          return static_cast<double>(pipeline::layers_per_stage(s.transformer.layers, o.pp));
-        }),
-        "L / p", "mgpu::pipeline::layers_per_stage (11.5)");
-    add("micro-batches in flight, first stage", compute_row([&] {
-          return static_cast<double>(pipeline::in_flight_micro_batches(
-              pipeline::Schedule::one_f_one_b, o.pp, o.micro_batches, 0));
-        }),
-        "min(m, p) for 1F1B", "mgpu::pipeline::in_flight_micro_batches (11.5)");
-    add("activations per GPU, bytes", memory_part(&layout::GpuMemory::activation_bytes),
-        o.cp > 1 ? "per layer / c x L/p x min(m, p)" : "per layer x L/p x min(m, p)",
-        "mgpu::layout::per_gpu_memory (11.7)");
-  }
-  if (p.grad_group > 1) {
-    add("ring all-reduce bytes per byte of buffer", compute_row([&] {
-          return data_parallel::ring_all_reduce_bytes_per_rank(p.grad_group, 1.0);
-        }),
-        "2 (N_d - 1) / N_d", "mgpu::data_parallel::ring_all_reduce_bytes_per_rank (11.2)");
-    if (p.dp_traffic_vs_plain.shown())
-      add("dp traffic relative to stage 0", p.dp_traffic_vs_plain,
-          o.zero_stage == 0   ? "1"
-          : o.zero_stage == 1 ? "(w + g) / 2g"
-          : o.zero_stage == 2 ? "(w + m g) / 2g, the reduce-scatter every micro-batch"
-                              : "m (2w + g) / 2g, every collective every micro-batch",
-          "mgpu::zero::zero_traffic_bytes_per_gpu (11.3)");
-  }
-  if (o.shape && o.tp > 1) {
-    const bool sp = o.shape->sequence_parallel;
-    add("tp all-reduces per layer per micro-batch", compute_row([&] {
-          using tensor_parallel::Pass;
-          return static_cast<double>(tensor_parallel::all_reduces_per_block(Pass::both)) +
-                 (o.shape->recompute == Recompute::full
-                      ? static_cast<double>(tensor_parallel::all_reduces_per_block(Pass::forward))
-                      : 0.0) +
-                 (sp ? 1.0 : 0.0);
-        }),
-        std::string(o.shape->recompute == Recompute::full
-                        ? "2 forward + 2 backward + 2 recomputed forward"
-                        : "2 forward + 2 backward") +
-            (sp ? " + 1 (the backward re-gathers its 2 saved input shards)" : ""),
-        "mgpu::tensor_parallel::all_reduces_per_block (11.4)");
-    add("tp all-reduce payload A, bytes", compute_row([&] {
-          return tensor_parallel::all_reduce_payload_bytes(layout_model(o).shape,
-                                                           kActivationElementBytes);
-        }),
-        o.cp > 1 ? "(s/c) b h x 2: this rank's tokens" : "s b h x 2",
-        "mgpu::tensor_parallel::all_reduce_payload_bytes (11.4)");
-  }
-  if (o.shape && o.pp > 1) {
-    const std::int64_t middle = o.pp > 2 ? 1 : 0;
-    add("pipeline bytes sent by the busiest stage", compute_row([&] {
-          return pipeline::boundary_bytes_sent_per_stage(
-              layout_model(o).shape, o.pp, o.micro_batches, middle, kActivationElementBytes);
-        }),
-        o.pp > 2 ? "2 m A (a middle stage)" : "m A (two stages)",
-        "mgpu::pipeline::boundary_bytes_sent_per_stage (11.5)");
-    // The stage's tp GPUs split each boundary tensor, so one GPU sends 1/tp of the stage's bytes.
-    add("pipeline bytes sent per GPU",
-        compute_row([&] { return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes; }),
-        "stage bytes / tp (each tp GPU sends its slice)", "mgpu::layout::per_gpu_traffic (11.7)");
-  }
-  if (o.shape && o.cp > 1) {
-    const TransformerShape& t = o.shape->transformer;
-    add("cp: activations per rank / unsplit layer's",
-        compute_row([&] { return cp_activation_share(o); }), "1 / c (each rank keeps s/c tokens)",
-        "mgpu::context::cp_saved_activation_bytes_per_rank at c over at 1 (11.7)");
-    add("cp ring bytes per layer forward, fp32", compute_row([&] {
-          return context::cp_forward_bytes_per_rank(t.micro_batch, t.seq, t.hidden / o.tp,
-                                                    static_cast<int>(o.cp), context::Split::zigzag);
-        }),
-        "(c - 1) 2 (s/c) b (h/t) x 4", "mgpu::context::cp_forward_bytes_per_rank (11.7)");
-    add("cp ring bytes per layer backward, fp32", compute_row([&] {
-          return context::cp_backward_bytes_per_rank(t.micro_batch, t.seq, t.hidden / o.tp,
-                                                     static_cast<int>(o.cp),
-                                                     context::Split::zigzag);
-        }),
-        "(c - 1) 4 (s/c) b (h/t) x 4", "mgpu::context::cp_backward_bytes_per_rank (11.7)");
-    add("cp ring bytes per GPU per step", compute_row([&] { return cp_ring_bytes_per_step(o); }),
-        o.shape->recompute == Recompute::full ? "(2 fwd + bwd) x L/p x m x 2/4"
-                                              : "(fwd + bwd) x L/p x m x 2/4 (bf16, not fp32)",
-        fmt::format("cp group {} ({} x {} consecutive GPUs)",
-                    cp_within_server(o) ? "within one server" : "across servers", o.tp, o.cp));
-  }
-  add("pipeline bubble", p.bubble, "(p - 1) / (m + p - 1)",
-      o.pp == 1 ? "one stage: no pipeline, no bubble"
-                : "mgpu::pipeline::gpipe_bubble_fraction (11.5)");
-  add("capacity per GPU, bytes", o.gpu_memory_bytes, "--gpu-memory", "option");
 }
 
 // ------------------------------------------------------------------ time
@@ -722,7 +430,7 @@ Plan make_plan(const Options& o) {
   };
   p.min_gpus = fewest(true);
   p.min_gpus_any = fewest(false);
-  if (p.fits.has_value() && !*p.fits) p.advice = evaluate_advice(p);
+  if (p.fits.has_value() && !*p.fits) p.advice = detail::evaluate_advice(p);
   add_data_parallel_traffic(p, recipe);
   if (p.grad_group > 1)
     p.dp_traffic_vs_plain = compute_row([&] {
@@ -739,7 +447,7 @@ Plan make_plan(const Options& o) {
   p.bubble = o.pp == 1 ? Row<double>(0.0) : compute_row([&] {
     return pipeline::gpipe_bubble_fraction(o.pp, o.micro_batches);
   });
-  add_factors(p, recipe);
+  detail::add_factors(p, recipe);
   add_time(p);
   return p;
 }

@@ -65,74 +65,106 @@ nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
   return j;
 }
 
-}  // namespace
+using Json = nlohmann::ordered_json;
 
-nlohmann::ordered_json to_json(const Plan& p) {
-  nlohmann::ordered_json j;
-  nlohmann::ordered_json pending = nlohmann::ordered_json::object();
-  const auto note = [&](const char* key, const std::string& function) {
-    if (!function.empty()) pending[key] = function;
-  };
+// Records under "pending" the chapter function a key waits for, if any.
+void note(Json& pending, const std::string& key, const std::string& function) {
+  if (!function.empty()) pending[key] = function;
+}
+
+// The layout's place: its inputs, groups and the capacity it is judged against.
+void add_inputs(Json& j, const Plan& p) {
   j["inputs"] = inputs_json(p.options, p.dp);
   j["gradient_group"] = p.grad_group;
-  j["cp_placement"] = p.options.cp == 1             ? nlohmann::ordered_json(nullptr)
-                      : cp_within_server(p.options) ? nlohmann::ordered_json("within_server")
-                                                    : nlohmann::ordered_json("across_servers");
+  j["cp_placement"] = p.options.cp == 1             ? Json(nullptr)
+                      : cp_within_server(p.options) ? Json("within_server")
+                                                    : Json("across_servers");
   j["params_per_gpu"] = p.params_per_gpu;
   j["capacity_bytes"] = p.options.gpu_memory_bytes;
   j["fit_rule"] = fmt::format(
       "memory of the busiest GPU <= capacity_bytes, no headroom kept back; GPU counts above one "
       "node in whole {}-GPU nodes",
       p.options.gpus_per_node);
-  j["memory_bytes"] = p.memory.has_value() ? memory_json(*p.memory) : nullptr;
-  note("memory_bytes", p.memory.missing());
-  j["fits"] = or_null(p.fits);
-  note("fits", p.fits.missing());
-  std::tie(j["min_gpus"], j["memory_bytes_at_min_gpus"]) = fewest_json(p.min_gpus);
-  note("min_gpus", p.min_gpus.missing());
-  std::tie(j["min_gpus_partial_node"], j["memory_bytes_at_min_gpus_partial_node"]) =
-      fewest_json(p.min_gpus_any);
-  note("min_gpus_partial_node", p.min_gpus_any.missing());
-  nlohmann::ordered_json advice = nlohmann::ordered_json::array();
-  for (const auto& a : p.advice)
+}
+
+Json advice_json(const std::vector<Advice>& all) {
+  Json advice = Json::array();
+  for (const auto& a : all)
     advice.push_back({{"change", a.change},
                       {"memory_bytes", a.memory.has_value() ? memory_json(*a.memory) : nullptr},
-                      {"fits", a.memory.has_value() ? nlohmann::ordered_json(a.fits) : nullptr},
-                      {"fits_from_gpus", a.fits_from.has_value() && *a.fits_from
-                                             ? nlohmann::ordered_json(**a.fits_from)
-                                             : nullptr},
-                      {"pending", a.memory.is_pending() ? nlohmann::ordered_json(a.memory.missing())
-                                                        : nullptr}});
-  j["advice"] = advice;
-  nlohmann::ordered_json traffic = nlohmann::ordered_json::object();
-  nlohmann::ordered_json traffic_list = nlohmann::ordered_json::array();
+                      {"fits", a.memory.has_value() ? Json(a.fits) : nullptr},
+                      {"fits_from_gpus",
+                       a.fits_from.has_value() && *a.fits_from ? Json(**a.fits_from) : nullptr},
+                      {"pending", a.memory.is_pending() ? Json(a.memory.missing()) : nullptr}});
+  return advice;
+}
+
+// The verdict: one GPU's memory, whether it fits, the fewest GPUs that fit, the suggestions.
+void add_memory(Json& j, Json& pending, const Plan& p) {
+  j["memory_bytes"] = p.memory.has_value() ? memory_json(*p.memory) : nullptr;
+  note(pending, "memory_bytes", p.memory.missing());
+  j["fits"] = or_null(p.fits);
+  note(pending, "fits", p.fits.missing());
+  std::tie(j["min_gpus"], j["memory_bytes_at_min_gpus"]) = fewest_json(p.min_gpus);
+  note(pending, "min_gpus", p.min_gpus.missing());
+  std::tie(j["min_gpus_partial_node"], j["memory_bytes_at_min_gpus_partial_node"]) =
+      fewest_json(p.min_gpus_any);
+  note(pending, "min_gpus_partial_node", p.min_gpus_any.missing());
+  j["advice"] = advice_json(p.advice);
+}
+
+// Bytes per step by kind, as a map with their total and as a list with labels and groups.
+void add_traffic(Json& j, Json& pending, const Plan& p) {
+  Json traffic = Json::object();
+  Json traffic_list = Json::array();
   for (const auto& t : p.traffic) {
     traffic[t.kind] = or_null(t.bytes);
     traffic_list.push_back(
         {{"kind", t.kind}, {"label", t.label}, {"group", t.group}, {"bytes", or_null(t.bytes)}});
-    if (t.bytes.is_pending()) pending["traffic_bytes_per_step." + t.kind] = t.bytes.missing();
+    note(pending, "traffic_bytes_per_step." + t.kind, t.bytes.missing());
   }
   traffic["total"] = or_null(p.traffic_total());
   j["traffic_bytes_per_step"] = traffic;
   j["traffic"] = traffic_list;
+}
+
+// The bubble, and with --tokens the FLOPs and the training time.
+void add_time(Json& j, Json& pending, const Plan& p) {
   j["bubble_fraction"] = or_null(p.bubble);
-  note("bubble_fraction", p.bubble.missing());
+  note(pending, "bubble_fraction", p.bubble.missing());
   j["flops"] = or_null(p.flops);
-  note("flops", p.flops.missing());
+  note(pending, "flops", p.flops.missing());
   j["seconds"] = or_null(p.seconds);
-  note("seconds", p.seconds.missing());
+  note(pending, "seconds", p.seconds.missing());
   j["seconds_ideal"] = or_null(p.seconds_ideal);
-  note("seconds_ideal", p.seconds_ideal.missing());
+  note(pending, "seconds_ideal", p.seconds_ideal.missing());
   j["recompute_extra_fraction"] = p.recompute_extra_fraction;
-  nlohmann::ordered_json factors = nlohmann::ordered_json::array();
-  for (const auto& f : p.factors) {
+}
+
+Json factors_json(const std::vector<Factor>& all) {
+  Json factors = Json::array();
+  for (const auto& f : all) {
     factors.push_back({{"name", f.name},
                        {"value", or_null(f.value)},
                        {"formula", f.formula},
                        {"source", f.source}});
     if (f.value.is_pending()) factors.back()["pending"] = f.value.missing();
   }
-  j["factors"] = factors;
+  return factors;
+}
+
+}  // namespace
+
+// The sections are written in this order, which the file keeps from run to run; "pending" gathers,
+// in the same order, the chapter function each null value waits for.
+nlohmann::ordered_json to_json(const Plan& p) {
+  Json j;
+  Json pending = Json::object();
+  add_inputs(j, p);
+  add_memory(j, pending, p);
+  add_traffic(j, pending, p);
+  add_time(j, pending, p);
+  j["factors"] = factors_json(p.factors);
   j["notes"] = p.notes;
   j["pending"] = pending;
   return j;

@@ -128,24 +128,14 @@ Hardware without_communication(Hardware hw) {
   return hw;
 }
 
-SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, const Hardware& hw,
-                            const SimulateOptions& options) {
-  SimulatedStep out;
-  out.analytic = step_time(model, layout, hw);  // validates the run
-  const RunLayout& l = layout;
+namespace {
+
+// What the simulation cannot schedule (yet), refused before any thread starts.
+void require_simulatable(const RunLayout& l, const Shape& s) {
   if (l.zero_stage >= 2)
     throw UsageError(
         "--simulate runs ZeRO 0 and 1; stages 2 and 3 repeat their collectives inside every "
         "micro-batch, which the simulation does not schedule yet");
-  Shape s{.p = l.pp,
-          .v = l.interleave,
-          .m = out.analytic.micro_batches,
-          .dp = l.dp,
-          .p2p_bytes = out.analytic.p2p_bytes,
-          .grad_bytes = l.grad_bytes,
-          .zero_stage = l.zero_stage,
-          .dp_overlap = l.dp_overlap,
-          .stages = out.analytic.stages};
   if (s.v > 1) {
     if (s.m % s.p != 0)
       throw UsageError(fmt::format(
@@ -162,10 +152,12 @@ SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, cons
     throw UsageError(fmt::format(
         "--simulate runs one thread per stage and replica: pp x dp = {} is more than 4096",
         l.pp * l.dp));
+}
 
-  // A rank stands for the tp GPUs of its group, so a server holds gpus_per_server / tp of them;
-  // ranks are numbered replica-major, so a replica's stages are neighbours, as on the real
-  // cluster where the pipeline's sends stay inside a server when they can.
+// A rank stands for the tp GPUs of its group, so a server holds gpus_per_server / tp of them;
+// ranks are numbered replica-major, so a replica's stages are neighbours, as on the real
+// cluster where the pipeline's sends stay inside a server when they can.
+ClusterConfig cluster_config(const RunLayout& l, const Hardware& hw) {
   ClusterConfig c;
   c.world_size = static_cast<int>(l.pp * l.dp);
   c.gpus_per_node = static_cast<int>(std::max<std::int64_t>(1, hw.gpus_per_server / l.tp));
@@ -174,12 +166,12 @@ SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, cons
   c.intra_node_latency_seconds = hw.nvlink_latency_s;
   c.inter_node_latency_seconds = hw.network_latency_s;
   c.isolation = RankIsolation::threads;
-  Cluster cluster(c);
-  const auto wall = std::chrono::steady_clock::now();
-  cluster.run([&](Rank& r) { run_rank(r, s); });
-  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  return c;
+}
 
-  out.ranks = c.world_size;
+// The step's end (the last rank to finish), the pipeline's, and the last rank's compute lane
+// split into waiting, optimizer, exposed tp and compute.
+void read_reports(const Cluster& cluster, SimulatedStep& out) {
   for (const RankReport& rep : cluster.reports()) {
     if (rep.clock.end_time() > out.seconds) {
       out.seconds = rep.clock.end_time();
@@ -199,6 +191,32 @@ SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, cons
     else
       out.compute += sp.duration();
   }
+}
+
+}  // namespace
+
+SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, const Hardware& hw,
+                            const SimulateOptions& options) {
+  SimulatedStep out;
+  out.analytic = step_time(model, layout, hw);  // validates the run
+  const RunLayout& l = layout;
+  const Shape s{.p = l.pp,
+                .v = l.interleave,
+                .m = out.analytic.micro_batches,
+                .dp = l.dp,
+                .p2p_bytes = out.analytic.p2p_bytes,
+                .grad_bytes = l.grad_bytes,
+                .zero_stage = l.zero_stage,
+                .dp_overlap = l.dp_overlap,
+                .stages = out.analytic.stages};
+  require_simulatable(l, s);
+  const ClusterConfig c = cluster_config(l, hw);
+  Cluster cluster(c);
+  const auto wall = std::chrono::steady_clock::now();
+  cluster.run([&](Rank& r) { run_rank(r, s); });
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  out.ranks = c.world_size;
+  read_reports(cluster, out);
   if (!options.trace_path.empty()) cluster.write_chrome_trace(options.trace_path);
   return out;
 }

@@ -12,25 +12,14 @@
 #include <set>
 #include <sstream>
 
+#include "gpt_model.hpp"
 #include "plan/cli.hpp"
 #include "plan/hardware.hpp"
 #include "plan/reproduce.hpp"
 #include "plan/simulate.hpp"
 
 using namespace mgpu::planner;
-
-namespace {
-
-RunModel gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t batch) {
-  return {.layers = layers,
-          .hidden = hidden,
-          .heads = heads,
-          .seq = 2048,
-          .vocab = 51200,
-          .global_batch = batch};
-}
-
-}  // namespace
+using tools_test::gpt;
 
 TEST_CASE("with communication free the simulated step is the analytic step exactly") {
   const Hardware free = without_communication(load_hardware("a100-80gb"));

@@ -5,9 +5,11 @@
 // are the formulas written out here.
 #include <doctest/doctest.h>
 
+#include "gpt_model.hpp"
 #include "plan/step_time.hpp"
 
 using namespace mgpu::planner;
+using tools_test::gpt;
 
 namespace {
 
@@ -26,15 +28,6 @@ Hardware ideal(double e) {
   h.gemm.points = {{1, e}};
   h.hbm_efficiency = h.nvlink_efficiency = h.network_efficiency = 1;
   return h;
-}
-
-RunModel gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t batch) {
-  return {.layers = layers,
-          .hidden = hidden,
-          .heads = heads,
-          .seq = 2048,
-          .vocab = 51200,
-          .global_batch = batch};
 }
 
 }  // namespace

@@ -64,6 +64,161 @@ Buffer<float> copy_activation(Rank& rank, std::span<const float> from, const std
   return to;
 }
 
+// One unit's tensors as views of its slice of the flat buffer: `t` its first tensor, `base` the
+// unit's first element; weights and biases view the unit's parameters, dweight and dbias its
+// gradients.
+struct UnitTensors {
+  const TensorInfo* t;
+  std::size_t base;
+
+  ConstMatrixMap<float> weight(std::span<const float> params, int i) const {
+    return as_matrix(params, static_cast<std::size_t>(t[i].rows),
+                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
+  }
+  ConstRowVecMap bias(std::span<const float> params, int i) const {
+    return ConstRowVecMap(params.data() + (t[i].offset - base), t[i].cols);
+  }
+  MatrixMap<float> dweight(std::span<float> grads, int i) const {
+    return as_matrix(grads, static_cast<std::size_t>(t[i].rows),
+                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
+  }
+  RowVecMap dbias(std::span<float> grads, int i) const {
+    return RowVecMap(grads.data() + (t[i].offset - base), t[i].cols);
+  }
+};
+
+// A saved activation as a (rows, cols) matrix.
+ConstMatrixMap<float> saved(const Buffer<float>& b, std::size_t rows, std::size_t cols) {
+  return as_matrix(std::span<const float>(b.span()), rows, cols);
+}
+
+std::size_t width(std::int64_t w) { return static_cast<std::size_t>(w); }
+
+// The checks of unit_forward's arguments: the unit's parameters, a cache that is not waiting for
+// its weight half, an input of tokens x in_width, whole sequences.
+void require_forward_args(const UnitInfo& info, std::size_t params, const UnitCache* cache,
+                          std::size_t x_size, std::int64_t tokens, std::int64_t seq_len) {
+  require_size(params, info.count, "Model::unit_forward: parameters of " + info.name);
+  if (cache != nullptr && cache->weight_pending) {
+    throw std::logic_error("Model::unit_forward: the cache of " + info.name +
+                           " still waits for its weight half; run unit_backward_weight on it "
+                           "before reusing it (its gradients would be lost)");
+  }
+  require_size(x_size, static_cast<std::size_t>(tokens * info.in_width),
+               "Model::unit_forward: input of " + info.name);
+  if (tokens % seq_len != 0) {
+    throw std::invalid_argument("Model::unit_forward: " + std::to_string(tokens) +
+                                " tokens is not a whole number of sequences of " +
+                                std::to_string(seq_len));
+  }
+}
+
+// A block's attention and its residual, X (n, d) -> local.mid (n, d), saving q, k, v, p and o.
+void attention_part_forward(Rank& rank, const ModelConfig& c, const UnitTensors& ut,
+                            std::span<const float> params, ConstMatrixMap<float> X, std::size_t n,
+                            const std::string& name, UnitCache& local) {
+  const std::size_t d = width(c.d_model), heads = width(c.n_heads), seq = width(c.seq_len);
+  local.q = activation(rank, n * d, name + ".q");
+  local.k = activation(rank, n * d, name + ".k");
+  local.v = activation(rank, n * d, name + ".v");
+  local.o = activation(rank, n * d, name + ".o");
+  local.p = activation(rank, n * heads * seq, name + ".p");
+  local.mid = activation(rank, n * d, name + ".mid");
+  auto XM = as_matrix(local.mid.span(), n, d);
+  const auto w = [&](int i) { return ut.weight(params, i); };
+  attention_forward(X, c.seq_len, c.n_heads, c.causal, w(0), w(1), w(2), w(3),
+                    as_matrix(local.q.span(), n, d), as_matrix(local.k.span(), n, d),
+                    as_matrix(local.v.span(), n, d), as_matrix(local.p.span(), n * heads, seq),
+                    as_matrix(local.o.span(), n, d), XM);
+  XM += X;  // residual
+}
+
+// A block, x (n, d) -> Y (n, d): attention (when the model has it), then the FFN, each with its
+// residual, saving into `local` what the backward needs under `save`.
+void block_forward(Rank& rank, const ModelConfig& c, const UnitTensors& ut,
+                   std::span<const float> params, std::span<const float> x, std::size_t n,
+                   const std::string& name, Save save, UnitCache& local, MatrixMap<float> Y) {
+  const std::size_t d = width(c.d_model), f = width(c.d_ff);
+  int next = 0;
+  std::span<const float> ffn_in = x;
+  if (c.attention) {
+    attention_part_forward(rank, c, ut, params, as_matrix(x, n, d), n, name, local);
+    ffn_in = local.mid.span();
+    next = 4;
+  }
+  local.h = activation(rank, n * f, name + ".h");
+  local.a = activation(rank, n * f, name + ".a");
+  const auto FI = as_matrix(ffn_in, n, d);
+  ffn_forward(FI, ut.weight(params, next), ut.bias(params, next + 1), ut.weight(params, next + 2),
+              ut.bias(params, next + 3), as_matrix(local.h.span(), n, f),
+              as_matrix(local.a.span(), n, f), Y);
+  Y += FI;  // residual
+  if (save == Save::without_attention_core) {
+    // The core is a function of q, k, v alone: drop it now, the caller rebuilds it for the
+    // backward.
+    local.p.reset();
+    local.o.reset();
+  }
+}
+
+// A block's backward from its saved forward: DY (n, d) -> DX (n, d), the gradients into `grads`.
+void block_backward(const ModelConfig& c, const UnitTensors& ut, std::span<const float> params,
+                    std::span<float> grads, const UnitCache& cache, std::size_t n,
+                    ConstMatrixMap<float> DY, MatrixMap<float> DX) {
+  const std::size_t d = width(c.d_model), f = width(c.d_ff);
+  const int next = c.attention ? 4 : 0;
+  const auto w = [&](int i) { return ut.weight(params, i); };
+  const auto dw = [&](int i) { return ut.dweight(grads, i); };
+  const auto FI = saved(c.attention ? cache.mid : cache.x, n, d);  // (tokens, d_model) FFN input
+  // y = FI + ffn(FI): the residual passes dy straight through, the FFN adds its part.
+  MatrixRM dmid(n, d);
+  ffn_backward(FI, w(next), w(next + 2), saved(cache.h, n, f), saved(cache.a, n, f), DY, dmid,
+               dw(next), ut.dbias(grads, next + 1), dw(next + 2), ut.dbias(grads, next + 3));
+  dmid += DY;
+  if (!c.attention) {
+    DX = dmid;
+    return;
+  }
+  const std::size_t heads = width(c.n_heads), seq = width(c.seq_len);
+  attention_backward(saved(cache.x, n, d), c.seq_len, c.n_heads, w(0), w(1), w(2), w(3),
+                     saved(cache.q, n, d), saved(cache.k, n, d), saved(cache.v, n, d),
+                     saved(cache.p, n * heads, seq), saved(cache.o, n, d), dmid, DX, dw(0), dw(1),
+                     dw(2), dw(3));
+  DX += dmid;
+}
+
+// The input half of a block's backward: DY (n, d) -> DX (n, d), keeping in `cache` what the
+// weight half needs (dh; with attention dq, dk, dv and dmid) and freeing what it does not.
+void block_backward_input(Rank& rank, const ModelConfig& c, const UnitTensors& ut,
+                          std::span<const float> params, UnitCache& cache, std::size_t n,
+                          const std::string& name, ConstMatrixMap<float> DY, MatrixMap<float> DX) {
+  const std::size_t d = width(c.d_model), f = width(c.d_ff);
+  const int next = c.attention ? 4 : 0;
+  const auto w = [&](int i) { return ut.weight(params, i); };
+  cache.dh = activation(rank, n * f, name + ".dh");
+  MatrixRM dmid(n, d);
+  ffn_backward_input(w(next), w(next + 2), saved(cache.h, n, f), DY,
+                     as_matrix(cache.dh.span(), n, f), dmid);
+  cache.h.reset();  // GELU'(h) was its only use; the weight half reads a and dh
+  dmid += DY;
+  if (!c.attention) {
+    DX = dmid;
+    return;
+  }
+  const std::size_t heads = width(c.n_heads), seq = width(c.seq_len);
+  cache.dq = activation(rank, n * d, name + ".dq");
+  cache.dk = activation(rank, n * d, name + ".dk");
+  cache.dv = activation(rank, n * d, name + ".dv");
+  attention_backward_input(c.seq_len, c.n_heads, w(0), w(1), w(2), w(3), saved(cache.q, n, d),
+                           saved(cache.k, n, d), saved(cache.v, n, d),
+                           saved(cache.p, n * heads, seq), dmid, as_matrix(cache.dq.span(), n, d),
+                           as_matrix(cache.dk.span(), n, d), as_matrix(cache.dv.span(), n, d), DX);
+  DX += dmid;
+  // q, k, v and p fed only the core's backward; Wo's gradient needs dmid (with o).
+  for (Buffer<float>* b : {&cache.q, &cache.k, &cache.v, &cache.p}) b->reset();
+  cache.dmid = copy_activation(rank, std::span<const float>(dmid.data(), n * d), name + ".dmid");
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------ config,
@@ -273,75 +428,19 @@ Buffer<float> Model::unit_forward(Rank& rank, int u, std::span<const float> unit
                                   Buffer<float> x, std::int64_t tokens, UnitCache* cache,
                                   Save save) const {
   const UnitInfo& info = unit(u);
-  require_size(unit_params.size(), info.count, "Model::unit_forward: parameters of " + info.name);
-  if (cache != nullptr && cache->weight_pending) {
-    throw std::logic_error("Model::unit_forward: the cache of " + info.name +
-                           " still waits for its weight half; run unit_backward_weight on it "
-                           "before reusing it (its gradients would be lost)");
-  }
-  require_size(x.size(), static_cast<std::size_t>(tokens * info.in_width),
-               "Model::unit_forward: input of " + info.name);
-  if (tokens % config_.seq_len != 0) {
-    throw std::invalid_argument("Model::unit_forward: " + std::to_string(tokens) +
-                                " tokens is not a whole number of sequences of " +
-                                std::to_string(config_.seq_len));
-  }
+  require_forward_args(info, unit_params.size(), cache, x.size(), tokens, config_.seq_len);
   const auto n = static_cast<std::size_t>(tokens);
-  const auto base = info.offset;
-  const TensorInfo* t =
-      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
-  auto weight = [&](int i) {
-    const TensorInfo& ti = t[i];
-    return as_matrix(unit_params, static_cast<std::size_t>(ti.rows),
-                     static_cast<std::size_t>(ti.cols), ti.offset - base);
-  };
-  auto bias = [&](int i) {
-    return ConstRowVecMap(unit_params.data() + (t[i].offset - base), t[i].cols);
-  };
-  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
+  const UnitTensors ut{&tensors_[width(first_tensor_[width(u)])], info.offset};
 
   Buffer<float> y = activation(rank, n * width(info.out_width), info.name + ".out");
   auto Y = as_matrix(y.span(), n, width(info.out_width));
-  const auto X = as_matrix(std::span<const float>(x.span()), n, width(info.in_width));
   UnitCache local;  // filled below; handed to the caller's cache, or freed on return
   local.tokens = tokens;
-
   if (u == 0 || u == num_units() - 1) {
-    linear_forward(X, weight(0), bias(1), Y);
+    const auto X = as_matrix(std::span<const float>(x.span()), n, width(info.in_width));
+    linear_forward(X, ut.weight(unit_params, 0), ut.bias(unit_params, 1), Y);
   } else {
-    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
-    int next = 0;
-    std::span<const float> ffn_in = x.span();
-    if (config_.attention) {
-      const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
-      local.q = activation(rank, n * d, info.name + ".q");
-      local.k = activation(rank, n * d, info.name + ".k");
-      local.v = activation(rank, n * d, info.name + ".v");
-      local.o = activation(rank, n * d, info.name + ".o");
-      local.p = activation(rank, n * heads * seq, info.name + ".p");
-      local.mid = activation(rank, n * d, info.name + ".mid");
-      auto XM = as_matrix(local.mid.span(), n, d);
-      attention_forward(X, config_.seq_len, config_.n_heads, config_.causal, weight(0), weight(1),
-                        weight(2), weight(3), as_matrix(local.q.span(), n, d),
-                        as_matrix(local.k.span(), n, d), as_matrix(local.v.span(), n, d),
-                        as_matrix(local.p.span(), n * heads, seq), as_matrix(local.o.span(), n, d),
-                        XM);
-      XM += X;  // residual
-      ffn_in = local.mid.span();
-      next = 4;
-    }
-    local.h = activation(rank, n * f, info.name + ".h");
-    local.a = activation(rank, n * f, info.name + ".a");
-    const auto FI = as_matrix(ffn_in, n, d);
-    ffn_forward(FI, weight(next), bias(next + 1), weight(next + 2), bias(next + 3),
-                as_matrix(local.h.span(), n, f), as_matrix(local.a.span(), n, f), Y);
-    Y += FI;  // residual
-    if (save == Save::without_attention_core) {
-      // The core is a function of q, k, v alone: drop it now, the caller rebuilds it for the
-      // backward.
-      local.p.reset();
-      local.o.reset();
-    }
+    block_forward(rank, config_, ut, unit_params, x.span(), n, info.name, save, local, Y);
   }
   rank.compute(unit_forward_flops(u, tokens), "fwd " + info.name);
   if (cache != nullptr) {
@@ -362,54 +461,17 @@ Buffer<float> Model::unit_backward(Rank& rank, int u, std::span<const float> uni
   const bool is_block = u != 0 && u != num_units() - 1;
   require_saved_forward("Model::unit_backward", info.name, cache, is_block && config_.attention);
   const auto n = static_cast<std::size_t>(cache.tokens);
-  require_size(dy.size(), n * static_cast<std::size_t>(info.out_width),
-               "Model::unit_backward: dy of " + info.name);
-  const auto base = info.offset;
-  const TensorInfo* t =
-      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
-  auto weight = [&](int i) {
-    return as_matrix(unit_params, static_cast<std::size_t>(t[i].rows),
-                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
-  };
-  auto dweight = [&](int i) {
-    return as_matrix(unit_grads, static_cast<std::size_t>(t[i].rows),
-                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
-  };
-  auto dbias = [&](int i) {
-    return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols);
-  };
-  auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
-    return as_matrix(std::span<const float>(b.span()), rows, cols);
-  };
-  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
+  require_size(dy.size(), n * width(info.out_width), "Model::unit_backward: dy of " + info.name);
+  const UnitTensors ut{&tensors_[width(first_tensor_[width(u)])], info.offset};
 
   Buffer<float> dx = activation(rank, n * width(info.in_width), info.name + ".dx");
   auto DX = as_matrix(dx.span(), n, width(info.in_width));
   const auto DY = as_matrix(dy, n, width(info.out_width));
   if (!is_block) {
-    linear_backward(saved(cache.x, n, width(info.in_width)), weight(0), DY, DX, dweight(0),
-                    dbias(1));
+    linear_backward(saved(cache.x, n, width(info.in_width)), ut.weight(unit_params, 0), DY, DX,
+                    ut.dweight(unit_grads, 0), ut.dbias(unit_grads, 1));
   } else {
-    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
-    const int next = config_.attention ? 4 : 0;
-    const auto FI =
-        saved(config_.attention ? cache.mid : cache.x, n, d);  // (tokens, d_model) the FFN's input
-    // y = FI + ffn(FI): the residual passes dy straight through, the FFN adds its part.
-    MatrixRM dmid(n, d);
-    ffn_backward(FI, weight(next), weight(next + 2), saved(cache.h, n, f), saved(cache.a, n, f), DY,
-                 dmid, dweight(next), dbias(next + 1), dweight(next + 2), dbias(next + 3));
-    dmid += DY;
-    if (config_.attention) {
-      const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
-      attention_backward(saved(cache.x, n, d), config_.seq_len, config_.n_heads, weight(0),
-                         weight(1), weight(2), weight(3), saved(cache.q, n, d),
-                         saved(cache.k, n, d), saved(cache.v, n, d), saved(cache.p, n * heads, seq),
-                         saved(cache.o, n, d), dmid, DX, dweight(0), dweight(1), dweight(2),
-                         dweight(3));
-      DX += dmid;
-    } else {
-      DX = dmid;
-    }
+    block_backward(config_, ut, unit_params, unit_grads, cache, n, DY, DX);
   }
   rank.compute(2.0 * unit_forward_flops(u, cache.tokens), "bwd " + info.name);
   cache.clear();
@@ -427,55 +489,19 @@ Buffer<float> Model::unit_backward_input(Rank& rank, int u, std::span<const floa
   require_saved_forward("Model::unit_backward_input", info.name, cache,
                         is_block && config_.attention);
   const auto n = static_cast<std::size_t>(cache.tokens);
-  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
   require_size(dy.size(), n * width(info.out_width),
                "Model::unit_backward_input: dy of " + info.name);
-  const auto base = info.offset;
-  const TensorInfo* t =
-      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
-  auto weight = [&](int i) {
-    return as_matrix(unit_params, static_cast<std::size_t>(t[i].rows),
-                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
-  };
-  auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
-    return as_matrix(std::span<const float>(b.span()), rows, cols);
-  };
+  const UnitTensors ut{&tensors_[width(first_tensor_[width(u)])], info.offset};
 
   Buffer<float> dx = activation(rank, n * width(info.in_width), info.name + ".dx");
   auto DX = as_matrix(dx.span(), n, width(info.in_width));
   const auto DY = as_matrix(dy, n, width(info.out_width));
   // The caller may free dy on return; the weight half needs it (dW of the unit's last linear).
   cache.dy = copy_activation(rank, dy, info.name + ".dy");
-  if (!is_block) {
-    linear_backward_input(weight(0), DY, DX);
-  } else {
-    const std::size_t d = width(config_.d_model), f = width(config_.d_ff);
-    const int next = config_.attention ? 4 : 0;
-    cache.dh = activation(rank, n * f, info.name + ".dh");
-    MatrixRM dmid(n, d);
-    ffn_backward_input(weight(next), weight(next + 2), saved(cache.h, n, f), DY,
-                       as_matrix(cache.dh.span(), n, f), dmid);
-    cache.h.reset();  // GELU'(h) was its only use; the weight half reads a and dh
-    dmid += DY;
-    if (config_.attention) {
-      const std::size_t heads = width(config_.n_heads), seq = width(config_.seq_len);
-      cache.dq = activation(rank, n * d, info.name + ".dq");
-      cache.dk = activation(rank, n * d, info.name + ".dk");
-      cache.dv = activation(rank, n * d, info.name + ".dv");
-      attention_backward_input(config_.seq_len, config_.n_heads, weight(0), weight(1), weight(2),
-                               weight(3), saved(cache.q, n, d), saved(cache.k, n, d),
-                               saved(cache.v, n, d), saved(cache.p, n * heads, seq), dmid,
-                               as_matrix(cache.dq.span(), n, d), as_matrix(cache.dk.span(), n, d),
-                               as_matrix(cache.dv.span(), n, d), DX);
-      DX += dmid;
-      // q, k, v and p fed only the core's backward; Wo's gradient needs dmid (with o).
-      for (Buffer<float>* b : {&cache.q, &cache.k, &cache.v, &cache.p}) b->reset();
-      cache.dmid =
-          copy_activation(rank, std::span<const float>(dmid.data(), n * d), info.name + ".dmid");
-    } else {
-      DX = dmid;
-    }
-  }
+  if (!is_block)
+    linear_backward_input(ut.weight(unit_params, 0), DY, DX);
+  else
+    block_backward_input(rank, config_, ut, unit_params, cache, n, info.name, DY, DX);
   cache.weight_pending = true;
   rank.compute(unit_backward_input_flops(u, cache.tokens), "bwd-in " + info.name);
   return dx;
@@ -495,20 +521,9 @@ void Model::unit_backward_weight(Rank& rank, int u, std::span<float> unit_grads,
                         "first"));
   }
   const auto n = static_cast<std::size_t>(cache.tokens);
-  const auto width = [](std::int64_t w) { return static_cast<std::size_t>(w); };
-  const auto base = info.offset;
-  const TensorInfo* t =
-      &tensors_[static_cast<std::size_t>(first_tensor_[static_cast<std::size_t>(u)])];
-  auto dweight = [&](int i) {
-    return as_matrix(unit_grads, static_cast<std::size_t>(t[i].rows),
-                     static_cast<std::size_t>(t[i].cols), t[i].offset - base);
-  };
-  auto dbias = [&](int i) {
-    return RowVecMap(unit_grads.data() + (t[i].offset - base), t[i].cols);
-  };
-  auto saved = [&](const Buffer<float>& b, std::size_t rows, std::size_t cols) {
-    return as_matrix(std::span<const float>(b.span()), rows, cols);
-  };
+  const UnitTensors ut{&tensors_[width(first_tensor_[width(u)])], info.offset};
+  const auto dweight = [&](int i) { return ut.dweight(unit_grads, i); };
+  const auto dbias = [&](int i) { return ut.dbias(unit_grads, i); };
 
   const bool is_block = u != 0 && u != num_units() - 1;
   if (!is_block) {
