@@ -398,8 +398,8 @@ ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const fs::path& submission,
     stage_gpu_files(spec, submission, base / "src" / "unzipped", staged, project,
                     pristine_root(project, opts.work_dir));
     student_tree = base / "build-gpu";
-    tree_error = configure_tree(
-        {student_tree, "student", base / "src" / "chapters", {}}, project, staged);
+    tree_error =
+        configure_tree({student_tree, "student", base / "src" / "chapters", {}}, project, staged);
   }
   std::map<std::string, TargetBuild> ref_builds, student_builds;
   for (const auto& c : spec.cases) {
