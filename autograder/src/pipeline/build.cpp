@@ -315,106 +315,136 @@ Project this_project() {
   return p;
 }
 
-Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric,
-                        const Project& project, const fs::path& pristine) {
-  Staged st;
-  fs::path top = submission;
+namespace {
+
+// The folder the submission's files are read from: the folder itself, or where its zip (given,
+// or the one zip in a folder without chapter folders: Gradescope keeps a zip inside a zip as a
+// file) was unpacked. Both checks throw RejectedSubmission for a link, a `..` path or a
+// submission over the caps.
+fs::path unpacked_top(const fs::path& submission, const fs::path& scratch, const Rubric& rubric,
+                      std::vector<std::string>& notes) {
   std::error_code ec;
-  // The submission's folder (src/ and its build trees) is the grader's alone between builds.
-  fs::create_directories(scratch, ec);
-  fs::permissions(scratch.parent_path(), fs::perms::owner_all, fs::perm_options::replace, ec);
-  // Both throw RejectedSubmission for a link, a `..` path or a submission over the caps.
   if (fs::is_regular_file(submission) && submission.extension() == ".zip") {
-    top = scratch / "unzipped";  // gpu_labs.cpp stages the lab files from here too
-    extract_zip(submission, top);
-  } else if (fs::is_directory(submission)) {
-    check_submission_folder(submission);
-    // An upload that is a zip in a folder (Gradescope keeps a zip inside a zip as a file).
-    std::vector<fs::path> zips;
-    for (const auto& e : fs::directory_iterator(submission, ec))
-      if (e.is_regular_file() && !e.is_symlink() && e.path().extension() == ".zip")
-        zips.push_back(e.path());
-    if (find_chapters_root(submission, rubric).empty() && zips.size() == 1) {
-      top = scratch / "unzipped";
-      extract_zip(zips.front(), top);
-      st.notes.push_back(
-          fmt::format("graded the files inside {}", zips.front().filename().string()));
-    }
-  } else {
+    extract_zip(submission,
+                scratch / "unzipped");  // gpu_labs.cpp stages the lab files from here too
+    return scratch / "unzipped";
+  }
+  if (!fs::is_directory(submission))
     throw std::runtime_error(
         fmt::format("submission {} is neither a folder nor a .zip file; pass the folder holding "
                     "your chapter folders, or the zip that `./mgpu submit` wrote",
                     submission.string()));
-  }
-  // The submitted files per chapter: from chapter folders, or else loose files named as exactly
-  // one chapter's manifest names them (Gradescope uploads of single files arrive flat).
-  st.top = top;
-  std::map<std::string, std::map<std::string, fs::path>> found;
-  const fs::path src_root = find_chapters_root(top, rubric);
-  if (!src_root.empty()) {
-    for (const auto& ch : rubric.chapters)
-      for (const auto& f : ch.files) found[ch.name][f] = src_root / ch.name / f;
-  } else {
-    std::vector<std::string> loose, ambiguous;
-    for (const auto& e : fs::directory_iterator(top, ec)) {
-      if (!e.is_regular_file() || e.is_symlink()) continue;
-      const std::string name = e.path().filename().string();
-      std::vector<std::string> owners;
-      for (const auto& ch : rubric.chapters)
-        if (std::find(ch.files.begin(), ch.files.end(), name) != ch.files.end())
-          owners.push_back(ch.name);
-      if (owners.size() == 1) {
-        found[owners.front()][name] = e.path();
-        loose.push_back(name + " -> " + owners.front());
-      } else if (owners.size() > 1) {
-        ambiguous.push_back(name);
-      }
-    }
-    std::string note = fmt::format(
-        "no chapter folder found in the submission (expected chapters/<chapter>/<file>, "
-        "as `./mgpu submit` writes it)");
-    if (!loose.empty()) {
-      note += "; loose files graded by name:";
-      for (const auto& l : loose) note += " " + l;
-    }
-    for (const auto& a : ambiguous)
-      note += fmt::format(
-          "; {} belongs to several chapters and was not graded: put it in chapters/<chapter>/", a);
-    if (loose.empty()) note += "; every chapter is graded as the skeleton";
-    st.notes.push_back(note);
-  }
+  check_submission_folder(submission);
+  std::vector<fs::path> zips;
+  for (const auto& e : fs::directory_iterator(submission, ec))
+    if (e.is_regular_file() && !e.is_symlink() && e.path().extension() == ".zip")
+      zips.push_back(e.path());
+  if (!find_chapters_root(submission, rubric).empty() || zips.size() != 1) return submission;
+  extract_zip(zips.front(), scratch / "unzipped");
+  notes.push_back(fmt::format("graded the files inside {}", zips.front().filename().string()));
+  return scratch / "unzipped";
+}
 
-  // Every chapter the build knows (the whole chapters/ tree) must have its .cpp files: the
-  // committed skeleton's, never the working chapters/ (pristine.hpp).
+using SubmittedFiles = std::map<std::string, std::map<std::string, fs::path>>;  // chapter, file
+
+// Files named as exactly one chapter's manifest names them, loose in `top` (Gradescope uploads
+// of single files arrive flat); the note says what was graded, and what was not and why.
+SubmittedFiles loose_files(const fs::path& top, const Rubric& rubric,
+                           std::vector<std::string>& notes) {
+  SubmittedFiles found;
+  std::vector<std::string> loose, ambiguous;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(top, ec)) {
+    if (!e.is_regular_file() || e.is_symlink()) continue;
+    const std::string name = e.path().filename().string();
+    std::vector<std::string> owners;
+    for (const auto& ch : rubric.chapters)
+      if (std::find(ch.files.begin(), ch.files.end(), name) != ch.files.end())
+        owners.push_back(ch.name);
+    if (owners.size() == 1) {
+      found[owners.front()][name] = e.path();
+      loose.push_back(name + " -> " + owners.front());
+    } else if (owners.size() > 1) {
+      ambiguous.push_back(name);
+    }
+  }
+  std::string note = fmt::format(
+      "no chapter folder found in the submission (expected chapters/<chapter>/<file>, "
+      "as `./mgpu submit` writes it)");
+  if (!loose.empty()) {
+    note += "; loose files graded by name:";
+    for (const auto& l : loose) note += " " + l;
+  }
+  for (const auto& a : ambiguous)
+    note += fmt::format(
+        "; {} belongs to several chapters and was not graded: put it in chapters/<chapter>/", a);
+  if (loose.empty()) note += "; every chapter is graded as the skeleton";
+  notes.push_back(note);
+  return found;
+}
+
+// The submitted files per chapter: from chapter folders, or else loose files.
+SubmittedFiles submitted_files(const fs::path& top, const Rubric& rubric,
+                               std::vector<std::string>& notes) {
+  const fs::path src_root = find_chapters_root(top, rubric);
+  if (src_root.empty()) return loose_files(top, rubric, notes);
+  SubmittedFiles found;
+  for (const auto& ch : rubric.chapters)
+    for (const auto& f : ch.files) found[ch.name][f] = src_root / ch.name / f;
+  return found;
+}
+
+// Writes every chapter the build knows (the whole chapters/ tree) into `chapters_dir`: the
+// committed skeleton's .cpp files (pristine.hpp), never the working chapters/, with the
+// submitted files of the rubric's chapters on top. Returns the chapters a file was taken for.
+std::vector<std::string> write_staged_chapters(const SubmittedFiles& found,
+                                               const fs::path& chapters_dir, const Rubric& rubric,
+                                               const Project& project, const fs::path& pristine) {
+  std::vector<std::string> taken;
+  std::error_code ec;
   std::map<std::string, fs::path> skeletons;
   for (const auto& e : fs::directory_iterator(pristine_dir(project, pristine, "chapters"), ec))
     if (e.is_directory()) skeletons[e.path().filename().string()] = e.path();
   for (const auto& ch : rubric.chapters)
     skeletons[ch.name] = pristine_dir(project, pristine, ch.skeleton);
-
-  st.chapters_dir = scratch / "chapters";
   for (const auto& [name, skel] : skeletons) {
     std::map<std::string, std::string> files;
     for (const auto& e : fs::directory_iterator(skel, ec))
       if (e.is_regular_file() && e.path().extension() == ".cpp")
         files[e.path().filename().string()] = read_text(e.path());
-    const ChapterSpec* spec = rubric.chapter(name);
+    const auto submitted = found.find(name);
     bool any = false;
-    if (spec)
-      for (const auto& [f, p] : found[name]) {
-        // Checked above already; checked again because a folder can change after the check.
+    if (rubric.chapter(name) && submitted != found.end())
+      for (const auto& [f, p] : submitted->second) {
+        // Checked when unpacked; checked again because a folder can change after the check.
         if (fs::is_symlink(p) || !fs::is_regular_file(p) || fs::hard_link_count(p) > 1) continue;
         if (fs::file_size(p) > kMaxSubmissionFileBytes) continue;
         files[f] = read_text(p);
         any = true;
       }
-    if (any) st.chapters_found.push_back(name);
-    fs::path dest = st.chapters_dir / name;
+    if (any) taken.push_back(name);
+    const fs::path dest = chapters_dir / name;
     fs::create_directories(dest);
     for (const auto& e : fs::directory_iterator(dest, ec))
       if (!files.count(e.path().filename().string())) fs::remove_all(e.path(), ec);
     for (const auto& [f, text] : files) write_if_changed(dest / f, text);
   }
+  return taken;
+}
+
+}  // namespace
+
+Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric,
+                        const Project& project, const fs::path& pristine) {
+  std::error_code ec;
+  // The submission's folder (src/ and its build trees) is the grader's alone between builds.
+  fs::create_directories(scratch, ec);
+  fs::permissions(scratch.parent_path(), fs::perms::owner_all, fs::perm_options::replace, ec);
+  Staged st;
+  st.top = unpacked_top(submission, scratch, rubric, st.notes);
+  st.chapters_dir = scratch / "chapters";
+  st.chapters_found = write_staged_chapters(submitted_files(st.top, rubric, st.notes),
+                                            st.chapters_dir, rubric, project, pristine);
   return st;
 }
 

@@ -52,7 +52,7 @@ struct TreeConfig {
   /// A submission's grading tree (cmake/grade_tree.cmake): it compiles the chapters only, and its
   /// case programs link this trusted tree's runtime, harness and case archives, so the build sees
   /// no case source. Empty: a whole tree (the GPU labs', the visible tests').
-  std::filesystem::path link_from;
+  std::filesystem::path link_from{};
 };
 
 /// Makes `base` (a submission's folder, <work>/student/<name>: src/ and its build trees) ready
