@@ -218,7 +218,11 @@ void attack_batch(const std::string& mode) {
   // No report shows what the build was kept from.
   for (const auto& e : fs::directory_iterator(dir / "reports"))
     CHECK_MESSAGE(read_text(e.path()).find(token) == std::string::npos, e.path().string());
-  CHECK(case_status(report("setsid_escape"), "toy_a.scale") == "passed");
+  // The escape costs nobody else. Its own case answers first, or dies of its own grandchild's
+  // kill(-1) (every process of the case is that one's to signal): a race it runs against itself.
+  const std::string escaped = case_status(report("setsid_escape"), "toy_a.scale");
+  CHECK_MESSAGE((escaped == "passed" || escaped == "out-of-memory" || escaped == "crashed"),
+                escaped);
   auto mem = report("memory_children");
   CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
   CHECK(mem.dump().find("processes together held") != std::string::npos);

@@ -555,6 +555,15 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project,
   std::string stamp_text;
   for (const auto& a : args) stamp_text += a + "\n";
   if (cfg.trusted) stamp_text += kTrustedLine;
+  // Which chapters a tree defines follows the staged folders (a grading tree defines the toy
+  // chapters only for a toy submission): a slot that held another course's submission is
+  // configured again.
+  std::set<std::string> staged;
+  std::error_code staged_ec;
+  if (!cfg.student_dir.empty())
+    for (const auto& e : fs::directory_iterator(cfg.student_dir, staged_ec))
+      if (e.is_directory()) staged.insert(e.path().filename().string());
+  for (const auto& name : staged) stamp_text += "# staged: " + name + "\n";
   fs::path stamp = cfg.dir / kConfigureStamp;
   std::error_code ec;
   if (fs::exists(cfg.dir / "build.ninja", ec) && fs::exists(stamp, ec) &&
