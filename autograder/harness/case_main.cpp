@@ -5,7 +5,6 @@
 // exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
 #include <unistd.h>
 
-#include <cxxabi.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -23,25 +22,8 @@
 
 namespace {
 
-void write_all(int fd, const std::string& s) {
-  const char* p = s.data();
-  std::size_t left = s.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the grader went away: nothing left to tell it
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-}
-
-std::string type_name(const std::type_info& t) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
-  std::string s = status == 0 && d ? d : t.name();
-  std::free(d);
-  return s;
-}
+using mgpu::grade::detail::type_name;
+using mgpu::grade::detail::write_all;
 
 int usage(const char* argv0) {
   std::fprintf(stderr,

@@ -23,15 +23,8 @@
 #include "mgpu/not_implemented.hpp"
 
 namespace mgpu::grade {
-namespace {
 
-bool g_processes = false;
-int g_result_fd = -1;
-
-// Deeper than any value a case returns, shallow enough that parsing cannot exhaust the stack.
-constexpr int kMaxDepth = 64;
-// More than any case returns; the grader's own cap on a result is far below it.
-constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
+namespace detail {
 
 std::string type_name(const std::type_info& t) {
   int status = 0;
@@ -52,6 +45,21 @@ void write_all(int fd, const std::string& s) {
     left -= static_cast<std::size_t>(n);
   }
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::type_name;
+using detail::write_all;
+
+bool g_processes = false;
+int g_result_fd = -1;
+
+// Deeper than any value a case returns, shallow enough that parsing cannot exhaust the stack.
+constexpr int kMaxDepth = 64;
+// More than any case returns; the grader's own cap on a result is far below it.
+constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
 
 // The child: runs the body, writes {"value": ...} or {"thrown": kind, "type", "message"}, exits.
 [[noreturn]] void child(int out_fd, const std::function<nlohmann::json()>& body) {

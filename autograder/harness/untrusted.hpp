@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -47,6 +48,10 @@ class UnreadableResult : public std::runtime_error {
 };
 
 namespace detail {
+/// The demangled name of a type, for reports of an exception's type.
+std::string type_name(const std::type_info& t);
+/// Writes all of `s` to `fd`, retrying short writes; stops quietly when the reader is gone.
+void write_all(int fd, const std::string& s);
 /// Runs `body` in a forked process and returns the JSON it returned; rethrows what it threw (see
 /// the file comment). If that process was killed by a signal, this process dies of the same
 /// signal; if it exited without an answer (exit() in student code), this process exits with the
