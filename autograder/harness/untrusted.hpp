@@ -31,8 +31,10 @@ void set_untrusted_in_processes(bool on, int result_fd);
 /// student code in its own process: what() is its message, type() the original type's name.
 class CaughtElsewhere : public std::runtime_error {
  public:
+  /// `type` is the thrown exception's type name, `message` its what().
   CaughtElsewhere(std::string type, const std::string& message)
       : std::runtime_error(message), type_(std::move(type)) {}
+  /// The name of the type that was thrown in the student's process.
   const std::string& type() const { return type_; }
 
  private:
