@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -515,6 +516,16 @@ CaseGrade unbuilt_case(const CaseSpec& cs, const std::string& chapter, const Tar
   return g;
 }
 
+/// The cases of chapter c that `names` selects (all of them when it is empty), in rubric order.
+std::vector<const CaseSpec*> selected_cases(const ChapterSpec& c,
+                                            const std::vector<std::string>& names) {
+  std::vector<const CaseSpec*> picked;
+  for (const auto& cs : c.cases)
+    if (names.empty() || std::find(names.begin(), names.end(), cs.name) != names.end())
+      picked.push_back(&cs);
+  return picked;
+}
+
 /// Run and judge: every case of a chapter that built runs in isolation and is judged against the
 /// reference's run; a case whose reference did not pass is not run (judge_case says why).
 std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& chapters,
@@ -522,6 +533,7 @@ std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& c
                                         const fs::path& tree, const Reference& reference,
                                         const Rubric& rubric, const GradeOptions& opts) {
   std::vector<ChapterGrade> out;
+  std::vector<std::vector<const CaseSpec*>> picked;          // per chapter, the cases graded
   std::vector<std::pair<CaseGrade*, const CaseSpec*>> jobs;  // filled in below, in parallel
   out.reserve(chapters.size());
   for (const auto* c : chapters) {
@@ -531,13 +543,14 @@ std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& c
     const auto& b = builds.at(cg.name);
     cg.build_failed = !b.ok;
     cg.build_error = b.first_error;
-    for (const auto& cs : c->cases)
-      cg.cases.push_back(cg.build_failed ? unbuilt_case(cs, cg.name, b) : CaseGrade{});
+    picked.push_back(selected_cases(*c, opts.cases));
+    for (const CaseSpec* cs : picked.back())
+      cg.cases.push_back(cg.build_failed ? unbuilt_case(*cs, cg.name, b) : CaseGrade{});
   }
   for (std::size_t i = 0; i < chapters.size(); ++i)
     if (!out[i].build_failed)
-      for (std::size_t j = 0; j < chapters[i]->cases.size(); ++j)
-        jobs.emplace_back(&out[i].cases[j], &chapters[i]->cases[j]);
+      for (std::size_t j = 0; j < picked[i].size(); ++j)
+        jobs.emplace_back(&out[i].cases[j], picked[i][j]);
   std::optional<Progress> running;
   if (!jobs.empty()) running.emplace(fmt::format("running the submission's {} cases", jobs.size()));
   parallel_for(jobs.size(), opts.jobs, [&](std::size_t k) {

@@ -24,7 +24,10 @@ namespace mgpu::grade {
 /// Settings shared by grade and grade-batch.
 struct GradeOptions {
   std::vector<std::string> chapters;  ///< empty: every chapter of the rubric
-  std::uint64_t seed = 0;             ///< seed of the visible cases (public)
+  /// Empty: every case of those chapters. Otherwise only the cases named here run, and the grade
+  /// holds only them (a chaff is judged on the cases it must lose and on nothing else).
+  std::vector<std::string> cases;
+  std::uint64_t seed = 0;  ///< seed of the visible cases (public)
   /// Seed of every case that is not visible. Derived from the instructor's secret and the
   /// student's id (derive_seed) so that no table computed from the public case sources answers
   /// it; unset: the public seed.

@@ -292,6 +292,8 @@ ProofResult prove(const Proof& p, int slot, int jobs, const Project& project, co
   stage_proof(p, project, rubric, dir);
   GradeOptions one = opts;
   one.chapters = {p.chapter};
+  // A chaff is judged only on the cases it must lose, so only those run; a wheat runs them all.
+  if (p.chaff) one.cases = p.must_lose;
   one.jobs = jobs;
   one.trusted_build = true;  // a proof is the instructor's code: it may use the compiler cache
   Grade g = grade_submission(dir, fmt::format("proof-slot-{}", slot), project, rubric, reference,
