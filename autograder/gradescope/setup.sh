@@ -40,13 +40,16 @@ cmake --build build/solution --target mgpu-grade
 
 # The warm-up, in two grades: the reference must get full marks (it is what students are compared
 # against), and an empty submission (the skeleton) fills the student build tree. A failure fails
-# the image build with the grader's message, rather than every submission later.
+# the image build with the grader's message, rather than every submission later. The skeleton is
+# graded from the folder run_autograder grades, so that it fills the very tree a submission is
+# built in: a submission then compiles only the files it changed.
 read -r -a grade_args <<<"$(cat autograder/private/grade-args 2>/dev/null || true)"
 if ! build/solution/bin/mgpu-grade grade --solution --check-full-marks --quiet "${grade_args[@]}"; then
   echo "setup.sh: the reference solutions did not get full marks (above); fix them before uploading" >&2
   exit 1
 fi
-empty=$(mktemp -d)
+empty=$root/submission
+if [ -e "$empty" ]; then empty=$(mktemp -d); else mkdir -p "$empty"; fi
 if ! build/solution/bin/mgpu-grade grade "$empty" --quiet "${grade_args[@]}"; then
   echo "setup.sh: grading the skeleton failed (above); the autograder would fail every submission" >&2
   exit 1

@@ -107,13 +107,9 @@ TEST_CASE(
   put(kRoot / "submission_metadata.json",
       R"({"id": 1, "users": [{"id": 4242, "email": "s@example.org", "name": "S"}]})");
 
-  // ---- one submission of each kind
-  auto solved = submit("solved", [&](const fs::path& s) {
-    for (const auto& ch : rubric.chapters)
-      for (const auto& f : ch.files) put(s / "chapters" / ch.name / f, solution(ch.name, f));
-  });
-  CHECK(solved["score"].get<double>() == max_points);
-
+  // ---- one submission of each kind. setup.sh built the skeleton in the folder these are graded
+  // from, so each compiles only what differs from it; the solved one, which differs everywhere,
+  // comes last.
   auto empty = submit("empty", [](const fs::path&) {});
   CHECK(empty["score"].get<double>() == 0);
   CHECK(empty["output"].get<std::string>().find("no chapter folder") != std::string::npos);
@@ -175,6 +171,12 @@ TEST_CASE(
   double max_11_1 = 0;
   for (const auto& c : rubric.chapter("11_1_memory")->cases) max_11_1 += c.max_score();
   CHECK(chapter_points(zipped, title_11_1) == max_11_1);
+
+  auto solved = submit("solved", [&](const fs::path& s) {
+    for (const auto& ch : rubric.chapters)
+      for (const auto& f : ch.files) put(s / "chapters" / ch.name / f, solution(ch.name, f));
+  });
+  CHECK(solved["score"].get<double>() == max_points);
 
   // ---- the grader itself fails: the fallback lists every test as failed, with the reason
   const fs::path args = kRoot / "source/autograder/private/grade-args";
