@@ -5,7 +5,6 @@
 // exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,11 +17,12 @@
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/type_name.hpp"
 #include "untrusted.hpp"
 
 namespace {
 
-using mgpu::grade::detail::type_name;
+using mgpu::detail::type_name;
 using mgpu::grade::detail::write_all;
 
 int usage(const char* argv0) {

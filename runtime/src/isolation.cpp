@@ -11,6 +11,7 @@
 #include "collectives.hpp"
 
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/type_name.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -38,6 +39,14 @@
 #include <vector>
 
 namespace mgpu::detail {
+
+std::string type_name(const std::type_info& t) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : t.name();
+  std::free(d);
+  return s;
+}
 
 namespace {
 
@@ -199,14 +208,6 @@ ReadResult read_frame(int fd, std::vector<unsigned char>& out, Stop&& stop) {
   if (n > kMaxFrame) throw Malformed("a frame of " + std::to_string(n) + " bytes");
   out.resize(n);
   return read_exact(fd, out.data(), n, stop);
-}
-
-std::string type_name(const std::type_info& t) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
-  std::string s = status == 0 && d ? d : t.name();
-  std::free(d);
-  return s;
 }
 
 /// Writes the exception being handled as (fault, type, message).
