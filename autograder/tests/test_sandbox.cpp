@@ -162,16 +162,10 @@ void attack_batch(const std::string& mode) {
     fs::permissions(c, fs::perms::all, fs::perm_options::replace);
   }
 
-  RunSpec spec;
-  spec.exe = MGPU_GRADE_EXE;
-  spec.args =
+  RunOutcome o = grader(
       toy_args({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
-                "--reports", (dir / "reports").string(), "--seed", kSeed});
-  spec.isolate = false;
-  spec.wall_s = 600;
-  spec.merge_output = true;
-  spec.env = {{"MGPU_SANDBOX", mode}};
-  RunOutcome o = run_process(spec);
+                "--reports", (dir / "reports").string(), "--seed", kSeed}),
+      600, {{"MGPU_SANDBOX", mode}});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto report = [&](const std::string& name) {
@@ -261,20 +255,13 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
   }
   fs::create_directories(dir / "subs/zz_correct");
   fs::copy(this_project().root / "solutions" / chapter, dir / "subs/zz_correct" / chapter);
-  RunSpec spec;
-  spec.exe = MGPU_GRADE_EXE;
-  spec.args = {"grade-batch", (dir / "subs").string(),
-               "--csv",       (dir / "grades.csv").string(),
-               "--reports",   (dir / "reports").string(),
-               "--seed",      kSeed,
-               "--chapter",   chapter.substr(0, chapter.find('_', 3)),
-               "--work-dir",  (work() / "grade").string(),
-               "--jobs",      "2"};
-  spec.isolate = false;
-  spec.wall_s = 1200;
-  spec.merge_output = true;
-  spec.env = {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}};  // the default: a student's in processes
-  const RunOutcome o = run_process(spec);
+  const RunOutcome o =
+      grader({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
+              "--reports", (dir / "reports").string(), "--seed", kSeed, "--chapter",
+              chapter.substr(0, chapter.find('_', 3)), "--work-dir", (work() / "grade").string(),
+              "--jobs", "2"},
+             // the default: a student's ranks in processes
+             1200, {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto report = [&](const std::string& who) {
