@@ -3,9 +3,9 @@
 // MGPU_CASE_ISOLATED runs each rank of its clusters in a process of its own.
 // Runs one case and writes exactly one JSON document to fd N (a pipe the grader opened), then
 // exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
+#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,11 +18,12 @@
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/type_name.hpp"
 #include "untrusted.hpp"
 
 namespace {
 
-using mgpu::grade::detail::type_name;
+using mgpu::detail::type_name;
 using mgpu::grade::detail::write_all;
 
 int usage(const char* argv0) {
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
   // case makes before or after its runs) runs in processes of its own: this process, which keeps
   // the books and writes the result, runs none.
   mgpu::grade::set_untrusted_in_processes(processes, fd);
+  // Nor may a rank process write the result: the runtime closes in each one every descriptor
+  // marked close-on-exec (runtime/src/isolation.cpp). This program execs nothing.
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   if (!fn) {
     out = {{"status", "unknown-case"},
            {"message", "this case program has no case named '" + name + "'"}};

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cxxabi.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -21,18 +20,11 @@
 #include <typeinfo>
 
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/type_name.hpp"
 
 namespace mgpu::grade {
 
 namespace detail {
-
-std::string type_name(const std::type_info& t) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
-  std::string s = status == 0 && d ? d : t.name();
-  std::free(d);
-  return s;
-}
 
 void write_all(int fd, const std::string& s) {
   const char* p = s.data();
@@ -50,8 +42,8 @@ void write_all(int fd, const std::string& s) {
 
 namespace {
 
-using detail::type_name;
 using detail::write_all;
+using mgpu::detail::type_name;
 
 bool g_processes = false;
 int g_result_fd = -1;

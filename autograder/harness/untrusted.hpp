@@ -50,8 +50,6 @@ class UnreadableResult : public std::runtime_error {
 };
 
 namespace detail {
-/// The demangled name of a type, for reports of an exception's type.
-std::string type_name(const std::type_info& t);
 /// Writes all of `s` to `fd`, retrying short writes; stops quietly when the reader is gone.
 void write_all(int fd, const std::string& s);
 /// Runs `body` in a forked process and returns the JSON it returned; rethrows what it threw (see

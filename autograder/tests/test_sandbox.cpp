@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "commands/proof.hpp"
 #include "grade.hpp"
 #include "helpers.hpp"
 #include "sandbox/runner.hpp"
@@ -161,16 +162,10 @@ void attack_batch(const std::string& mode) {
     fs::permissions(c, fs::perms::all, fs::perm_options::replace);
   }
 
-  RunSpec spec;
-  spec.exe = MGPU_GRADE_EXE;
-  spec.args =
+  RunOutcome o = grader(
       toy_args({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
-                "--reports", (dir / "reports").string(), "--seed", kSeed});
-  spec.isolate = false;
-  spec.wall_s = 600;
-  spec.merge_output = true;
-  spec.env = {{"MGPU_SANDBOX", mode}};
-  RunOutcome o = run_process(spec);
+                "--reports", (dir / "reports").string(), "--seed", kSeed}),
+      600, {{"MGPU_SANDBOX", mode}});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto report = [&](const std::string& name) {
@@ -231,90 +226,98 @@ void attack_batch(const std::string& mode) {
   CHECK(toy_case_processes() == 0);
 }
 
-// A rank that reads its peers' buffers through pointers (attacks/peer_pointer: an 11.2 ring that
-// sums its peers' buffers where they lie and sends dummy bytes of the right sizes) wins the ring
-// cases where ranks share an address space. A student's cases run their ranks in processes, so
-// it loses them, while the reference's ring graded in the same batch keeps every point.
-void peer_pointer_batch(const std::string& mode) {
-  const fs::path root = this_project().root;
-  const fs::path dir = fresh_dir("peer_pointer_" + mode);
-  const fs::path attack = dir / "subs" / "peer_pointer" / "11_2_data_parallel";
-  const fs::path good = dir / "subs" / "zz_correct" / "11_2_data_parallel";
-  fs::create_directories(attack);
-  fs::create_directories(good);
-  fs::copy_file(fixtures() / "attacks/peer_pointer/11_2_data_parallel/ring_all_reduce.cpp",
-                attack / "ring_all_reduce.cpp");
-  for (const char* f : {"ring_all_reduce.cpp", "data_parallel.cpp", "formulas.cpp"})
-    fs::copy_file(root / "solutions/11_2_data_parallel" / f, good / f);
-  RunSpec spec;
-  spec.exe = MGPU_GRADE_EXE;
-  spec.args = {"grade-batch", (dir / "subs").string(),
-               "--csv",       (dir / "grades.csv").string(),
-               "--reports",   (dir / "reports").string(),
-               "--seed",      kSeed,
-               "--chapter",   "11_2",
-               "--work-dir",  (work() / "grade").string(),
-               "--jobs",      "2"};
-  spec.isolate = false;
-  spec.wall_s = 1200;
-  spec.merge_output = true;
-  spec.env = {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}};  // the default: a student's in processes
-  const RunOutcome o = run_process(spec);
+// The reference's files of `chapter` with the edits of `fixture` applied: fixture is an attack
+// written as a chaff (with must_lose) or a wheat of that chapter, staged the way `mgpu-grade chaff`
+// stages one, in dir/staged/chapters/<chapter>.
+fs::path stage_edits(const fs::path& dir, const std::string& chapter, const fs::path& fixture) {
+  Project edits = this_project();
+  edits.root = dir / "edits";
+  const bool chaff = nlohmann::json::parse(read_text(fixture)).contains("must_lose");
+  const fs::path to = edits.root / "autograder" / (chaff ? "chaff" : "wheat") / chapter;
+  fs::create_directories(to);
+  fs::copy_file(fixture, to / fixture.parent_path().filename().concat(".json"));
+  const Rubric rubric = load_rubric(this_project().root / "autograder/rubric.json");
+  stage_proof(load_proofs(edits, rubric, {}).at(0), this_project(), rubric, dir / "staged");
+  fs::remove_all(edits.root);
+  return dir / "staged/chapters" / chapter;
+}
+
+// Grades one batch in dir, under sandbox `mode` with a student's ranks in processes (the
+// default): one submission per entry of `attacks` (name: the folder of its files of `chapter`),
+// and zz_correct, that chapter of the reference. Requires that the batch ran and that the
+// reference kept every point; returns each attack's report.
+std::map<std::string, nlohmann::json> grade_beside_reference(
+    const fs::path& dir, const std::string& mode, const std::string& chapter,
+    const std::map<std::string, fs::path>& attacks) {
+  for (const auto& [name, files] : attacks) {
+    fs::create_directories(dir / "subs" / name);
+    fs::copy(files, dir / "subs" / name / chapter);
+  }
+  fs::create_directories(dir / "subs/zz_correct");
+  fs::copy(this_project().root / "solutions" / chapter, dir / "subs/zz_correct" / chapter);
+  const RunOutcome o =
+      grader({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
+              "--reports", (dir / "reports").string(), "--seed", kSeed, "--chapter",
+              chapter.substr(0, chapter.find('_', 3)), "--work-dir", (work() / "grade").string(),
+              "--jobs", "2"},
+             // the default: a student's ranks in processes
+             1200, {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
-  auto report = [&](const std::string& name) {
-    return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json")));
+  auto report = [&](const std::string& who) {
+    return nlohmann::json::parse(read_text(dir / "reports" / (who + ".json")));
   };
-  const auto stolen = report("peer_pointer");
-  for (const char* c :
-       {"11_2.ring_reduce_scatter", "11_2.ring_all_reduce_fp32", "11_2.ring_all_reduce_bf16"}) {
-    const std::string status = case_status(stolen, c);
-    CHECK_MESSAGE(status != "passed", c << ": " << status);
-    CHECK_MESSAGE(status != "absent", c);
-  }
   const auto ok = report("zz_correct");
   CHECK(ok["score"].get<double>() == ok["max_score"].get<double>());
   CHECK(ok["score"].get<double>() > 0);
+  std::map<std::string, nlohmann::json> reports;
+  for (const auto& [name, files] : attacks) reports[name] = report(name);
+  return reports;
 }
 
-// Student code a case calls outside Cluster::run (attacks/outside_run, 11.5): a formula that
-// leaves a thread behind to write a forged result and end the case's process, and a schedule
-// builder that switches the runtime's default to ranks in threads so that run_pipeline, finding
-// itself in the case's process, forges the result. In a student's graded run that code runs in a
-// process of its own: the forgery never reaches the grader (the formula's cases get no result,
-// the schedule's change is lost and its cases score), and the reference graded in the same batch
-// keeps every point.
-void outside_run_batch(const std::string& mode) {
-  const fs::path root = this_project().root;
-  const fs::path dir = fresh_dir("outside_run_" + mode);
-  const fs::path attack = dir / "subs" / "outside_run" / "11_5_pipeline";
-  const fs::path good = dir / "subs" / "zz_correct" / "11_5_pipeline";
-  fs::create_directories(attack);
-  fs::create_directories(good);
-  for (const char* f : {"formulas.cpp", "schedules.cpp"}) {
-    fs::copy_file(fixtures() / "attacks/outside_run/11_5_pipeline" / f, attack / f);
-    fs::copy_file(root / "solutions/11_5_pipeline" / f, good / f);
+// Two ranks that reach past their process, in one 11.2 batch. A rank that reads its peers'
+// buffers through pointers (attacks/peer_pointer: a ring that sums its peers' buffers where they
+// lie and sends dummy bytes of the right sizes) wins the ring cases where ranks share an address
+// space; a student's cases run their ranks in processes, so it loses them. A rank that writes a
+// result of its own to the case's result descriptor (attacks/rank_result_fd, an edit of the
+// reference) would void its case; a rank process has no such descriptor, so the write fails and
+// the case scores in full. The reference's ring graded in the same batch keeps every point.
+void rank_attacks_batch(const std::string& mode) {
+  const fs::path dir = fresh_dir("rank_attacks_" + mode);
+  const fs::path peer_pointer = dir / "peer_pointer";
+  fs::copy(this_project().root / "solutions/11_2_data_parallel", peer_pointer);
+  fs::copy_file(fixtures() / "attacks/peer_pointer/11_2_data_parallel/ring_all_reduce.cpp",
+                peer_pointer / "ring_all_reduce.cpp", fs::copy_options::overwrite_existing);
+  const fs::path result_fd = stage_edits(
+      dir, "11_2_data_parallel", fixtures() / "attacks/rank_result_fd/11_2_data_parallel.json");
+  auto reports =
+      grade_beside_reference(dir, mode, "11_2_data_parallel",
+                             {{"peer_pointer", peer_pointer}, {"rank_result_fd", result_fd}});
+  for (const char* c :
+       {"11_2.ring_reduce_scatter", "11_2.ring_all_reduce_fp32", "11_2.ring_all_reduce_bf16"}) {
+    const std::string status = case_status(reports["peer_pointer"], c);
+    CHECK_MESSAGE(status != "passed", c << ": " << status);
+    CHECK_MESSAGE(status != "absent", c);
   }
-  RunSpec spec;
-  spec.exe = MGPU_GRADE_EXE;
-  spec.args = {"grade-batch", (dir / "subs").string(),
-               "--csv",       (dir / "grades.csv").string(),
-               "--reports",   (dir / "reports").string(),
-               "--seed",      kSeed,
-               "--chapter",   "11_5",
-               "--work-dir",  (work() / "grade").string(),
-               "--jobs",      "2"};
-  spec.isolate = false;
-  spec.wall_s = 1200;
-  spec.merge_output = true;
-  spec.env = {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}};  // the default: a student's in processes
-  const RunOutcome o = run_process(spec);
-  INFO(o.out);
-  REQUIRE(o.exit_code == 0);
-  auto report = [&](const std::string& name) {
-    return nlohmann::json::parse(read_text(dir / "reports" / (name + ".json")));
-  };
-  const auto forged = report("outside_run");
+  const auto& written = reports["rank_result_fd"];
+  CHECK(written.dump().find("FORGED") == std::string::npos);
+  CHECK(case_status(written, "11_2.ring_all_reduce_fp32") == "passed");
+  CHECK(written["score"].get<double>() == written["max_score"].get<double>());
+}
+
+// Student code a case calls outside Cluster::run (attacks/outside_run, edits of the 11.5
+// reference): a formula that leaves a thread behind to write a forged result and end the case's
+// process, and a schedule builder that switches the runtime's default to ranks in threads so that
+// run_pipeline, finding itself in the case's process, forges the result. In a student's graded
+// run that code runs in a process of its own: the forgery never reaches the grader (the formula's
+// cases get no result, the schedule's change is lost and its cases score), and the reference
+// graded in the same batch keeps every point.
+void outside_run_batch(const std::string& mode) {
+  const fs::path dir = fresh_dir("outside_run_" + mode);
+  const fs::path attack =
+      stage_edits(dir, "11_5_pipeline", fixtures() / "attacks/outside_run/11_5_pipeline.json");
+  const auto forged =
+      grade_beside_reference(dir, mode, "11_5_pipeline", {{"outside_run", attack}})["outside_run"];
   CHECK(forged.dump().find("FORGED") == std::string::npos);
   // gpipe_bubble_fraction's thread ends the process it was left in, before any answer.
   CHECK(case_status(forged, "11_5.bubble") == "no-result");
@@ -322,9 +325,6 @@ void outside_run_batch(const std::string& mode) {
   for (const char* c : {"11_5.schedules", "11_5.gpipe_gradients", "11_5.bubble_and_in_flight"})
     CHECK_MESSAGE(case_status(forged, c) == "passed", c);
   CHECK(case_status(forged, "11_5.one_f_one_b_gradients") == "passed");  // not touched
-  const auto ok = report("zz_correct");
-  CHECK(ok["score"].get<double>() == ok["max_score"].get<double>());
-  CHECK(ok["score"].get<double>() > 0);
 }
 
 }  // namespace
@@ -334,16 +334,17 @@ TEST_CASE("hostile submissions cost their own cases only, in namespaces" *
   attack_batch("namespaces");
 }
 
-TEST_CASE("a rank reading its peers' buffers loses its cases, in namespaces" *
+TEST_CASE("a rank can neither read its peers' buffers nor write its case's result, in namespaces" *
           doctest::skip(!can_grade() || sandbox().kind != SandboxKind::namespaces ||
                         !fs::exists(this_project().root / "solutions"))) {
-  peer_pointer_batch("namespaces");
+  rank_attacks_batch("namespaces");
 }
 
-TEST_CASE("a rank reading its peers' buffers loses its cases, with a uid per case" *
-          doctest::skip(!can_grade() || ::geteuid() != 0 ||
-                        !fs::exists(this_project().root / "solutions"))) {
-  peer_pointer_batch("uid");
+TEST_CASE(
+    "a rank can neither read its peers' buffers nor write its case's result, with a uid per case" *
+    doctest::skip(!can_grade() || ::geteuid() != 0 ||
+                  !fs::exists(this_project().root / "solutions"))) {
+  rank_attacks_batch("uid");
 }
 
 TEST_CASE("student code outside Cluster::run cannot touch the result, in namespaces" *

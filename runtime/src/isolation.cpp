@@ -1,7 +1,8 @@
 // Ranks in processes. The trusted process (the one that called Cluster::run) keeps the whole
 // cluster: it runs today's threaded run, but each rank's thread is a proxy that serves requests
 // from the rank's own process. The rank process is forked for the run and keeps only its own
-// arena (shared memory both sides map) and its end of a socketpair; the payload of every operation
+// arena (shared memory both sides map) and its end of a socketpair (no descriptor its parent
+// marked close-on-exec, such as a grader's result pipe); the payload of every operation
 // is staged in the arena, and the proxy makes the real runtime call on its own mapping of it. So
 // the meter counts what the trusted side moved, the ledger and clock are the trusted side's,
 // deadlock detection sees the proxies block in the real runtime, and what a rank publishes is
@@ -11,7 +12,9 @@
 #include "collectives.hpp"
 
 #include "mgpu/not_implemented.hpp"
+#include "mgpu/type_name.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -38,6 +41,14 @@
 #include <vector>
 
 namespace mgpu::detail {
+
+std::string type_name(const std::type_info& t) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : t.name();
+  std::free(d);
+  return s;
+}
 
 namespace {
 
@@ -199,14 +210,6 @@ ReadResult read_frame(int fd, std::vector<unsigned char>& out, Stop&& stop) {
   if (n > kMaxFrame) throw Malformed("a frame of " + std::to_string(n) + " bytes");
   out.resize(n);
   return read_exact(fd, out.data(), n, stop);
-}
-
-std::string type_name(const std::type_info& t) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
-  std::string s = status == 0 && d ? d : t.name();
-  std::free(d);
-  return s;
 }
 
 /// Writes the exception being handled as (fault, type, message).
@@ -966,6 +969,24 @@ struct RankProxy {
 namespace {
 
 /// The rank process: keeps only its own channel, runs the body, reports how it ended.
+/// Closes every descriptor above stderr marked close-on-exec but `keep`. Those are the forking
+/// process's own (other ranks' channels, a grader's result pipe), never the rank's: a rank that
+/// could write to the result pipe could void the case that runs it.
+void close_parents_descriptors(int keep) {
+  std::vector<int> open;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') open.push_back(std::atoi(e->d_name));
+    ::closedir(d);  // its own descriptor, listed too, is closed by now: fcntl below fails on it
+  } else {
+    for (int fd = 3; fd < 1024; ++fd) open.push_back(fd);  // no /proc: the usual range
+  }
+  for (int fd : open) {
+    const int flags = fd > 2 && fd != keep ? ::fcntl(fd, F_GETFD) : -1;
+    if (flags >= 0 && (flags & FD_CLOEXEC)) ::close(fd);
+  }
+}
+
 [[noreturn]] void rank_process(ClusterState& cluster, int r, std::vector<Channel>& channels,
                                const std::function<void(Rank&)>& body) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -980,6 +1001,7 @@ namespace {
     close_fd(c.rank_fd);
   }
   Channel& own = channels[static_cast<std::size_t>(r)];
+  close_parents_descriptors(own.rank_fd);
   RemoteLink link;
   link.fd = own.rank_fd;
   link.rank = r;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -248,6 +249,34 @@ TEST_CASE("a rank cannot see what another rank writes to its own memory") {
       CHECK(rank0_saw == 0);  // separate processes: rank 1's write stayed in rank 1
       CHECK(g_shared == 0);   // and never reached the process that runs the cluster
     }
+  }
+}
+
+TEST_CASE("a rank process cannot write to a descriptor its parent marked close-on-exec") {
+  // A grader's result pipe is such a descriptor: a rank that could write to it could void the
+  // case that runs it. Descriptors without the mark are inherited as usual.
+  for (RankIsolation iso : {RankIsolation::threads, RankIsolation::processes}) {
+    CAPTURE(static_cast<int>(iso));
+    int marked[2], plain[2];
+    REQUIRE(::pipe2(marked, O_CLOEXEC | O_NONBLOCK) == 0);
+    REQUIRE(::pipe2(plain, O_NONBLOCK) == 0);
+    auto cluster = make(2, iso);
+    cluster.run([&](Rank& r) {
+      const char c = 'x';
+      r.publish("wrote", std::vector<float>{::write(marked[1], &c, 1) == 1 ? 1.0f : 0.0f,
+                                            ::write(plain[1], &c, 1) == 1 ? 1.0f : 0.0f});
+    });
+    char got[8];
+    const ssize_t through_marked = ::read(marked[0], got, sizeof got);
+    const ssize_t through_plain = ::read(plain[0], got, sizeof got);
+    for (int r = 0; r < 2; ++r) {
+      const auto wrote = cluster.published<float>(r, "wrote");
+      CHECK(wrote[0] == (iso == RankIsolation::threads ? 1.0f : 0.0f));
+      CHECK(wrote[1] == 1.0f);
+    }
+    CHECK(through_marked == (iso == RankIsolation::threads ? 2 : -1));  // -1: empty (EAGAIN)
+    CHECK(through_plain == 2);
+    for (int fd : {marked[0], marked[1], plain[0], plain[1]}) ::close(fd);
   }
 }
 

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 
+#include "layout_3d.hpp"
 #include "plan/model.hpp"
 
 using namespace mgpu::planner;
+using tools_test::layout_3d;
 
 namespace {
 
@@ -16,20 +18,6 @@ double bytes_of(const Plan& p, const std::string& kind) {
   for (const auto& t : p.traffic)
     if (t.kind == kind) return *t.bytes;
   return 0;
-}
-
-Options layout_3d(int stage, Recompute recompute, bool sequence_parallel) {
-  Options o;
-  o.params = 70e9;
-  o.gpus = 128;
-  o.tp = 8;
-  o.pp = 4;
-  o.zero_stage = stage;
-  o.micro_batches = 16;
-  o.shape = ModelShape{{.seq = 4096, .micro_batch = 1, .hidden = 8192, .heads = 64, .layers = 80},
-                       recompute,
-                       sequence_parallel};
-  return o;
 }
 
 }  // namespace

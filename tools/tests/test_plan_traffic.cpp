@@ -6,9 +6,11 @@
 #include "11_4_tensor_parallel/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
+#include "layout_3d.hpp"
 #include "plan/model.hpp"
 
 using namespace mgpu::planner;
+using tools_test::layout_3d;
 
 namespace {
 
@@ -17,19 +19,6 @@ double bytes_of(const Plan& p, const std::string& group) {
   for (const auto& t : p.traffic)
     if (t.group == group) sum += *t.bytes;
   return sum;
-}
-
-Options layout_3d(int stage, Recompute recompute) {
-  Options o;
-  o.params = 70e9;
-  o.gpus = 128;
-  o.tp = 8;
-  o.pp = 4;
-  o.zero_stage = stage;
-  o.micro_batches = 16;
-  o.shape = ModelShape{
-      {.seq = 4096, .micro_batch = 1, .hidden = 8192, .heads = 64, .layers = 80}, recompute, false};
-  return o;
 }
 
 mgpu::layout::LayoutModel layout_model_of(const Options& o) {
