@@ -357,6 +357,48 @@ std::optional<CaseRun> cached_reference(const fs::path& cache, const std::string
   return std::nullopt;
 }
 
+// A reference case still to run or to load from the cache.
+struct ReferenceJob {
+  const ChapterSpec* chapter;
+  const CaseSpec* spec;
+  std::string stamp;  ///< content hash of the chapter's case program: keys the cached result
+};
+
+/// The cases of `chapters` whose reference built and that `done` says have no run yet.
+std::vector<ReferenceJob> pending_reference_jobs(
+    const std::vector<const ChapterSpec*>& chapters,
+    const std::map<std::string, std::string>& build_errors, const fs::path& tree,
+    const std::function<bool(const CaseSpec&)>& done) {
+  std::vector<ReferenceJob> jobs;
+  for (const auto* c : chapters) {
+    if (build_errors.count(c->name)) continue;
+    std::string stamp;  // hashed once per chapter, and only when one of its cases is to run
+    for (const auto& cs : c->cases) {
+      if (done(cs)) continue;
+      if (stamp.empty()) stamp = file_hash(tree / "bin" / case_target(c->name));
+      jobs.push_back({c, &cs, stamp});
+    }
+  }
+  return jobs;
+}
+
+/// One reference run: the cached result when the program is the one that gave it, else a fresh
+/// run, cached when it passed. Keyed by the program's content, not its time and size: a rebuilt
+/// program with another behaviour never meets a stale result.
+CaseRun run_or_load(const ReferenceJob& j, std::uint64_t seed, const fs::path& tree,
+                    const GradeOptions& opts) {
+  const fs::path cache =
+      opts.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
+  if (auto cached = cached_reference(cache, j.stamp)) return std::move(*cached);
+  CaseRun run =
+      run_case(tree / "bin" / case_target(j.chapter->name), *j.spec, seed, opts.drop_privileges);
+  if (run.status == Status::passed)
+    write_text(
+        cache,
+        nlohmann::json{{"stamp", j.stamp}, {"case", j.spec->name}, {"result", run.result}}.dump());
+  return run;
+}
+
 }  // namespace
 
 double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
@@ -367,43 +409,17 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
   for (const auto* c : all_chapters)
     if (built_.insert(c->name).second) chapters.push_back(c);
   build_reference(chapters, tree_, project_, opts_, build_errors);
-  struct Job {
-    const ChapterSpec* chapter;
-    const CaseSpec* spec;
-  };
-  std::map<std::string, std::string> stamps;  // chapter -> content hash of its case program
-  std::vector<Job> jobs;
-  for (const auto* c : all_chapters) {
-    if (build_errors.count(c->name)) continue;
-    for (const auto& cs : c->cases)
-      if (!runs_.count({seeds.seed_for(cs), cs.name})) jobs.push_back({c, &cs});
-    if (!jobs.empty() && jobs.back().chapter == c)
-      stamps[c->name] = file_hash(tree_ / "bin" / case_target(c->name));
-  }
+  const std::vector<ReferenceJob> jobs =
+      pending_reference_jobs(all_chapters, build_errors, tree_, [&](const CaseSpec& cs) {
+        return runs_.count({seeds.seed_for(cs), cs.name}) > 0;
+      });
   std::vector<CaseRun> results(jobs.size());
   std::optional<Progress> running;
   if (!jobs.empty())
     running.emplace(
         fmt::format("running the reference on {} cases (cached results are reused)", jobs.size()));
   parallel_for(jobs.size(), opts_.jobs, [&](std::size_t i) {
-    const auto& j = jobs[i];
-    const std::uint64_t seed = seeds.seed_for(*j.spec);
-    fs::path exe = tree_ / "bin" / case_target(j.chapter->name);
-    // Keyed by the program's content, not its time and size: a rebuilt program with another
-    // behaviour never meets a stale result.
-    fs::path cache =
-        opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
-    const std::string& stamp = stamps.at(j.chapter->name);
-    if (auto cached = cached_reference(cache, stamp)) {
-      results[i] = std::move(*cached);
-      return;
-    }
-    results[i] = run_case(exe, *j.spec, seed, opts_.drop_privileges);
-    if (results[i].status == Status::passed)
-      write_text(
-          cache,
-          nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}
-              .dump());
+    results[i] = run_or_load(jobs[i], seeds.seed_for(*jobs[i].spec), tree_, opts_);
   });
   running.reset();
   std::lock_guard lock(mu_);
