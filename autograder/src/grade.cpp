@@ -1,5 +1,7 @@
-// One submission from files to grade: stage, configure, build per chapter, run the reference and
-// the student's case programs in isolation, and judge. Phase times go into the grade.
+// One submission from files to grade: stage, configure, build per chapter and per GPU lab, run
+// the reference's and the student's programs in isolation, and judge. The chapters' cases and the
+// GPU labs (pipeline/gpu_labs.hpp, the lab kind) take the same steps. Phase times go into the
+// grade.
 #include "grade.hpp"
 
 #include <signal.h>

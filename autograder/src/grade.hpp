@@ -1,5 +1,5 @@
 // Grading one submission: build the reference and the submission, run every case of the chosen
-// chapters in isolation on both, and turn the outcomes into the grade model.
+// chapters (and the GPU labs) in isolation on both, and turn the outcomes into the grade model.
 #pragma once
 
 #include <cstdint>

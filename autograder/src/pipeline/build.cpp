@@ -554,7 +554,11 @@ std::string cache_value(const fs::path& tree, const std::string& name) {
   return "";
 }
 
-std::string configure_tree(const TreeConfig& cfg, const Project& project) {
+namespace {
+
+// The CMake command line that configures cfg's tree: a whole or grading tree, with CUDA (the GPU
+// labs) or without.
+std::vector<std::string> configure_args(const TreeConfig& cfg, const Project& project) {
   const fs::path& gpu_student_dir = cfg.gpu_student_dir;
   std::vector<std::string> args{
       "-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja", "-DMGPU_IMPL=" + cfg.impl,
@@ -582,6 +586,13 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project) {
       dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
     args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
   }
+  return args;
+}
+
+}  // namespace
+
+std::string configure_tree(const TreeConfig& cfg, const Project& project) {
+  const std::vector<std::string> args = configure_args(cfg, project);
   std::string stamp_text;
   for (const auto& a : args) stamp_text += a + "\n";
   if (cfg.trusted) stamp_text += kTrustedLine;
