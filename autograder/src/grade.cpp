@@ -1,5 +1,7 @@
-// One submission from files to grade: stage, configure, build per chapter, run the reference and
-// the student's case programs in isolation, and judge. Phase times go into the grade.
+// One submission from files to grade: stage, configure, build per chapter and per GPU lab, run
+// the reference's and the student's programs in isolation, and judge. The chapters' cases and the
+// GPU labs (pipeline/gpu_labs.hpp, the lab kind) take the same steps. Phase times go into the
+// grade.
 #include "grade.hpp"
 
 #include <signal.h>
@@ -358,6 +360,48 @@ std::optional<CaseRun> cached_reference(const fs::path& cache, const std::string
   return std::nullopt;
 }
 
+// A reference case still to run or to load from the cache.
+struct ReferenceJob {
+  const ChapterSpec* chapter;
+  const CaseSpec* spec;
+  std::string stamp;  ///< content hash of the chapter's case program: keys the cached result
+};
+
+/// The cases of `chapters` whose reference built and that `done` says have no run yet.
+std::vector<ReferenceJob> pending_reference_jobs(
+    const std::vector<const ChapterSpec*>& chapters,
+    const std::map<std::string, std::string>& build_errors, const fs::path& tree,
+    const std::function<bool(const CaseSpec&)>& done) {
+  std::vector<ReferenceJob> jobs;
+  for (const auto* c : chapters) {
+    if (build_errors.count(c->name)) continue;
+    std::string stamp;  // hashed once per chapter, and only when one of its cases is to run
+    for (const auto& cs : c->cases) {
+      if (done(cs)) continue;
+      if (stamp.empty()) stamp = file_hash(tree / "bin" / case_target(c->name));
+      jobs.push_back({c, &cs, stamp});
+    }
+  }
+  return jobs;
+}
+
+/// One reference run: the cached result when the program is the one that gave it, else a fresh
+/// run, cached when it passed. Keyed by the program's content, not its time and size: a rebuilt
+/// program with another behaviour never meets a stale result.
+CaseRun run_or_load(const ReferenceJob& j, std::uint64_t seed, const fs::path& tree,
+                    const GradeOptions& opts) {
+  const fs::path cache =
+      opts.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
+  if (auto cached = cached_reference(cache, j.stamp)) return std::move(*cached);
+  CaseRun run =
+      run_case(tree / "bin" / case_target(j.chapter->name), *j.spec, seed, opts.drop_privileges);
+  if (run.status == Status::passed)
+    write_text(
+        cache,
+        nlohmann::json{{"stamp", j.stamp}, {"case", j.spec->name}, {"result", run.result}}.dump());
+  return run;
+}
+
 }  // namespace
 
 double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
@@ -368,43 +412,17 @@ double Reference::prepare(const std::vector<const ChapterSpec*>& all_chapters,
   for (const auto* c : all_chapters)
     if (built_.insert(c->name).second) chapters.push_back(c);
   build_reference(chapters, tree_, project_, opts_, build_errors);
-  struct Job {
-    const ChapterSpec* chapter;
-    const CaseSpec* spec;
-  };
-  std::map<std::string, std::string> stamps;  // chapter -> content hash of its case program
-  std::vector<Job> jobs;
-  for (const auto* c : all_chapters) {
-    if (build_errors.count(c->name)) continue;
-    for (const auto& cs : c->cases)
-      if (!runs_.count({seeds.seed_for(cs), cs.name})) jobs.push_back({c, &cs});
-    if (!jobs.empty() && jobs.back().chapter == c)
-      stamps[c->name] = file_hash(tree_ / "bin" / case_target(c->name));
-  }
+  const std::vector<ReferenceJob> jobs =
+      pending_reference_jobs(all_chapters, build_errors, tree_, [&](const CaseSpec& cs) {
+        return runs_.count({seeds.seed_for(cs), cs.name}) > 0;
+      });
   std::vector<CaseRun> results(jobs.size());
   std::optional<Progress> running;
   if (!jobs.empty())
     running.emplace(
         fmt::format("running the reference on {} cases (cached results are reused)", jobs.size()));
   parallel_for(jobs.size(), opts_.jobs, [&](std::size_t i) {
-    const auto& j = jobs[i];
-    const std::uint64_t seed = seeds.seed_for(*j.spec);
-    fs::path exe = tree_ / "bin" / case_target(j.chapter->name);
-    // Keyed by the program's content, not its time and size: a rebuilt program with another
-    // behaviour never meets a stale result.
-    fs::path cache =
-        opts_.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
-    const std::string& stamp = stamps.at(j.chapter->name);
-    if (auto cached = cached_reference(cache, stamp)) {
-      results[i] = std::move(*cached);
-      return;
-    }
-    results[i] = run_case(exe, *j.spec, seed, opts_.drop_privileges);
-    if (results[i].status == Status::passed)
-      write_text(
-          cache,
-          nlohmann::json{{"stamp", stamp}, {"case", j.spec->name}, {"result", results[i].result}}
-              .dump());
+    results[i] = run_or_load(jobs[i], seeds.seed_for(*jobs[i].spec), tree_, opts_);
   });
   running.reset();
   std::lock_guard lock(mu_);
@@ -429,29 +447,53 @@ const CaseRun& Reference::get(const std::string& case_name, std::uint64_t seed) 
   return it == runs_.end() ? missing : it->second;
 }
 
+double Reference::prepare_labs(const GpuLabsSpec& spec) {
+  auto t0 = Clock::now();
+  std::lock_guard serial(prepare_mu_);
+  for (const auto& c : spec.cases) {
+    if (lab_builds_.count(c.lab)) continue;
+    Progress p(fmt::format("building the reference's GPU lab {}", c.lab));
+    TargetBuild b = build_target(tree_, lab_target(c.lab), opts_.jobs, project_);
+    std::lock_guard lock(mu_);
+    lab_builds_[c.lab] = std::move(b);
+  }
+  return since(t0);
+}
+
+TargetBuild Reference::lab_build(const std::string& lab) const {
+  std::lock_guard lock(mu_);
+  auto it = lab_builds_.find(lab);
+  return it == lab_builds_.end() ? TargetBuild{false, "the reference lab was not built", "", 0}
+                                 : it->second;
+}
+
 namespace {
 
 /// A submission after staging: the tree its case programs are built in, and what it recorded.
 /// For the reference solutions, the reference's own tree and nothing recorded.
 struct Workspace {
   fs::path tree;
-  fs::path scratch_chapters;  ///< the staged chapters (shown as "chapters/" in messages)
-  std::string tree_error;     ///< set when the tree could not be configured
+  fs::path scratch_chapters;   ///< the staged chapters (shown as "chapters/" in messages)
+  std::string tree_error;      ///< set when the tree could not be configured
+  fs::path lab_tree;           ///< the CUDA tree of the GPU labs, when they are graded
+  std::string lab_tree_error;  ///< set when that tree could not be configured
   HintsSeen hints;
   PredictionsMade predictions;
 };
 
-/// Stage: the submission's files onto the pristine skeleton in its own folder, its hint and
-/// prediction records read, its grading tree configured to link with the reference's tree.
+/// Stage: the submission's files (chapters, and the GPU labs' when they are graded) onto the
+/// pristine skeleton in its own folder, its hint and prediction records read, its grading tree
+/// configured to link with the reference's tree, and the labs' CUDA tree configured.
 /// Throws RejectedSubmission (unpack.hpp).
 Workspace stage(const fs::path& submission, const std::string& build_name, const Project& project,
-                const Rubric& rubric, const fs::path& reference_tree, const GradeOptions& opts,
-                std::vector<std::string>& notes) {
+                const Rubric& rubric, const GpuLabs& labs, const fs::path& reference_tree,
+                const GradeOptions& opts, std::vector<std::string>& notes) {
   fs::path base = opts.work_dir / "student" / safe_name(build_name);
   claim_student_folder(base, fs::absolute(submission).lexically_normal().string(),
                        opts.trusted_build);
-  Staged st = stage_submission(submission, base / "src", rubric, project,
-                               pristine_root(project, opts.work_dir));
+  Staged st =
+      stage_submission(submission, base / "src", rubric, project,
+                       pristine_root(project, opts.work_dir), labs.graded() ? labs.spec : nullptr);
   notes.insert(notes.end(), st.notes.begin(), st.notes.end());
   Workspace ws;
   ws.hints = read_hints(st.top / kHintsRecord, rubric, notes);
@@ -461,17 +503,28 @@ Workspace stage(const fs::path& submission, const std::string& build_name, const
   Progress p("configuring the build of the submission");
   ws.tree_error = configure_tree(
       {ws.tree, "student", st.chapters_dir, {}, opts.trusted_build, reference_tree}, project);
+  if (labs.graded()) {
+    const TreeConfig cuda = lab_tree_config(base, st);
+    ws.lab_tree = cuda.dir;
+    ws.lab_tree_error = configure_tree(cuda, project);
+  }
   return ws;
 }
 
-/// Build: each chapter's objects compiled on their own, checked (no global symbol the reference's
-/// objects do not define), then linked with the reference tree's runtime, harness and case
-/// archives. Every compile comes before any link, so no compile sees a linked case program. The
-/// reference solutions are not rebuilt: their builds are the reference's.
-std::map<std::string, TargetBuild> build(const std::vector<const ChapterSpec*>& chapters,
-                                         const Workspace& ws, const Project& project,
-                                         const Reference& reference, const GradeOptions& opts,
-                                         bool solution) {
+/// The builds of a submission: one per chapter (its case program) and one per GPU lab.
+struct Builds {
+  std::map<std::string, TargetBuild> chapters;  ///< by chapter
+  std::map<std::string, TargetBuild> labs;      ///< by lab, when the labs are graded
+};
+
+/// Build, of the chapters: each chapter's objects compiled on their own, checked (no global symbol
+/// the reference's objects do not define), then linked with the reference tree's runtime, harness
+/// and case archives. Every compile comes before any link, so no compile sees a linked case
+/// program. The reference solutions are not rebuilt: their builds are the reference's.
+std::map<std::string, TargetBuild> build_chapters(const std::vector<const ChapterSpec*>& chapters,
+                                                  const Workspace& ws, const Project& project,
+                                                  const Reference& reference,
+                                                  const GradeOptions& opts, bool solution) {
   std::map<std::string, TargetBuild> builds;
   for (std::size_t i = 0; i < chapters.size(); ++i) {
     const auto* c = chapters[i];
@@ -503,6 +556,21 @@ std::map<std::string, TargetBuild> build(const std::vector<const ChapterSpec*>& 
   return builds;
 }
 
+/// Build: the chapters' case programs, then each graded GPU lab's program in the CUDA tree (for
+/// the reference solutions, the reference's own builds).
+Builds build(const std::vector<const ChapterSpec*>& chapters, const GpuLabs& labs,
+             const Workspace& ws, const Project& project, const Reference& reference,
+             const GradeOptions& opts, bool solution) {
+  Builds b;
+  b.chapters = build_chapters(chapters, ws, project, reference, opts, solution);
+  if (!labs.graded()) return b;
+  if (solution)
+    for (const auto& c : labs.spec->cases) b.labs[c.lab] = reference.lab_build(c.lab);
+  else
+    b.labs = build_labs(*labs.spec, ws.lab_tree, ws.lab_tree_error, opts.jobs, project);
+  return b;
+}
+
 /// A case of a chapter that did not build: build-failed, with the compiler's words.
 CaseGrade unbuilt_case(const CaseSpec& cs, const std::string& chapter, const TargetBuild& b) {
   CaseGrade g;
@@ -526,12 +594,13 @@ std::vector<const CaseSpec*> selected_cases(const ChapterSpec& c,
   return picked;
 }
 
-/// Run and judge: every case of a chapter that built runs in isolation and is judged against the
-/// reference's run; a case whose reference did not pass is not run (judge_case says why).
-std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& chapters,
-                                        const std::map<std::string, TargetBuild>& builds,
-                                        const fs::path& tree, const Reference& reference,
-                                        const Rubric& rubric, const GradeOptions& opts) {
+/// Run and judge, of the chapters: every case of a chapter that built runs in isolation and is
+/// judged against the reference's run; a case whose reference did not pass is not run
+/// (judge_case says why).
+std::vector<ChapterGrade> run_and_judge_cases(const std::vector<const ChapterSpec*>& chapters,
+                                              const std::map<std::string, TargetBuild>& builds,
+                                              const fs::path& tree, const Reference& reference,
+                                              const Rubric& rubric, const GradeOptions& opts) {
   std::vector<ChapterGrade> out;
   std::vector<std::vector<const CaseSpec*>> picked;          // per chapter, the cases graded
   std::vector<std::pair<CaseGrade*, const CaseSpec*>> jobs;  // filled in below, in parallel
@@ -565,6 +634,52 @@ std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& c
   return out;
 }
 
+/// Run and judge, of the GPU labs: one case after another (they share the device), the
+/// reference's lab first. A case whose reference did not build or pass is reference_error, not
+/// counted, whatever the submission did; one whose submission did not build is build_failed.
+/// Labs that cannot run here are skipped with the reason.
+ChapterGrade run_and_judge_labs(const GpuLabs& labs, const Builds& builds, const fs::path& tree,
+                                const Reference& reference, bool solution) {
+  ChapterGrade cg;
+  cg.name = "gpu_labs";
+  cg.title = labs.spec->title;
+  for (const auto& c : labs.spec->cases) {
+    if (!labs.graded()) {
+      cg.cases.push_back(skipped_lab(c, labs.unavailable));
+      continue;
+    }
+    const TargetBuild rb = reference.lab_build(c.lab);
+    if (!rb.ok) {
+      cg.cases.push_back(unbuilt_lab(c, Status::reference_error,
+                                     "the reference lab does not build: " + rb.first_error,
+                                     rb.log));
+      continue;
+    }
+    const CaseRun ref = run_lab(reference.tree() / "bin" / lab_target(c.lab), c);
+    const TargetBuild& sb = builds.labs.at(c.lab);
+    if (solution || ref.status != Status::passed)
+      cg.cases.push_back(judge_lab(c, ref, ref));
+    else if (!sb.ok)
+      cg.cases.push_back(unbuilt_lab(c, Status::build_failed, sb.first_error, sb.log));
+    else
+      cg.cases.push_back(judge_lab(c, run_lab(tree / "bin" / lab_target(c.lab), c), ref));
+  }
+  return cg;
+}
+
+/// Run and judge: every selected exercise, the chapters' cases, then the GPU labs'.
+std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& chapters,
+                                        const GpuLabs& labs, const Builds& builds,
+                                        const Workspace& ws, const Reference& reference,
+                                        const Rubric& rubric, const GradeOptions& opts,
+                                        bool solution) {
+  std::vector<ChapterGrade> out =
+      run_and_judge_cases(chapters, builds.chapters, ws.tree, reference, rubric, opts);
+  if (labs.selected())
+    out.push_back(run_and_judge_labs(labs, builds, ws.lab_tree, reference, solution));
+  return out;
+}
+
 /// Closes a grade: total time, and a note for every case the reference itself got wrong.
 Grade finished(Grade g, Clock::time_point t_all) {
   for (const auto& cg : g.chapters)
@@ -587,35 +702,28 @@ Grade grade_submission(const fs::path& submission, const std::string& build_name
   g.seed = opts.seed;
   g.hidden_seed = opts.hidden_seed;
   auto chapters = select_chapters(rubric, opts.chapters);
-  g.timings.emplace_back("reference", reference.prepare(chapters, opts));
+  const GpuLabs labs = select_gpu_labs(rubric, opts.chapters, reference.tree());
+  double reference_s = reference.prepare(chapters, opts);
+  if (labs.graded()) reference_s += reference.prepare_labs(*labs.spec);
+  g.timings.emplace_back("reference", reference_s);
 
   auto t_build = Clock::now();
   Workspace ws;
-  ws.tree = reference.tree();
+  ws.tree = ws.lab_tree = reference.tree();
   try {
     if (!solution)
-      ws = stage(submission, build_name, project, rubric, reference.tree(), opts, g.notes);
+      ws = stage(submission, build_name, project, rubric, labs, reference.tree(), opts, g.notes);
   } catch (const RejectedSubmission& e) {
     // A link, a `..` path or a submission over the caps: nothing of it is built or run.
     return finished(rejected_grade(std::move(g), chapters, e.what()), t_all);
   }
-  auto builds = build(chapters, ws, project, reference, opts, solution);
+  const Builds builds = build(chapters, labs, ws, project, reference, opts, solution);
   g.timings.emplace_back("build", since(t_build));
 
   auto t_cases = Clock::now();
-  g.chapters = run_and_judge(chapters, builds, ws.tree, reference, rubric, opts);
+  g.chapters = run_and_judge(chapters, labs, builds, ws, reference, rubric, opts, solution);
   g.timings.emplace_back("student cases", since(t_cases));
-
-  // GPU labs: run on a CUDA device, reported as skipped without one.
-  if (gpu_labs_selected(rubric, opts.chapters)) {
-    auto t_gpu = Clock::now();
-    g.chapters.push_back(grade_gpu_labs(*rubric.gpu_labs, submission, build_name, project,
-                                        reference.tree(), opts, solution));
-    if (!g.chapters.back().cases.empty() &&
-        g.chapters.back().cases.front().status == Status::skipped)
-      g.notes.push_back("GPU labs skipped: " + g.chapters.back().cases.front().reason);
-    g.timings.emplace_back("gpu labs", since(t_gpu));
-  }
+  if (labs.selected() && !labs.graded()) g.notes.push_back("GPU labs skipped: " + labs.unavailable);
   apply_hints(g.chapters, ws.hints, rubric);
   apply_predictions(g.chapters, ws.predictions);
   return finished(std::move(g), t_all);

@@ -1,5 +1,5 @@
 // Grading one submission: build the reference and the submission, run every case of the chosen
-// chapters in isolation on both, and turn the outcomes into the grade model.
+// chapters (and the GPU labs) in isolation on both, and turn the outcomes into the grade model.
 #pragma once
 
 #include <cstdint>
@@ -87,8 +87,14 @@ class Reference {
   /// Builds the chapters' case programs and runs (or loads) every case with the seed
   /// seeds.seed_for gives it. Thread-safe. Returns seconds spent.
   double prepare(const std::vector<const ChapterSpec*>& chapters, const GradeOptions& seeds);
+  /// Builds the reference's program of every GPU lab `spec`'s cases name (once per lab). Its runs
+  /// are not kept: a lab runs on a device, beside the submission's run of it. Returns seconds
+  /// spent.
+  double prepare_labs(const GpuLabsSpec& spec);
   /// The reference run of a case (after prepare).
   const CaseRun& get(const std::string& case_name, std::uint64_t seed) const;
+  /// The build of a GPU lab's reference program (after prepare_labs).
+  TargetBuild lab_build(const std::string& lab) const;
   /// The build tree holding the reference case programs.
   const std::filesystem::path& tree() const { return tree_; }
   /// Set when the reference could not be built for a chapter.
@@ -100,9 +106,10 @@ class Reference {
   GradeOptions opts_;
   std::filesystem::path tree_;
   std::map<std::pair<std::uint64_t, std::string>, CaseRun> runs_;  // by (seed, case)
-  std::set<std::string> built_;  // chapters whose case program is built
-  mutable std::mutex mu_;        // guards runs_ against readers while prepare writes
-  std::mutex prepare_mu_;        // one prepare at a time (batch workers all call it)
+  std::set<std::string> built_;                    // chapters whose case program is built
+  std::map<std::string, TargetBuild> lab_builds_;  // by lab
+  mutable std::mutex mu_;  // guards runs_ against readers while prepare writes
+  std::mutex prepare_mu_;  // one prepare at a time (batch workers all call it)
 };
 
 /// The chapters to grade: the rubric's, filtered by opts.chapters (prefix match, "11_2"

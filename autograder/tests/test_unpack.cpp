@@ -13,6 +13,7 @@
 
 #include "commands/batch.hpp"
 #include "helpers.hpp"
+#include "pipeline/build.hpp"
 #include "pipeline/unpack.hpp"
 #include "report/report.hpp"
 
@@ -430,4 +431,40 @@ TEST_CASE(
   std::string junit = read_text(dir / "junit.xml");
   CHECK(valid_utf8(junit) == junit);
   CHECK(junit.find(kReplacement) != std::string::npos);
+}
+
+TEST_CASE(
+    "a GPU lab's files are staged with the chapters: found under gpu_labs/, loose, under a top "
+    "folder or in a zip, and the pristine file fills in the rest") {
+  fs::path dir = fresh_dir("stage_labs");
+  // A pristine copy with one lab of two files and no chapters, and a rubric naming that lab.
+  put(dir / "pristine/gpu_labs/lab/ring.cpp", "// ring skeleton\n");
+  put(dir / "pristine/gpu_labs/lab/tree.cpp", "// tree skeleton\n");
+  fs::create_directories(dir / "pristine/chapters");
+  const Rubric rubric = parse_rubric(R"({"chapters": {}, "gpu_labs": {
+      "files": {"lab": ["ring.cpp", "tree.cpp"]}, "cases": {"gpu.lab": {"lab": "lab"}}}})",
+                                     "r.json");
+  auto staged = [&](const fs::path& submission, const std::string& name) {
+    const Staged st = stage_submission(submission, dir / "scratch" / name, rubric, this_project(),
+                                       dir / "pristine", &*rubric.gpu_labs);
+    CHECK(st.gpu_labs_dir == dir / "scratch" / name / "gpu_labs");
+    CHECK(read_text(st.gpu_labs_dir / "lab/tree.cpp") == "// tree skeleton\n");  // not submitted
+    return read_text(st.gpu_labs_dir / "lab/ring.cpp");
+  };
+  put(dir / "in_folder/gpu_labs/lab/ring.cpp", "// mine, in gpu_labs\n");
+  CHECK(staged(dir / "in_folder", "a") == "// mine, in gpu_labs\n");
+  put(dir / "loose/lab/ring.cpp", "// mine, loose\n");
+  CHECK(staged(dir / "loose", "b") == "// mine, loose\n");
+  put(dir / "under_top/manygpu/gpu_labs/lab/ring.cpp", "// mine, under a top folder\n");
+  CHECK(staged(dir / "under_top", "c") == "// mine, under a top folder\n");
+  make_zip(dir / "upload.zip", {{"gpu_labs/lab/ring.cpp", "// mine, zipped\n"}});
+  CHECK(staged(dir / "upload.zip", "d") == "// mine, zipped\n");
+  fs::create_directories(dir / "empty");
+  CHECK(staged(dir / "empty", "e") == "// ring skeleton\n");
+
+  // Without the labs graded, nothing of them is staged.
+  const Staged st = stage_submission(dir / "in_folder", dir / "scratch/f", rubric, this_project(),
+                                     dir / "pristine");
+  CHECK(st.gpu_labs_dir.empty());
+  CHECK_FALSE(fs::exists(dir / "scratch/f/gpu_labs"));
 }

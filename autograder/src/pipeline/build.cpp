@@ -325,8 +325,7 @@ fs::path unpacked_top(const fs::path& submission, const fs::path& scratch, const
                       std::vector<std::string>& notes) {
   std::error_code ec;
   if (fs::is_regular_file(submission) && submission.extension() == ".zip") {
-    extract_zip(submission,
-                scratch / "unzipped");  // gpu_labs.cpp stages the lab files from here too
+    extract_zip(submission, scratch / "unzipped");
     return scratch / "unzipped";
   }
   if (!fs::is_directory(submission))
@@ -432,10 +431,37 @@ std::vector<std::string> write_staged_chapters(const SubmittedFiles& found,
   return taken;
 }
 
+// Writes each GPU lab's files into gpu_labs_dir/<lab>/: the pristine file, or the submission's
+// copy found first under top/gpu_labs/<lab>/, top/<lab>/ (loose) or <folder>/gpu_labs/<lab>/ for a
+// folder directly in top.
+void write_staged_labs(const GpuLabsSpec& spec, const fs::path& top, const fs::path& gpu_labs_dir,
+                       const Project& project, const fs::path& pristine) {
+  std::vector<fs::path> roots{top / "gpu_labs", top};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(top, ec))
+    if (e.is_directory() && !e.is_symlink()) roots.push_back(e.path() / "gpu_labs");
+  for (const auto& [lab, files] : spec.files) {
+    fs::create_directories(gpu_labs_dir / lab);
+    for (const auto& f : files) {
+      std::string text = read_text(pristine_dir(project, pristine, fs::path("gpu_labs") / lab) / f);
+      for (const auto& r : roots) {
+        fs::path p = r / lab / f;
+        if (!fs::is_symlink(p) && fs::is_regular_file(p) &&
+            fs::file_size(p) <= kMaxSubmissionFileBytes) {
+          text = read_text(p);
+          break;
+        }
+      }
+      write_if_changed(gpu_labs_dir / lab / f, text);
+    }
+  }
+}
+
 }  // namespace
 
 Staged stage_submission(const fs::path& submission, const fs::path& scratch, const Rubric& rubric,
-                        const Project& project, const fs::path& pristine) {
+                        const Project& project, const fs::path& pristine,
+                        const GpuLabsSpec* gpu_labs) {
   std::error_code ec;
   // The submission's folder (src/ and its build trees) is the grader's alone between builds.
   fs::create_directories(scratch, ec);
@@ -445,6 +471,10 @@ Staged stage_submission(const fs::path& submission, const fs::path& scratch, con
   st.chapters_dir = scratch / "chapters";
   st.chapters_found = write_staged_chapters(submitted_files(st.top, rubric, st.notes),
                                             st.chapters_dir, rubric, project, pristine);
+  if (gpu_labs) {
+    st.gpu_labs_dir = scratch / "gpu_labs";
+    write_staged_labs(*gpu_labs, st.top, st.gpu_labs_dir, project, pristine);
+  }
   return st;
 }
 
@@ -524,8 +554,12 @@ std::string cache_value(const fs::path& tree, const std::string& name) {
   return "";
 }
 
-std::string configure_tree(const TreeConfig& cfg, const Project& project,
-                           const fs::path& gpu_student_dir) {
+namespace {
+
+// The CMake command line that configures cfg's tree: a whole or grading tree, with CUDA (the GPU
+// labs) or without.
+std::vector<std::string> configure_args(const TreeConfig& cfg, const Project& project) {
+  const fs::path& gpu_student_dir = cfg.gpu_student_dir;
   std::vector<std::string> args{
       "-S", project.root.string(), "-B", cfg.dir.string(), "-G", "Ninja", "-DMGPU_IMPL=" + cfg.impl,
       gpu_student_dir.empty() ? "-DMGPU_CUDA=OFF" : "-DMGPU_CUDA=ON",
@@ -552,6 +586,13 @@ std::string configure_tree(const TreeConfig& cfg, const Project& project,
       dirs += (dirs.empty() ? "" : ";") + fs::absolute(d).string();
     args.push_back("-DMGPU_GRADE_CASES_DIRS=" + dirs);
   }
+  return args;
+}
+
+}  // namespace
+
+std::string configure_tree(const TreeConfig& cfg, const Project& project) {
+  const std::vector<std::string> args = configure_args(cfg, project);
   std::string stamp_text;
   for (const auto& a : args) stamp_text += a + "\n";
   if (cfg.trusted) stamp_text += kTrustedLine;

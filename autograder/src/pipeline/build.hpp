@@ -1,6 +1,7 @@
 // Building: copying a submission's manifest files into a scratch folder (the submission itself is
-// never touched), configuring a cached student build tree on it, and building each chapter's case
-// program on its own so a compile error costs that chapter only.
+// never touched), configuring a cached student build tree on it (a CUDA tree too when the GPU
+// labs are graded), and building each chapter's case program and each lab on its own so a
+// compile error costs that exercise only.
 #pragma once
 
 #include <filesystem>
@@ -29,16 +30,22 @@ struct Staged {
       top;  ///< the folder the submission's files were read from (a zip: where it was unpacked)
   std::vector<std::string> notes;           ///< what was not found, for the report
   std::vector<std::string> chapters_found;  ///< chapters with at least one submitted file
+  std::filesystem::path gpu_labs_dir;  ///< the staged lab folders (MGPU_GPU_STUDENT_DIR); empty
+                                       ///< when no GPU lab is graded
 };
 
 /// Copies SUBMISSION (a folder or .zip) into scratch/chapters: for every chapter, the pristine
 /// .cpp files from its skeleton folder under pristine (pristine_root), overlaid by the submission's
 /// manifest files. Files are only rewritten when their content changed. A zip is extracted with
 /// extract_zip and a folder checked with check_submission_folder first: both throw
-/// RejectedSubmission (unpack.hpp).
+/// RejectedSubmission (unpack.hpp). With `gpu_labs` (the GPU labs are graded), the same for the
+/// labs into scratch/gpu_labs/<lab>/: the pristine files gpu_labs.files names, each overlaid by
+/// the submission's copy, found under gpu_labs/<lab>/, loose as <lab>/, or under a top folder's
+/// gpu_labs/<lab>/.
 Staged stage_submission(const std::filesystem::path& submission,
                         const std::filesystem::path& scratch, const Rubric& rubric,
-                        const Project& project, const std::filesystem::path& pristine);
+                        const Project& project, const std::filesystem::path& pristine,
+                        const GpuLabsSpec* gpu_labs = nullptr);
 
 /// A build tree to configure.
 struct TreeConfig {
@@ -53,6 +60,9 @@ struct TreeConfig {
   /// case programs link this trusted tree's runtime, harness and case archives, so the build sees
   /// no case source. Empty: a whole tree (the GPU labs', the visible tests').
   std::filesystem::path link_from{};
+  /// A CUDA tree (MGPU_CUDA=ON) that builds the GPU labs with the lab files from this folder
+  /// (MGPU_GPU_STUDENT_DIR, Staged::gpu_labs_dir). Empty: MGPU_CUDA=OFF.
+  std::filesystem::path gpu_student_dir{};
 };
 
 /// Makes `base` (a submission's folder, <work>/student/<name>: src/ and its build trees) ready
@@ -70,11 +80,9 @@ void claim_student_folder(const std::filesystem::path& base, const std::string& 
 std::string cache_value(const std::filesystem::path& tree, const std::string& name);
 
 /// Configures dir unless it already is with the same settings. Returns "" or the error text.
-/// With gpu_student_dir, the tree builds the GPU labs (MGPU_CUDA=ON) with the lab files from that
-/// folder (MGPU_GPU_STUDENT_DIR); otherwise MGPU_CUDA=OFF. Package locations the grader's own tree
-/// was given (CMAKE_PREFIX_PATH, MGPU_NCCL_*) are passed on.
-std::string configure_tree(const TreeConfig& cfg, const Project& project,
-                           const std::filesystem::path& gpu_student_dir = {});
+/// Package locations the grader's own tree was given (CMAKE_PREFIX_PATH, MGPU_NCCL_*) are passed
+/// on.
+std::string configure_tree(const TreeConfig& cfg, const Project& project);
 
 /// The outcome of building one target.
 struct TargetBuild {
@@ -100,5 +108,7 @@ TargetBuild build_target(const std::filesystem::path& tree, const std::string& t
 inline std::string case_target(const std::string& chapter) { return "cases_" + chapter; }
 /// Name of a chapter's library: the submission's objects of it.
 inline std::string chapter_target(const std::string& chapter) { return "mgpu_" + chapter; }
+/// Name of a GPU lab's program (gpu_labs/CMakeLists.txt), built in a CUDA tree.
+inline std::string lab_target(const std::string& lab) { return "gpu_" + lab; }
 
 }  // namespace mgpu::grade

@@ -207,6 +207,85 @@ Comparison compare_values(const nlohmann::json& student_values,
   return c;
 }
 
+namespace {
+
+// The error of one GPU lab output by the case's measure; NaN when either side has a NaN.
+double lab_error(const std::vector<double>& a, const std::vector<double>& b, LabError measure) {
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) return std::nan("");
+    const double d = std::fabs(a[i] - b[i]);
+    if (measure == LabError::max_rel) {
+      diff = std::max(diff, d);
+      scale = std::max(scale, std::fabs(b[i]));
+    } else {
+      diff += d * d;
+      scale += b[i] * b[i];
+    }
+  }
+  if (std::isnan(diff)) return diff;  // inf - inf
+  if (scale == 0) return diff == 0 ? 0 : INFINITY;
+  return measure == LabError::max_rel ? diff / scale : std::sqrt(diff / scale);
+}
+
+// A JSON array of numbers ("nan", "inf" as text); false if anything else is in it.
+bool decode_array(const nlohmann::json& j, std::vector<double>& out) {
+  if (!j.is_array()) return false;
+  out.resize(j.size());
+  for (std::size_t i = 0; i < j.size(); ++i)
+    if (!decode_number(j[i], out[i])) return false;
+  return true;
+}
+
+// One lab output of equal length on both sides, folded into cmp: its error by the case's
+// measure, the largest absolute difference and the NaNs where the reference has a number.
+void compare_lab_output(Comparison& cmp, const std::string& name, const std::vector<double>& got,
+                        const std::vector<double>& want, const GpuLabCase& c) {
+  const char* measure = c.error == LabError::max_rel ? "max_rel" : "norm_rel";
+  const double e = lab_error(got, want, c.error);
+  cmp.max_rel_error = std::isnan(e) || std::isnan(cmp.max_rel_error)
+                          ? std::nan("")
+                          : std::max(cmp.max_rel_error, e);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && !std::isnan(want[i])) ++cmp.nan_count;
+    if (!std::isnan(got[i]) && !std::isnan(want[i]))
+      cmp.max_abs_error = std::max(cmp.max_abs_error, std::fabs(got[i] - want[i]));
+  }
+  if (!(e <= c.tolerance)) {
+    const std::string line =
+        fmt::format("{}: {} error {:.3g} over the tolerance {:g}", name, measure, e, c.tolerance);
+    fail_value(cmp, line, line);
+  }
+}
+
+}  // namespace
+
+Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference,
+                              const GpuLabCase& c) {
+  Comparison cmp;
+  const char* measure = c.error == LabError::max_rel ? "max_rel" : "norm_rel";
+  cmp.tolerances = fmt::format("every output: {} error <= {:g}", measure, c.tolerance);
+  auto fail = [&](const std::string& line) { fail_value(cmp, line, line); };
+  if (!reference.is_object() || reference.empty()) {
+    fail("the reference lab wrote no outputs");
+    return cmp;
+  }
+  for (const auto& [name, ref] : reference.items()) {
+    std::vector<double> want, got;
+    if (!decode_array(ref, want))
+      fail(fmt::format("{}: the reference's output is not an array of numbers", name));
+    else if (!student.is_object() || !student.contains(name))
+      fail(fmt::format("{}: missing (the reference lab writes it)", name));
+    else if (!decode_array(student[name], got))
+      fail(fmt::format("{}: not an array of numbers", name));
+    else if (got.size() != want.size())
+      fail(fmt::format("{}: {} elements, the reference has {}", name, got.size(), want.size()));
+    else
+      compare_lab_output(cmp, name, got, want, c);
+  }
+  return cmp;
+}
+
 BudgetCheck check_budget(const Budget& b, const nlohmann::json& student_measures,
                          const nlohmann::json& reference_measures) {
   BudgetCheck r;

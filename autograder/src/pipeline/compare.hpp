@@ -1,5 +1,6 @@
 // Judging a case: the student's named values against the reference's, as numpy.isclose with the
-// reference as b, and the student's measured costs against the rubric's budgets.
+// reference as b, and the student's measured costs against the rubric's budgets; a GPU lab's
+// outputs by their error relative to the output's scale.
 #pragma once
 
 #include <string>
@@ -36,6 +37,12 @@ bool is_close(double a, double b, Tolerance t);
 Comparison compare_values(const nlohmann::json& student_values,
                           const nlohmann::json& reference_values, const Rubric& rubric,
                           const CaseSpec& spec);
+
+/// Every output the reference GPU lab wrote against the submission's output of the same name, by
+/// the case's error measure (max_rel or norm_rel, relative to the output's scale) and tolerance.
+/// A missing output, a length that differs or a NaN fails.
+Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference,
+                              const GpuLabCase& c);
 
 /// The verdict on one budget.
 struct BudgetCheck {

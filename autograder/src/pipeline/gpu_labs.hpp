@@ -1,15 +1,19 @@
-// GPU labs in the grade: the rubric's "gpu_labs" section, detection of a usable CUDA device, and
-// grading of the lab binaries (gpu_labs/, bin/gpu_<lab>) like case programs: each runs isolated
-// with the GPU's device nodes and writes its outputs to the grader's descriptor (--result-fd),
-// and the grader compares them with the reference lab's. Without a device, or without a CUDA
-// build, every GPU case is reported as skipped and counts for nothing.
+// The GPU labs as one more kind of graded exercise, beside the chapters' cases. What the kind
+// supplies to the grade's steps (grade.cpp):
+//   stage   the lab files (rubric "gpu_labs.files"), staged by stage_submission with the chapters;
+//   build   a CUDA tree (lab_tree_config) and one program per lab (lab_target, build_labs);
+//   run     each lab case's program, isolated with the GPU's device nodes, writing its outputs to
+//           the grader's descriptor and classified like a case (run_lab -> classify_run);
+//   judge   its outputs against the reference lab's by an error measure (judge_lab ->
+//           compare_lab_values in compare.cpp).
+// Without a CUDA device, or without a CUDA build, every lab case is reported as skipped and
+// counts for nothing (gpu_labs_unavailable); nothing is staged, built or run then.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "grade.hpp"
 #include "pipeline/build.hpp"
@@ -19,10 +23,17 @@
 
 namespace mgpu::grade {
 
-/// Reads the rubric's "gpu_labs" section into `out`; each problem is appended to `errors` as
-/// "FILE: FIELD: problem; fix: ...". Unknown fields are errors, as everywhere in the rubric.
-void parse_gpu_labs(const nlohmann::ordered_json& section, const std::string& file,
-                    GpuLabsSpec& out, std::vector<std::string>& errors);
+/// The GPU labs of one grade: selected or not, and graded here or skipped.
+struct GpuLabs {
+  const GpuLabsSpec* spec = nullptr;  ///< the rubric's labs; nullptr when not selected
+  std::string unavailable;            ///< why they are skipped here ("" when they are graded)
+  bool selected() const { return spec != nullptr; }
+  bool graded() const { return spec != nullptr && unavailable.empty(); }
+};
+
+/// The labs a grade covers: selected (gpu_labs_selected), then checked with gpu_labs_unavailable.
+GpuLabs select_gpu_labs(const Rubric& rubric, const std::vector<std::string>& filters,
+                        const std::filesystem::path& reference_tree);
 
 /// True when a grade has the GPU lab block (a chapter named "gpu_labs"): the rubric has GPU cases
 /// and there is no --chapter filter, or one that "gpu_labs" starts with.
@@ -40,29 +51,32 @@ std::string gpu_labs_unavailable(const std::filesystem::path& reference_tree);
 /// The device nodes a lab needs: every /dev/nvidia* entry (the GPUs, nvidiactl, nvidia-uvm, ...).
 std::vector<std::filesystem::path> gpu_device_nodes();
 
+/// The submission's CUDA tree, base/build-gpu: a whole student tree with the staged chapters
+/// (st.chapters_dir) and labs (st.gpu_labs_dir).
+TreeConfig lab_tree_config(const std::filesystem::path& base, const Staged& st);
+
+/// Builds every lab's program (lab_target) of `tree` once: lab -> build. With `tree_error` (the
+/// tree could not be configured) nothing is built and every lab fails with it.
+std::map<std::string, TargetBuild> build_labs(const GpuLabsSpec& spec,
+                                              const std::filesystem::path& tree,
+                                              const std::string& tree_error, int jobs,
+                                              const Project& project);
+
 /// Runs a lab binary as a case: isolated with the device nodes, `c.args` plus --result-fd 3, the
 /// case's time and memory limits. A lab that writes nothing there has no result, whatever it
 /// prints.
 CaseRun run_lab(const std::filesystem::path& exe, const GpuLabCase& c);
 
-/// Every output the reference lab wrote against the submission's output of the same name, by
-/// the case's error measure and tolerance. A missing output, a length that differs or a NaN fails.
-Comparison compare_lab_values(const nlohmann::json& student, const nlohmann::json& reference,
-                              const GpuLabCase& c);
-
 /// The grade of one lab case from the submission's run and the reference's (reference_error when
-/// the reference gave no result).
+/// the reference gave no result), by compare_lab_values.
 CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& reference);
 
-/// The grade of the GPU lab cases, as one more chapter named "gpu_labs". When
-/// gpu_labs_unavailable() gives a reason, every case is `skipped` with it (no build, no run).
-/// Otherwise the reference's lab binaries (reference_tree) and the submission's (a CUDA student
-/// tree under work_dir/student/<build_name>/build-gpu, with the manifest files staged from
-/// `submission`) run one after the other; a case earns its points when every output is within
-/// tolerance of the reference's. `solution` grades the reference itself.
-ChapterGrade grade_gpu_labs(const GpuLabsSpec& spec, const std::filesystem::path& submission,
-                            const std::string& build_name, const Project& project,
-                            const std::filesystem::path& reference_tree, const GradeOptions& opts,
-                            bool solution);
+/// A lab case not run here: skipped, worth nothing either way.
+CaseGrade skipped_lab(const GpuLabCase& c, const std::string& reason);
+
+/// A lab case decided by a build: the reference's (reference_error, not counted) or the
+/// submission's (build_failed).
+CaseGrade unbuilt_lab(const GpuLabCase& c, Status status, const std::string& reason,
+                      const std::string& log);
 
 }  // namespace mgpu::grade

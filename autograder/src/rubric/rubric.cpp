@@ -11,62 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/gpu_labs.hpp"
+#include "rubric/checker.hpp"
 
 namespace mgpu::grade {
+
+using namespace rubric_check;  // Checker, plain_name, parse_gpu_labs
+
 namespace {
-
-using ojson = nlohmann::ordered_json;
-
-struct Checker {
-  std::string file;
-  std::vector<std::string> errors;
-
-  void fail(const std::string& field, const std::string& problem, const std::string& fix) {
-    errors.push_back(fmt::format("{}: {}: {}; fix: {}", file, field, problem, fix));
-  }
-
-  void known_keys(const ojson& obj, const std::string& field, const std::set<std::string>& known) {
-    for (const auto& [k, v] : obj.items()) {
-      if (!known.count(k)) {
-        std::string list;
-        for (const auto& n : known) list += (list.empty() ? "" : ", ") + n;
-        fail(field + "." + k, "unknown field", "remove it or use one of: " + list);
-      }
-    }
-  }
-
-  std::optional<double> number(const ojson& obj, const std::string& key, const std::string& field,
-                               double lo, bool lo_open = false) {
-    if (!obj.contains(key)) return std::nullopt;
-    const auto& v = obj.at(key);
-    std::string f = field + "." + key;
-    if (!v.is_number()) {
-      fail(f, "expected a number, got " + v.dump(),
-           fmt::format("write a number such as {}", std::max(lo + 1, 1.0)));
-      return std::nullopt;
-    }
-    double d = v.get<double>();
-    if (!std::isfinite(d) || d < lo || (lo_open && d == lo)) {
-      fail(f, fmt::format("{} is out of range", d),
-           fmt::format("use a finite number {} {}", lo_open ? ">" : ">=", lo));
-      return std::nullopt;
-    }
-    return d;
-  }
-
-  PartialTolerance tolerance(const ojson& v, const std::string& field) {
-    PartialTolerance t;
-    if (!v.is_object()) {
-      fail(field, "expected an object, got " + v.dump(), R"(write {"rtol": 1e-6, "atol": 1e-9})");
-      return t;
-    }
-    known_keys(v, field, {"rtol", "atol"});
-    t.rtol = number(v, "rtol", field, 0);
-    t.atol = number(v, "atol", field, 0);
-    return t;
-  }
-};
 
 const std::set<std::string> kDtypes{"bf16", "fp32", "fp64"};
 
@@ -265,8 +216,7 @@ void parse_chapter_files(Checker& ck, const ojson& fs, const std::string& field,
   }
   for (const auto& f : fs) {
     std::string s = f.get<std::string>();
-    if (s.empty() || s.find('/') != std::string::npos || s.find("..") != std::string::npos ||
-        s[0] == '.')
+    if (!plain_name(s))
       ck.fail(field + ".files", "'" + s + "' is not a plain file name",
               "name a file directly inside the chapter folder");
     else
@@ -338,7 +288,7 @@ Rubric parse_rubric(const std::string& text, const std::string& file, bool parti
   if (doc.contains("hint_cost")) parse_hint_cost(ck, doc.at("hint_cost"), r);
   if (doc.contains("gpu_labs")) {
     r.gpu_labs.emplace();
-    parse_gpu_labs(doc.at("gpu_labs"), file, *r.gpu_labs, ck.errors);
+    parse_gpu_labs(ck, doc.at("gpu_labs"), *r.gpu_labs);
   }
   if (doc.contains("seed")) {
     if (doc.at("seed").is_number_unsigned())
