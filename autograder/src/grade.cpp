@@ -22,6 +22,7 @@
 #include "pipeline/link_check.hpp"
 #include "pipeline/pristine.hpp"
 #include "pipeline/result_parse.hpp"
+#include "pipeline/stage.hpp"
 #include "pipeline/unpack.hpp"
 #include "records/predictions.hpp"
 #include "report/hints.hpp"

@@ -14,6 +14,7 @@
 #include "commands/batch.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"
+#include "pipeline/stage.hpp"
 #include "pipeline/unpack.hpp"
 #include "report/report.hpp"
 

@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "pipeline/pristine.hpp"
+#include "pipeline/stage.hpp"
 #include "util.hpp"
 
 namespace fs = std::filesystem;

@@ -18,6 +18,7 @@
 #include "grade.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/compare.hpp"
+#include "pipeline/stage.hpp"
 #include "report/model.hpp"
 #include "rubric/rubric.hpp"
 
