@@ -968,7 +968,6 @@ struct RankProxy {
 
 namespace {
 
-/// The rank process: keeps only its own channel, runs the body, reports how it ended.
 /// Closes every descriptor above stderr marked close-on-exec but `keep`. Those are the forking
 /// process's own (other ranks' channels, a grader's result pipe), never the rank's: a rank that
 /// could write to the result pipe could void the case that runs it.
@@ -987,6 +986,7 @@ void close_parents_descriptors(int keep) {
   }
 }
 
+/// The rank process: keeps only its own channel, runs the body, reports how it ended.
 [[noreturn]] void rank_process(ClusterState& cluster, int r, std::vector<Channel>& channels,
                                const std::function<void(Rank&)>& body) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
