@@ -157,6 +157,30 @@ Options to_options(const CLI::App& app, const RawFlags& f) {
   return o;
 }
 
+// What a plan prints and writes: the JSON alone on stdout (--json -), or the text report with the
+// step time and the simulated step when asked for; then the JSON and SVG files named.
+void write_outputs(const Plan& plan, const std::optional<StepReport>& step,
+                   const std::optional<SimulatedStep>& simulated,
+                   const nlohmann::ordered_json& json, const RawFlags& flags,
+                   const std::string& trace_path, std::ostream& out) {
+  if (flags.json_path == "-") {
+    out << json.dump(2) << '\n';
+  } else {
+    out << render_text(plan, flags.explain);
+    if (step) out << step_time_text(*step, plan.options);
+    if (simulated) out << simulate_text(*simulated);
+    if (simulated && !trace_path.empty()) out << "\nwrote " << trace_path << '\n';
+    if (!flags.json_path.empty()) {
+      tools::write_file(flags.json_path, json.dump(2) + "\n");
+      out << "\nwrote " << flags.json_path << '\n';
+    }
+  }
+  if (!flags.svg_path.empty()) {
+    tools::write_file(flags.svg_path, render_svg(plan));
+    if (flags.json_path != "-") out << "wrote " << flags.svg_path << '\n';
+  }
+}
+
 }  // namespace
 
 std::string chapter_folder_for(const std::string& message) {
@@ -205,22 +229,7 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
                                 SimulateOptions{.trace_path = step_flags.trace});
       json["step"]["simulated_seconds_per_step"] = simulated->seconds;
     }
-    if (flags.json_path == "-") {
-      out << json.dump(2) << '\n';
-    } else {
-      out << render_text(plan, flags.explain);
-      if (step) out << step_time_text(*step, plan.options);
-      if (simulated) out << simulate_text(*simulated);
-      if (simulated && !step_flags.trace.empty()) out << "\nwrote " << step_flags.trace << '\n';
-      if (!flags.json_path.empty()) {
-        tools::write_file(flags.json_path, json.dump(2) + "\n");
-        out << "\nwrote " << flags.json_path << '\n';
-      }
-    }
-    if (!flags.svg_path.empty()) {
-      tools::write_file(flags.svg_path, render_svg(plan));
-      if (flags.json_path != "-") out << "wrote " << flags.svg_path << '\n';
-    }
+    write_outputs(plan, step, simulated, json, flags, step_flags.trace, out);
     return kExitOk;
   } catch (const mgpu::NotImplemented& e) {
     // Rows wait for unwritten functions; reaching here means a view read one of them.
