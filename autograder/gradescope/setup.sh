@@ -11,7 +11,7 @@ root=${AUTOGRADER_ROOT:-/autograder}
 cd "$root/source"
 
 packages=(cmake ninja-build g++ ccache doctest-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          libzip-dev zip unzip bubblewrap python3-pip git libseccomp-dev)
+          libzip-dev zip unzip bubblewrap python3-pip git libseccomp-dev lld)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
