@@ -102,8 +102,12 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
   // the same numbers faster with threads. MGPU_RANKS=processes or threads forces one for all.
   const char* env = std::getenv("MGPU_RANKS");
   const std::string ranks = env ? env : "";
-  if (ranks == "processes" || (ranks != "threads" && untrusted_code))
+  if (ranks == "processes" || (ranks != "threads" && untrusted_code)) {
     rs.args.insert(rs.args.end(), {"--ranks", "processes"});
+    // The run holds a socket per rank process: 64 ranks, 11.7's largest drawn grid, need more
+    // descriptors than a case's usual 64.
+    rs.open_files = kRankProcessOpenFiles;
+  }
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;
   rs.memory_bytes = static_cast<std::uint64_t>(spec.memory_mb * 1024 * 1024);

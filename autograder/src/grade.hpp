@@ -64,6 +64,10 @@ struct CaseRun {
 /// limits are only named in the reasons. Used for case programs and GPU labs alike.
 CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb);
 
+/// RLIMIT_NOFILE of a case whose ranks run in processes: the trusted side holds one socket per
+/// rank, so this bounds the world such a case can run (about 250 ranks).
+inline constexpr std::uint64_t kRankProcessOpenFiles = 256;
+
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
 /// `untrusted_code`: a student's program, whose isolated cases run their ranks in processes
 /// unless MGPU_RANKS=threads (MGPU_RANKS=processes puts every program's there).

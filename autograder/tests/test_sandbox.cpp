@@ -437,6 +437,31 @@ TEST_CASE(
   fs::remove(report);
 }
 
+TEST_CASE("a case whose ranks run in processes may open a descriptor per rank" *
+          doctest::skip(!can_grade() || std::getenv("MGPU_RANKS") != nullptr)) {
+  // The trusted side of such a run holds a socket per rank process: under a case's usual 64
+  // descriptors, 11.7's 4 x 4 x 4 grid failed with "socketpair for rank 59: Too many open files".
+  const fs::path dir = fresh_dir("rank_descriptors");
+  const fs::path exe = dir / "cases_stand_in";
+  put(exe, "#!/bin/sh\necho \"args: $*\"\necho \"open files: $(ulimit -n)\"\n");
+  fs::permissions(exe,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  CaseSpec spec;
+  spec.name = "stand_in.case";
+  const CaseRun instructors = run_case(exe, spec, 1, true, false);
+  INFO(instructors.output);
+  CHECK(instructors.output.find("--ranks processes") == std::string::npos);
+  CHECK(instructors.output.find("open files: 64\n") != std::string::npos);
+  const CaseRun students = run_case(exe, spec, 1, true, true);
+  INFO(students.output);
+  CHECK(students.output.find("--ranks processes") != std::string::npos);
+  CHECK(students.output.find("open files: " + std::to_string(kRankProcessOpenFiles) + "\n") !=
+        std::string::npos);
+  CHECK(kRankProcessOpenFiles >= 64 + 16);  // 11.7's largest world, and the case's own
+}
+
 TEST_CASE("a case's seed is in its environment, not on its command line" *
           doctest::skip(!can_grade())) {
   // A stand-in case program that reports both: a command line is readable by every process of

@@ -1057,7 +1057,8 @@ void open_channels(const ClusterState& cluster, std::vector<Channel>& channels) 
 }
 
 /// The socket of rank `r`, made just before its fork, so that this process never holds more
-/// than one descriptor per rank and one spare (a graded case may open 64).
+/// than one descriptor per rank and one spare (a graded case whose ranks run in processes may
+/// open 256).
 void open_socket(Channel& c, std::size_t r) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
