@@ -437,17 +437,27 @@ TEST_CASE(
   fs::remove(report);
 }
 
-TEST_CASE("a case whose ranks run in processes may open a descriptor per rank" *
-          doctest::skip(!can_grade() || std::getenv("MGPU_RANKS") != nullptr)) {
-  // The trusted side of such a run holds a socket per rank process: under a case's usual 64
-  // descriptors, 11.7's 4 x 4 x 4 grid failed with "socketpair for rank 59: Too many open files".
-  const fs::path dir = fresh_dir("rank_descriptors");
-  const fs::path exe = dir / "cases_stand_in";
-  put(exe, "#!/bin/sh\necho \"args: $*\"\necho \"open files: $(ulimit -n)\"\n");
+namespace {
+
+// A stand-in case program: `script` as an executable anyone may run, in a fresh folder.
+fs::path stand_in_case(const std::string& folder, const std::string& script) {
+  const fs::path exe = fresh_dir(folder) / "cases_stand_in";
+  put(exe, script);
   fs::permissions(exe,
                   fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                       fs::perms::others_read | fs::perms::others_exec,
                   fs::perm_options::replace);
+  return exe;
+}
+
+}  // namespace
+
+TEST_CASE("a case whose ranks run in processes may open a descriptor per rank" *
+          doctest::skip(!can_grade() || std::getenv("MGPU_RANKS") != nullptr)) {
+  // The trusted side of such a run holds a socket per rank process: under a case's usual 64
+  // descriptors, 11.7's 4 x 4 x 4 grid failed with "socketpair for rank 59: Too many open files".
+  const fs::path exe = stand_in_case(
+      "rank_descriptors", "#!/bin/sh\necho \"args: $*\"\necho \"open files: $(ulimit -n)\"\n");
   CaseSpec spec;
   spec.name = "stand_in.case";
   const CaseRun instructors = run_case(exe, spec, 1, true, false);
@@ -466,13 +476,8 @@ TEST_CASE("a case's seed is in its environment, not on its command line" *
           doctest::skip(!can_grade())) {
   // A stand-in case program that reports both: a command line is readable by every process of
   // the machine (the fallback has no PID namespace), an environment only by the case's own uid.
-  const fs::path dir = fresh_dir("seed_channel");
-  const fs::path exe = dir / "cases_stand_in";
-  put(exe, "#!/bin/sh\necho \"args: $*\"\necho \"seed: $MGPU_CASE_SEED\"\n");
-  fs::permissions(exe,
-                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                      fs::perms::others_read | fs::perms::others_exec,
-                  fs::perm_options::replace);
+  const fs::path exe = stand_in_case(
+      "seed_channel", "#!/bin/sh\necho \"args: $*\"\necho \"seed: $MGPU_CASE_SEED\"\n");
   CaseSpec spec;
   spec.name = "stand_in.case";
   const CaseRun r = run_case(exe, spec, 987654321, true);
