@@ -60,6 +60,15 @@ struct Checker {
     return d;
   }
 
+  /// obj["visibility"] as a Visibility; nullopt when absent or not one.
+  std::optional<Visibility> visibility(const ojson& obj, const std::string& field) {
+    if (!obj.contains("visibility")) return std::nullopt;
+    const ojson& vis = obj.at("visibility");
+    auto v = parse_visibility(vis.is_string() ? vis.get<std::string>() : "");
+    if (!v) fail(field + ".visibility", "unknown visibility " + vis.dump(), kVisibilityFix);
+    return v;
+  }
+
   /// A {"rtol", "atol"} object.
   PartialTolerance tolerance(const ojson& v, const std::string& field) {
     PartialTolerance t;

@@ -41,13 +41,7 @@ void parse_lab_files(Checker& ck, const ojson& files, const std::string& field, 
 
 // A case's "visibility" and "args".
 void parse_lab_choices(Checker& ck, const ojson& c, const std::string& cf, GpuLabCase& g) {
-  if (c.contains("visibility")) {
-    const ojson& vis = c.at("visibility");
-    if (auto v = parse_visibility(vis.is_string() ? vis.get<std::string>() : ""))
-      g.visibility = *v;
-    else
-      ck.fail(cf + ".visibility", "unknown visibility " + vis.dump(), kVisibilityFix);
-  }
+  if (auto vis = ck.visibility(c, cf)) g.visibility = *vis;
   if (c.contains("args")) {
     bool ok = c.at("args").is_array();
     if (ok)

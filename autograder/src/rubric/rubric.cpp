@@ -80,13 +80,7 @@ void parse_case(Checker& ck, Rubric& r, ChapterSpec& ch, const std::string& name
                 {"points", "visibility", "dtype", "tolerance", "values", "time_limit_s",
                  "memory_mb", "budgets", "description"});
   if (auto p = ck.number(v, "points", field, 0)) c.points = *p;
-  if (v.contains("visibility")) {
-    const auto& vis = v.at("visibility");
-    if (auto parsed = parse_visibility(vis.is_string() ? vis.get<std::string>() : ""))
-      c.visibility = *parsed;
-    else
-      ck.fail(field + ".visibility", "unknown visibility " + vis.dump(), kVisibilityFix);
-  }
+  if (auto vis = ck.visibility(v, field)) c.visibility = *vis;
   if (v.contains("dtype")) {
     const auto& d = v.at("dtype");
     if (d.is_string() && kDtypes.count(d.get<std::string>()))
