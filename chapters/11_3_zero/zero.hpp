@@ -4,6 +4,7 @@
 #pragma once
 
 #include "11_3_zero/formulas.hpp"
+#include "mgpu/bf16.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/model/model.hpp"
 #include "mgpu/not_implemented.hpp"

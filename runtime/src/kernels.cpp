@@ -4,6 +4,8 @@
 // all_reduce safe. Two-rank groups, the common and bandwidth-critical case, get a fused loop.
 #include "kernels.hpp"
 
+#include "mgpu/bf16.hpp"
+
 #include <algorithm>
 
 namespace mgpu::detail {

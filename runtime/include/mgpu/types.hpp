@@ -1,12 +1,15 @@
 // Element types, reduction operators and memory categories shared by the whole runtime.
-// Only Eigen/Core is included here (for Eigen::bfloat16), so every header stays light.
+// bf16 is only declared here: Eigen/Core, which defines it, takes seconds to parse, and most
+// code never touches a bf16 value. Code that does includes mgpu/bf16.hpp.
 #pragma once
-
-#include <Eigen/Core>
 
 #include <concepts>
 #include <cstddef>
 #include <string_view>
+
+namespace Eigen {
+struct bfloat16;
+}  // namespace Eigen
 
 namespace mgpu {
 

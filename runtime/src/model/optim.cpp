@@ -1,6 +1,8 @@
 // Adam and SGD steps on flat spans (see mgpu/model/optim.hpp).
 #include "mgpu/model/optim.hpp"
 
+#include "mgpu/bf16.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
