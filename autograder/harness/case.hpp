@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include <Eigen/Core>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // the result is built in case_registry.cpp: cases never parse json.hpp
 
 #include "mgpu/types.hpp"
 
@@ -31,6 +32,7 @@ class Ctx {
   /// @param case_name the registered name (mixed into the seed so cases draw different inputs)
   /// @param seed the grading seed chosen by the grader
   Ctx(std::string case_name, std::uint64_t seed);
+  ~Ctx();
 
   /// The case's random engine. Draw every input from it so the reference sees the same inputs.
   Rng& rng() { return rng_; }
@@ -94,11 +96,11 @@ class Ctx {
   void measure(const std::string& name, double value);
 
   /// The JSON the harness sends to the grader: {"values": {...}, "measures": {...}}.
-  const nlohmann::json& result() const { return result_; }
+  const nlohmann::json& result() const;
 
  private:
   Rng rng_;
-  nlohmann::json result_;
+  std::unique_ptr<nlohmann::json> result_;
 };
 
 /// A case body.
@@ -119,9 +121,6 @@ CaseFn find_case(const std::string& name);
 bool case_isolated(const std::string& name);
 /// Every registered name (for humans debugging a case program; the grader never asks).
 std::vector<std::string> case_names();
-
-/// JSON encoding of one number that keeps NaN and infinities ("nan", "inf", "-inf").
-nlohmann::json encode_number(double v);
 
 }  // namespace mgpu::grade
 

@@ -6,6 +6,8 @@
 #include <map>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 namespace mgpu::grade {
 namespace {
 
@@ -42,21 +44,27 @@ const char* dtype_name(DType d) {
   return "fp64";
 }
 
-}  // namespace
-
+// JSON encoding of one number that keeps NaN and infinities ("nan", "inf", "-inf").
 nlohmann::json encode_number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
 }
 
+}  // namespace
+
 Ctx::Ctx(std::string case_name, std::uint64_t seed)
-    : result_{{"values", nlohmann::json::object()}, {"measures", nlohmann::json::object()}} {
+    : result_(std::make_unique<nlohmann::json>(nlohmann::json{
+          {"values", nlohmann::json::object()}, {"measures", nlohmann::json::object()}})) {
   std::seed_seq seq{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32),
                     static_cast<std::uint32_t>(name_hash(case_name)),
                     static_cast<std::uint32_t>(name_hash(case_name) >> 32)};
   rng_.seed(seq);
 }
+
+Ctx::~Ctx() = default;
+
+const nlohmann::json& Ctx::result() const { return *result_; }
 
 int Ctx::uniform_int(int lo, int hi) {
   if (lo > hi)
@@ -90,26 +98,26 @@ Eigen::MatrixXd Ctx::normal_matrix(Eigen::Index rows, Eigen::Index cols, double 
 }
 
 void Ctx::emit(const std::string& name, double value, DType dtype) {
-  if (result_["values"].contains(name))
+  if ((*result_)["values"].contains(name))
     throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
-  result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", encode_number(value)}};
+  (*result_)["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", encode_number(value)}};
 }
 
 void Ctx::emit(const std::string& name, const std::vector<double>& values, DType dtype) {
-  if (result_["values"].contains(name))
+  if ((*result_)["values"].contains(name))
     throw std::logic_error("case emitted '" + name + "' twice: give each value its own name");
   nlohmann::json data = nlohmann::json::array();
   for (double v : values) data.push_back(encode_number(v));
-  result_["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", std::move(data)}};
+  (*result_)["values"][name] = {{"dtype", dtype_name(dtype)}, {"data", std::move(data)}};
 }
 
 void Ctx::emit_per_rank(const std::string& name, const std::vector<double>& values, DType dtype) {
   emit(name, values, dtype);
-  result_["values"][name]["index"] = "rank";
+  (*result_)["values"][name]["index"] = "rank";
 }
 
 void Ctx::measure(const std::string& name, double value) {
-  result_["measures"][name] = encode_number(value);
+  (*result_)["measures"][name] = encode_number(value);
 }
 
 CaseRegistrar::CaseRegistrar(const char* name, CaseFn fn, bool isolated) {

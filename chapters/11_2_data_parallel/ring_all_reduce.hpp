@@ -4,7 +4,7 @@
 #pragma once
 
 #include "mgpu/bf16.hpp"  // the bf16 overloads reduce bf16 values
-#include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen/Dense is not needed here and costs compile time
+#include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen is not needed here and costs compile time
 #include "mgpu/not_implemented.hpp"
 #include "mgpu/traffic.hpp"  // Chunk and ring_chunk (given)
 

@@ -2,7 +2,7 @@
 // data the lab feeds both sides. The GPU result is checked against this by relative error.
 #pragma once
 
-#include <Eigen/Dense>
+#include <Eigen/Core>
 
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,7 @@
 // Lab zero3, harness: float64 Adam and the linear stack's loss and gradient (Eigen).
 #include "zero3/reference.hpp"
 
-#include <Eigen/Dense>
+#include <Eigen/Core>
 
 #include <cmath>
 #include <stdexcept>

@@ -5,7 +5,7 @@
 #include "mgpu/memory.hpp"
 #include "mgpu/types.hpp"
 
-#include <Eigen/Dense>
+#include <Eigen/Core>
 
 #include <cstddef>
 #include <span>
