@@ -37,14 +37,18 @@ int usage(const char* argv0) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// What the command line asks for.
+struct Args {
   std::string name;
   std::uint64_t seed = 0;
-  bool has_seed_arg = false;
   int fd = -1;
   bool processes = false;
+};
+
+/// Reads the command line into `args`; returns the exit status when the program is done
+/// already (--list, or a usage error), -1 when a case is to run.
+int parse_args(int argc, char** argv, Args& args) {
+  bool has_seed_arg = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--list") {
@@ -53,68 +57,85 @@ int main(int argc, char** argv) {
     }
     if (i + 1 >= argc) return usage(argv[0]);
     if (a == "--case")
-      name = argv[++i];
+      args.name = argv[++i];
     else if (a == "--seed")
-      seed = std::strtoull(argv[++i], nullptr, 10), has_seed_arg = true;
+      args.seed = std::strtoull(argv[++i], nullptr, 10), has_seed_arg = true;
     else if (a == "--result-fd")
-      fd = std::atoi(argv[++i]);
+      args.fd = std::atoi(argv[++i]);
     else if (a == "--ranks" && std::strcmp(argv[i + 1], "threads") == 0)
-      processes = (++i, false);
+      args.processes = (++i, false);
     else if (a == "--ranks" && std::strcmp(argv[i + 1], "processes") == 0)
-      processes = (++i, true);
+      args.processes = (++i, true);
     else
       return usage(argv[0]);
   }
   // The grader passes the seed in the environment, which no other user can read: a command line
   // is readable by every process of the machine (/proc/<pid>/cmdline).
   if (const char* env = std::getenv("MGPU_CASE_SEED"); env && !has_seed_arg)
-    seed = std::strtoull(env, nullptr, 10);
-  if (name.empty() || fd < 0) return usage(argv[0]);
+    args.seed = std::strtoull(env, nullptr, 10);
+  if (args.name.empty() || args.fd < 0) return usage(argv[0]);
+  return -1;
+}
 
+/// Runs the case `fn` and returns its result, or what escaped it, with its "status".
+nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn, bool isolated) {
+  mgpu::grade::Ctx ctx(args.name, args.seed);
   nlohmann::json out;
-  auto fn = mgpu::grade::find_case(name);
-  const bool isolated = mgpu::grade::case_isolated(name);
-  if (processes && isolated) mgpu::set_default_rank_isolation(mgpu::RankIsolation::processes);
-  // Student code outside Cluster::run (a plain case's whole body, the chapter calls an isolated
-  // case makes before or after its runs) runs in processes of its own: this process, which keeps
-  // the books and writes the result, runs none.
-  mgpu::grade::set_untrusted_in_processes(processes, fd);
-  // Nor may a rank process write the result: the runtime closes in each one every descriptor
-  // marked close-on-exec (runtime/src/isolation.cpp). This program execs nothing.
-  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  if (!fn) {
-    out = {{"status", "unknown-case"},
-           {"message", "this case program has no case named '" + name + "'"}};
-  } else {
-    mgpu::grade::Ctx ctx(name, seed);
-    try {
-      if (processes && !isolated) {
-        out = mgpu::grade::run_plain_case(fn, ctx);
-      } else {
-        fn(ctx);
-        out = ctx.result();
-      }
-      out["status"] = "ok";
-    } catch (const mgpu::grade::UnreadableResult& e) {
-      out = {{"status", "no-result"}, {"message", e.what()}};
-    } catch (const mgpu::grade::CaughtElsewhere& e) {
-      out = {{"status", "exception"}, {"type", e.type()}, {"message", e.what()}};
-    } catch (const mgpu::NotImplemented& e) {
-      out = {{"status", "not-implemented"}, {"message", e.what()}};
-    } catch (const std::bad_alloc& e) {
-      out = {{"status", "out-of-memory"}, {"message", e.what()}};
-    } catch (const std::exception& e) {
-      out = {{"status", "exception"}, {"type", type_name(typeid(e))}, {"message", e.what()}};
-    } catch (...) {
-      out = {{"status", "exception"},
-             {"type", "unknown"},
-             {"message", "a non-standard exception escaped the case"}};
+  try {
+    if (args.processes && !isolated) {
+      out = mgpu::grade::run_plain_case(fn, ctx);
+    } else {
+      fn(ctx);
+      out = ctx.result();
     }
+    out["status"] = "ok";
+  } catch (const mgpu::grade::UnreadableResult& e) {
+    out = {{"status", "no-result"}, {"message", e.what()}};
+  } catch (const mgpu::grade::CaughtElsewhere& e) {
+    out = {{"status", "exception"}, {"type", e.type()}, {"message", e.what()}};
+  } catch (const mgpu::NotImplemented& e) {
+    out = {{"status", "not-implemented"}, {"message", e.what()}};
+  } catch (const std::bad_alloc& e) {
+    out = {{"status", "out-of-memory"}, {"message", e.what()}};
+  } catch (const std::exception& e) {
+    out = {{"status", "exception"}, {"type", type_name(typeid(e))}, {"message", e.what()}};
+  } catch (...) {
+    out = {{"status", "exception"},
+           {"type", "unknown"},
+           {"message", "a non-standard exception escaped the case"}};
   }
+  return out;
+}
+
+/// Writes `out` to the result descriptor and ends the program.
+[[noreturn]] void deliver(int fd, const nlohmann::json& out) {
   std::cout.flush();
   std::fflush(nullptr);
   write_all(fd, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   ::close(fd);
   // Skip static destructors: the result is out, and nothing the student left behind may spoil it.
   std::_Exit(out["status"] == "unknown-case" ? 3 : 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  if (const int done = parse_args(argc, argv, args); done >= 0) return done;
+
+  auto fn = mgpu::grade::find_case(args.name);
+  const bool isolated = mgpu::grade::case_isolated(args.name);
+  if (args.processes && isolated) mgpu::set_default_rank_isolation(mgpu::RankIsolation::processes);
+  // Student code outside Cluster::run (a plain case's whole body, the chapter calls an isolated
+  // case makes before or after its runs) runs in processes of its own: this process, which keeps
+  // the books and writes the result, runs none.
+  mgpu::grade::set_untrusted_in_processes(args.processes, args.fd);
+  // Nor may a rank process write the result: the runtime closes in each one every descriptor
+  // marked close-on-exec (runtime/src/isolation.cpp). This program execs nothing.
+  ::fcntl(args.fd, F_SETFD, FD_CLOEXEC);
+  if (!fn) {
+    deliver(args.fd, {{"status", "unknown-case"},
+                      {"message", "this case program has no case named '" + args.name + "'"}});
+  }
+  deliver(args.fd, run_case(args, fn, isolated));
 }

@@ -124,46 +124,46 @@ double time_op(const BenchOp& op, int n, std::size_t count, int iters, int trial
   return seconds;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{
-      "mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
+/// What the command line asks for.
+struct Options {
   // 256 and 1024 show how the runtime scales: a call's cost per rank should not grow with ranks.
   std::vector<int> ranks{2, 4, 8, 256, 1024};
   std::vector<std::string> ops;
-  for (const auto& op : bench_ops()) ops.push_back(op.name);
   std::size_t min_bytes = 1 << 10, max_bytes = std::size_t(64) << 20;
   std::size_t max_memory = std::size_t(1) << 30;
   int factor = 4;
   int iters = 0;
   int trials = 5;
   std::string json_path;
-  app.add_option("--ranks", ranks, "world sizes to run, e.g. 2,4,8")
+};
+
+void add_options(CLI::App& app, Options& o) {
+  for (const auto& op : bench_ops()) o.ops.push_back(op.name);
+  app.add_option("--ranks", o.ranks, "world sizes to run, e.g. 2,4,8")
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--ops", ops, "operations, some of " + op_names(","))
+  app.add_option("--ops", o.ops, "operations, some of " + op_names(","))
       ->delimiter(',')
       ->capture_default_str();
-  app.add_option("--min-bytes", min_bytes, "smallest buffer size S in bytes")
+  app.add_option("--min-bytes", o.min_bytes, "smallest buffer size S in bytes")
       ->capture_default_str();
-  app.add_option("--max-bytes", max_bytes, "largest buffer size S in bytes")->capture_default_str();
-  app.add_option("--step-factor", factor, "multiply S by this between rows")
+  app.add_option("--max-bytes", o.max_bytes, "largest buffer size S in bytes")
+      ->capture_default_str();
+  app.add_option("--step-factor", o.factor, "multiply S by this between rows")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
-  app.add_option("--max-memory", max_memory,
+  app.add_option("--max-memory", o.max_memory,
                  "skip rows whose buffers on all ranks together exceed this (bytes)")
       ->capture_default_str();
-  app.add_option("--iters", iters,
+  app.add_option("--iters", o.iters,
                  "timed calls per row (0: about 1 GiB moved over all ranks, 3..50)");
-  app.add_option("--trials", trials, "repeat each row this many times and keep the fastest")
+  app.add_option("--trials", o.trials, "repeat each row this many times and keep the fastest")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  app.add_option("--json", json_path, "also write the results to this JSON file");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--json", o.json_path, "also write the results to this JSON file");
+}
 
-  const std::size_t memcpy_bytes = std::size_t(64) << 20;
-  const double mem_bw = memcpy_bandwidth(memcpy_bytes, 10);
+void print_preamble(double mem_bw, int trials) {
   // Per-row time: mean over back-to-back calls, best of --trials; memcpy: best of 10 copies.
   // Taking the best on both sides compares the two at their least disturbed on a shared host.
   fmt::print(
@@ -177,87 +177,123 @@ int main(int argc, char** argv) {
       "# S is the full buffer (nccl-tests convention); busbw = algbw x factor "
       "(all_reduce 2(n-1)/n, sendrecv 1, others (n-1)/n)\n");
   fmt::print("# time: mean of back-to-back calls, best of {} trials; per rank: time / n\n", trials);
+}
 
-  std::vector<Row> rows;
-  for (const auto& name : ops) {
-    const auto& table = bench_ops();
-    const auto found =
-        std::find_if(table.begin(), table.end(), [&](const BenchOp& o) { return o.name == name; });
-    if (found == table.end()) {
+/// The row of bench_ops() named `name`, or null.
+const BenchOp* find_op(const std::string& name) {
+  const auto& table = bench_ops();
+  const auto found =
+      std::find_if(table.begin(), table.end(), [&](const BenchOp& o) { return o.name == name; });
+  return found == table.end() ? nullptr : &*found;
+}
+
+/// Times `op` on `n` ranks at every size S of the options and prints one table; its rows are
+/// added to `rows`.
+void bench_table(const BenchOp& op, int n, const Options& o, double mem_bw,
+                 std::vector<Row>& rows) {
+  fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>14} {:>10} {:>10} {:>14}\n", op.name,
+             n, "size(B)", "count", "type", "time(us)", "per rank(us)", "algbw", "busbw",
+             "busbw/memcpy");
+  const auto nn = static_cast<std::size_t>(n);
+  for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes;
+       bytes *= static_cast<std::size_t>(o.factor)) {
+    std::size_t count = bytes / sizeof(float);
+    count -= count % nn;  // gather/scatter need n equal parts
+    if (count == 0) continue;
+    const std::size_t s = count * sizeof(float);
+    if (nn * op.held * s > o.max_memory) {
+      fmt::print("{:>12} sizes from here skipped: {} ranks would hold {} B, over --max-memory {}\n",
+                 s, n, nn * op.held * s, o.max_memory);
+      break;
+    }
+    // Each rank reads or writes about S per call, n x S in all: aim for about 1 GiB per row.
+    const int it = o.iters > 0
+                       ? o.iters
+                       : static_cast<int>(std::clamp<std::size_t>((1u << 30) / (nn * s), 3, 50));
+    const double secs = time_op(op, n, count, it, o.trials);
+    const double alg = double(s) / secs;
+    const double bus = alg * mgpu::bus_bandwidth_factor(op.kind, n);
+    rows.push_back({op.name, n, s, count, secs, secs / n, alg, bus});
+    fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>14.2f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s, count,
+               "float", secs * 1e6, secs / n * 1e6, alg / 1e9, bus / 1e9, bus / mem_bw);
+  }
+}
+
+/// Runs every table the options ask for, in order; returns 2 at the first unknown op or world
+/// size below 1 (after the tables before it), else 0.
+int bench_all(const Options& o, double mem_bw, std::vector<Row>& rows) {
+  for (const auto& name : o.ops) {
+    const BenchOp* op = find_op(name);
+    if (!op) {
       fmt::print(stderr, "mgpu-bench: unknown op '{}'; use {}\n", name, op_names(", "));
       return 2;
     }
-    const BenchOp& op = *found;
-    for (int n : ranks) {
+    for (int n : o.ranks) {
       if (n < 1) {
         fmt::print(stderr, "mgpu-bench: --ranks {} must be >= 1\n", n);
         return 2;
       }
-      fmt::print("\n{} on {} ranks\n{:>12} {:>12} {:>6} {:>12} {:>14} {:>10} {:>10} {:>14}\n", name,
-                 n, "size(B)", "count", "type", "time(us)", "per rank(us)", "algbw", "busbw",
-                 "busbw/memcpy");
-      const auto nn = static_cast<std::size_t>(n);
-      for (std::size_t bytes = min_bytes; bytes <= max_bytes;
-           bytes *= static_cast<std::size_t>(factor)) {
-        std::size_t count = bytes / sizeof(float);
-        count -= count % nn;  // gather/scatter need n equal parts
-        if (count == 0) continue;
-        const std::size_t s = count * sizeof(float);
-        if (nn * op.held * s > max_memory) {
-          fmt::print(
-              "{:>12} sizes from here skipped: {} ranks would hold {} B, over --max-memory {}\n", s,
-              n, nn * op.held * s, max_memory);
-          break;
-        }
-        // Each rank reads or writes about S per call, n x S in all: aim for about 1 GiB per row.
-        const int it =
-            iters > 0 ? iters
-                      : static_cast<int>(std::clamp<std::size_t>((1u << 30) / (nn * s), 3, 50));
-        const double secs = time_op(op, n, count, it, trials);
-        const double alg = double(s) / secs;
-        const double bus = alg * mgpu::bus_bandwidth_factor(op.kind, n);
-        rows.push_back({name, n, s, count, secs, secs / n, alg, bus});
-        fmt::print("{:>12} {:>12} {:>6} {:>12.1f} {:>14.2f} {:>10.2f} {:>10.2f} {:>14.2f}\n", s,
-                   count, "float", secs * 1e6, secs / n * 1e6, alg / 1e9, bus / 1e9, bus / mem_bw);
-      }
+      bench_table(*op, n, o, mem_bw, rows);
     }
   }
+  return 0;
+}
 
-  // The floor this runtime promises: 2-rank all_reduce of 64 MiB at >= half of memcpy bandwidth.
+/// The floor this runtime promises: 2-rank all_reduce of 64 MiB at >= half of memcpy bandwidth.
+void print_floor(const std::vector<Row>& rows, double mem_bw) {
   const Row* floor_row = nullptr;
   for (const auto& r : rows)
     if (r.op == "all_reduce" && r.ranks == 2 && r.bytes == (std::size_t(64) << 20)) floor_row = &r;
-  if (floor_row) {
-    const double ratio = floor_row->busbw / mem_bw;
-    fmt::print(
-        "\nfloor: all_reduce 64 MiB on 2 ranks busbw {:.2f} GB/s = {:.2f} x memcpy (need >= 0.5): "
-        "{}\n",
-        floor_row->busbw / 1e9, ratio, ratio >= 0.5 ? "met" : "NOT met");
-  }
+  if (!floor_row) return;
+  const double ratio = floor_row->busbw / mem_bw;
+  fmt::print(
+      "\nfloor: all_reduce 64 MiB on 2 ranks busbw {:.2f} GB/s = {:.2f} x memcpy (need >= 0.5): "
+      "{}\n",
+      floor_row->busbw / 1e9, ratio, ratio >= 0.5 ? "met" : "NOT met");
+}
 
-  if (!json_path.empty()) {
-    nlohmann::json j;
-    j["memcpy_bandwidth_bytes_per_s"] = mem_bw;
-    j["trials"] = trials;
-    j["memcpy_definition"] = "bytes / time of one std::memcpy of 64 MiB, best of 10";
-    for (const auto& r : rows) {
-      j["results"].push_back({{"op", r.op},
-                              {"ranks", r.ranks},
-                              {"bytes", r.bytes},
-                              {"count", r.count},
-                              {"type", "float"},
-                              {"time_s", r.seconds},
-                              {"time_per_rank_s", r.per_rank},
-                              {"algbw_bytes_per_s", r.algbw},
-                              {"busbw_bytes_per_s", r.busbw},
-                              {"busbw_over_memcpy", r.busbw / mem_bw}});
-    }
-    std::ofstream f(json_path);
-    if (!f) {
-      fmt::print(stderr, "mgpu-bench: cannot write '{}'\n", json_path);
-      return 1;
-    }
-    f << j.dump(2) << '\n';
+/// Writes the rows to `path` as JSON; returns 1 when it cannot, else 0.
+int write_json(const std::string& path, const std::vector<Row>& rows, double mem_bw, int trials) {
+  nlohmann::json j;
+  j["memcpy_bandwidth_bytes_per_s"] = mem_bw;
+  j["trials"] = trials;
+  j["memcpy_definition"] = "bytes / time of one std::memcpy of 64 MiB, best of 10";
+  for (const auto& r : rows) {
+    j["results"].push_back({{"op", r.op},
+                            {"ranks", r.ranks},
+                            {"bytes", r.bytes},
+                            {"count", r.count},
+                            {"type", "float"},
+                            {"time_s", r.seconds},
+                            {"time_per_rank_s", r.per_rank},
+                            {"algbw_bytes_per_s", r.algbw},
+                            {"busbw_bytes_per_s", r.busbw},
+                            {"busbw_over_memcpy", r.busbw / mem_bw}});
   }
+  std::ofstream f(path);
+  if (!f) {
+    fmt::print(stderr, "mgpu-bench: cannot write '{}'\n", path);
+    return 1;
+  }
+  f << j.dump(2) << '\n';
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "mgpu-bench: wall-clock bandwidth of the simulated cluster's collectives (nccl-tests style)"};
+  Options o;
+  add_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+
+  const std::size_t memcpy_bytes = std::size_t(64) << 20;
+  const double mem_bw = memcpy_bandwidth(memcpy_bytes, 10);
+  print_preamble(mem_bw, o.trials);
+  std::vector<Row> rows;
+  if (const int status = bench_all(o, mem_bw, rows); status != 0) return status;
+  print_floor(rows, mem_bw);
+  if (!o.json_path.empty()) return write_json(o.json_path, rows, mem_bw, o.trials);
   return 0;
 }

@@ -806,153 +806,11 @@ struct RankProxy {
     out.put(Fault::none);
     bool reply = true;
     try {
-      switch (call) {
-        case Call::allocate: {
-          const Category c = in.get_enum(static_cast<Category>(kCategoryCount));
-          const auto bytes = in.get<std::uint64_t>();
-          const std::string label = in.str();
-          self.memory.allocate(c, bytes, label);
-          reply = false;
-          break;
-        }
-        case Call::release: {
-          const Category c = in.get_enum(static_cast<Category>(kCategoryCount));
-          self.memory.release(c, in.get<std::uint64_t>());
-          reply = false;
-          break;
-        }
-        case Call::reset_peaks:
-          self.memory.reset_peaks();
-          reply = false;
-          break;
-        case Call::compute: {
-          const auto seconds = in.get<double>();
-          const std::string label = in.str();
-          rank.compute_seconds(seconds, label);
-          reply = false;
-          break;
-        }
-        case Call::now:
-          out.put(self.clock.now());
-          break;
-        case Call::checkpoint:
-          rank.checkpoint(in.str());
-          reply = false;
-          break;
-        case Call::publish: {
-          std::string name = in.str();
-          const auto off = in.get<std::uint64_t>();
-          const auto count = in.get<std::uint64_t>();
-          const DType dtype = in.get_enum(static_cast<DType>(3));
-          const unsigned char* p = at(off, count, dtype);
-          auto& slot = self.published[std::move(name)];
-          slot.dtype = dtype;
-          slot.bytes.assign(p, p + count * dtype_bytes(dtype));
-          break;
-        }
-        case Call::isend:
-        case Call::irecv: {
-          Comm& c = comm(in.get<std::int32_t>());
-          const auto off = in.get<std::uint64_t>();
-          const auto count = in.get<std::uint64_t>();
-          const DType dtype = in.get_enum(static_cast<DType>(3));
-          const auto peer = in.get<std::int32_t>();
-          const auto tag = in.get<std::int32_t>();
-          unsigned char* p = at(off, count, dtype);
-          out.put(keep(call == Call::isend ? c.isend_raw(p, count, dtype, peer, tag)
-                                           : c.irecv_raw(p, count, dtype, peer, tag)));
-          break;
-        }
-        case Call::collective: {
-          Comm& c = comm(in.get<std::int32_t>());
-          const OpKind kind = in.get_enum(static_cast<OpKind>(op_kind_count()));
-          const DType dtype = in.get_enum(static_cast<DType>(3));
-          const ReduceOp op = in.get_enum(static_cast<ReduceOp>(3));
-          const auto root = in.get<std::int32_t>();
-          const auto in_off = in.get<std::uint64_t>();
-          const auto in_count = in.get<std::uint64_t>();
-          const auto out_off = in.get<std::uint64_t>();
-          const auto out_count = in.get<std::uint64_t>();
-          const Entry entry = collective(kind).entry;
-          if (entry == Entry::barrier) {
-            out.put(keep(c.ibarrier()));
-            break;
-          }
-          if (entry != Entry::generic) throw Malformed("not a collective of this call");
-          out.put(
-              keep(c.icollective(kind, at(in_off, in_count, dtype), at(out_off, out_count, dtype),
-                                 in_count, out_count, dtype, op, root)));
-          break;
-        }
-        case Call::collective_v: {
-          Comm& c = comm(in.get<std::int32_t>());
-          const DType dtype = in.get_enum(static_cast<DType>(3));
-          const auto in_off = in.get<std::uint64_t>();
-          const auto in_count = in.get<std::uint64_t>();
-          const auto out_off = in.get<std::uint64_t>();
-          const auto out_count = in.get<std::uint64_t>();
-          auto counts = [&] {
-            const auto n = in.get<std::uint64_t>();
-            if (n > kMaxFrame / sizeof(std::uint64_t)) throw Malformed("too many counts");
-            std::vector<std::size_t> v(static_cast<std::size_t>(n));
-            for (auto& x : v) x = in.get<std::uint64_t>();
-            return v;
-          };
-          const auto send_counts = counts();
-          const auto recv_counts = counts();
-          out.put(
-              keep(c.icollective_v(at(in_off, in_count, dtype), in_count, send_counts,
-                                   at(out_off, out_count, dtype), out_count, recv_counts, dtype)));
-          break;
-        }
-        case Call::split: {
-          Comm& c = comm(in.get<std::int32_t>());
-          const auto color = in.get<std::int32_t>();
-          const auto key = in.get<std::int32_t>();
-          Comm made = c.split(color, key, in.str());
-          if (!made.valid()) {
-            out.put<std::int32_t>(-1);
-            break;
-          }
-          comms.push_back(made);
-          out.put(static_cast<std::int32_t>(comms.size() - 1)).put<std::int32_t>(made.rank());
-          out.str(made.name()).put<std::uint64_t>(made.members().size());
-          for (int m : made.members()) out.put<std::int32_t>(m);
-          break;
-        }
-        case Call::wait: {
-          auto it = request(in.get<std::uint64_t>());
-          Request q = std::move(it->second);
-          requests.erase(it);
-          q.wait();
-          break;
-        }
-        case Call::test: {
-          auto it = request(in.get<std::uint64_t>());
-          const bool done = it->second.test();
-          if (done) requests.erase(it);
-          out.put<std::uint8_t>(done ? 1 : 0);
-          break;
-        }
-        case Call::drop: {
-          auto it = request(in.get<std::uint64_t>());
-          const bool unwinding = in.get<std::uint8_t>() != 0;
-          Request q = std::move(it->second);
-          requests.erase(it);
-          if (unwinding) {
-            abandon(q);
-            reply = false;
-          }
-          // Otherwise q's destructor waits, as the threaded one does, and records its error.
-          break;
-        }
-        default:
-          throw Malformed("an unknown call");
-      }
+      reply = serve_call(call, in, out);
     } catch (const Malformed&) {
       throw;
     } catch (...) {
-      if (!reply) throw;  // nobody waits for an answer: the rank fails here
+      // The error is the answer, even to a call the rank process does not wait on.
       out = Writer();
       put_current_exception(out);
     }
@@ -961,6 +819,176 @@ struct RankProxy {
       throw std::runtime_error("the process of rank " + std::to_string(self.id) + " " + reap() +
                                " before its body returned");
     }
+  }
+
+  /// Makes the runtime call of one request, its answer in `out`; returns whether the rank
+  /// process waits for that answer.
+  bool serve_call(Call call, Reader& in, Writer& out) {
+    switch (call) {
+      case Call::allocate:
+        return serve_allocate(in);
+      case Call::release:
+        return serve_release(in);
+      case Call::reset_peaks:
+        self.memory.reset_peaks();
+        return false;
+      case Call::compute:
+        return serve_compute(in);
+      case Call::now:
+        out.put(self.clock.now());
+        return true;
+      case Call::checkpoint:
+        rank.checkpoint(in.str());
+        return false;
+      case Call::publish:
+        return serve_publish(in);
+      case Call::isend:
+      case Call::irecv:
+        return serve_p2p(call, in, out);
+      case Call::collective:
+        return serve_collective(in, out);
+      case Call::collective_v:
+        return serve_collective_v(in, out);
+      case Call::split:
+        return serve_split(in, out);
+      case Call::wait:
+        return serve_wait(in);
+      case Call::test:
+        return serve_test(in, out);
+      case Call::drop:
+        return serve_drop(in);
+      default:
+        throw Malformed("an unknown call");
+    }
+  }
+
+  // One function per kind of request, in the order of `Call`; each returns whether the rank
+  // process waits for an answer.
+
+  bool serve_allocate(Reader& in) {
+    const Category c = in.get_enum(static_cast<Category>(kCategoryCount));
+    const auto bytes = in.get<std::uint64_t>();
+    const std::string label = in.str();
+    self.memory.allocate(c, bytes, label);
+    return false;
+  }
+  bool serve_release(Reader& in) {
+    const Category c = in.get_enum(static_cast<Category>(kCategoryCount));
+    self.memory.release(c, in.get<std::uint64_t>());
+    return false;
+  }
+  bool serve_compute(Reader& in) {
+    const auto seconds = in.get<double>();
+    const std::string label = in.str();
+    rank.compute_seconds(seconds, label);
+    return false;
+  }
+  bool serve_publish(Reader& in) {
+    std::string name = in.str();
+    const auto off = in.get<std::uint64_t>();
+    const auto count = in.get<std::uint64_t>();
+    const DType dtype = in.get_enum(static_cast<DType>(3));
+    const unsigned char* p = at(off, count, dtype);
+    auto& slot = self.published[std::move(name)];
+    slot.dtype = dtype;
+    slot.bytes.assign(p, p + count * dtype_bytes(dtype));
+    return true;
+  }
+  /// isend or irecv; the answer is the request's id.
+  bool serve_p2p(Call call, Reader& in, Writer& out) {
+    Comm& c = comm(in.get<std::int32_t>());
+    const auto off = in.get<std::uint64_t>();
+    const auto count = in.get<std::uint64_t>();
+    const DType dtype = in.get_enum(static_cast<DType>(3));
+    const auto peer = in.get<std::int32_t>();
+    const auto tag = in.get<std::int32_t>();
+    unsigned char* p = at(off, count, dtype);
+    out.put(keep(call == Call::isend ? c.isend_raw(p, count, dtype, peer, tag)
+                                     : c.irecv_raw(p, count, dtype, peer, tag)));
+    return true;
+  }
+  bool serve_collective(Reader& in, Writer& out) {
+    Comm& c = comm(in.get<std::int32_t>());
+    const OpKind kind = in.get_enum(static_cast<OpKind>(op_kind_count()));
+    const DType dtype = in.get_enum(static_cast<DType>(3));
+    const ReduceOp op = in.get_enum(static_cast<ReduceOp>(3));
+    const auto root = in.get<std::int32_t>();
+    const auto in_off = in.get<std::uint64_t>();
+    const auto in_count = in.get<std::uint64_t>();
+    const auto out_off = in.get<std::uint64_t>();
+    const auto out_count = in.get<std::uint64_t>();
+    const Entry entry = collective(kind).entry;
+    if (entry == Entry::barrier) {
+      out.put(keep(c.ibarrier()));
+      return true;
+    }
+    if (entry != Entry::generic) throw Malformed("not a collective of this call");
+    out.put(keep(c.icollective(kind, at(in_off, in_count, dtype), at(out_off, out_count, dtype),
+                               in_count, out_count, dtype, op, root)));
+    return true;
+  }
+  /// A list of counts: its length, then the counts.
+  static std::vector<std::size_t> read_counts(Reader& in) {
+    const auto n = in.get<std::uint64_t>();
+    if (n > kMaxFrame / sizeof(std::uint64_t)) throw Malformed("too many counts");
+    std::vector<std::size_t> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = in.get<std::uint64_t>();
+    return v;
+  }
+  bool serve_collective_v(Reader& in, Writer& out) {
+    Comm& c = comm(in.get<std::int32_t>());
+    const DType dtype = in.get_enum(static_cast<DType>(3));
+    const auto in_off = in.get<std::uint64_t>();
+    const auto in_count = in.get<std::uint64_t>();
+    const auto out_off = in.get<std::uint64_t>();
+    const auto out_count = in.get<std::uint64_t>();
+    const auto send_counts = read_counts(in);
+    const auto recv_counts = read_counts(in);
+    out.put(keep(c.icollective_v(at(in_off, in_count, dtype), in_count, send_counts,
+                                 at(out_off, out_count, dtype), out_count, recv_counts, dtype)));
+    return true;
+  }
+  /// The answer is the new group's id (-1 when this rank is in none), rank and members.
+  bool serve_split(Reader& in, Writer& out) {
+    Comm& c = comm(in.get<std::int32_t>());
+    const auto color = in.get<std::int32_t>();
+    const auto key = in.get<std::int32_t>();
+    Comm made = c.split(color, key, in.str());
+    if (!made.valid()) {
+      out.put<std::int32_t>(-1);
+      return true;
+    }
+    comms.push_back(made);
+    out.put(static_cast<std::int32_t>(comms.size() - 1)).put<std::int32_t>(made.rank());
+    out.str(made.name()).put<std::uint64_t>(made.members().size());
+    for (int m : made.members()) out.put<std::int32_t>(m);
+    return true;
+  }
+  bool serve_wait(Reader& in) {
+    auto it = request(in.get<std::uint64_t>());
+    Request q = std::move(it->second);
+    requests.erase(it);
+    q.wait();
+    return true;
+  }
+  bool serve_test(Reader& in, Writer& out) {
+    auto it = request(in.get<std::uint64_t>());
+    const bool done = it->second.test();
+    if (done) requests.erase(it);
+    out.put<std::uint8_t>(done ? 1 : 0);
+    return true;
+  }
+  bool serve_drop(Reader& in) {
+    auto it = request(in.get<std::uint64_t>());
+    const bool unwinding = in.get<std::uint8_t>() != 0;
+    Request q = std::move(it->second);
+    requests.erase(it);
+    if (unwinding) {
+      abandon(q);
+      return false;
+    }
+    // Otherwise q's destructor waits, as the threaded one does, and records its error.
+    return true;
   }
 };
 

@@ -113,6 +113,52 @@ double predicted_peak_bytes(std::int64_t layers, std::int64_t k, double checkpoi
   return formula + embed_bytes + (divides ? checkpoint_bytes : 0.0);
 }
 
+namespace {
+
+// The k to run: --every's, or every k up to kFullSweepLayers blocks, or beyond that 1, L and the
+// k within 3 of the predicted bests (and `f.capped` set).
+std::set<std::int64_t> ks_to_run(Figure& f) {
+  const FigureOptions& o = f.options;
+  const std::int64_t L = o.layers;
+  std::set<std::int64_t> ks;
+  if (o.k) {
+    ks.insert(*o.k);
+  } else if (L <= kFullSweepLayers) {
+    for (std::int64_t k = 1; k <= L; ++k) ks.insert(k);
+  } else {
+    f.capped = true;
+    ks.insert(1);
+    ks.insert(L);
+    for (const auto& best : {f.best_units, f.best_predicted})
+      for (std::int64_t k : best)
+        for (std::int64_t d = -3; d <= 3; ++d)
+          if (k + d >= 1 && k + d <= L) ks.insert(k + d);
+  }
+  return ks;
+}
+
+// One run per depth, at the k the exact formula says is best: the sweep shows how the best
+// peak grows with L, and every k of every L would cost L^2 / 2 runs.
+void run_sweep(Figure& f) {
+  const std::int64_t L = f.options.layers;
+  const std::int64_t step = std::max<std::int64_t>(1, (L + 47) / 48);
+  for (std::int64_t l = 1; l <= L; l += step) {
+    const model::Model m(course_model(l));
+    const model::Batch bl = m.make_batch(kSequences, kBatchSeed);
+    const Sizes sl = sizes(m, bl.tokens());
+    const std::int64_t k = argmins(l, [&](std::int64_t kk) {
+                             return predicted_peak_bytes(l, kk, sl.C, sl.B, sl.E);
+                           }).front();
+    const Step st = run_step(m, bl, k);
+    const std::int64_t kb = checkpointing::best_checkpoint_interval(l);
+    f.sweep.push_back(
+        {l, k, static_cast<double>(st.peak) / sl.B, checkpointing::checkpointed_peak_units(l, kb)});
+    if (l + step > L && l != L) l = L - step;  // always end on L itself
+  }
+}
+
+}  // namespace
+
 Figure run_figure(const FigureOptions& o) {
   validate(o);
   Figure f;
@@ -141,21 +187,7 @@ Figure run_figure(const FigureOptions& o) {
   f.predicted_extra_fraction = checkpointing::recompute_extra_flops_fraction(L, L) * block_flops /
                                net.forward_flops(f.tokens);
 
-  std::set<std::int64_t> ks;
-  if (o.k) {
-    ks.insert(*o.k);
-  } else if (L <= kFullSweepLayers) {
-    for (std::int64_t k = 1; k <= L; ++k) ks.insert(k);
-  } else {
-    f.capped = true;
-    ks.insert(1);
-    ks.insert(L);
-    for (const auto& best : {f.best_units, f.best_predicted})
-      for (std::int64_t k : best)
-        for (std::int64_t d = -3; d <= 3; ++d)
-          if (k + d >= 1 && k + d <= L) ks.insert(k + d);
-  }
-
+  const std::set<std::int64_t> ks = ks_to_run(f);
   const Step plain = run_step(net, batch, 0);
   f.plain_peak_bytes = plain.peak;
   f.plain_flops = plain.flops;
@@ -169,24 +201,7 @@ Figure run_figure(const FigureOptions& o) {
   for (const Row& r : f.rows)
     if (r.peak_bytes == best_peak) f.best_measured.push_back(r.k);
 
-  if (o.sweep) {
-    // One run per depth, at the k the exact formula says is best: the sweep shows how the best
-    // peak grows with L, and every k of every L would cost L^2 / 2 runs.
-    const std::int64_t step = std::max<std::int64_t>(1, (L + 47) / 48);
-    for (std::int64_t l = 1; l <= L; l += step) {
-      const model::Model m(course_model(l));
-      const model::Batch bl = m.make_batch(kSequences, kBatchSeed);
-      const Sizes sl = sizes(m, bl.tokens());
-      const std::int64_t k = argmins(l, [&](std::int64_t kk) {
-                               return predicted_peak_bytes(l, kk, sl.C, sl.B, sl.E);
-                             }).front();
-      const Step st = run_step(m, bl, k);
-      const std::int64_t kb = checkpointing::best_checkpoint_interval(l);
-      f.sweep.push_back({l, k, static_cast<double>(st.peak) / sl.B,
-                         checkpointing::checkpointed_peak_units(l, kb)});
-      if (l + step > L && l != L) l = L - step;  // always end on L itself
-    }
-  }
+  if (o.sweep) run_sweep(f);
   return f;
 }
 
@@ -204,18 +219,15 @@ bool contains(const std::vector<std::int64_t>& ks, std::int64_t k) {
 
 }  // namespace
 
-std::string render_text(const Figure& f) {
+namespace {
+
+// One row per k run, the plain step's row, and what the columns mean.
+std::string text_table(const Figure& f) {
   const std::int64_t L = f.options.layers;
   const double B = f.block_bytes;
-  std::string out = fmt::format(
-      "mgpu checkpoint: L = {} blocks, a checkpoint every k blocks, one step on the simulated "
-      "cluster\n"
-      "  {} FFN blocks (d_model 32, d_ff 1, no attention), {} tokens; one GPU, fresh for each k\n"
-      "  block unit B = {:.0f} bytes (11.6 block_saved_bytes), checkpoint C = {:.0f} bytes\n"
-      "  (block_checkpoint_bytes), embedding input E = {:.0f} bytes\n\n",
-      L, L, f.tokens, B, f.checkpoint_bytes, f.embed_bytes);
-  out += fmt::format("  {:>5}  {:>12}  {:>7}  {:>15}  {:>11}  {:>11}\n", "k", "peak (bytes)",
-                     "units", "exact (bytes)", "ceil(L/k)+k", "extra FLOPs");
+  std::string out =
+      fmt::format("  {:>5}  {:>12}  {:>7}  {:>15}  {:>11}  {:>11}\n", "k", "peak (bytes)", "units",
+                  "exact (bytes)", "ceil(L/k)+k", "extra FLOPs");
   for (const Row& r : f.rows) {
     std::string mark;
     if (contains(f.best_measured, r.k)) mark += " *";
@@ -239,7 +251,42 @@ std::string render_text(const Figure& f) {
         "  (L > {}: measured {} of the {} values of k: 1, L and those within 3 of the "
         "predicted bests)\n",
         kFullSweepLayers, f.rows.size(), L);
+  return out;
+}
 
+// The recomputed FLOPs the clock shows against the prediction.
+std::string text_recompute(const Figure& f) {
+  const std::int64_t L = f.options.layers;
+  // Clock differences carry rounding: compare the rows' extra FLOPs to a relative 1e-9.
+  double lo = f.rows.front().extra_flops, hi = lo;
+  for (const Row& r : f.rows) {
+    lo = std::min(lo, r.extra_flops);
+    hi = std::max(hi, r.extra_flops);
+  }
+  const bool same = hi - lo <= 1e-9 * std::max(1.0, std::fabs(hi));
+  return fmt::format(
+      "Recompute: {} {:.0f} extra FLOPs on the clock, predicted {:.0f} (a second forward of\n"
+      "  each of the L blocks), {:.4f} of the plain step's {:.0f}; 11.6\n"
+      "  recompute_extra_flops_fraction(L, L) = {:.4f}, {:.4f} with the embedding and head,\n"
+      "  which are never recomputed\n",
+      same ? (f.rows.size() > 1 ? "every k costs" : "costs") : "up to", hi, f.predicted_extra_flops,
+      hi / f.plain_flops, f.plain_flops, mgpu::checkpointing::recompute_extra_flops_fraction(L, L),
+      f.predicted_extra_fraction);
+}
+
+}  // namespace
+
+std::string render_text(const Figure& f) {
+  const std::int64_t L = f.options.layers;
+  const double B = f.block_bytes;
+  std::string out = fmt::format(
+      "mgpu checkpoint: L = {} blocks, a checkpoint every k blocks, one step on the simulated "
+      "cluster\n"
+      "  {} FFN blocks (d_model 32, d_ff 1, no attention), {} tokens; one GPU, fresh for each k\n"
+      "  block unit B = {:.0f} bytes (11.6 block_saved_bytes), checkpoint C = {:.0f} bytes\n"
+      "  (block_checkpoint_bytes), embedding input E = {:.0f} bytes\n\n",
+      L, L, f.tokens, B, f.checkpoint_bytes, f.embed_bytes);
+  out += text_table(f);
   const auto& at = [&](std::int64_t k) -> const Row* {
     for (const Row& r : f.rows)
       if (r.k == k) return &r;
@@ -258,21 +305,7 @@ std::string render_text(const Figure& f) {
       mgpu::checkpointing::checkpointed_peak_units(L, f.best_units.front()),
       2 * std::sqrt(static_cast<double>(L)), f.chapter_best_units, f.chapter_best_bytes);
 
-  // Clock differences carry rounding: compare the rows' extra FLOPs to a relative 1e-9.
-  double lo = f.rows.front().extra_flops, hi = lo;
-  for (const Row& r : f.rows) {
-    lo = std::min(lo, r.extra_flops);
-    hi = std::max(hi, r.extra_flops);
-  }
-  const bool same = hi - lo <= 1e-9 * std::max(1.0, std::fabs(hi));
-  out += fmt::format(
-      "Recompute: {} {:.0f} extra FLOPs on the clock, predicted {:.0f} (a second forward of\n"
-      "  each of the L blocks), {:.4f} of the plain step's {:.0f}; 11.6\n"
-      "  recompute_extra_flops_fraction(L, L) = {:.4f}, {:.4f} with the embedding and head,\n"
-      "  which are never recomputed\n",
-      same ? (f.rows.size() > 1 ? "every k costs" : "costs") : "up to", hi, f.predicted_extra_flops,
-      hi / f.plain_flops, f.plain_flops, mgpu::checkpointing::recompute_extra_flops_fraction(L, L),
-      f.predicted_extra_fraction);
+  out += text_recompute(f);
   return out;
 }
 

@@ -13,6 +13,7 @@ namespace mgpu::checkpoint_figure {
 namespace {
 
 constexpr double kLeft = 80, kWidth = 720, kRight = 200, kPanelHeight = 280, kGap = 110, kTop = 84;
+constexpr double kLegendX = kLeft + kWidth + 14;  // where both panels' legends start
 
 // A tick spacing of 1, 2 or 5 times a power of ten giving at most about eight ticks over `span`.
 double tick_step(double span) {
@@ -94,16 +95,10 @@ std::string dot_legend(double x, double y, double r, const std::string& text) {
       text);
 }
 
-}  // namespace
-
-std::string render_svg(const Figure& f) {
+// Panel 1: the peak against k, measured, by the exact formula and by the units model.
+std::string panel_peak_against_k(const Figure& f) {
   const std::int64_t L = f.options.layers;
   const double B = f.block_bytes;
-  const bool sweep = !f.sweep.empty();
-  const double width = kLeft + kWidth + kRight;
-  const double height = kTop + kPanelHeight + 60 + (sweep ? kGap + kPanelHeight : 0);
-
-  // Panel 1: peak against k.
   std::vector<std::pair<double, double>> predicted, units;
   double y_max = 1;
   for (std::int64_t k = 1; k <= L; ++k) {
@@ -116,19 +111,8 @@ std::string render_svg(const Figure& f) {
   for (const Row& r : f.rows) y_max = std::max(y_max, static_cast<double>(r.peak_bytes) / B);
   const Panel one{kTop, 1, static_cast<double>(std::max<std::int64_t>(L, 2)), y_max * 1.08};
 
-  std::string svg = fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 "
-      "0 {0:.0f} {1:.0f}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect class=\"background\" x=\"0\" y=\"0\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
-      "fill=\"white\"/>\n"
-      "<text class=\"title\" x=\"{2:.0f}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">"
-      "Activation checkpointing, L = {3} blocks: peak activations measured on the ledger</text>\n"
-      "<text x=\"{2:.0f}\" y=\"42\" fill=\"#555\">one block unit = B = {4:.0f} bytes, what a "
-      "block saves for its backward; a checkpoint is C = {5:.0f} bytes</text>\n",
-      width, height, kLeft, L, B, f.checkpoint_bytes);
-  svg += axes(one, "k, blocks per checkpoint segment", "peak (block units)",
-              fmt::format("(1) peak against k for L = {}", L));
+  std::string svg = axes(one, "k, blocks per checkpoint segment", "peak (block units)",
+                         fmt::format("(1) peak against k for L = {}", L));
   svg += polyline(one, units, "units-model",
                   "stroke=\"#999\" stroke-width=\"1.5\" stroke-dasharray=\"5,4\"");
   svg += polyline(one, predicted, "predicted", "stroke=\"#2171b5\" stroke-width=\"1.5\"");
@@ -146,46 +130,72 @@ std::string render_svg(const Figure& f) {
         k, one.x(static_cast<double>(k)), kTop, kTop + kPanelHeight);
   std::string best;
   for (std::int64_t k : f.best_measured) best += (best.empty() ? "" : ", ") + std::to_string(k);
-  const double lx = kLeft + kWidth + 14;
-  svg += dot_legend(lx, kTop + 10, 3.5, "measured (ledger)");
-  svg += line_legend(lx, kTop + 30, "stroke=\"#2171b5\" stroke-width=\"1.5\"", "predicted (exact)");
-  svg += line_legend(lx, kTop + 50, "stroke=\"#999\" stroke-dasharray=\"5,4\"", "ceil(L/k) + k");
-  svg += line_legend(lx, kTop + 70, "stroke=\"#238b45\" stroke-width=\"1.5\"",
+  svg += dot_legend(kLegendX, kTop + 10, 3.5, "measured (ledger)");
+  svg += line_legend(kLegendX, kTop + 30, "stroke=\"#2171b5\" stroke-width=\"1.5\"",
+                     "predicted (exact)");
+  svg +=
+      line_legend(kLegendX, kTop + 50, "stroke=\"#999\" stroke-dasharray=\"5,4\"", "ceil(L/k) + k");
+  svg += line_legend(kLegendX, kTop + 70, "stroke=\"#238b45\" stroke-width=\"1.5\"",
                      fmt::format("best k measured: {}", best));
+  return svg;
+}
 
-  if (sweep) {
-    // Panel 2: the best peak against L, with the units model's minimum and 2 sqrt(L).
-    const double top = kTop + kPanelHeight + kGap;
-    const auto L_max = static_cast<double>(f.sweep.back().layers);
-    double y2 = 2 * std::sqrt(L_max);
-    std::vector<std::pair<double, double>> minimum, root;
-    for (const SweepPoint& s : f.sweep) {
-      y2 = std::max({y2, s.measured_units, static_cast<double>(s.units_model)});
-      minimum.emplace_back(static_cast<double>(s.layers), static_cast<double>(s.units_model));
-    }
-    for (int i = 0; i <= 200; ++i) {
-      const double l = 1 + (L_max - 1) * i / 200.0;
-      root.emplace_back(l, 2 * std::sqrt(l));
-    }
-    const Panel two{top, 1, std::max(L_max, 2.0), y2 * 1.08};
-    svg += axes(two, "L, blocks in the model", "best peak (block units)",
-                "(2) the best peak against L, at the k the exact formula picks");
-    svg += polyline(two, root, "two-sqrt",
-                    "stroke=\"#999\" stroke-width=\"1.5\" "
-                    "stroke-dasharray=\"5,4\"");
-    svg += polyline(two, minimum, "units-min", "stroke=\"#2171b5\" stroke-width=\"1.5\"");
-    for (const SweepPoint& s : f.sweep)
-      svg += fmt::format(
-          "<circle class=\"sweep\" data-layers=\"{0}\" data-k=\"{1}\" cx=\"{2:.2f}\" "
-          "cy=\"{3:.2f}\" r=\"3\" fill=\"#d94801\"><title>L = {0}, k = {1}: {4:.3f} "
-          "units</title></circle>\n",
-          s.layers, s.k, two.x(static_cast<double>(s.layers)), two.y(s.measured_units),
-          s.measured_units);
-    svg += dot_legend(lx, top + 10, 3, "measured best");
-    svg += line_legend(lx, top + 30, "stroke=\"#2171b5\" stroke-width=\"1.5\"",
-                       "min over k of ceil(L/k)+k");
-    svg += line_legend(lx, top + 50, "stroke=\"#999\" stroke-dasharray=\"5,4\"", "2 sqrt(L)");
+// Panel 2: the best peak against L, with the units model's minimum and 2 sqrt(L).
+std::string panel_sweep(const Figure& f) {
+  const double top = kTop + kPanelHeight + kGap;
+  const auto L_max = static_cast<double>(f.sweep.back().layers);
+  double y2 = 2 * std::sqrt(L_max);
+  std::vector<std::pair<double, double>> minimum, root;
+  for (const SweepPoint& s : f.sweep) {
+    y2 = std::max({y2, s.measured_units, static_cast<double>(s.units_model)});
+    minimum.emplace_back(static_cast<double>(s.layers), static_cast<double>(s.units_model));
   }
+  for (int i = 0; i <= 200; ++i) {
+    const double l = 1 + (L_max - 1) * i / 200.0;
+    root.emplace_back(l, 2 * std::sqrt(l));
+  }
+  const Panel two{top, 1, std::max(L_max, 2.0), y2 * 1.08};
+  std::string svg = axes(two, "L, blocks in the model", "best peak (block units)",
+                         "(2) the best peak against L, at the k the exact formula picks");
+  svg += polyline(two, root, "two-sqrt",
+                  "stroke=\"#999\" stroke-width=\"1.5\" "
+                  "stroke-dasharray=\"5,4\"");
+  svg += polyline(two, minimum, "units-min", "stroke=\"#2171b5\" stroke-width=\"1.5\"");
+  for (const SweepPoint& s : f.sweep)
+    svg += fmt::format(
+        "<circle class=\"sweep\" data-layers=\"{0}\" data-k=\"{1}\" cx=\"{2:.2f}\" "
+        "cy=\"{3:.2f}\" r=\"3\" fill=\"#d94801\"><title>L = {0}, k = {1}: {4:.3f} "
+        "units</title></circle>\n",
+        s.layers, s.k, two.x(static_cast<double>(s.layers)), two.y(s.measured_units),
+        s.measured_units);
+  svg += dot_legend(kLegendX, top + 10, 3, "measured best");
+  svg += line_legend(kLegendX, top + 30, "stroke=\"#2171b5\" stroke-width=\"1.5\"",
+                     "min over k of ceil(L/k)+k");
+  svg += line_legend(kLegendX, top + 50, "stroke=\"#999\" stroke-dasharray=\"5,4\"", "2 sqrt(L)");
+  return svg;
+}
+
+}  // namespace
+
+std::string render_svg(const Figure& f) {
+  const std::int64_t L = f.options.layers;
+  const double B = f.block_bytes;
+  const bool sweep = !f.sweep.empty();
+  const double width = kLeft + kWidth + kRight;
+  const double height = kTop + kPanelHeight + 60 + (sweep ? kGap + kPanelHeight : 0);
+  std::string svg = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 "
+      "0 {0:.0f} {1:.0f}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect class=\"background\" x=\"0\" y=\"0\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
+      "fill=\"white\"/>\n"
+      "<text class=\"title\" x=\"{2:.0f}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">"
+      "Activation checkpointing, L = {3} blocks: peak activations measured on the ledger</text>\n"
+      "<text x=\"{2:.0f}\" y=\"42\" fill=\"#555\">one block unit = B = {4:.0f} bytes, what a "
+      "block saves for its backward; a checkpoint is C = {5:.0f} bytes</text>\n",
+      width, height, kLeft, L, B, f.checkpoint_bytes);
+  svg += panel_peak_against_k(f);
+  if (sweep) svg += panel_sweep(f);
   svg += "</svg>\n";
   return svg;
 }

@@ -224,15 +224,22 @@ Formula formula_of(F&& f) {
   }
 }
 
+// The zero-bubble schedules' block: its F, B and W seconds per micro-batch from the runtime's
+// FLOPs at `rate` FLOP/s, and the wait 1F1B would have, (p-1)(T_F+T_B+T_W).
+void block_seconds(Figure& f, const model::Model& net, std::int64_t tokens, double rate) {
+  const int p = f.options.stages;
+  f.t_forward = net.unit_forward_flops(1, tokens) / rate;
+  f.t_input = net.unit_backward_input_flops(1, tokens) / rate;
+  f.t_weight = net.unit_backward_weight_flops(1, tokens) / rate;
+  f.one_f_one_b_wait = (p - 1) * (f.t_forward + f.t_input + f.t_weight);
+}
+
 // ZB-H2's numbers: one block per stage, whose F, B and W seconds are equal in these FFN blocks;
 // the longest wait inside a stage against zb_h2_bubble_seconds, and the whole step's bubble,
 // max((p-1) T, that wait) over the step (the schedule's contract).
 void zb_h2_formulas(Figure& f, const model::Model& net, std::int64_t tokens, double rate) {
   const int p = f.options.stages, m = f.options.micro_batches;
-  f.t_forward = net.unit_forward_flops(1, tokens) / rate;
-  f.t_input = net.unit_backward_input_flops(1, tokens) / rate;
-  f.t_weight = net.unit_backward_weight_flops(1, tokens) / rate;
-  f.one_f_one_b_wait = (p - 1) * (f.t_forward + f.t_input + f.t_weight);
+  block_seconds(f, net, tokens, rate);
   f.zb_h1_inner_wait = (p - 1) * (f.t_forward + f.t_input - f.t_weight);
   for (const StageResult& st : f.stages)
     f.inner_wait_measured = std::max(f.inner_wait_measured, st.inner_wait_seconds);
@@ -244,6 +251,64 @@ void zb_h2_formulas(Figure& f, const model::Model& net, std::int64_t tokens, dou
   }
   const double wait = std::max((p - 1) * f.t_forward, *f.inner_wait.value);
   f.formula = {wait / (m * (f.t_forward + f.t_input + f.t_weight) + wait), ""};
+}
+
+// ZB-H1's numbers: one block per stage, its F, B and W seconds per micro-batch from the
+// runtime's FLOPs, and the bubble zb_h1_bubble_seconds gives over the step.
+void zb_h1_formulas(Figure& f, const model::Model& net, std::int64_t tokens, double rate) {
+  const int p = f.options.stages, m = f.options.micro_batches;
+  block_seconds(f, net, tokens, rate);
+  f.wait = formula_of(
+      [&] { return pipeline::zb_h1_bubble_seconds(p, f.t_forward, f.t_input, f.t_weight); });
+  const double busy = m * (f.t_forward + f.t_input + f.t_weight);
+  f.formula_text = "(p-1)(T_F+T_B-T_W)/step";
+  f.formula = f.wait.value ? Formula{*f.wait.value / (busy + *f.wait.value), ""} : f.wait;
+}
+
+// The chapter's formula for the schedule's bubble, beside the measured one (`f.stages` filled);
+// v: the schedule's chunks per stage.
+void bubble_formulas(Figure& f, const model::Model& net, int v, std::int64_t tokens) {
+  const FigureOptions& o = f.options;
+  const int p = o.stages, m = o.micro_batches;
+  if (o.schedule == ScheduleKind::interleaved) {
+    f.formula_text = "(p-1)/(v*m+p-1)";
+    f.formula = formula_of([&] { return pipeline::interleaved_bubble_fraction(p, m, v); });
+  } else if (o.schedule == ScheduleKind::zb_h1) {
+    zb_h1_formulas(f, net, tokens, cluster_config(o).flops_per_second);
+  } else if (o.schedule == ScheduleKind::zb_h2) {
+    zb_h2_formulas(f, net, tokens, cluster_config(o).flops_per_second);
+  } else {
+    f.formula_text = "(p-1)/(m+p-1)";
+    f.formula = formula_of([&] { return pipeline::gpipe_bubble_fraction(p, m); });
+  }
+}
+
+// Stage s's measures from its rank's report; its boxes are appended to `f.boxes`.
+// `per_unit`: the bytes one micro-batch leaves saved on each unit of `net`.
+StageResult measure_stage(Figure& f, const model::Model& net, const PipelineSchedule& schedule,
+                          const std::vector<std::size_t>& per_unit, const RankReport& report,
+                          int s) {
+  const int p = f.options.stages, v = schedule.chunks;
+  StageResult st;
+  st.busy_seconds = report.clock.compute_time();
+  st.bubble = f.step_seconds > 0 ? 1.0 - st.busy_seconds / f.step_seconds : 0.0;
+  // One (chunk-)micro-batch: the mean over the stage's chunks of what one micro-batch saves
+  // there (the chunks differ only by the small embedding or head).
+  double chunk_bytes = 0;
+  for (int c = 0; c < v; ++c) {
+    const pipeline::StageUnits units = pipeline::stage_units(net, p * v, c * p + s);
+    for (int u = units.first; u < units.last; ++u)
+      chunk_bytes += static_cast<double>(per_unit[static_cast<std::size_t>(u)]);
+  }
+  chunk_bytes /= v;
+  st.in_flight_measured =
+      static_cast<double>(report.memory.peak(Category::activations)) / chunk_bytes;
+  st.in_flight_schedule = pipeline::schedule_in_flight(schedule, s);
+  const std::vector<Box> boxes = boxes_of_stage(net, schedule, s, report.clock.timeline());
+  if (!boxes.empty())
+    st.inner_wait_seconds = boxes.back().end - boxes.front().start - st.busy_seconds;
+  f.boxes.insert(f.boxes.end(), boxes.begin(), boxes.end());
+  return st;
 }
 
 }  // namespace
@@ -270,56 +335,14 @@ Figure run_figure(const FigureOptions& o, bool with_trace) {
   f.options = o;
   f.step_seconds = cluster.makespan();
   const std::vector<std::size_t> per_unit = saved_bytes_per_unit(net, micro[0]);
-  for (int s = 0; s < p; ++s) {
-    const RankReport& report = cluster.report(s);
-    StageResult st;
-    st.busy_seconds = report.clock.compute_time();
-    st.bubble = f.step_seconds > 0 ? 1.0 - st.busy_seconds / f.step_seconds : 0.0;
-    // One (chunk-)micro-batch: the mean over the stage's chunks of what one micro-batch saves
-    // there (the chunks differ only by the small embedding or head).
-    double chunk_bytes = 0;
-    for (int c = 0; c < v; ++c) {
-      const pipeline::StageUnits units = pipeline::stage_units(net, p * v, c * p + s);
-      for (int u = units.first; u < units.last; ++u)
-        chunk_bytes += static_cast<double>(per_unit[static_cast<std::size_t>(u)]);
-    }
-    chunk_bytes /= v;
-    st.in_flight_measured =
-        static_cast<double>(report.memory.peak(Category::activations)) / chunk_bytes;
-    st.in_flight_schedule = pipeline::schedule_in_flight(schedule, s);
-    const std::vector<Box> boxes = boxes_of_stage(net, schedule, s, report.clock.timeline());
-    if (!boxes.empty())
-      st.inner_wait_seconds = boxes.back().end - boxes.front().start - st.busy_seconds;
-    f.stages.push_back(st);
-    f.boxes.insert(f.boxes.end(), boxes.begin(), boxes.end());
-  }
+  for (int s = 0; s < p; ++s)
+    f.stages.push_back(measure_stage(f, net, schedule, per_unit, cluster.report(s), s));
   double sum = 0;
   for (const StageResult& st : f.stages) sum += st.bubble;
   f.bubble = sum / p;
   for (const StageResult& st : f.stages)
     f.bubble_worst = std::max(f.bubble_worst, std::abs(st.bubble - f.bubble));
-  if (o.schedule == ScheduleKind::interleaved) {
-    f.formula_text = "(p-1)/(v*m+p-1)";
-    f.formula = formula_of([&] { return pipeline::interleaved_bubble_fraction(p, m, v); });
-  } else if (o.schedule == ScheduleKind::zb_h1) {
-    // One block per stage: its F, B and W seconds per micro-batch from the runtime's FLOPs.
-    const std::int64_t tokens = micro[0].tokens();
-    const double rate = cluster_config(o).flops_per_second;
-    f.t_forward = net.unit_forward_flops(1, tokens) / rate;
-    f.t_input = net.unit_backward_input_flops(1, tokens) / rate;
-    f.t_weight = net.unit_backward_weight_flops(1, tokens) / rate;
-    f.one_f_one_b_wait = (p - 1) * (f.t_forward + f.t_input + f.t_weight);
-    f.wait = formula_of(
-        [&] { return pipeline::zb_h1_bubble_seconds(p, f.t_forward, f.t_input, f.t_weight); });
-    const double busy = m * (f.t_forward + f.t_input + f.t_weight);
-    f.formula_text = "(p-1)(T_F+T_B-T_W)/step";
-    f.formula = f.wait.value ? Formula{*f.wait.value / (busy + *f.wait.value), ""} : f.wait;
-  } else if (o.schedule == ScheduleKind::zb_h2) {
-    zb_h2_formulas(f, net, micro[0].tokens(), cluster_config(o).flops_per_second);
-  } else {
-    f.formula_text = "(p-1)/(m+p-1)";
-    f.formula = formula_of([&] { return pipeline::gpipe_bubble_fraction(p, m); });
-  }
+  bubble_formulas(f, net, v, micro[0].tokens());
   if (with_trace) f.trace_json = cluster.chrome_trace();
   return f;
 }
@@ -369,7 +392,10 @@ TargetAnswer fewest_micro_batches(int p, int v, double target) {
   return answer;
 }
 
-std::string render_text(const Figure& f) {
+namespace {
+
+// The run's description and one row per stage.
+std::string text_stages(const Figure& f) {
   const FigureOptions& o = f.options;
   const std::string model =
       o.chunks == 1 ? fmt::format("{} equal FFN blocks, one per stage", o.stages)
@@ -398,6 +424,51 @@ std::string render_text(const Figure& f) {
       "  (in flight: {} held at the peak; ledger = activation peak / what one leaves saved,\n"
       "   schedule = 11.5 schedule_in_flight of the stage's program)\n",
       o.chunks > 1 ? "chunk-micro-batches" : "micro-batches");
+  return out;
+}
+
+// ZB-H1's wait per stage against its formula and 1F1B's.
+std::string text_zb_h1(const Figure& f) {
+  const FigureOptions& o = f.options;
+  const std::string wait = f.wait.value ? fmt::format("{:.1f} us", *f.wait.value * 1e6)
+                                        : fmt::format("finish {} to see it", f.wait.pending);
+  std::string out = fmt::format(
+      "Wait per stage: {:.1f} us measured, formula (p-1)(T_F+T_B-T_W) = {} for T_F = {:.2f}, "
+      "T_B = {:.2f}, T_W = {:.2f} us;\n"
+      "  1F1B would wait (p-1)(T_F+T_B+T_W) = {:.1f} us, a bubble of {:.4f}\n",
+      f.step_seconds * f.bubble * 1e6, wait, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
+      f.one_f_one_b_wait * 1e6,
+      f.one_f_one_b_wait /
+          (o.micro_batches * (f.t_forward + f.t_input + f.t_weight) + f.one_f_one_b_wait));
+  if (o.micro_batches < o.stages)
+    out += "  (the formula assumes m >= p: with fewer micro-batches the stages wait longer)\n";
+  return out;
+}
+
+// ZB-H2's inner wait against its formula, ZB-H1's and 1F1B's.
+std::string text_zb_h2(const Figure& f) {
+  const FigureOptions& o = f.options;
+  const std::string inner = f.inner_wait.value
+                                ? fmt::format("{:.1f} us", *f.inner_wait.value * 1e6)
+                                : fmt::format("finish {} to see it", f.inner_wait.pending);
+  return fmt::format(
+      "Inner wait: {:.1f} us measured, formula max(0, 2p-1-m) T = {} for T = T_F = {:.2f} us\n"
+      "  (the longest a stage waits between its first and last action, the bubble per step when "
+      "steps\n"
+      "  run back to back; T_B = {:.2f}, T_W = {:.2f} us); ZB-H1 leaves (p-1)(T_F+T_B-T_W) = "
+      "{:.1f} us\n"
+      "  inside its first stage, 1F1B (p-1)(T_F+T_B+T_W) = {:.1f} us; in flight: min(m, 2p-1) = "
+      "{} per stage\n",
+      f.inner_wait_measured * 1e6, inner, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
+      f.zb_h1_inner_wait * 1e6, f.one_f_one_b_wait * 1e6,
+      std::min(o.micro_batches, 2 * o.stages - 1));
+}
+
+}  // namespace
+
+std::string render_text(const Figure& f) {
+  const FigureOptions& o = f.options;
+  std::string out = text_stages(f);
   out += "\n";
   const std::string formula = f.formula.value
                                   ? fmt::format("{:.4f}", *f.formula.value)
@@ -409,36 +480,8 @@ std::string render_text(const Figure& f) {
   out += fmt::format(
       "Step time: {:.1f} us on the virtual clock, of which a stage computes {:.1f} us\n",
       f.step_seconds * 1e6, f.step_seconds * (1.0 - f.bubble) * 1e6);
-  if (o.schedule == ScheduleKind::zb_h1) {
-    const std::string wait = f.wait.value ? fmt::format("{:.1f} us", *f.wait.value * 1e6)
-                                          : fmt::format("finish {} to see it", f.wait.pending);
-    out += fmt::format(
-        "Wait per stage: {:.1f} us measured, formula (p-1)(T_F+T_B-T_W) = {} for T_F = {:.2f}, "
-        "T_B = {:.2f}, T_W = {:.2f} us;\n"
-        "  1F1B would wait (p-1)(T_F+T_B+T_W) = {:.1f} us, a bubble of {:.4f}\n",
-        f.step_seconds * f.bubble * 1e6, wait, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
-        f.one_f_one_b_wait * 1e6,
-        f.one_f_one_b_wait /
-            (o.micro_batches * (f.t_forward + f.t_input + f.t_weight) + f.one_f_one_b_wait));
-    if (o.micro_batches < o.stages)
-      out += "  (the formula assumes m >= p: with fewer micro-batches the stages wait longer)\n";
-  }
-  if (o.schedule == ScheduleKind::zb_h2) {
-    const std::string inner = f.inner_wait.value
-                                  ? fmt::format("{:.1f} us", *f.inner_wait.value * 1e6)
-                                  : fmt::format("finish {} to see it", f.inner_wait.pending);
-    out += fmt::format(
-        "Inner wait: {:.1f} us measured, formula max(0, 2p-1-m) T = {} for T = T_F = {:.2f} us\n"
-        "  (the longest a stage waits between its first and last action, the bubble per step when "
-        "steps\n"
-        "  run back to back; T_B = {:.2f}, T_W = {:.2f} us); ZB-H1 leaves (p-1)(T_F+T_B-T_W) = "
-        "{:.1f} us\n"
-        "  inside its first stage, 1F1B (p-1)(T_F+T_B+T_W) = {:.1f} us; in flight: min(m, 2p-1) = "
-        "{} per stage\n",
-        f.inner_wait_measured * 1e6, inner, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
-        f.zb_h1_inner_wait * 1e6, f.one_f_one_b_wait * 1e6,
-        std::min(o.micro_batches, 2 * o.stages - 1));
-  }
+  if (o.schedule == ScheduleKind::zb_h1) out += text_zb_h1(f);
+  if (o.schedule == ScheduleKind::zb_h2) out += text_zb_h2(f);
   if (o.latency > 0 && f.formula.value)
     out += fmt::format(
         "Latency adds {:+.4f} to the bubble: every boundary message waits on the critical path\n",

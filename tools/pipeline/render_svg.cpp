@@ -79,17 +79,10 @@ std::string zb_h2_title(const Figure& f) {
                      held);
 }
 
-}  // namespace
-
-std::string render_svg(const Figure& f) {
+// The title: the schedule, its numbers, the bubble measured and by formula.
+std::string svg_title(const Figure& f) {
   const FigureOptions& o = f.options;
   const int p = o.stages, v = o.chunks;
-  const double span_us = std::max(f.step_seconds * 1e6, 1e-9);
-  const double scale = kPlotWidth / span_us;  // px per microsecond
-  const double width = kLeft + kPlotWidth + kRight;
-  const double axis_y = kTop + p * kLane + 6;
-  const double height = axis_y + 70;
-
   std::string title = fmt::format(
       "{}, p = {}, m = {}{}: bubble {:.4f} measured, {} = ", schedule_title(o.schedule), p,
       o.micro_batches, v > 1 ? fmt::format(", v = {}", v) : "", f.bubble, f.formula_text);
@@ -97,8 +90,13 @@ std::string render_svg(const Figure& f) {
       f.formula.value ? fmt::format("{:.4f}", *f.formula.value) : "finish " + f.formula.pending;
   if (o.schedule == ScheduleKind::zb_h2) title += zb_h2_title(f);
   if (o.latency > 0) title += fmt::format(" (latency {:g} us)", o.latency * 1e6);
+  return title;
+}
 
-  std::string svg = fmt::format(
+// The document's opening: size, background, title and legend.
+std::string svg_opening(const Figure& f, double width, double height) {
+  const FigureOptions& o = f.options;
+  return fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" viewBox=\"0 "
       "0 {0:.0f} {1:.0f}\" "
@@ -110,52 +108,46 @@ std::string render_svg(const Figure& f) {
       "<text x=\"{2:.0f}\" y=\"44\" fill=\"#555\">one row per stage; boxes are forward (blue) and "
       "{5} "
       "passes numbered by micro-batch{4}; empty space is the bubble</text>\n",
-      width, height, kLeft, tools::escape_xml(title),
-      v > 1 ? ".chunk, darker for later chunks" : "",
+      width, height, kLeft, tools::escape_xml(svg_title(f)),
+      o.chunks > 1 ? ".chunk, darker for later chunks" : "",
       o.schedule == ScheduleKind::zb_h1 || o.schedule == ScheduleKind::zb_h2
           ? "backward input (orange) and weight (green)"
           : "backward (orange)");
+}
 
-  // Lanes: a thin outline shows where a stage could have been busy.
-  for (int s = 0; s < p; ++s) {
-    const double y = kTop + s * kLane;
+// One pass of one micro-batch: its box, and its number where that fits; `scale` in px per us,
+// v the chunks per stage.
+std::string svg_box(const Box& b, double scale, int v) {
+  const double x = kLeft + b.start * 1e6 * scale,
+               w = std::max((b.end - b.start) * 1e6 * scale, 0.5);
+  const double y = kTop + b.stage * kLane;
+  const auto [css, words] = names_of(b.pass);
+  const std::string label =
+      v > 1 ? fmt::format("{}.{}", b.micro_batch, b.chunk) : std::to_string(b.micro_batch);
+  std::string svg = fmt::format(
+      "<rect class=\"{0}\" data-stage=\"{1}\" data-micro-batch=\"{2}\" data-chunk=\"{3}\" "
+      "x=\"{4:.2f}\" "
+      "y=\"{5:.2f}\" width=\"{6:.2f}\" height=\"{7:.0f}\" fill=\"{8}\" stroke=\"white\" "
+      "stroke-width=\"0.5\">"
+      "<title>stage {1}: {9} of micro-batch {2} chunk {3}, {10:.1f} to {11:.1f} "
+      "us</title></rect>\n",
+      css, b.stage, b.micro_batch, b.chunk, x, y, w, kBoxHeight, fill(b.pass, b.chunk, v), words,
+      b.start * 1e6, b.end * 1e6);
+  // A number only where it fits, smaller in narrow boxes: a digit is about 0.6 em wide.
+  const double chars = static_cast<double>(label.size());
+  const int font = w >= 6.6 * chars + 2 ? 11 : w >= 5.0 * chars + 1 ? 9 : 0;
+  if (font > 0)
     svg += fmt::format(
-        "<rect class=\"lane\" data-lane=\"{0}\" x=\"{1:.2f}\" y=\"{2:.2f}\" width=\"{3:.2f}\" "
-        "height=\"{4:.0f}\" "
-        "fill=\"#f4f4f4\" stroke=\"#ccc\"/>\n"
-        "<text x=\"{5:.0f}\" y=\"{6:.2f}\" text-anchor=\"end\">stage {0}</text>\n",
-        s, kLeft, y, kPlotWidth, kBoxHeight, kLeft - 8, y + kBoxHeight / 2 + 4);
-  }
+        "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\" font-size=\"{}\" "
+        "fill=\"{}\">{}</text>\n",
+        x + w / 2, y + kBoxHeight / 2 + 4, font, v > 1 && b.chunk * 2 >= v ? "white" : "black",
+        label);
+  return svg;
+}
 
-  for (const Box& b : f.boxes) {
-    const double x = kLeft + b.start * 1e6 * scale,
-                 w = std::max((b.end - b.start) * 1e6 * scale, 0.5);
-    const double y = kTop + b.stage * kLane;
-    const auto [css, words] = names_of(b.pass);
-    const std::string label =
-        v > 1 ? fmt::format("{}.{}", b.micro_batch, b.chunk) : std::to_string(b.micro_batch);
-    svg += fmt::format(
-        "<rect class=\"{0}\" data-stage=\"{1}\" data-micro-batch=\"{2}\" data-chunk=\"{3}\" "
-        "x=\"{4:.2f}\" "
-        "y=\"{5:.2f}\" width=\"{6:.2f}\" height=\"{7:.0f}\" fill=\"{8}\" stroke=\"white\" "
-        "stroke-width=\"0.5\">"
-        "<title>stage {1}: {9} of micro-batch {2} chunk {3}, {10:.1f} to {11:.1f} "
-        "us</title></rect>\n",
-        css, b.stage, b.micro_batch, b.chunk, x, y, w, kBoxHeight, fill(b.pass, b.chunk, v), words,
-        b.start * 1e6, b.end * 1e6);
-    // A number only where it fits, smaller in narrow boxes: a digit is about 0.6 em wide.
-    const double chars = static_cast<double>(label.size());
-    const int font = w >= 6.6 * chars + 2 ? 11 : w >= 5.0 * chars + 1 ? 9 : 0;
-    if (font > 0)
-      svg += fmt::format(
-          "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\" font-size=\"{}\" "
-          "fill=\"{}\">{}</text>\n",
-          x + w / 2, y + kBoxHeight / 2 + 4, font, v > 1 && b.chunk * 2 >= v ? "white" : "black",
-          label);
-  }
-
-  // Time axis in microseconds.
-  svg += fmt::format(
+// The time axis in microseconds, at height axis_y; `scale` in px per us.
+std::string svg_time_axis(double span_us, double scale, double axis_y) {
+  std::string svg = fmt::format(
       "<line x1=\"{0:.2f}\" y1=\"{1:.2f}\" x2=\"{2:.2f}\" y2=\"{1:.2f}\" stroke=\"black\"/>\n",
       kLeft, axis_y, kLeft + kPlotWidth);
   const double step = tick_step(span_us);
@@ -170,6 +162,32 @@ std::string render_svg(const Figure& f) {
       "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\">virtual time (us); step {:.1f} "
       "us</text>\n",
       kLeft + kPlotWidth / 2, axis_y + 36, span_us);
+  return svg;
+}
+
+}  // namespace
+
+std::string render_svg(const Figure& f) {
+  const int p = f.options.stages;
+  const double span_us = std::max(f.step_seconds * 1e6, 1e-9);
+  const double scale = kPlotWidth / span_us;  // px per microsecond
+  const double width = kLeft + kPlotWidth + kRight;
+  const double axis_y = kTop + p * kLane + 6;
+  const double height = axis_y + 70;
+
+  std::string svg = svg_opening(f, width, height);
+  // Lanes: a thin outline shows where a stage could have been busy.
+  for (int s = 0; s < p; ++s) {
+    const double y = kTop + s * kLane;
+    svg += fmt::format(
+        "<rect class=\"lane\" data-lane=\"{0}\" x=\"{1:.2f}\" y=\"{2:.2f}\" width=\"{3:.2f}\" "
+        "height=\"{4:.0f}\" "
+        "fill=\"#f4f4f4\" stroke=\"#ccc\"/>\n"
+        "<text x=\"{5:.0f}\" y=\"{6:.2f}\" text-anchor=\"end\">stage {0}</text>\n",
+        s, kLeft, y, kPlotWidth, kBoxHeight, kLeft - 8, y + kBoxHeight / 2 + 4);
+  }
+  for (const Box& b : f.boxes) svg += svg_box(b, scale, f.options.chunks);
+  svg += svg_time_axis(span_us, scale, axis_y);
   svg += "</svg>\n";
   return svg;
 }

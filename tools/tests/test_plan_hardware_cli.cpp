@@ -23,6 +23,19 @@ std::vector<std::string> layout_145b(const std::string& hardware) {
           "--interleave",  "2",       "--hardware",      hardware};
 }
 
+/// The step the model computes for layout_145b's run, built here without the command line.
+StepTime step_145b(const std::string& hardware) {
+  return step_time(
+      {.layers = 80,
+       .hidden = 12288,
+       .heads = 96,
+       .seq = 2048,
+       .vocab = 51200,
+       .global_batch = 2304},
+      {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
+      load_hardware(hardware));
+}
+
 int run(const std::vector<std::string>& args, std::string& out, std::string& err) {
   std::ostringstream o, e;
   const int status = run_plan_cli(args, o, e);
@@ -36,15 +49,7 @@ int run(const std::vector<std::string>& args, std::string& out, std::string& err
 TEST_CASE("--hardware prints the step the model computes for the same run") {
   std::string out, err;
   REQUIRE(run(layout_145b("a100-80gb"), out, err) == 0);
-  const StepTime st = step_time(
-      {.layers = 80,
-       .hidden = 12288,
-       .heads = 96,
-       .seq = 2048,
-       .vocab = 51200,
-       .global_batch = 2304},
-      {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
-      load_hardware("a100-80gb"));
+  const StepTime st = step_145b("a100-80gb");
   CHECK(out.find(fmt::format("{:.3f} s", st.seconds)) != std::string::npos);
   CHECK(out.find("global batch 2304") != std::string::npos);
   CHECK(out.find("MFU") != std::string::npos);
@@ -55,15 +60,7 @@ TEST_CASE("with --tokens the run takes D / (B s) steps of the step time") {
   args.insert(args.end(), {"--tokens", "300e9"});
   std::string out, err;
   REQUIRE(run(args, out, err) == 0);
-  const StepTime st = step_time(
-      {.layers = 80,
-       .hidden = 12288,
-       .heads = 96,
-       .seq = 2048,
-       .vocab = 51200,
-       .global_batch = 2304},
-      {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
-      load_hardware("a100-80gb"));
+  const StepTime st = step_145b("a100-80gb");
   const double days = 300e9 / (2304.0 * 2048) * st.seconds / 86400;
   CHECK(out.find(fmt::format("{:.1f} days at this step time", days)) != std::string::npos);
 }
@@ -112,15 +109,7 @@ TEST_CASE("--json with --hardware carries the step the model computes, parts add
   const auto j = nlohmann::json::parse(out);
   REQUIRE(j.contains("step"));
   const auto& step = j["step"];
-  const StepTime st = step_time(
-      {.layers = 80,
-       .hidden = 12288,
-       .heads = 96,
-       .seq = 2048,
-       .vocab = 51200,
-       .global_batch = 2304},
-      {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
-      load_hardware("a100-80gb"));
+  const StepTime st = step_145b("a100-80gb");
   CHECK(step["hardware"] == "a100-80gb");
   CHECK(step["global_batch"] == 2304);
   CHECK(step["micro_batches"] == 48);

@@ -219,13 +219,12 @@ struct ChildSetup {
   char* const* envp;
 };
 
-// The child between fork and exec: async-signal-safe calls only (the grader is multi-threaded).
-// One sequence of steps, each ending in child_fail with its stage number on error; kept whole
-// (about 60 lines) so the order of the steps, which the isolation relies on, reads at once.
-[[noreturn]] void exec_child(const ChildSetup& c) {
-  int ew = ::fcntl(c.err_pipe, F_DUPFD_CLOEXEC, 100);
-  if (ew < 0) ::_exit(127);
-  if (::setsid() < 0) child_fail(ew, 0);
+// The child's descriptors at the numbers the program expects: 0 from /dev/null, 1 and 2 to the
+// pipes, the result pipe at spec.result_fd, the program, filter and ruleset where bubblewrap and
+// landlock read them; every other one closed. Each is first copied to 100 or above (the targets
+// are small numbers), so that placing one cannot overwrite another still to be placed. `ew`: the
+// error pipe; returns its new number, c.err_target. Async-signal-safe, as exec_child.
+int place_descriptors(const ChildSetup& c, int ew) {
   int hi_out = ::fcntl(c.out, F_DUPFD, 100);
   int hi_err = ::fcntl(c.err, F_DUPFD, 100);
   int hi_res = c.spec.result_fd >= 0 ? ::fcntl(c.result, F_DUPFD, 100) : -1;
@@ -247,7 +246,11 @@ struct ChildSetup {
     child_fail(ew, 1);
   int first_free = c.ruleset_target + 1;
   ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
-  if (c.cwd && ::chdir(c.cwd) != 0) child_fail(ew, 2);
+  return ew;
+}
+
+// The child's resource limits: a case's all, a build's (not isolated) only those it has.
+void set_limits(const ChildSetup& c, int ew) {
   if (c.spec.isolate) {
     if ((c.no_devices && ::setrlimit(RLIMIT_AS, &c.limits.as) != 0) ||
         ::setrlimit(RLIMIT_CPU, &c.limits.cpu) != 0 ||
@@ -263,6 +266,31 @@ struct ChildSetup {
          ::setrlimit(RLIMIT_FSIZE, &c.limits.build_fsize) != 0))
       child_fail(ew, 3);
   }
+}
+
+// The last steps before the program: no privilege can be gained by exec any more, then the
+// file system view, then the system-call filter (sandbox.hpp).
+void lock_down(const ChildSetup& c, int ew) {
+  const bool ruleset = c.ruleset_fd >= 0;  // placed at c.ruleset_target
+  if (ruleset || c.filter_here) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(ew, 9);
+    if (ruleset && ::syscall(SYS_landlock_restrict_self, c.ruleset_target, 0) != 0)
+      child_fail(ew, 10);
+    if (c.filter_here && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.filter) != 0)
+      child_fail(ew, 11);
+  }
+}
+
+// The child between fork and exec: async-signal-safe calls only (the grader is multi-threaded).
+// One sequence of steps, each ending in child_fail with its stage number (kStages) on error, in
+// the order the isolation relies on: descriptors, folder, limits, identity, then the lock-down.
+[[noreturn]] void exec_child(const ChildSetup& c) {
+  int ew = ::fcntl(c.err_pipe, F_DUPFD_CLOEXEC, 100);
+  if (ew < 0) ::_exit(127);
+  if (::setsid() < 0) child_fail(ew, 0);
+  ew = place_descriptors(c, ew);
+  if (c.cwd && ::chdir(c.cwd) != 0) child_fail(ew, 2);
+  set_limits(c, ew);
   if (c.drop) {
     if (::setgroups(0, nullptr) != 0) child_fail(ew, 4);
     if (::setgid(c.gid) != 0) child_fail(ew, 5);
@@ -270,15 +298,7 @@ struct ChildSetup {
   }
   // Dies with the grader (changing uid above cleared any earlier setting).
   if ((c.spec.isolate || c.drop) && ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(ew, 8);
-  // The last steps before the program: no privilege can be gained by exec any more, then the
-  // file system view, then the system-call filter (sandbox.hpp).
-  if (hi_ruleset >= 0 || c.filter_here) {
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) child_fail(ew, 9);
-    if (hi_ruleset >= 0 && ::syscall(SYS_landlock_restrict_self, c.ruleset_target, 0) != 0)
-      child_fail(ew, 10);
-    if (c.filter_here && ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, c.filter) != 0)
-      child_fail(ew, 11);
-  }
+  lock_down(c, ew);
   if (c.spec.isolate)
     ::execve(c.argv[0], c.argv, c.envp);
   else
