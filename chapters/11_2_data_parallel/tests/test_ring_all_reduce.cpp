@@ -38,6 +38,28 @@ float integer_value(int rank, std::size_t i) {
   return static_cast<float>(static_cast<int>((rank * 31 + i * 7) % 17) - 8);
 }
 
+// The exact sum of element i over n ranks, added in rank order.
+float naive_sum(int n, std::size_t i) {
+  float sum = 0.0f;
+  for (int q = 0; q < n; ++q) sum += integer_value(q, i);
+  return sum;
+}
+
+// Runs `ring` on every rank of `cluster` (n ranks), each on its integer values of `length`;
+// returns what each rank's buffer holds after (index = rank).
+using RingOp = void (*)(Comm&, std::span<float>, MemoryLedger&);
+std::vector<std::vector<float>> run_on_integers(Cluster& cluster, int n, std::size_t length,
+                                                RingOp ring) {
+  std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
+  cluster.run([&](Rank& r) {
+    std::vector<float> data(length);
+    for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
+    ring(r.world(), std::span<float>(data), r.memory());
+    result[static_cast<std::size_t>(r.id())] = data;
+  });
+  return result;
+}
+
 }  // namespace
 
 // The first half on its own: it can pass before the all-gather is written.
@@ -46,14 +68,9 @@ TEST_CASE("ring reduce-scatter: rank r owns the summed chunk r + 1, after N-1 me
     for (std::size_t length : awkward_lengths(n)) {
       CAPTURE(n);
       CAPTURE(length);
-      std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
       Cluster cluster(n);
-      cluster.run([&](Rank& r) {
-        std::vector<float> data(length);
-        for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
-        ring_reduce_scatter(r.world(), std::span<float>(data), r.memory());
-        result[static_cast<std::size_t>(r.id())] = data;
-      });
+      const std::vector<std::vector<float>> result =
+          run_on_integers(cluster, n, length, ring_reduce_scatter);
       const double buffer_bytes = static_cast<double>(length * sizeof(float));
       double total_sent = 0.0;
       for (int rank = 0; rank < n; ++rank) {
@@ -63,8 +80,7 @@ TEST_CASE("ring reduce-scatter: rank r owns the summed chunk r + 1, after N-1 me
         const Chunk c = ring_chunk(length, n, owned);
         // The first wrong element of the owned chunk, if any, with its rank and chunk.
         for (std::size_t i = c.offset; i < c.offset + c.count; ++i) {
-          float expected = 0.0f;
-          for (int q = 0; q < n; ++q) expected += integer_value(q, i);
+          const float expected = naive_sum(n, i);
           if (got[i] != expected) {
             FAIL_CHECK("rank " << rank << " should own the full sum of chunk " << owned
                                << " (elements " << c.offset << ".." << c.offset + c.count
@@ -89,22 +105,15 @@ TEST_CASE("ring all-reduce equals the naive sum for 1..8 ranks and awkward lengt
     for (std::size_t length : awkward_lengths(n)) {
       CAPTURE(n);
       CAPTURE(length);
-      std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
       Cluster cluster(n);
-      cluster.run([&](Rank& r) {
-        std::vector<float> data(length);
-        for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
-        ring_all_reduce(r.world(), std::span<float>(data), r.memory());
-        result[static_cast<std::size_t>(r.id())] = data;
-      });
+      const std::vector<std::vector<float>> result =
+          run_on_integers(cluster, n, length, ring_all_reduce);
       float max_err = 0.0f;
       for (int rank = 0; rank < n; ++rank) {
         const auto& got = result[static_cast<std::size_t>(rank)];
         REQUIRE(got.size() == length);
         for (std::size_t i = 0; i < length; ++i) {
-          float expected = 0.0f;
-          for (int q = 0; q < n; ++q) expected += integer_value(q, i);
-          max_err = std::max(max_err, std::abs(got[i] - expected));
+          max_err = std::max(max_err, std::abs(got[i] - naive_sum(n, i)));
         }
       }
       CHECK(max_err == 0.0f);
