@@ -10,6 +10,8 @@
 #include <mgpu/not_implemented.hpp>
 #include <numeric>
 
+#include "11_5_pipeline/tests/runtime_probes.hpp"
+
 namespace mgpu::pipeline_figure {
 
 using pipeline::Action;
@@ -141,24 +143,6 @@ ClusterConfig cluster_config(const FigureOptions& o) {
 
 constexpr std::uint64_t kWeightSeed = 5;
 constexpr std::uint64_t kBatchSeed = 3;
-
-// Bytes one micro-batch leaves saved by each unit between its forward and backward, from the
-// runtime's own unit_forward on one rank (no chapter code), as the chapter's ledger test does.
-std::vector<std::size_t> saved_bytes_per_unit(const model::Model& net, const model::Batch& micro) {
-  std::vector<std::size_t> bytes;
-  Cluster cluster(1);
-  cluster.run([&](Rank& r) {
-    const model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
-    Buffer<float> x = net.input(r, micro);
-    for (int u = 0; u < net.num_units(); ++u) {
-      model::UnitCache cache;
-      x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
-                           micro.tokens(), &cache);
-      bytes.push_back(cache.bytes());
-    }
-  });
-  return bytes;
-}
 
 // The clock's label prefix of a pass's unit spans (Model::unit_forward, unit_backward,
 // unit_backward_input and unit_backward_weight label them so).
@@ -334,7 +318,8 @@ Figure run_figure(const FigureOptions& o, bool with_trace) {
   Figure f;
   f.options = o;
   f.step_seconds = cluster.makespan();
-  const std::vector<std::size_t> per_unit = saved_bytes_per_unit(net, micro[0]);
+  const std::vector<std::size_t> per_unit =
+      pipeline_probes::saved_bytes_per_unit(net, micro[0], kWeightSeed);
   for (int s = 0; s < p; ++s)
     f.stages.push_back(measure_stage(f, net, schedule, per_unit, cluster.report(s), s));
   double sum = 0;

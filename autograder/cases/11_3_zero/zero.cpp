@@ -241,6 +241,19 @@ MGPU_CASE_ISOLATED("11_3.stage1_memory_traffic") { stage_case(ctx, 1, true); }
 MGPU_CASE_ISOLATED("11_3.stage2_memory_traffic") { stage_case(ctx, 2, true); }
 MGPU_CASE_ISOLATED("11_3.stage3_memory_traffic") { stage_case(ctx, 3, true); }
 
+namespace {
+
+// The grid of the overlap cases: a drawn model on one rank, the tiny model on `ranks`, and the
+// overlap model (3 to 6 blocks, drawn) on `ranks` with 8 sequences each, the one timed on
+// slow_cluster. Draws the drawn model first, then the overlap model's blocks.
+std::vector<Point> overlap_grid(Ctx& ctx, int ranks) {
+  return {{"one_rank", configs::drawn(ctx), 1},
+          {"tiny", configs::tiny(), ranks},
+          {"overlap", configs::overlap(ctx.uniform_int(3, 6)), ranks, 8}};
+}
+
+}  // namespace
+
 MGPU_CASE_ISOLATED("11_3.fsdp_prefetch") {
   // Stage 3 with prefetch: values and costs at one rank and on the tiny model, then on a slow
   // "GPU" and link where a unit's gather takes about as long as its compute, so posting the next
@@ -250,9 +263,7 @@ MGPU_CASE_ISOLATED("11_3.fsdp_prefetch") {
   const int ranks = ctx.pick({2, 4, 8});
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   ctx.emit("ranks", ranks);
-  const std::vector<Point> grid{{"one_rank", configs::drawn(ctx), 1},
-                                {"tiny", configs::tiny(), ranks},
-                                {"overlap", configs::overlap(ctx.uniform_int(3, 6)), ranks, 8}};
+  const std::vector<Point> grid = overlap_grid(ctx, ranks);
   double comm_peak = 0, end = 0;
   for (const Point& p : grid) {
     const bool timed = p.name == "overlap";
@@ -314,9 +325,7 @@ MGPU_CASE_ISOLATED("11_3.zero2_overlap") {
   const int ranks = ctx.pick({2, 4, 8});
   const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
   ctx.emit("ranks", ranks);
-  const std::vector<Point> grid{{"one_rank", configs::drawn(ctx), 1},
-                                {"tiny", configs::tiny(), ranks},
-                                {"overlap", configs::overlap(ctx.uniform_int(3, 6)), ranks, 8}};
+  const std::vector<Point> grid = overlap_grid(ctx, ranks);
   for (z::Precision precision : {z::Precision::fp32, z::Precision::bf16_mixed}) {
     const bool mixed = precision == z::Precision::bf16_mixed;
     const std::string suffix = mixed ? "_bf16" : "";

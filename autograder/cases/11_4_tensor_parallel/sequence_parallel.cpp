@@ -55,27 +55,67 @@ struct SpTraffic {
   }
 };
 
+// Inside a rank, after its passes: where its n/t token rows go and its rows of y and dx (a rank
+// may be a process of its own, so its results leave it through publish).
+void publish_rows(mgpu::Rank& r, const tp::TokenRows& mine, const MatrixRM& ys,
+                  const MatrixRM& dxs) {
+  publish_value(r, "first", static_cast<double>(mine.first));
+  publish_matrix(r, "y", ys);
+  publish_matrix(r, "dx", dxs);
+}
+
+// A sequence-parallel run put together after it: y and dx (n, h) from every rank's m rows, and
+// the activations each rank held at its "saved" checkpoint, between its passes.
+struct Rows {
+  MatrixRM y, dx;
+  std::vector<double> saved;
+
+  Rows(const mgpu::Cluster& cluster, int t, Eigen::Index m, Eigen::Index h)
+      : y(m * t, h), dx(m * t, h), saved(static_cast<std::size_t>(t)) {
+    for (int i = 0; i < t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
+      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
+      y.middleRows(first_row, m) = published_matrix(cluster, i, "y", m, h);
+      dx.middleRows(first_row, m) = published_matrix(cluster, i, "dx", m, h);
+      saved[static_cast<std::size_t>(i)] = static_cast<double>(
+          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
+    }
+  }
+};
+
+// Emits a run at `at`: y and dx, then the weight gradients `emit_grads()` emits, then the saved
+// activations, the ledger's peaks and every rank's clock; adds its traffic to `traffic`.
+template <class EmitGrads>
+void emit_run(Ctx& ctx, const std::string& at, const Rows& rows, const mgpu::Cluster& cluster,
+              SpTraffic& traffic, EmitGrads emit_grads) {
+  ctx.emit(at + "y", rows.y, DType::f32);
+  ctx.emit(at + "dx", rows.dx, DType::f32);
+  emit_grads();
+  ctx.emit_per_rank(at + "saved_activations", rows.saved);
+  emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
+  emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
+  traffic.add(cluster.reports());
+}
+
 }  // namespace
 
 MGPU_CASE_ISOLATED("11_4.sp_ffn") {
   // t = 1 (no communication), then t = 2, 3, 4 with one to three tokens per rank, then a drawn
   // point (drawn again while its name is taken).
   std::vector<Point> points = {{3, 5, 4, 1}, {2, 3, 6, 2}, {1, 7, 9, 3}, {2, 6, 8, 4}};
-  Point drawn;
-  do {
-    const int t = ctx.pick({1, 2, 3, 4});
-    drawn = {ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), t * ctx.uniform_int(1, 5), t};
-  } while (std::any_of(points.begin(), points.end(),
-                       [&](const Point& q) { return label(q) == label(drawn); }));
-  points.push_back(drawn);
+  push_drawn(
+      points,
+      [&] {
+        const int t = ctx.pick({1, 2, 3, 4});
+        return Point{ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), t * ctx.uniform_int(1, 5), t};
+      },
+      [](const Point& p) { return label(p); });
   SpTraffic traffic;
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const Eigen::Index n = d.m * d.t;
     const MatrixRM x = ctx.normal_matrix(n, d.h).cast<float>();
     const MatrixRM dy = ctx.normal_matrix(n, d.h).cast<float>();
-    MatrixRM y(n, d.h), dx(n, d.h), dw1(d.h, d.f), dw2(d.f, d.h);
-    std::vector<double> saved(static_cast<std::size_t>(d.t));
+    MatrixRM dw1(d.h, d.f), dw2(d.f, d.h);
     mgpu::Cluster cluster(d.t);
     cluster.run([&](mgpu::Rank& r) {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
@@ -87,29 +127,15 @@ MGPU_CASE_ISOLATED("11_4.sp_ffn") {
       // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
       r.checkpoint("saved");
       tp::sp_ffn_backward(r, g, ffn, cache, dy.middleRows(mine.first, mine.count), dxs);
-      // A rank may be a process of its own: it publishes its blocks, placed after the run.
-      publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
-      publish_matrix(r, "y", ys);
-      publish_matrix(r, "dx", dxs);
+      publish_rows(r, mine, ys, dxs);
       publish_ffn_grads(r, ffn, d.h, d.f / d.t);
     });
-    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
-      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
-      y.middleRows(first_row, d.m) = published_matrix(cluster, i, "y", d.m, d.h);
-      dx.middleRows(first_row, d.m) = published_matrix(cluster, i, "dx", d.m, d.h);
-      place_ffn_grads(cluster, i, d.h, d.f / d.t, dw1, dw2);
-      saved[static_cast<std::size_t>(i)] = static_cast<double>(
-          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
-    }
+    for (int i = 0; i < d.t; ++i) place_ffn_grads(cluster, i, d.h, d.f / d.t, dw1, dw2);
     const std::string at = label(d);
-    ctx.emit(at + "y", y, DType::f32);
-    ctx.emit(at + "dx", dx, DType::f32);
-    ctx.emit(at + "dw1", dw1, DType::f32);
-    ctx.emit(at + "dw2", dw2, DType::f32);
-    ctx.emit_per_rank(at + "saved_activations", saved);
-    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
-    emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
-    traffic.add(cluster.reports());
+    emit_run(ctx, at, Rows(cluster, d.t, d.m, d.h), cluster, traffic, [&] {
+      ctx.emit(at + "dw1", dw1, DType::f32);
+      ctx.emit(at + "dw2", dw2, DType::f32);
+    });
   }
   traffic.emit(ctx);
 }
@@ -165,28 +191,27 @@ MGPU_CASE_ISOLATED("11_4.sp_attention") {
                                    {4, 4, 8, 4, 2, true},
                                    {2, 4, 8, 2, 3, true},
                                    {3, 3, 6, 3, 1, false}};
-  AttnPoint drawn;
-  do {
-    const int t = ctx.pick({1, 2, 3, 4});
-    const std::int64_t heads = t * ctx.uniform_int(1, 2), h = heads * ctx.uniform_int(1, 3);
-    const Eigen::Index m = ctx.uniform_int(1, 4);
-    std::vector<std::int64_t> divisors;  // of the n = t m gathered tokens
-    for (std::int64_t s = 1; s <= t * m; ++s)
-      if ((t * m) % s == 0) divisors.push_back(s);
-    const std::int64_t seq = divisors[static_cast<std::size_t>(
-        ctx.uniform_int(0, static_cast<std::int64_t>(divisors.size()) - 1))];
-    drawn = {t, heads, h, seq, m, ctx.uniform_int(0, 1) == 1};
-  } while (std::any_of(points.begin(), points.end(),
-                       [&](const AttnPoint& q) { return label(q) == label(drawn); }));
-  points.push_back(drawn);
+  push_drawn(
+      points,
+      [&] {
+        const int t = ctx.pick({1, 2, 3, 4});
+        const std::int64_t heads = t * ctx.uniform_int(1, 2), h = heads * ctx.uniform_int(1, 3);
+        const Eigen::Index m = ctx.uniform_int(1, 4);
+        std::vector<std::int64_t> divisors;  // of the n = t m gathered tokens
+        for (std::int64_t s = 1; s <= t * m; ++s)
+          if ((t * m) % s == 0) divisors.push_back(s);
+        const std::int64_t seq = divisors[static_cast<std::size_t>(
+            ctx.uniform_int(0, static_cast<std::int64_t>(divisors.size()) - 1))];
+        return AttnPoint{t, heads, h, seq, m, ctx.uniform_int(0, 1) == 1};
+      },
+      [](const AttnPoint& p) { return label(p); });
   SpTraffic traffic;
   for (const AttnPoint& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-    const Eigen::Index n = d.m * d.t, c = d.h / d.t;
+    const Eigen::Index n = d.m * d.t;
     const MatrixRM x = ctx.normal_matrix(n, d.h).cast<float>();
     const MatrixRM dy = ctx.normal_matrix(n, d.h).cast<float>();
-    MatrixRM y(n, d.h), dx(n, d.h), dwq(d.h, d.h), dwk(d.h, d.h), dwv(d.h, d.h), dwo(d.h, d.h);
-    std::vector<double> saved(static_cast<std::size_t>(d.t));
+    AttentionGrads grads(d.h);
     mgpu::Cluster cluster(d.t);
     cluster.run([&](mgpu::Rank& r) {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
@@ -198,39 +223,12 @@ MGPU_CASE_ISOLATED("11_4.sp_attention") {
       // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
       r.checkpoint("saved");
       tp::sp_attention_backward(r, g, attn, cache, dy.middleRows(mine.first, mine.count), dxs);
-      const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(c);
-      // A rank may be a process of its own: it publishes its blocks, placed after the run.
-      publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
-      publish_matrix(r, "y", ys);
-      publish_matrix(r, "dx", dxs);
-      publish_matrix(r, "dwq", mgpu::as_matrix(attn.dwq, hs, cs));
-      publish_matrix(r, "dwk", mgpu::as_matrix(attn.dwk, hs, cs));
-      publish_matrix(r, "dwv", mgpu::as_matrix(attn.dwv, hs, cs));
-      publish_matrix(r, "dwo", mgpu::as_matrix(attn.dwo, cs, hs));
+      publish_rows(r, mine, ys, dxs);
+      publish_attention_grads(r, attn, d.h, d.h / d.t);
     });
-    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
-      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
-      const Eigen::Index first = i * c;
-      y.middleRows(first_row, d.m) = published_matrix(cluster, i, "y", d.m, d.h);
-      dx.middleRows(first_row, d.m) = published_matrix(cluster, i, "dx", d.m, d.h);
-      dwq.middleCols(first, c) = published_matrix(cluster, i, "dwq", d.h, c);
-      dwk.middleCols(first, c) = published_matrix(cluster, i, "dwk", d.h, c);
-      dwv.middleCols(first, c) = published_matrix(cluster, i, "dwv", d.h, c);
-      dwo.middleRows(first, c) = published_matrix(cluster, i, "dwo", c, d.h);
-      saved[static_cast<std::size_t>(i)] = static_cast<double>(
-          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
-    }
+    for (int i = 0; i < d.t; ++i) grads.place(cluster, i, d.h / d.t);
     const std::string at = label(d);
-    ctx.emit(at + "y", y, DType::f32);
-    ctx.emit(at + "dx", dx, DType::f32);
-    ctx.emit(at + "dwq", dwq, DType::f32);
-    ctx.emit(at + "dwk", dwk, DType::f32);
-    ctx.emit(at + "dwv", dwv, DType::f32);
-    ctx.emit(at + "dwo", dwo, DType::f32);
-    ctx.emit_per_rank(at + "saved_activations", saved);
-    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
-    emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
-    traffic.add(cluster.reports());
+    emit_run(ctx, at, Rows(cluster, d.t, d.m, d.h), cluster, traffic, [&] { grads.emit(ctx, at); });
   }
   traffic.emit(ctx);
 }
@@ -262,17 +260,41 @@ MGPU_CASE_ISOLATED("11_4.sp_attention_rejects") {
   });
 }
 
+namespace {
+
+// The layer norm's shards of the wrong shape are named, forward and backward.
+void emit_layer_norm_rejects(Ctx& ctx) {
+  mgpu::Cluster two(2);
+  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] {
+    two.run([&](mgpu::Rank& r) {
+      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
+      MatrixRM xs = MatrixRM::Zero(2, 5), ys(2, 4);
+      tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
+    });
+  });
+  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
+    two.run([&](mgpu::Rank& r) {
+      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
+      MatrixRM xs = MatrixRM::Zero(2, 4), ys(2, 4), dys = MatrixRM::Zero(3, 4), dxs(2, 4);
+      const tp::SpLayerNormCache cache = tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
+      tp::sp_layer_norm_backward(r, r.world(), ln, cache, dys, dxs);
+    });
+  });
+}
+
+}  // namespace
+
 MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
   // t = 1, 2, 3, 4 with one to three tokens per rank, then a drawn point; two micro-batches each,
   // so the gain and bias gradients accumulate, each micro-batch summed over the group once.
   std::vector<Point> points = {{3, 5, 1, 1}, {2, 3, 1, 2}, {1, 7, 1, 3}, {2, 6, 1, 4}};
-  Point drawn;
-  do {
-    drawn = {ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), 1,
-             static_cast<int>(ctx.pick({1, 2, 3, 4}))};
-  } while (std::any_of(points.begin(), points.end(),
-                       [&](const Point& q) { return label(q) == label(drawn); }));
-  points.push_back(drawn);
+  push_drawn(
+      points,
+      [&] {
+        return Point{ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), 1,
+                     static_cast<int>(ctx.pick({1, 2, 3, 4}))};
+      },
+      [](const Point& p) { return label(p); });
   MostSent sent;
   double all_reduces = 0, other = 0;
   for (const Point& d : points) {
@@ -335,22 +357,6 @@ MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
   }
   ctx.emit("all_reduce_steps", all_reduces);
   ctx.emit("other_steps", other);
-  // Shards of the wrong shape are named, forward and backward.
-  mgpu::Cluster two(2);
-  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] {
-    two.run([&](mgpu::Rank& r) {
-      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
-      MatrixRM xs = MatrixRM::Zero(2, 5), ys(2, 4);
-      tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
-    });
-  });
-  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
-    two.run([&](mgpu::Rank& r) {
-      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
-      MatrixRM xs = MatrixRM::Zero(2, 4), ys(2, 4), dys = MatrixRM::Zero(3, 4), dxs(2, 4);
-      const tp::SpLayerNormCache cache = tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
-      tp::sp_layer_norm_backward(r, r.world(), ln, cache, dys, dxs);
-    });
-  });
+  emit_layer_norm_rejects(ctx);
   sent.measure(ctx);
 }

@@ -1,8 +1,10 @@
-// What 11.4's tensor-parallel and sequence-parallel cases share: the bytes and messages a run's
-// busiest rank sent, and the FFN's weight-gradient shards handed out of each rank and placed.
+// What 11.4's tensor-parallel and sequence-parallel cases share: a grid's drawn point, the bytes
+// and messages a run's busiest rank sent, and the FFN's and attention's weight-gradient shards
+// handed out of each rank and placed.
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
@@ -10,6 +12,17 @@
 #include "model_inputs.hpp"
 
 namespace mgpu::grade {
+
+/// Appends to a grid the point `draw()` returns, drawn again while its label is taken, so a drawn
+/// point never shares a fixed one's names.
+template <class Point, class Draw, class Label>
+void push_drawn(std::vector<Point>& points, Draw draw, Label label) {
+  Point drawn;
+  do drawn = draw();
+  while (std::any_of(points.begin(), points.end(),
+                     [&](const Point& q) { return label(q) == label(drawn); }));
+  points.push_back(drawn);
+}
 
 /// The most bytes (messages) any rank of a run sent, summed over the runs added. A ring's ranks
 /// send the same up to one chunk, so the most is what a rank sends. Budgeted from above (wasted
@@ -48,5 +61,41 @@ inline void place_ffn_grads(const mgpu::Cluster& cluster, int i, Eigen::Index h,
   dw1.middleCols(i * c, c) = published_matrix(cluster, i, "dw1", h, c);
   dw2.middleRows(i * c, c) = published_matrix(cluster, i, "dw2", c, h);
 }
+
+/// Inside a rank: publishes its attention's weight-gradient shards, dwq, dwk and dwv (h, c) and
+/// dwo (c, h), c = h / t, under those names.
+inline void publish_attention_grads(mgpu::Rank& r, mgpu::tensor_parallel::TpAttention& attn,
+                                    Eigen::Index h, Eigen::Index c) {
+  const auto hs = static_cast<std::size_t>(h), cs = static_cast<std::size_t>(c);
+  publish_matrix(r, "dwq", mgpu::as_matrix(attn.dwq, hs, cs));
+  publish_matrix(r, "dwk", mgpu::as_matrix(attn.dwk, hs, cs));
+  publish_matrix(r, "dwv", mgpu::as_matrix(attn.dwv, hs, cs));
+  publish_matrix(r, "dwo", mgpu::as_matrix(attn.dwo, cs, hs));
+}
+
+/// The attention's weight gradients (h, h) put together from the tp ranks' shards: W_Q, W_K and
+/// W_V by columns, W_O by rows.
+struct AttentionGrads {
+  mgpu::tensor_parallel::MatrixRM dwq, dwk, dwv, dwo;
+
+  explicit AttentionGrads(Eigen::Index h) : dwq(h, h), dwk(h, h), dwv(h, h), dwo(h, h) {}
+
+  /// After the run: tp rank i's shards (c = h / t wide) into columns or rows [i c, (i+1) c).
+  void place(const mgpu::Cluster& cluster, int i, Eigen::Index c) {
+    const Eigen::Index h = dwq.rows();
+    dwq.middleCols(i * c, c) = published_matrix(cluster, i, "dwq", h, c);
+    dwk.middleCols(i * c, c) = published_matrix(cluster, i, "dwk", h, c);
+    dwv.middleCols(i * c, c) = published_matrix(cluster, i, "dwv", h, c);
+    dwo.middleRows(i * c, c) = published_matrix(cluster, i, "dwo", c, h);
+  }
+
+  /// Emits the four as "<at>dwq" and so on.
+  void emit(Ctx& ctx, const std::string& at) const {
+    ctx.emit(at + "dwq", dwq, DType::f32);
+    ctx.emit(at + "dwk", dwk, DType::f32);
+    ctx.emit(at + "dwv", dwv, DType::f32);
+    ctx.emit(at + "dwo", dwo, DType::f32);
+  }
+};
 
 }  // namespace mgpu::grade

@@ -222,22 +222,20 @@ MGPU_CASE_ISOLATED("11_4.tp_attention") {
     return "t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" +
            std::to_string(d.h) + "_n" + std::to_string(d.n) + (d.causal ? "_causal." : ".");
   };
-  Point drawn;
-  do {
-    const int t = ctx.pick({1, 2, 4});
-    const std::int64_t heads = t * ctx.uniform_int(1, 3), h = heads * ctx.uniform_int(1, 3);
-    const std::int64_t seq = ctx.uniform_int(1, 5);
-    drawn = {t, heads, h, seq, seq * ctx.uniform_int(1, 3), ctx.uniform_int(0, 1) == 1};
-  } while (std::any_of(points.begin(), points.end(),
-                       [&](const Point& q) { return label(q) == label(drawn); }));
-  points.push_back(drawn);
+  push_drawn(
+      points,
+      [&] {
+        const int t = ctx.pick({1, 2, 4});
+        const std::int64_t heads = t * ctx.uniform_int(1, 3), h = heads * ctx.uniform_int(1, 3);
+        const std::int64_t seq = ctx.uniform_int(1, 5);
+        return Point{t, heads, h, seq, seq * ctx.uniform_int(1, 3), ctx.uniform_int(0, 1) == 1};
+      },
+      label);
   MostSent traffic;
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const MatrixRM x = matrix(ctx, d.n, d.h), dy = matrix(ctx, d.n, d.h);
-    Assembled dwq{MatrixRM(d.h, d.h), true}, dwk{MatrixRM(d.h, d.h), true},
-        dwv{MatrixRM(d.h, d.h), true};
-    Assembled dwo{MatrixRM(d.h, d.h), false};
+    AttentionGrads grads(d.h);
     std::vector<MatrixRM> y(static_cast<std::size_t>(d.t)), dx(y.size());
     mgpu::Cluster cluster(d.t);
     cluster.run([&](mgpu::Rank& r) {
@@ -246,30 +244,19 @@ MGPU_CASE_ISOLATED("11_4.tp_attention") {
       MatrixRM ys(d.n, d.h), dxs(d.n, d.h);
       const tp::TpAttentionCache cache = tp::tp_attention_forward(r, g, attn, x, d.seq, ys);
       tp::tp_attention_backward(r, g, attn, x, cache, dy, dxs);
-      const auto hs = static_cast<std::size_t>(d.h), cs = static_cast<std::size_t>(d.h / d.t);
       publish_matrix(r, "y", ys);
       publish_matrix(r, "dx", dxs);
-      publish_matrix(r, "dwq", mgpu::as_matrix(attn.dwq, hs, cs));
-      publish_matrix(r, "dwk", mgpu::as_matrix(attn.dwk, hs, cs));
-      publish_matrix(r, "dwv", mgpu::as_matrix(attn.dwv, hs, cs));
-      publish_matrix(r, "dwo", mgpu::as_matrix(attn.dwo, cs, hs));
+      publish_attention_grads(r, attn, d.h, d.h / d.t);
     });
     for (int i = 0; i < d.t; ++i) {
-      const Eigen::Index h = d.h, c = d.h / d.t;
-      y[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "y", d.n, h);
-      dx[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "dx", d.n, h);
-      dwq.put(i, published_matrix(cluster, i, "dwq", h, c));
-      dwk.put(i, published_matrix(cluster, i, "dwk", h, c));
-      dwv.put(i, published_matrix(cluster, i, "dwv", h, c));
-      dwo.put(i, published_matrix(cluster, i, "dwo", c, h));
+      y[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "y", d.n, d.h);
+      dx[static_cast<std::size_t>(i)] = published_matrix(cluster, i, "dx", d.n, d.h);
+      grads.place(cluster, i, d.h / d.t);
     }
     const std::string at = label(d);
     emit_per_rank_matrices(ctx, at + "y", y);
     emit_per_rank_matrices(ctx, at + "dx", dx);
-    ctx.emit(at + "dwq", dwq.m, DType::f32);
-    ctx.emit(at + "dwk", dwk.m, DType::f32);
-    ctx.emit(at + "dwv", dwv.m, DType::f32);
-    ctx.emit(at + "dwo", dwo.m, DType::f32);
+    grads.emit(ctx, at);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::weights, mgpu::Category::grads});
     emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
     traffic.add(cluster.reports());

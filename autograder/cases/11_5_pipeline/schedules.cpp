@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "11_5_pipeline/schedules.hpp"
+#include "11_5_pipeline/tests/runtime_probes.hpp"
 #include "case.hpp"
 #include "model_inputs.hpp"
 #include "untrusted.hpp"
@@ -17,6 +18,7 @@
 using namespace mgpu::grade;
 namespace pl = mgpu::pipeline;
 namespace model = mgpu::model;
+using pipeline_probes::free_links;
 
 // A schedule as JSON, so one built by student code in a process of its own comes back.
 namespace mgpu::pipeline {
@@ -149,18 +151,6 @@ void emit_schedule(Ctx& ctx, const std::string& name, const pl::PipelineSchedule
   ctx.emit(name + "_in_flight", held);  // stage by stage
 }
 
-// Links that cost nothing, so the clock measures compute and waiting only.
-mgpu::ClusterConfig free_links(int p) {
-  mgpu::ClusterConfig cc;
-  cc.world_size = p;
-  cc.flops_per_second = 1e9;
-  cc.intra_node_latency_seconds = 0;
-  cc.intra_node_bytes_per_second = 1e18;
-  cc.inter_node_latency_seconds = 0;
-  cc.inter_node_bytes_per_second = 1e18;
-  return cc;
-}
-
 // One pipelined step of `schedule` in a pipeline group whose ranks are the world's in reverse
 // (stage s on world rank p-1-s), so an executor that takes world ranks for stages fails.
 struct Step {
@@ -228,6 +218,58 @@ void gradients_case(Ctx& ctx, const std::vector<Point>& points, MakeSchedule mak
 // The grid of the gradient cases: p = 1 (with m = 1 and m > 1), m = 1, m < p, m = p, m > p.
 std::vector<Point> gradient_grid(Ctx& ctx) {
   return grid(ctx, {{1, 1}, {1, 3}, {2, 1}, {4, 2}, {3, 3}, {2, 6}}, 4, 1);
+}
+
+// Blocks that cost the same on every stage to about 0.1%, with one-feature embedding and head:
+// FFN only (d_ff = 16 d_model, sequences of 2) or with attention (d_ff = 4 d_model, 2 heads,
+// sequences of 8); d_model is drawn from {8, 16}.
+model::ModelConfig equal_stage_model(Ctx& ctx, std::int64_t layers, bool attention = false) {
+  model::ModelConfig c;
+  c.d_in = 1;
+  c.d_model = ctx.pick({8, 16});
+  c.d_ff = (attention ? 4 : 16) * c.d_model;
+  c.n_layers = layers;
+  c.attention = attention;
+  c.n_heads = 2;
+  c.seq_len = attention ? 8 : 2;
+  c.d_out = 1;
+  return c;
+}
+
+// The bytes one micro-batch leaves saved on each of `chunks` equal model chunks (index = chunk),
+// from the runtime's own forward on one rank.
+std::vector<double> saved_per_chunk(const model::Model& net, const model::Batch& micro,
+                                    int chunks) {
+  std::vector<double> saved(static_cast<std::size_t>(chunks), 0.0);
+  mgpu::Cluster probe(1);
+  probe.run([&](mgpu::Rank& r) {
+    const model::Replica replica = net.make_replica(r.memory(), 1);
+    mgpu::Buffer<float> x = net.input(r, micro);
+    for (int j = 0; j < chunks; ++j) {
+      const pl::StageUnits units = pl::stage_units(net, chunks, j);
+      for (int u = units.first; u < units.last; ++u) {
+        model::UnitCache cache;
+        x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
+                             micro.tokens(), &cache);
+        saved[static_cast<std::size_t>(j)] += static_cast<double>(cache.bytes());
+      }
+    }
+    r.publish("saved", saved);  // the rank may be a process of its own
+  });
+  return probe.published<double>(0, "saved");
+}
+
+// The report of pipeline stage s of a step (world rank p-1-s holds it).
+const mgpu::RankReport& stage_report(const Step& step, int s) {
+  return step.reports[step.reports.size() - 1 - static_cast<std::size_t>(s)];
+}
+
+// Per stage, the share of the step it spends not computing.
+std::vector<double> stage_idle(const Step& step) {
+  std::vector<double> idle;
+  for (int s = 0; s < static_cast<int>(step.reports.size()); ++s)
+    idle.push_back(1.0 - stage_report(step, s).clock.compute_time() / step.makespan);
+  return idle;
 }
 
 // A valid schedule with v chunks per stage in an order drawn from the seed: every action of
@@ -302,49 +344,23 @@ MGPU_CASE_ISOLATED("11_5.bubble_and_in_flight") {
   // same to about 0.1%, and a micro-batch's saved activations dwarf the boundary buffers in
   // transit, so the peak divided by one micro-batch's share rounds down to the count held.
   for (const Point& g : grid(ctx, {{1, 3}, {2, 1}, {4, 2}, {3, 6}}, 4, 1)) {
-    model::ModelConfig c;
-    c.d_in = 1;
-    c.d_model = ctx.pick({8, 16});
-    c.d_ff = 16 * c.d_model;
-    c.n_layers = g.p;
-    c.attention = false;
-    c.seq_len = 2;
-    c.d_out = 1;
-    const model::Model net(c);
+    const model::Model net(equal_stage_model(ctx, g.p));
     const model::Batch batch = net.make_batch(kSequences, 9);
     const std::vector<model::Batch> micro = pl::split_micro_batches(batch, g.m);
-    // One micro-batch's saved activations per stage, from the runtime's own forward.
-    std::vector<double> per_mb(static_cast<std::size_t>(g.p), 0.0);
-    mgpu::Cluster probe(1);
-    probe.run([&](mgpu::Rank& r) {
-      const model::Replica replica = net.make_replica(r.memory(), 1);
-      mgpu::Buffer<float> x = net.input(r, micro[0]);
-      for (int s = 0; s < g.p; ++s) {
-        const pl::StageUnits units = pl::stage_units(net, g.p, s);
-        for (int u = units.first; u < units.last; ++u) {
-          model::UnitCache cache;
-          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
-                               micro[0].tokens(), &cache);
-          per_mb[static_cast<std::size_t>(s)] += static_cast<double>(cache.bytes());
-        }
-      }
-      r.publish("per_mb", per_mb);  // the rank may be a process of its own
-    });
-    per_mb = probe.published<double>(0, "per_mb");
+    // One micro-batch's saved activations per stage.
+    const std::vector<double> per_mb = saved_per_chunk(net, micro[0], g.p);
     for (bool f1b : {false, true}) {
       const pl::PipelineSchedule schedule =
           f1b ? built::one_f_one_b_schedule(g.p, g.m) : built::gpipe_schedule(g.p, g.m);
       const Step step = run_step(net, schedule, batch, 1);
       // Stage by stage (world rank p-1-s holds stage s); the peaks below go by world rank.
-      std::vector<double> held, idle;
-      for (int s = 0; s < g.p; ++s) {
-        const mgpu::RankReport& r = step.reports[static_cast<std::size_t>(g.p - 1 - s)];
-        held.push_back(std::floor(static_cast<double>(r.memory.peak(mgpu::Category::activations)) /
-                                  per_mb[static_cast<std::size_t>(s)]));
-        idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
-      }
+      std::vector<double> held;
+      for (int s = 0; s < g.p; ++s)
+        held.push_back(std::floor(
+            static_cast<double>(stage_report(step, s).memory.peak(mgpu::Category::activations)) /
+            per_mb[static_cast<std::size_t>(s)]));
       const std::string name = label(g) + (f1b ? "one_f_one_b" : "gpipe");
-      ctx.emit(name + "_bubble", idle, DType::f32);
+      ctx.emit(name + "_bubble", stage_idle(step), DType::f32);
       ctx.emit(name + "_in_flight", held);
       emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
     }
@@ -430,49 +446,24 @@ MGPU_CASE_ISOLATED("11_5.interleaved_bubble_and_in_flight") {
   // the same to about 0.1%, so each stage's idle share is the interleaved bubble, and the
   // activation peak over the mean chunk's saved bytes rounds to the chunk-micro-batches held.
   for (const Point& g : interleaved_grid(ctx, {{2, 2, 2}, {2, 4, 3}, {4, 4, 2}, {4, 8, 2}}, 4, 1)) {
-    model::ModelConfig c;
-    c.d_in = 1;
-    c.d_model = ctx.pick({8, 16});
-    c.d_ff = 16 * c.d_model;
-    c.n_layers = g.p * g.v;
-    c.attention = false;
-    c.seq_len = 2;
-    c.d_out = 1;
-    const model::Model net(c);
+    const model::Model net(equal_stage_model(ctx, g.p * g.v));
     const model::Batch batch = net.make_batch(kSequences, 9);
     const std::vector<model::Batch> micro = pl::split_micro_batches(batch, g.m);
-    // One micro-batch's saved activations per model chunk, from the runtime's own forward.
-    std::vector<double> per_chunk(static_cast<std::size_t>(g.p * g.v), 0.0);
-    mgpu::Cluster probe(1);
-    probe.run([&](mgpu::Rank& r) {
-      const model::Replica replica = net.make_replica(r.memory(), 1);
-      mgpu::Buffer<float> x = net.input(r, micro[0]);
-      for (int j = 0; j < g.p * g.v; ++j) {
-        const pl::StageUnits units = pl::stage_units(net, g.p * g.v, j);
-        for (int u = units.first; u < units.last; ++u) {
-          model::UnitCache cache;
-          x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
-                               micro[0].tokens(), &cache);
-          per_chunk[static_cast<std::size_t>(j)] += static_cast<double>(cache.bytes());
-        }
-      }
-      r.publish("per_chunk", per_chunk);  // the rank may be a process of its own
-    });
-    per_chunk = probe.published<double>(0, "per_chunk");
+    // One micro-batch's saved activations per model chunk.
+    const std::vector<double> per_chunk = saved_per_chunk(net, micro[0], g.p * g.v);
     const Step step =
         run_step(net, built::interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch, 1);
-    std::vector<double> held, idle;  // stage by stage (world rank p-1-s holds stage s)
+    std::vector<double> held;  // stage by stage
     for (int s = 0; s < g.p; ++s) {
-      const mgpu::RankReport& r = step.reports[static_cast<std::size_t>(g.p - 1 - s)];
       double mean_chunk = 0;  // the stage's chunks: model chunks s, s + p, ...
       for (int j = s; j < g.p * g.v; j += g.p)
         mean_chunk += per_chunk[static_cast<std::size_t>(j)] / g.v;
-      held.push_back(
-          std::round(static_cast<double>(r.memory.peak(mgpu::Category::activations)) / mean_chunk));
-      idle.push_back(1.0 - r.clock.compute_time() / step.makespan);
+      held.push_back(std::round(
+          static_cast<double>(stage_report(step, s).memory.peak(mgpu::Category::activations)) /
+          mean_chunk));
     }
     const std::string name = label(g) + "interleaved";
-    ctx.emit(name + "_bubble", idle, DType::f32);
+    ctx.emit(name + "_bubble", stage_idle(step), DType::f32);
     ctx.emit(name + "_in_flight", held);
     emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
   }
@@ -502,25 +493,11 @@ MGPU_CASE_ISOLATED("11_5.zb_h1_bubble_and_in_flight") {
   points.push_back(d);
   for (const Point& g : points) {
     for (bool attention : {false, true}) {
-      model::ModelConfig c;
-      c.d_in = 1;
-      c.d_model = ctx.pick({8, 16});
-      c.d_ff = (attention ? 4 : 16) * c.d_model;
-      c.n_layers = g.p;
-      c.attention = attention;
-      c.n_heads = 2;
-      c.seq_len = attention ? 8 : 2;
-      c.d_out = 1;
-      const model::Model net(c);
+      const model::Model net(equal_stage_model(ctx, g.p, attention));
       const Step step =
           run_step(net, built::zb_h1_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
-      std::vector<double> idle;  // stage by stage (world rank p-1-s holds stage s)
-      for (int s = 0; s < g.p; ++s)
-        idle.push_back(1.0 -
-                       step.reports[static_cast<std::size_t>(g.p - 1 - s)].clock.compute_time() /
-                           step.makespan);
       const std::string name = label(g) + (attention ? "attention" : "ffn");
-      ctx.emit(name + "_bubble", idle, DType::f32);
+      ctx.emit(name + "_bubble", stage_idle(step), DType::f32);
       emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
     }
   }
@@ -573,25 +550,11 @@ MGPU_CASE_ISOLATED("11_5.zb_h2_bubble_and_in_flight") {
   points.push_back(d);
   for (const Point& g : points) {
     for (bool attention : {false, true}) {
-      model::ModelConfig c;
-      c.d_in = 1;
-      c.d_model = ctx.pick({8, 16});
-      c.d_ff = (attention ? 4 : 16) * c.d_model;
-      c.n_layers = g.p;
-      c.attention = attention;
-      c.n_heads = 2;
-      c.seq_len = attention ? 8 : 2;
-      c.d_out = 1;
-      const model::Model net(c);
+      const model::Model net(equal_stage_model(ctx, g.p, attention));
       const Step step =
           run_step(net, built::zb_h2_schedule(g.p, g.m), net.make_batch(kSequences, 9), 1);
-      std::vector<double> idle;
-      for (int s = 0; s < g.p; ++s)
-        idle.push_back(1.0 -
-                       step.reports[static_cast<std::size_t>(g.p - 1 - s)].clock.compute_time() /
-                           step.makespan);
       const std::string name = label(g) + (attention ? "attention" : "ffn");
-      ctx.emit(name + "_bubble", idle, DType::f32);
+      ctx.emit(name + "_bubble", stage_idle(step), DType::f32);
       ctx.emit(name + "_inner_bubble", inner_idle(step, g.p), DType::f32);
       emit_peaks(ctx, name + ".", step.reports, {mgpu::Category::activations});
     }

@@ -17,33 +17,8 @@ namespace model = mgpu::model;
 
 namespace {
 
-// A small course model whose shape comes from the seed; d_in and d_out stay at most d_model.
-model::ModelConfig drawn_config(Ctx& ctx) {
-  model::ModelConfig c;
-  c.n_heads = ctx.pick({1, 2, 4});
-  c.d_model = c.n_heads * ctx.uniform_int(2, 5);
-  c.d_in = ctx.uniform_int(2, static_cast<int>(c.d_model));
-  c.d_ff = ctx.pick({1, 2, 4}) * c.d_model;
-  c.n_layers = ctx.uniform_int(2, 9);
-  c.seq_len = ctx.uniform_int(2, 5);
-  c.d_out = ctx.uniform_int(1, static_cast<int>(c.d_model));
-  c.attention = ctx.pick({0, 1}) == 1;
-  return c;
-}
-
-// A fixed model of `layers` blocks, with or without attention.
-model::ModelConfig fixed_config(std::int64_t layers, bool attention) {
-  model::ModelConfig c;
-  c.d_in = 3;
-  c.d_model = 4;
-  c.d_ff = 8;
-  c.n_heads = 2;
-  c.n_layers = layers;
-  c.seq_len = 3;
-  c.d_out = 2;
-  c.attention = attention;
-  return c;
-}
+// A small course model whose shape comes from the seed, with or without attention.
+model::ModelConfig drawn_model(Ctx& ctx) { return drawn_config(ctx, 9, 5, DrawnSwitch::attention); }
 
 // One grid point: a model, a checkpoint interval and a batch size.
 struct Point {
@@ -62,7 +37,7 @@ std::vector<Point> grid(Ctx& ctx) {
                        {"one_segment", fixed_config(4, true), 4, 1},
                        {"remainder", fixed_config(7, true), 3, 2},
                        {"ffn_only", fixed_config(6, false), 2, 3}};
-  const model::ModelConfig drawn = drawn_config(ctx);
+  const model::ModelConfig drawn = drawn_model(ctx);
   g.push_back({"drawn", drawn, ctx.uniform_int(1, static_cast<int>(drawn.n_layers)),
                ctx.uniform_int(1, 4)});
   return g;
@@ -128,7 +103,7 @@ MGPU_CASE_ISOLATED("11_6.recompute_flops") {
 MGPU_CASE_ISOLATED("11_6.best_interval_model") {
   std::vector<double> best;
   for (int i = 0; i < 4; ++i) {
-    const model::Model net(drawn_config(ctx));
+    const model::Model net(drawn_model(ctx));
     const std::int64_t tokens = net.config().seq_len * ctx.uniform_int(1, 8);
     // Student code outside Cluster::run: in a process of its own in graded runs.
     best.push_back(static_cast<double>(untrusted([&] { return ck::best_interval(net, tokens); })));
@@ -148,7 +123,7 @@ MGPU_CASE_ISOLATED("11_6.best_interval_model") {
         static_cast<double>(untrusted([&] { return ck::best_interval(fixed, 2 * c.seq_len); })));
   }
   ctx.emit("best_fixed", best_fixed);
-  const model::Model net(drawn_config(ctx));
+  const model::Model net(drawn_model(ctx));
   const model::Batch batch = net.make_batch(1, 3);
   ctx.emit_rejects("rejects_k_above_layers", [&] {
     mgpu::Cluster(1).run([&](mgpu::Rank& r) {

@@ -16,35 +16,6 @@ namespace model = mgpu::model;
 
 namespace {
 
-// A fixed model of `layers` blocks.
-model::ModelConfig fixed_config(std::int64_t layers, bool attention, bool causal) {
-  model::ModelConfig c;
-  c.d_in = 3;
-  c.d_model = 4;
-  c.d_ff = 8;
-  c.n_heads = 2;
-  c.n_layers = layers;
-  c.seq_len = 3;
-  c.d_out = 2;
-  c.attention = attention;
-  c.causal = causal;
-  return c;
-}
-
-// A small model whose shape comes from the seed; d_in and d_out stay at most d_model.
-model::ModelConfig drawn_config(Ctx& ctx) {
-  model::ModelConfig c;
-  c.n_heads = ctx.pick({1, 2, 4});
-  c.d_model = c.n_heads * ctx.uniform_int(2, 5);
-  c.d_in = ctx.uniform_int(2, static_cast<int>(c.d_model));
-  c.d_ff = ctx.pick({1, 2, 4}) * c.d_model;
-  c.n_layers = ctx.uniform_int(2, 6);
-  c.seq_len = ctx.uniform_int(2, 6);
-  c.d_out = ctx.uniform_int(1, static_cast<int>(c.d_model));
-  c.causal = ctx.pick({0, 1}) == 1;
-  return c;
-}
-
 struct Point {
   std::string name;
   model::ModelConfig config;
@@ -58,7 +29,7 @@ std::vector<Point> grid(Ctx& ctx) {
           {"causal", fixed_config(4, true, true), 2},
           {"non_causal", fixed_config(3, true, false), 3},
           {"ffn_only", fixed_config(3, false, true), 2},
-          {"drawn", drawn_config(ctx), ctx.uniform_int(1, 4)}};
+          {"drawn", drawn_config(ctx, 6, 6, DrawnSwitch::causal), ctx.uniform_int(1, 4)}};
 }
 
 // One step on a fresh rank: plain, or with the attention cores recomputed.

@@ -14,6 +14,40 @@
 
 namespace mgpu::grade::checkpointing_cases {
 
+/// The fixed model of the grid points: `layers` blocks of width 4 with 2 heads, sequences of 3.
+inline mgpu::model::ModelConfig fixed_config(std::int64_t layers, bool attention,
+                                             bool causal = true) {
+  return {.d_in = 3,
+          .d_model = 4,
+          .d_ff = 8,
+          .n_layers = layers,
+          .n_heads = 2,
+          .seq_len = 3,
+          .d_out = 2,
+          .attention = attention,
+          .causal = causal};
+}
+
+/// Which switch of the model the last draw of drawn_config sets (the other keeps its default).
+enum class DrawnSwitch { attention, causal };
+
+/// A small course model whose shape comes from the seed: 2 to `max_layers` blocks, sequences of
+/// 2 to `max_seq`, d_in and d_out at most d_model, and attention or a causal mask or not. The
+/// draws come in a fixed order (heads, width, d_in, d_ff, blocks, sequence, d_out, the switch).
+inline mgpu::model::ModelConfig drawn_config(Ctx& ctx, int max_layers, int max_seq,
+                                             DrawnSwitch last) {
+  mgpu::model::ModelConfig c;
+  c.n_heads = ctx.pick({1, 2, 4});
+  c.d_model = c.n_heads * ctx.uniform_int(2, 5);
+  c.d_in = ctx.uniform_int(2, static_cast<int>(c.d_model));
+  c.d_ff = ctx.pick({1, 2, 4}) * c.d_model;
+  c.n_layers = ctx.uniform_int(2, max_layers);
+  c.seq_len = ctx.uniform_int(2, max_seq);
+  c.d_out = ctx.uniform_int(1, static_cast<int>(c.d_model));
+  (last == DrawnSwitch::attention ? c.attention : c.causal) = ctx.pick({0, 1}) == 1;
+  return c;
+}
+
 /// What one step produced and cost.
 struct Step {
   std::vector<float> grads;

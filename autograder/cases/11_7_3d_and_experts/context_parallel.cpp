@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "11_7_3d_and_experts/context_parallel.hpp"
+#include "11_7_3d_and_experts/tests/ring_positions.hpp"
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "model_inputs.hpp"
@@ -14,6 +15,8 @@
 
 using namespace mgpu::grade;
 using mgpu::grade::cases_11_7::stacked;
+using ring_positions::positions_of;
+using ring_positions::rows_of;
 namespace cx = mgpu::context;
 using mgpu::model::MatIn;
 using mgpu::model::MatrixRM;
@@ -22,27 +25,6 @@ namespace {
 
 std::string split_name(cx::Split split) {
   return split == cx::Split::zigzag ? "zigzag" : "contiguous";
-}
-
-// The positions rank i holds, from the header's definition, written here independently of the
-// submission, so the inputs each rank gets do not depend on the code graded.
-std::vector<std::int64_t> positions_of(std::int64_t seq, int c, int i, cx::Split split) {
-  std::vector<std::int64_t> chunks{i};
-  if (split == cx::Split::zigzag) chunks.push_back(2 * c - 1 - i);
-  const std::int64_t len = seq / (static_cast<std::int64_t>(chunks.size()) * c);
-  std::vector<std::int64_t> out;
-  for (std::int64_t ch : chunks)
-    for (std::int64_t t = 0; t < len; ++t) out.push_back(ch * len + t);
-  return out;
-}
-
-MatrixRM rows_of(MatIn full, std::int64_t seq, const std::vector<std::int64_t>& pos) {
-  const Eigen::Index sequences = full.rows() / seq, local = static_cast<Eigen::Index>(pos.size());
-  MatrixRM out(sequences * local, full.cols());
-  for (Eigen::Index b = 0; b < sequences; ++b)
-    for (Eigen::Index t = 0; t < local; ++t)
-      out.row(b * local + t) = full.row(b * seq + pos[static_cast<std::size_t>(t)]);
-  return out;
 }
 
 struct Point {

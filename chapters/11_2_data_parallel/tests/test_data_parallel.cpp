@@ -1,7 +1,9 @@
 // 11.2 visible tests of data-parallel training: batch slices, identical replicas, equality with
 // one-rank training on the whole batch, the bucket plan, and overlap on the virtual clock.
 #include <doctest/doctest.h>
+#include <mgpu_test/clusters.hpp>
 #include <mgpu_test/compare.hpp>
+#include <mgpu_test/model_configs.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -15,9 +17,7 @@
 
 using namespace mgpu;
 using namespace mgpu::data_parallel;
-using dp_test::kAdam;
-using dp_test::kWeightSeed;
-using dp_test::small_config;
+using namespace dp_test;  // the model, seed and optimizer every 11.2 test program shares
 
 namespace {
 
@@ -209,17 +209,10 @@ TEST_CASE("overlapped buckets give bitwise the same weights as the plain step") 
 }
 
 TEST_CASE("gradient buckets overlap backward and shorten the step on the virtual clock") {
-  model::ModelConfig cfg = small_config();
-  cfg.d_model = 32;
-  cfg.d_ff = 128;
-  cfg.n_layers = 6;
-  const model::Model net(cfg);
+  const model::Model net(mgpu_test::configs::overlap(6));
   // A slow "GPU" and link for this small model, so compute and communication are comparable
   // and each bucket's time is mostly bandwidth, not per-message latency.
-  ClusterConfig cc;
-  cc.world_size = 4;
-  cc.flops_per_second = 3e10;
-  cc.intra_node_bytes_per_second = 5e8;
+  const ClusterConfig cc = mgpu_test::configs::overlap_cluster(4);
   const model::Batch batch = net.make_batch(64, 5);
   auto step_time = [&](bool overlapped, double* overlap, double* compute, double* comm) {
     Cluster cluster(cc);

@@ -19,9 +19,7 @@
 
 using namespace mgpu;
 using namespace mgpu::data_parallel;
-using dp_test::kAdam;
-using dp_test::kWeightSeed;
-using dp_test::small_config;
+using namespace dp_test;  // the model, seed and optimizer every 11.2 test program shares
 
 namespace {
 

@@ -38,78 +38,88 @@ float integer_value(int rank, std::size_t i) {
   return static_cast<float>(static_cast<int>((rank * 31 + i * 7) % 17) - 8);
 }
 
-}  // namespace
+// The exact sum of element i over n ranks, added in rank order.
+float naive_sum(int n, std::size_t i) {
+  float sum = 0.0f;
+  for (int q = 0; q < n; ++q) sum += integer_value(q, i);
+  return sum;
+}
 
-// The first half on its own: it can pass before the all-gather is written.
-TEST_CASE("ring reduce-scatter: rank r owns the summed chunk r + 1, after N-1 messages") {
+// Runs `ring` on every rank of `cluster` (n ranks), each on its integer values of `length`;
+// returns what each rank's buffer holds after (index = rank).
+using RingOp = void (*)(Comm&, std::span<float>, MemoryLedger&);
+std::vector<std::vector<float>> run_on_integers(Cluster& cluster, int n, std::size_t length,
+                                                RingOp ring) {
+  std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
+  cluster.run([&](Rank& r) {
+    std::vector<float> data(length);
+    for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
+    ring(r.world(), std::span<float>(data), r.memory());
+    result[static_cast<std::size_t>(r.id())] = data;
+  });
+  return result;
+}
+
+// For rings of 1 to 8 ranks and each of their awkward lengths (both captured for a failure's
+// message): runs `ring` on integer values, then `check(n, length, cluster, result)`.
+template <class Check>
+void for_each_ring_run(RingOp ring, Check check) {
   for (int n = 1; n <= 8; ++n) {
     for (std::size_t length : awkward_lengths(n)) {
       CAPTURE(n);
       CAPTURE(length);
-      std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
       Cluster cluster(n);
-      cluster.run([&](Rank& r) {
-        std::vector<float> data(length);
-        for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
-        ring_reduce_scatter(r.world(), std::span<float>(data), r.memory());
-        result[static_cast<std::size_t>(r.id())] = data;
-      });
-      const double buffer_bytes = static_cast<double>(length * sizeof(float));
-      double total_sent = 0.0;
-      for (int rank = 0; rank < n; ++rank) {
-        const auto& got = result[static_cast<std::size_t>(rank)];
-        REQUIRE(got.size() == length);
-        const int owned = (rank + 1) % n;
-        const Chunk c = ring_chunk(length, n, owned);
-        // The first wrong element of the owned chunk, if any, with its rank and chunk.
-        for (std::size_t i = c.offset; i < c.offset + c.count; ++i) {
-          float expected = 0.0f;
-          for (int q = 0; q < n; ++q) expected += integer_value(q, i);
-          if (got[i] != expected) {
-            FAIL_CHECK("rank " << rank << " should own the full sum of chunk " << owned
-                               << " (elements " << c.offset << ".." << c.offset + c.count
-                               << "), but element " << i << " is " << got[i] << ", not "
-                               << expected);
-            break;
-          }
-        }
-        const TrafficCounts sent = cluster.report(rank).traffic.op(OpKind::send);
-        total_sent += static_cast<double>(sent.bytes_sent);
-        CHECK(sent.messages_sent == static_cast<std::uint64_t>(n - 1));
-        CHECK(cluster.report(rank).traffic.total().bytes_sent == sent.bytes_sent);  // send only
-      }
-      // Summed over ranks, every chunk goes out N-1 times: N-1 buffers in all.
-      CHECK(total_sent == doctest::Approx((n - 1) * buffer_bytes).epsilon(1e-12));
+      check(n, length, cluster, run_on_integers(cluster, n, length, ring));
     }
   }
 }
 
-TEST_CASE("ring all-reduce equals the naive sum for 1..8 ranks and awkward lengths") {
-  for (int n = 1; n <= 8; ++n) {
-    for (std::size_t length : awkward_lengths(n)) {
-      CAPTURE(n);
-      CAPTURE(length);
-      std::vector<std::vector<float>> result(static_cast<std::size_t>(n));
-      Cluster cluster(n);
-      cluster.run([&](Rank& r) {
-        std::vector<float> data(length);
-        for (std::size_t i = 0; i < length; ++i) data[i] = integer_value(r.id(), i);
-        ring_all_reduce(r.world(), std::span<float>(data), r.memory());
-        result[static_cast<std::size_t>(r.id())] = data;
-      });
-      float max_err = 0.0f;
-      for (int rank = 0; rank < n; ++rank) {
-        const auto& got = result[static_cast<std::size_t>(rank)];
-        REQUIRE(got.size() == length);
-        for (std::size_t i = 0; i < length; ++i) {
-          float expected = 0.0f;
-          for (int q = 0; q < n; ++q) expected += integer_value(q, i);
-          max_err = std::max(max_err, std::abs(got[i] - expected));
+}  // namespace
+
+// The first half on its own: it can pass before the all-gather is written.
+TEST_CASE("ring reduce-scatter: rank r owns the summed chunk r + 1, after N-1 messages") {
+  for_each_ring_run(ring_reduce_scatter, [](int n, std::size_t length, Cluster& cluster,
+                                            const std::vector<std::vector<float>>& result) {
+    const double buffer_bytes = static_cast<double>(length * sizeof(float));
+    double total_sent = 0.0;
+    for (int rank = 0; rank < n; ++rank) {
+      const auto& got = result[static_cast<std::size_t>(rank)];
+      REQUIRE(got.size() == length);
+      const int owned = (rank + 1) % n;
+      const Chunk c = ring_chunk(length, n, owned);
+      // The first wrong element of the owned chunk, if any, with its rank and chunk.
+      for (std::size_t i = c.offset; i < c.offset + c.count; ++i) {
+        const float expected = naive_sum(n, i);
+        if (got[i] != expected) {
+          FAIL_CHECK("rank " << rank << " should own the full sum of chunk " << owned
+                             << " (elements " << c.offset << ".." << c.offset + c.count
+                             << "), but element " << i << " is " << got[i] << ", not " << expected);
+          break;
         }
       }
-      CHECK(max_err == 0.0f);
+      const TrafficCounts sent = cluster.report(rank).traffic.op(OpKind::send);
+      total_sent += static_cast<double>(sent.bytes_sent);
+      CHECK(sent.messages_sent == static_cast<std::uint64_t>(n - 1));
+      CHECK(cluster.report(rank).traffic.total().bytes_sent == sent.bytes_sent);  // send only
     }
-  }
+    // Summed over ranks, every chunk goes out N-1 times: N-1 buffers in all.
+    CHECK(total_sent == doctest::Approx((n - 1) * buffer_bytes).epsilon(1e-12));
+  });
+}
+
+TEST_CASE("ring all-reduce equals the naive sum for 1..8 ranks and awkward lengths") {
+  for_each_ring_run(ring_all_reduce, [](int n, std::size_t length, Cluster&,
+                                        const std::vector<std::vector<float>>& result) {
+    float max_err = 0.0f;
+    for (int rank = 0; rank < n; ++rank) {
+      const auto& got = result[static_cast<std::size_t>(rank)];
+      REQUIRE(got.size() == length);
+      for (std::size_t i = 0; i < length; ++i) {
+        max_err = std::max(max_err, std::abs(got[i] - naive_sum(n, i)));
+      }
+    }
+    CHECK(max_err == 0.0f);
+  });
 }
 
 TEST_CASE("ring all-reduce of random floats: close to the double sum and identical on every rank") {

@@ -3,6 +3,7 @@
 // zero_state_per_gpu, the traffic meter against zero_traffic_per_gpu (stage 3 = 1.5x stage 0);
 // then prefetch and overlap on the virtual clock, and the bf16 mixed recipe.
 #include <doctest/doctest.h>
+#include <mgpu_test/clusters.hpp>
 #include <mgpu_test/compare.hpp>
 
 #include <algorithm>
@@ -135,6 +136,26 @@ std::size_t peak_of(const Run& run, int rank, Category c) {
   return run.peaks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(c)];
 }
 
+// A rank's peaks of the four model states, in bytes.
+struct StatePeaks {
+  double weights, grads, master, optimizer;
+};
+StatePeaks state_peaks(const Run& run, int rank) {
+  auto of = [&](Category c) { return static_cast<double>(peak_of(run, rank, c)); };
+  return {of(Category::weights), of(Category::grads), of(Category::master),
+          of(Category::optimizer)};
+}
+
+// small_config() widened and deepened to `layers` blocks for the overlap tests, whose cluster is
+// mgpu_test::configs::overlap_cluster: a unit's collective takes about as long as its compute.
+model::ModelConfig overlap_config(std::int64_t layers) {
+  model::ModelConfig cfg = small_config();
+  cfg.d_model = 32;
+  cfg.d_ff = 128;
+  cfg.n_layers = layers;
+  return cfg;
+}
+
 // The three checks every stage must pass, one stage at a time, so that stage 1 goes green before
 // stage 2 is written (each stage's test case below runs all three for its stage).
 
@@ -172,10 +193,7 @@ void check_ledger_like_formula(int stage) {
     for (int r = 0; r < n; ++r) {
       CAPTURE(n);
       CAPTURE(r);
-      const auto w = static_cast<double>(peak_of(run, r, Category::weights));
-      const auto g = static_cast<double>(peak_of(run, r, Category::grads));
-      const auto m = static_cast<double>(peak_of(run, r, Category::master));
-      const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
+      const auto [w, g, m, o] = state_peaks(run, r);
       if (r == 0)
         std::printf(
             "N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "
@@ -293,14 +311,9 @@ TEST_CASE("full_weights: the initial parameters in the model's layout on every r
 }
 
 TEST_CASE("stage 3 with prefetch: same weights, hidden gathers, step time not above without") {
-  model::ModelConfig cfg = small_config();
-  cfg.d_model = 32;
-  cfg.d_ff = 128;
-  cfg.n_layers = 4;
-  ClusterConfig cc;
-  cc.world_size = 4;
-  cc.flops_per_second = 3e10;  // a slow "GPU" and link, so gathers take about as long as a unit
-  cc.intra_node_bytes_per_second = 5e8;
+  const model::ModelConfig cfg = overlap_config(4);
+  // A slow "GPU" and link, so gathers take about as long as a unit.
+  const ClusterConfig cc = mgpu_test::configs::overlap_cluster(4);
   const Run plain = train_zero(cfg, cc, {.stage = 3, .sequences_per_rank = 8});
   const Run fetched = train_zero(cfg, cc, {.stage = 3, .prefetch = true, .sequences_per_rank = 8});
   std::printf("stage 3 step: %.4g s without prefetch, %.4g s with; overlap %.4g s -> %.4g s\n",
@@ -314,15 +327,9 @@ TEST_CASE(
     "stage 2 with overlap: same bits and bytes, reduce-scatters under the backward, a shorter "
     "step") {
   // The prefetch test's slow cluster: a unit's reduce-scatter takes about as long as its backward.
-  model::ModelConfig cfg = small_config();
-  cfg.d_model = 32;
-  cfg.d_ff = 128;
-  cfg.n_layers = 6;
+  const model::ModelConfig cfg = overlap_config(6);
   const model::Model net(cfg);
-  ClusterConfig cc;
-  cc.world_size = 4;
-  cc.flops_per_second = 3e10;
-  cc.intra_node_bytes_per_second = 5e8;
+  const ClusterConfig cc = mgpu_test::configs::overlap_cluster(4);
   const ShardLayout layout = plan_shards(net, cc.world_size);
   for (Precision precision : {Precision::fp32, Precision::bf16_mixed}) {
     const char* name = precision == Precision::fp32 ? "fp32" : "bf16";
@@ -407,10 +414,7 @@ TEST_CASE(
       const Run run = train_zero(cfg, cc, {.stage = stage, .precision = Precision::bf16_mixed});
       const StateBytes want = zero_state_per_gpu(p, kZeroMixedRecipe, stage, n);
       for (int r = 0; r < n; ++r) {
-        const auto w = static_cast<double>(peak_of(run, r, Category::weights));
-        const auto g = static_cast<double>(peak_of(run, r, Category::grads));
-        const auto m = static_cast<double>(peak_of(run, r, Category::master));
-        const auto o = static_cast<double>(peak_of(run, r, Category::optimizer));
+        const auto [w, g, m, o] = state_peaks(run, r);
         if (r == 0)
           std::printf(
               "bf16 N=%d stage %d: weights %.0f/%.0f grads %.0f/%.0f master %.0f/%.0f optimizer "

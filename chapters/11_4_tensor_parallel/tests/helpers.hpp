@@ -1,13 +1,15 @@
 // What the 11.4 test programs share: random inputs, the largest difference of two matrices, the
-// fp32 tolerance and the tensor-parallel group every test runs in.
+// fp32 tolerance, the tensor-parallel group every test runs in and the worst error over its ranks.
 #pragma once
 
 #include <doctest/doctest.h>
 #include <mgpu_test/compare.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
 
@@ -31,6 +33,44 @@ inline double max_abs_diff(MatIn a, MatIn b) {
   return mgpu_test::max_abs_diff(a.reshaped(), b.reshaped());
 }
 
+/// The unsplit FFN of the course model (no biases) on one rank: its output y and the gradients
+/// dx, dW1 and dW2 for the output gradient dy.
+struct FfnReference {
+  MatrixRM y, dx, dw1, dw2;
+};
+inline FfnReference ffn_reference(const mgpu::tensor_parallel::FullFfn& full, MatIn x, MatIn dy) {
+  const Eigen::Index n = x.rows(), hidden = full.w1.rows(), ffn = full.w1.cols();
+  const Eigen::RowVectorXf no_bias;
+  Eigen::RowVectorXf no_db1, no_db2;
+  MatrixRM h(n, ffn), a(n, ffn);
+  FfnReference ref{MatrixRM(n, hidden), MatrixRM(n, hidden), MatrixRM::Zero(hidden, ffn),
+                   MatrixRM::Zero(ffn, hidden)};
+  mgpu::model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, ref.y);
+  mgpu::model::ffn_backward(x, full.w1, full.w2, h, a, dy, ref.dx, ref.dw1, no_db1, ref.dw2,
+                            no_db2);
+  return ref;
+}
+
+/// The unsplit attention of the course model on one rank, for sequences of `seq` tokens and
+/// `heads` heads: its output y and the gradients dx, dWq, dWk, dWv and dWo for the output
+/// gradient dy.
+struct AttentionReference {
+  MatrixRM y, dx, dwq, dwk, dwv, dwo;
+};
+inline AttentionReference attention_reference(const mgpu::tensor_parallel::FullAttention& full,
+                                              MatIn x, MatIn dy, Eigen::Index seq,
+                                              Eigen::Index heads, bool causal) {
+  const Eigen::Index n = x.rows(), h = x.cols();
+  MatrixRM q(n, h), k(n, h), v(n, h), o(n, h), p(n / seq * heads * seq, seq);
+  AttentionReference ref{MatrixRM(n, h),       MatrixRM(n, h),       MatrixRM::Zero(h, h),
+                         MatrixRM::Zero(h, h), MatrixRM::Zero(h, h), MatrixRM::Zero(h, h)};
+  mgpu::model::attention_forward(x, seq, heads, causal, full.wq, full.wk, full.wv, full.wo, q, k, v,
+                                 p, o, ref.y);
+  mgpu::model::attention_backward(x, seq, heads, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
+                                  dy, ref.dx, ref.dwq, ref.dwk, ref.dwv, ref.dwo);
+  return ref;
+}
+
 /// fp32 tolerance for sums of a few dozen products of O(1) numbers.
 inline constexpr double kTol = 1e-5;
 
@@ -38,6 +78,19 @@ inline constexpr double kTol = 1e-5;
 /// [0, t) and [t, 2t)), so every test also checks that a group talks only to itself.
 inline mgpu::Comm tp_group(mgpu::Rank& r, int t) {
   return r.world().split(r.id() / t, r.id() % t, "tp");
+}
+
+/// The largest `error(rank, tp)` over the ranks of two t-rank groups (tp_group), each rank
+/// measuring its own error in its thread.
+template <class Error>
+double worst_over_groups(int t, Error&& error) {
+  std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+  mgpu::Cluster cluster(2 * t);
+  cluster.run([&](mgpu::Rank& r) {
+    mgpu::Comm tp = tp_group(r, t);
+    err[static_cast<std::size_t>(r.id())] = error(r, tp);
+  });
+  return *std::max_element(err.begin(), err.end());
 }
 
 }  // namespace tp_test

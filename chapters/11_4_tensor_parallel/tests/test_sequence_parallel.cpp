@@ -15,13 +15,9 @@
 
 using namespace mgpu;
 using namespace mgpu::tensor_parallel;
+using namespace tp_test;  // the helpers every 11.4 test program shares
 
 namespace {
-
-using tp_test::kTol;
-using tp_test::max_abs_diff;
-using tp_test::random_matrix;
-using tp_test::tp_group;
 
 // Tokens per rank m (n = t m), h and f; f divisible by 1, 2 and 4.
 struct Shape {
@@ -76,6 +72,43 @@ void check_sp_sends(const TransformerShape& shape, int t, const std::vector<Pass
   }
 }
 
+// The shape of the sends tests: two sequences of 4 tokens of width 8.
+TransformerShape sends_shape() {
+  TransformerShape shape;
+  shape.seq = 4;
+  shape.micro_batch = 2;
+  shape.hidden = 8;
+  return shape;
+}
+
+// Runs a sequence-parallel layer on two t-rank groups for t = 1, 2, 4, on x and dy of
+// sends_shape() drawn from x_seed and x_seed + 1, and checks each pass's sends (check_sp_sends).
+// `make(r, tp, h)` builds a rank's layer; `passes(r, tp, layer, xs, dys, y, dx, forward_done)`
+// runs its forward on the rank's rows xs into y, calls forward_done(), then runs its backward.
+template <class Make, class Passes>
+void check_layer_sends(const char* layer, std::uint64_t x_seed, Make make, Passes passes) {
+  const TransformerShape shape = sends_shape();
+  const Eigen::Index n = shape.seq * shape.micro_batch, h = shape.hidden;
+  const MatrixRM x = random_matrix(n, h, x_seed), dy = random_matrix(n, h, x_seed + 1);
+  for (int t : {1, 2, 4}) {
+    const std::size_t ranks = static_cast<std::size_t>(2 * t);
+    std::vector<PassSent> fwd(ranks), bwd(ranks);
+    Cluster cluster(2 * t);
+    cluster.run([&](Rank& r) {
+      Comm tp = tp_group(r, t);
+      auto built = make(r, tp, h);
+      const TokenRows mine = token_rows(n, tp.rank(), t);
+      MatrixRM y(mine.count, h), dx(mine.count, h);
+      const auto id = static_cast<std::size_t>(r.id());
+      r.traffic().reset();
+      passes(r, tp, built, x.middleRows(mine.first, mine.count),
+             dy.middleRows(mine.first, mine.count), y, dx, [&] { fwd[id] = take_sent(r); });
+      bwd[id] = take_sent(r);
+    });
+    check_sp_sends(shape, t, fwd, bwd, layer);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("given token_rows: rank r holds rows r n/t up to (r + 1) n/t, and t must divide n") {
@@ -94,16 +127,8 @@ TEST_CASE(
       const Eigen::Index n = s.m * t;
       const FullFfn full = full_ffn_weights(s.hidden, s.ffn, seed);
       const MatrixRM x = random_matrix(n, s.hidden, 20), dy = random_matrix(n, s.hidden, 21);
-      const Eigen::RowVectorXf no_bias;
-      Eigen::RowVectorXf no_db1, no_db2;
-      MatrixRM h(n, s.ffn), a(n, s.ffn), y_ref(n, s.hidden), dx_ref(n, s.hidden);
-      MatrixRM dw1_ref = MatrixRM::Zero(s.hidden, s.ffn), dw2_ref = MatrixRM::Zero(s.ffn, s.hidden);
-      model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, y_ref);
-      model::ffn_backward(x, full.w1, full.w2, h, a, dy, dx_ref, dw1_ref, no_db1, dw2_ref, no_db2);
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      Cluster cluster(2 * t);
-      cluster.run([&](Rank& r) {
-        Comm tp = tp_group(r, t);
+      const FfnReference ref = ffn_reference(full, x, dy);
+      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
         TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
         const TokenRows mine = token_rows(n, tp.rank(), t);
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
@@ -112,13 +137,11 @@ TEST_CASE(
         const SpFfnCache cache =
             sp_ffn_forward(r, tp, ffn, x.middleRows(mine.first, mine.count), y);
         sp_ffn_backward(r, tp, ffn, cache, dy.middleRows(mine.first, mine.count), dx);
-        err[static_cast<std::size_t>(r.id())] =
-            std::max({max_abs_diff(y, y_ref.middleRows(mine.first, mine.count)),
-                      max_abs_diff(dx, dx_ref.middleRows(mine.first, mine.count)),
-                      max_abs_diff(as_matrix(ffn.dw1, hs, cs), dw1_ref.middleCols(first, c)),
-                      max_abs_diff(as_matrix(ffn.dw2, cs, hs), dw2_ref.middleRows(first, c))});
+        return std::max({max_abs_diff(y, ref.y.middleRows(mine.first, mine.count)),
+                         max_abs_diff(dx, ref.dx.middleRows(mine.first, mine.count)),
+                         max_abs_diff(as_matrix(ffn.dw1, hs, cs), ref.dw1.middleCols(first, c)),
+                         max_abs_diff(as_matrix(ffn.dw2, cs, hs), ref.dw2.middleRows(first, c))});
       });
-      const double worst = *std::max_element(err.begin(), err.end());
       std::printf("sp FFN n=%td h=%td f=%td t=%d: max error of y, dx, dW1, dW2 %.3g\n", n, s.hidden,
                   s.ffn, t, worst);
       CHECK(worst <= kTol);
@@ -129,30 +152,14 @@ TEST_CASE(
 TEST_CASE(
     "sequence-parallel FFN: forward sends one all-reduce's bytes (all-gather + reduce-scatter), "
     "backward that plus the re-gather of x") {
-  TransformerShape shape;
-  shape.seq = 4;
-  shape.micro_batch = 2;
-  shape.hidden = 8;
-  const Eigen::Index n = shape.seq * shape.micro_batch, h = shape.hidden, f = 4 * h;
-  const MatrixRM x = random_matrix(n, h, 10), dy = random_matrix(n, h, 11);
-  for (int t : {1, 2, 4}) {
-    const std::size_t ranks = static_cast<std::size_t>(2 * t);
-    std::vector<PassSent> fwd(ranks), bwd(ranks);
-    Cluster cluster(2 * t);
-    cluster.run([&](Rank& r) {
-      Comm tp = tp_group(r, t);
-      TpFfn ffn = make_tp_ffn(r, tp, h, f, 3);
-      const TokenRows mine = token_rows(n, tp.rank(), t);
-      MatrixRM y(mine.count, h), dx(mine.count, h);
-      const auto id = static_cast<std::size_t>(r.id());
-      r.traffic().reset();
-      const SpFfnCache cache = sp_ffn_forward(r, tp, ffn, x.middleRows(mine.first, mine.count), y);
-      fwd[id] = take_sent(r);
-      sp_ffn_backward(r, tp, ffn, cache, dy.middleRows(mine.first, mine.count), dx);
-      bwd[id] = take_sent(r);
-    });
-    check_sp_sends(shape, t, fwd, bwd, "FFN");
-  }
+  check_layer_sends(
+      "FFN", 10, [](Rank& r, Comm& tp, Eigen::Index h) { return make_tp_ffn(r, tp, h, 4 * h, 3); },
+      [](Rank& r, Comm& tp, TpFfn& ffn, MatIn xs, MatIn dys, MatrixRM& y, MatrixRM& dx,
+         auto&& forward_done) {
+        const SpFfnCache cache = sp_ffn_forward(r, tp, ffn, xs, y);
+        forward_done();
+        sp_ffn_backward(r, tp, ffn, cache, dys, dx);
+      });
 }
 
 TEST_CASE("sequence-parallel FFN saves the block input as n/t rows per rank, not n") {
@@ -227,18 +234,9 @@ TEST_CASE(
     const Eigen::Index n = s.batch * s.seq, h = s.hidden;
     const FullAttention full = full_attention_weights(h, seed);
     const MatrixRM x = random_matrix(n, h, 40), dy = random_matrix(n, h, 41);
-    MatrixRM q(n, h), k(n, h), v(n, h), o(n, h), p(s.batch * s.heads * s.seq, s.seq), y_ref(n, h),
-        dx_ref(n, h);
-    MatrixRM dwq = MatrixRM::Zero(h, h), dwk = dwq, dwv = dwq, dwo = dwq;
-    model::attention_forward(x, s.seq, s.heads, s.causal, full.wq, full.wk, full.wv, full.wo, q, k,
-                             v, p, o, y_ref);
-    model::attention_backward(x, s.seq, s.heads, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
-                              dy, dx_ref, dwq, dwk, dwv, dwo);
+    const AttentionReference ref = attention_reference(full, x, dy, s.seq, s.heads, s.causal);
     for (int t : {1, 2, 4}) {
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      Cluster cluster(2 * t);
-      cluster.run([&](Rank& r) {
-        Comm tp = tp_group(r, t);
+      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
         TpAttention attn = make_tp_attention(r, tp, h, s.heads, seed, s.causal);
         const TokenRows mine = token_rows(n, tp.rank(), t);
         const Eigen::Index c = h / t, first = tp.rank() * c;
@@ -247,15 +245,13 @@ TEST_CASE(
         const SpAttentionCache cache =
             sp_attention_forward(r, tp, attn, x.middleRows(mine.first, mine.count), s.seq, y);
         sp_attention_backward(r, tp, attn, cache, dy.middleRows(mine.first, mine.count), dx);
-        err[static_cast<std::size_t>(r.id())] =
-            std::max({max_abs_diff(y, y_ref.middleRows(mine.first, mine.count)),
-                      max_abs_diff(dx, dx_ref.middleRows(mine.first, mine.count)),
-                      max_abs_diff(as_matrix(attn.dwq, hs, cs), dwq.middleCols(first, c)),
-                      max_abs_diff(as_matrix(attn.dwk, hs, cs), dwk.middleCols(first, c)),
-                      max_abs_diff(as_matrix(attn.dwv, hs, cs), dwv.middleCols(first, c)),
-                      max_abs_diff(as_matrix(attn.dwo, cs, hs), dwo.middleRows(first, c))});
+        return std::max({max_abs_diff(y, ref.y.middleRows(mine.first, mine.count)),
+                         max_abs_diff(dx, ref.dx.middleRows(mine.first, mine.count)),
+                         max_abs_diff(as_matrix(attn.dwq, hs, cs), ref.dwq.middleCols(first, c)),
+                         max_abs_diff(as_matrix(attn.dwk, hs, cs), ref.dwk.middleCols(first, c)),
+                         max_abs_diff(as_matrix(attn.dwv, hs, cs), ref.dwv.middleCols(first, c)),
+                         max_abs_diff(as_matrix(attn.dwo, cs, hs), ref.dwo.middleRows(first, c))});
       });
-      const double worst = *std::max_element(err.begin(), err.end());
       std::printf(
           "sp attention batch=%td seq=%td h=%td heads=%td t=%d (%td tokens per rank): max error "
           "of y, dx, dWq, dWk, dWv, dWo %.3g\n",
@@ -268,31 +264,17 @@ TEST_CASE(
 TEST_CASE(
     "sequence-parallel attention: forward sends one all-reduce's bytes (all-gather + "
     "reduce-scatter), backward that plus the re-gather of x") {
-  TransformerShape shape;
-  shape.seq = 4;
-  shape.micro_batch = 2;
-  shape.hidden = 8;
-  const Eigen::Index n = shape.seq * shape.micro_batch, h = shape.hidden, heads = 4;
-  const MatrixRM x = random_matrix(n, h, 42), dy = random_matrix(n, h, 43);
-  for (int t : {1, 2, 4}) {
-    const std::size_t ranks = static_cast<std::size_t>(2 * t);
-    std::vector<PassSent> fwd(ranks), bwd(ranks);
-    Cluster cluster(2 * t);
-    cluster.run([&](Rank& r) {
-      Comm tp = tp_group(r, t);
-      TpAttention attn = make_tp_attention(r, tp, h, heads, 3);
-      const TokenRows mine = token_rows(n, tp.rank(), t);
-      MatrixRM y(mine.count, h), dx(mine.count, h);
-      const auto id = static_cast<std::size_t>(r.id());
-      r.traffic().reset();
-      const SpAttentionCache cache =
-          sp_attention_forward(r, tp, attn, x.middleRows(mine.first, mine.count), shape.seq, y);
-      fwd[id] = take_sent(r);
-      sp_attention_backward(r, tp, attn, cache, dy.middleRows(mine.first, mine.count), dx);
-      bwd[id] = take_sent(r);
-    });
-    check_sp_sends(shape, t, fwd, bwd, "attention");
-  }
+  check_layer_sends(
+      "attention", 42,
+      [](Rank& r, Comm& tp, Eigen::Index h) {
+        return make_tp_attention(r, tp, h, 4, 3);
+      },  // 4 heads
+      [](Rank& r, Comm& tp, TpAttention& attn, MatIn xs, MatIn dys, MatrixRM& y, MatrixRM& dx,
+         auto&& forward_done) {
+        const SpAttentionCache cache = sp_attention_forward(r, tp, attn, xs, sends_shape().seq, y);
+        forward_done();
+        sp_attention_backward(r, tp, attn, cache, dys, dx);
+      });
 }
 
 TEST_CASE("sequence-parallel attention saves the block input as n/t rows per rank, not n") {
@@ -425,10 +407,7 @@ TEST_CASE(
   const Eigen::Index batch = 1, seq = 8, n = batch * seq, h = 8, heads = 4;
   const MatrixRM x = random_matrix(n, h, 60), dy = random_matrix(n, h, 61);
   for (int t : {2, 4}) {
-    std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-    Cluster cluster(2 * t);
-    cluster.run([&](Rank& r) {
-      Comm tp = tp_group(r, t);
+    const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
       SpLayerNorm ln = make_sp_layer_norm(r, h, 7);
       TpAttention attn = make_tp_attention(r, tp, h, heads, 8);
       // Unsplit: layer norm, then attention, forward and back.
@@ -452,12 +431,11 @@ TEST_CASE(
       const SpAttentionCache attn_cache = sp_attention_forward(r, tp, attn, as, seq, y);
       sp_attention_backward(r, tp, attn, attn_cache, dy.middleRows(mine.first, mine.count), das);
       sp_layer_norm_backward(r, tp, ln, ln_cache, das, dx);
-      err[static_cast<std::size_t>(r.id())] = std::max(
-          {max_abs_diff(y, y_ref.middleRows(mine.first, mine.count)),
-           max_abs_diff(dx, dx_ref.middleRows(mine.first, mine.count)),
-           max_abs_diff(row_vector(ln.dgamma), dgamma), max_abs_diff(row_vector(ln.dbeta), dbeta)});
+      return std::max({max_abs_diff(y, y_ref.middleRows(mine.first, mine.count)),
+                       max_abs_diff(dx, dx_ref.middleRows(mine.first, mine.count)),
+                       max_abs_diff(row_vector(ln.dgamma), dgamma),
+                       max_abs_diff(row_vector(ln.dbeta), dbeta)});
     });
-    const double worst = *std::max_element(err.begin(), err.end());
     std::printf("sp layer norm + attention t=%d: max error of y, dx, dgamma, dbeta %.3g\n", t,
                 worst);
     CHECK(worst <= kTol);

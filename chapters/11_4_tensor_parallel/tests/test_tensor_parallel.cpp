@@ -16,13 +16,9 @@
 
 using namespace mgpu;
 using namespace mgpu::tensor_parallel;
+using namespace tp_test;  // the helpers every 11.4 test program shares
 
 namespace {
-
-using tp_test::kTol;
-using tp_test::max_abs_diff;
-using tp_test::random_matrix;
-using tp_test::tp_group;
 
 struct Shape {
   Eigen::Index n, hidden, ffn;  // tokens, h, f
@@ -81,17 +77,12 @@ TEST_CASE(
     MatrixRM dx_ref(s.n, s.hidden), dw_ref = MatrixRM::Zero(s.hidden, s.ffn);
     model::linear_backward(x, w, dy, dx_ref, dw_ref, no_db);
     for (int t : {1, 2, 4}) {
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      Cluster cluster(2 * t);
-      cluster.run([&](Rank& r) {
-        Comm tp = tp_group(r, t);
+      const double worst = worst_over_groups(t, [&](Rank&, Comm& tp) {
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
         MatrixRM dx(s.n, s.hidden), dw = MatrixRM::Zero(s.hidden, c);
         column_parallel_backward(tp, x, w.middleCols(first, c), dy.middleCols(first, c), dx, dw);
-        err[static_cast<std::size_t>(r.id())] =
-            std::max(max_abs_diff(dx, dx_ref), max_abs_diff(dw, dw_ref.middleCols(first, c)));
+        return std::max(max_abs_diff(dx, dx_ref), max_abs_diff(dw, dw_ref.middleCols(first, c)));
       });
-      const double worst = *std::max_element(err.begin(), err.end());
       std::printf("column-parallel backward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n,
                   s.hidden, s.ffn, t, worst);
       CHECK(worst <= kTol);
@@ -120,16 +111,12 @@ TEST_CASE("row-parallel forward equals the unsplit x W + b on every rank (t = 1,
     MatrixRM y_ref(s.n, s.hidden);
     model::linear_forward(d.x, d.w, d.bias, y_ref);
     for (int t : {1, 2, 4}) {
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      Cluster cluster(2 * t);
-      cluster.run([&](Rank& r) {
-        Comm tp = tp_group(r, t);
+      const double worst = worst_over_groups(t, [&](Rank&, Comm& tp) {
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
         MatrixRM y(s.n, s.hidden);
         row_parallel_forward(tp, d.x.middleCols(first, c), d.w.middleRows(first, c), d.bias, y);
-        err[static_cast<std::size_t>(r.id())] = max_abs_diff(y, y_ref);
+        return max_abs_diff(y, y_ref);
       });
-      const double worst = *std::max_element(err.begin(), err.end());
       std::printf("row-parallel forward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn,
                   s.hidden, t, worst);
       CHECK(worst <= kTol);
@@ -172,16 +159,12 @@ TEST_CASE("tensor-parallel FFN forward equals model::ffn_forward on one rank (t 
     MatrixRM h(s.n, s.ffn), a(s.n, s.ffn), y_ref(s.n, s.hidden);
     model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, y_ref);
     for (int t : {1, 2, 4}) {
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      Cluster cluster(2 * t);
-      cluster.run([&](Rank& r) {
-        Comm tp = tp_group(r, t);
+      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
         TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
         MatrixRM y(s.n, s.hidden);
         tp_ffn_forward(r, tp, ffn, x, y);
-        err[static_cast<std::size_t>(r.id())] = max_abs_diff(y, y_ref);
+        return max_abs_diff(y, y_ref);
       });
-      const double worst = *std::max_element(err.begin(), err.end());
       std::printf("tp FFN forward n=%td h=%td f=%td t=%d: max error of y %.3g\n", s.n, s.hidden,
                   s.ffn, t, worst);
       CHECK(worst <= kTol);
@@ -194,29 +177,19 @@ TEST_CASE("tensor-parallel FFN equals model::ffn_forward/ffn_backward on one ran
   for (const Shape& s : kShapes) {
     const FullFfn full = full_ffn_weights(s.hidden, s.ffn, seed);
     const MatrixRM x = random_matrix(s.n, s.hidden, 8), dy = random_matrix(s.n, s.hidden, 9);
-    const Eigen::RowVectorXf no_bias;
-    Eigen::RowVectorXf no_db1, no_db2;
-    MatrixRM h(s.n, s.ffn), a(s.n, s.ffn), y_ref(s.n, s.hidden), dx_ref(s.n, s.hidden);
-    MatrixRM dw1_ref = MatrixRM::Zero(s.hidden, s.ffn), dw2_ref = MatrixRM::Zero(s.ffn, s.hidden);
-    model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, y_ref);
-    model::ffn_backward(x, full.w1, full.w2, h, a, dy, dx_ref, dw1_ref, no_db1, dw2_ref, no_db2);
+    const FfnReference ref = ffn_reference(full, x, dy);
     for (int t : {1, 2, 4}) {
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      Cluster cluster(2 * t);
-      cluster.run([&](Rank& r) {
-        Comm tp = tp_group(r, t);
+      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
         TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
         const auto hs = static_cast<std::size_t>(s.hidden), cs = static_cast<std::size_t>(c);
         MatrixRM y(s.n, s.hidden), dx(s.n, s.hidden);
         const TpFfnCache cache = tp_ffn_forward(r, tp, ffn, x, y);
         tp_ffn_backward(r, tp, ffn, x, cache, dy, dx);
-        err[static_cast<std::size_t>(r.id())] =
-            std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref),
-                      max_abs_diff(as_matrix(ffn.dw1, hs, cs), dw1_ref.middleCols(first, c)),
-                      max_abs_diff(as_matrix(ffn.dw2, cs, hs), dw2_ref.middleRows(first, c))});
+        return std::max({max_abs_diff(y, ref.y), max_abs_diff(dx, ref.dx),
+                         max_abs_diff(as_matrix(ffn.dw1, hs, cs), ref.dw1.middleCols(first, c)),
+                         max_abs_diff(as_matrix(ffn.dw2, cs, hs), ref.dw2.middleRows(first, c))});
       });
-      const double worst = *std::max_element(err.begin(), err.end());
       std::printf("tp FFN n=%td h=%td f=%td t=%d: max error of y, dx, dW1, dW2 %.3g\n", s.n,
                   s.hidden, s.ffn, t, worst);
       CHECK(worst <= kTol);
@@ -312,16 +285,12 @@ TEST_CASE("attention split by heads: the forward equals model::attention_forward
   model::attention_forward(x, seq, heads, true, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
                            y_ref);
   for (int t : {1, 2, 4}) {
-    std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-    Cluster cluster(2 * t);
-    cluster.run([&](Rank& r) {
-      Comm tp = tp_group(r, t);
+    const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
       TpAttention attn = make_tp_attention(r, tp, h, heads, seed, true);
       MatrixRM y(n, h);
       tp_attention_forward(r, tp, attn, x, seq, y);
-      err[static_cast<std::size_t>(r.id())] = max_abs_diff(y, y_ref);
+      return max_abs_diff(y, y_ref);
     });
-    const double worst = *std::max_element(err.begin(), err.end());
     std::printf("tp attention forward n=%td seq=%td h=%td heads=%td t=%d: max error of y %.3g\n", n,
                 seq, h, heads, t, worst);
     CHECK(worst <= kTol);
@@ -340,13 +309,7 @@ TEST_CASE(
     const Eigen::Index n = s.batch * s.seq, h = s.hidden, dh = h / s.heads;
     const FullAttention full = full_attention_weights(h, seed);
     const MatrixRM x = random_matrix(n, h, 13), dy = random_matrix(n, h, 14);
-    MatrixRM q(n, h), k(n, h), v(n, h), o(n, h), p(s.batch * s.heads * s.seq, s.seq), y_ref(n, h),
-        dx_ref(n, h);
-    MatrixRM dwq = MatrixRM::Zero(h, h), dwk = dwq, dwv = dwq, dwo = dwq;
-    model::attention_forward(x, s.seq, s.heads, s.causal, full.wq, full.wk, full.wv, full.wo, q, k,
-                             v, p, o, y_ref);
-    model::attention_backward(x, s.seq, s.heads, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
-                              dy, dx_ref, dwq, dwk, dwv, dwo);
+    const AttentionReference ref = attention_reference(full, x, dy, s.seq, s.heads, s.causal);
     for (int t : {1, 2, 4}) {
       std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
       std::vector<TrafficCounts> sent(err.size());
@@ -362,11 +325,12 @@ TEST_CASE(
         tp_attention_backward(r, tp, attn, x, cache, dy, dx);
         const auto id = static_cast<std::size_t>(r.id());
         sent[id] = r.traffic().total();
-        err[id] = std::max({max_abs_diff(y, y_ref), max_abs_diff(dx, dx_ref),
-                            max_abs_diff(as_matrix(attn.dwq, hs, cs), dwq.middleCols(first, c)),
-                            max_abs_diff(as_matrix(attn.dwk, hs, cs), dwk.middleCols(first, c)),
-                            max_abs_diff(as_matrix(attn.dwv, hs, cs), dwv.middleCols(first, c)),
-                            max_abs_diff(as_matrix(attn.dwo, cs, hs), dwo.middleRows(first, c))});
+        err[id] =
+            std::max({max_abs_diff(y, ref.y), max_abs_diff(dx, ref.dx),
+                      max_abs_diff(as_matrix(attn.dwq, hs, cs), ref.dwq.middleCols(first, c)),
+                      max_abs_diff(as_matrix(attn.dwk, hs, cs), ref.dwk.middleCols(first, c)),
+                      max_abs_diff(as_matrix(attn.dwv, hs, cs), ref.dwv.middleCols(first, c)),
+                      max_abs_diff(as_matrix(attn.dwo, cs, hs), ref.dwo.middleRows(first, c))});
       });
       const double worst = *std::max_element(err.begin(), err.end());
       std::printf(

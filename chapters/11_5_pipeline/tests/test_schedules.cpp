@@ -19,12 +19,14 @@
 
 #include "11_5_pipeline/formulas.hpp"
 #include "11_5_pipeline/schedules.hpp"
+#include "runtime_probes.hpp"
 
 using namespace mgpu;
 using namespace mgpu::pipeline;
 using mgpu_test::check_close;
 using mgpu_test::max_abs;
 using mgpu_test::max_abs_diff;
+using pipeline_probes::free_links;
 
 namespace {
 
@@ -49,18 +51,6 @@ model::ModelConfig attention_config(std::int64_t layers = 4) {
                             .n_heads = 2,
                             .seq_len = 3,
                             .d_out = 3};
-}
-
-// p ranks whose links cost nothing: the clock sees compute and waiting only.
-ClusterConfig free_links(int p) {
-  ClusterConfig cc;
-  cc.world_size = p;
-  cc.flops_per_second = 1e9;
-  cc.intra_node_latency_seconds = 0;
-  cc.inter_node_latency_seconds = 0;
-  cc.intra_node_bytes_per_second = 1e18;
-  cc.inter_node_bytes_per_second = 1e18;
-  return cc;
 }
 
 constexpr std::uint64_t kWeightSeed = 5;
@@ -130,35 +120,36 @@ Step pipelined_step(const model::Model& net, const ClusterConfig& cc, bool one_f
                         batch);
 }
 
-// The unpipelined model on the whole batch, on one rank: the gradients every pipeline must give.
-std::vector<float> reference_grads(const model::Model& net, const model::Batch& batch,
-                                   double& loss) {
-  std::vector<float> out;
+// The unpipelined model on the whole batch, on one rank: the loss and gradients every pipeline
+// must give, and the gradients' tolerance, 1e-5 of max(1, max |g|) (fp32 sums in other orders).
+struct Reference {
+  double loss = 0;
+  std::vector<float> grads;
+  mgpu_test::Tolerance tol;
+};
+
+Reference reference_step(const model::Model& net, const model::Batch& batch) {
+  Reference ref;
   Cluster cluster(1);
   cluster.run([&](Rank& r) {
     model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
-    loss = net.forward_backward(r, replica.params.span(), replica.grads.span(), batch);
-    out.assign(replica.grads.begin(), replica.grads.end());
+    ref.loss = net.forward_backward(r, replica.params.span(), replica.grads.span(), batch);
+    ref.grads.assign(replica.grads.begin(), replica.grads.end());
   });
-  return out;
+  ref.tol = {1e-5 * std::max(1.0, max_abs(ref.grads)), 0};
+  return ref;
+}
+
+// A pipelined step's gradients (named `label` in a failure) and loss against the reference's.
+void check_step(const std::string& label, const Step& step, const Reference& ref) {
+  check_close(label, step.grads, ref.grads, ref.tol);
+  CHECK(step.loss == doctest::Approx(ref.loss).epsilon(1e-5));
 }
 
 // Bytes one micro-batch leaves saved by each unit between its forward and its backward,
 // measured with the runtime's own unit_forward (no chapter code).
 std::vector<std::size_t> saved_bytes_per_unit(const model::Model& net, const model::Batch& micro) {
-  std::vector<std::size_t> bytes;
-  Cluster cluster(1);
-  cluster.run([&](Rank& r) {
-    const model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
-    Buffer<float> x = net.input(r, micro);
-    for (int u = 0; u < net.num_units(); ++u) {
-      model::UnitCache cache;
-      x = net.unit_forward(r, u, net.unit_view(replica.params.span(), u), std::move(x),
-                           micro.tokens(), &cache);
-      bytes.push_back(cache.bytes());
-    }
-  });
-  return bytes;
+  return pipeline_probes::saved_bytes_per_unit(net, micro, kWeightSeed);
 }
 
 // The same, summed over the units of a range (a stage, or one chunk of a stage).
@@ -359,8 +350,7 @@ TEST_CASE(
     "frees what the forward saved") {
   const model::Model net(attention_config(2));
   const model::Batch batch = net.make_batch(4, 12);
-  double ref_loss = 0;
-  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const Reference ref = reference_step(net, batch);
   std::vector<float> got;
   double loss = 0;
   std::size_t saved_after = 1;
@@ -376,8 +366,8 @@ TEST_CASE(
     saved_after = r.memory().current(Category::activations) - before;
     got.assign(replica.grads.begin(), replica.grads.end());
   });
-  check_close("one-stage gradients", got, expected, {1e-5 * std::max(1.0, max_abs(expected)), 0});
-  CHECK(loss == doctest::Approx(ref_loss).epsilon(1e-6));
+  check_close("one-stage gradients", got, ref.grads, ref.tol);
+  CHECK(loss == doctest::Approx(ref.loss).epsilon(1e-6));
   CHECK(saved_after == 0);  // caches and the loss gradient freed by the backward
 }
 
@@ -387,8 +377,7 @@ TEST_CASE(
   const model::Model net(attention_config(2));
   const model::Batch batch = net.make_batch(4, 13);
   const std::vector<model::Batch> micro = split_micro_batches(batch, 2);
-  double ref_loss = 0;
-  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const Reference ref = reference_step(net, batch);
   std::vector<std::vector<float>> stage_grads(2);
   Cluster(2).run([&](Rank& r) {
     model::Replica replica = net.make_replica(r.memory(), kWeightSeed);
@@ -403,29 +392,25 @@ TEST_CASE(
                           replica.grads.span(), micro[static_cast<std::size_t>(k)]);
     stage_grads[static_cast<std::size_t>(s)].assign(replica.grads.begin(), replica.grads.end());
   });
-  std::vector<float> got(expected.size(), 0.0f);
+  std::vector<float> got(ref.grads.size(), 0.0f);
   for (int s = 0; s < 2; ++s) {
     copy_units(net, stage_units(net, 2, s), stage_grads[static_cast<std::size_t>(s)], got);
   }
-  check_close("two-stage gradients", got, expected, {1e-5 * std::max(1.0, max_abs(expected)), 0});
+  check_close("two-stage gradients", got, ref.grads, ref.tol);
 }
 
 TEST_CASE("pipelined gradients equal the unpipelined model's on the whole batch (fp32 tolerance)") {
   const model::Model net(attention_config());
   const model::Batch batch = net.make_batch(8, 77);
-  double ref_loss = 0;
-  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
-  const double scale = std::max(1.0, max_abs(expected));
+  const Reference ref = reference_step(net, batch);
   for (int p : {1, 2, 4}) {
     for (int m : {1, 4, 8}) {
       for (bool f1b : {false, true}) {
         const Step step = pipelined_step(net, free_links(p), f1b, m, batch);
         std::printf("%s p=%d m=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs %.7f\n",
-                    f1b ? "1F1B " : "GPipe", p, m, max_abs_diff(step.grads, expected),
-                    max_abs(expected), step.loss, ref_loss);
-        check_close(f1b ? "1F1B gradients" : "GPipe gradients", step.grads, expected,
-                    {1e-5 * scale, 0});
-        CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+                    f1b ? "1F1B " : "GPipe", p, m, max_abs_diff(step.grads, ref.grads),
+                    max_abs(ref.grads), step.loss, ref.loss);
+        check_step(f1b ? "1F1B gradients" : "GPipe gradients", step, ref);
       }
     }
   }
@@ -647,17 +632,15 @@ TEST_CASE("interleaved pipelined gradients equal the unpipelined model's on the 
   for (const Pmv& g : kInterleaved) {
     const model::Model net(attention_config(g.p * g.v));
     const model::Batch batch = net.make_batch(8, 77);
-    double ref_loss = 0;
-    const std::vector<float> expected = reference_grads(net, batch, ref_loss);
-    const double scale = std::max(1.0, max_abs(expected));
+    const Reference ref = reference_step(net, batch);
     const Step step = pipelined_step(net, free_links(g.p),
                                      interleaved_one_f_one_b_schedule(g.p, g.m, g.v), batch);
     std::printf(
         "interleaved p=%d m=%d v=%d: max |g - g_ref| = %.3g (max |g_ref| %.3g), loss %.7f vs "
         "%.7f\n",
-        g.p, g.m, g.v, max_abs_diff(step.grads, expected), max_abs(expected), step.loss, ref_loss);
-    check_close("interleaved gradients", step.grads, expected, {1e-5 * scale, 0});
-    CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+        g.p, g.m, g.v, max_abs_diff(step.grads, ref.grads), max_abs(ref.grads), step.loss,
+        ref.loss);
+    check_step("interleaved gradients", step, ref);
   }
 }
 
@@ -873,8 +856,7 @@ TEST_CASE(
     "activations, the weight half adds model.forward_backward's gradients and frees them") {
   const model::Model net(attention_config(2));
   const model::Batch batch = net.make_batch(4, 12);
-  double ref_loss = 0;
-  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
+  const Reference ref = reference_step(net, batch);
   std::vector<float> got;
   std::size_t after_forward = 0, after_input = 0, after_weight = 1;
   double grads_after_input = 1;
@@ -898,22 +880,19 @@ TEST_CASE(
   CHECK(after_input > 0);  // the weight half's inputs are still saved
   CHECK(grads_after_input == 0.0);
   CHECK(after_weight == 0);
-  check_close("one stage, two halves", got, expected, {1e-5 * std::max(1.0, max_abs(expected)), 0});
+  check_close("one stage, two halves", got, ref.grads, ref.tol);
 }
 
 TEST_CASE("pipelined gradients with the backward in two halves equal the unpipelined model's") {
   const model::Model net(attention_config());
   const model::Batch batch = net.make_batch(8, 77);
-  double ref_loss = 0;
-  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
-  const double scale = std::max(1.0, max_abs(expected));
+  const Reference ref = reference_step(net, batch);
   for (int p : {2, 4}) {
     for (bool weights_last : {false, true}) {
       const Step step = pipelined_step(net, free_links(p),
                                        split_backwards(gpipe_schedule(p, 4), weights_last), batch);
       INFO("GPipe in halves, p=" << p << ", weights last: " << weights_last);
-      check_close("gradients", step.grads, expected, {1e-5 * scale, 0});
-      CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+      check_step("gradients", step, ref);
     }
   }
 }
@@ -944,6 +923,31 @@ model::ModelConfig zb_config(bool attention) {
     c.seq_len = 16;
   }
   return c;
+}
+
+// Checks a stage's program of a zero-bubble schedule: every backward in halves, and each pass
+// takes the micro-batches in order.
+void check_halves_in_order(const std::vector<Action>& program) {
+  std::vector<int> next(4, 0);  // next micro-batch expected per pass
+  for (const Action& a : program) {
+    CHECK(a.pass != Pass::backward);
+    CHECK(a.micro_batch == next[static_cast<std::size_t>(a.pass)]++);
+  }
+}
+
+// One stage's seconds per micro-batch for the forward, the input half and the weight half of the
+// backward, when p stages share the blocks of `net` and the batch is cut into m micro-batches: the
+// blocks' FLOPs from the runtime's cost model, at the rate of free_links.
+struct PassSeconds {
+  double forward, input_half, weight_half;
+};
+PassSeconds stage_pass_seconds(const model::Model& net, const model::Batch& batch, int p, int m) {
+  const double rate = free_links(1).flops_per_second;
+  const std::int64_t tokens = split_micro_batches(batch, m)[0].tokens();
+  const double blocks = static_cast<double>(net.config().n_layers / p);
+  return {blocks * net.unit_forward_flops(1, tokens) / rate,
+          blocks * net.unit_backward_input_flops(1, tokens) / rate,
+          blocks * net.unit_backward_weight_flops(1, tokens) / rate};
 }
 
 // Bytes one micro-batch keeps saved on stage s of p between its input half and its weight half,
@@ -985,11 +989,7 @@ TEST_CASE(
       std::int64_t zb_peak = 0, f1b_peak = 0;
       for (int s = 0; s < p; ++s) {
         const auto& program = zb.per_stage[static_cast<std::size_t>(s)];
-        std::vector<int> next(4, 0);  // next micro-batch expected per pass
-        for (const Action& a : program) {
-          CHECK(a.pass != Pass::backward);
-          CHECK(a.micro_batch == next[static_cast<std::size_t>(a.pass)]++);
-        }
+        check_halves_in_order(program);
         CHECK(without_weights(program) == f1b.per_stage[static_cast<std::size_t>(s)]);
         CHECK(schedule_in_flight(zb, s) <= std::min(m, p));
         zb_peak = std::max(zb_peak, schedule_in_flight(zb, s));
@@ -1014,15 +1014,12 @@ TEST_CASE(
 static void check_pipelined_gradients(const char* name, PipelineSchedule (*schedule)(int, int)) {
   const model::Model net(attention_config());
   const model::Batch batch = net.make_batch(8, 77);
-  double ref_loss = 0;
-  const std::vector<float> expected = reference_grads(net, batch, ref_loss);
-  const double scale = std::max(1.0, max_abs(expected));
+  const Reference ref = reference_step(net, batch);
   for (int p : {1, 2, 4}) {
     for (int m : {1, 4, 8}) {
       const Step step = pipelined_step(net, free_links(p), schedule(p, m), batch);
       INFO(name << " p=" << p << " m=" << m);
-      check_close(std::string(name) + " gradients", step.grads, expected, {1e-5 * scale, 0});
-      CHECK(step.loss == doctest::Approx(ref_loss).epsilon(1e-5));
+      check_step(std::string(name) + " gradients", step, ref);
     }
   }
 }
@@ -1037,17 +1034,9 @@ TEST_CASE(
   for (bool attention : {false, true}) {
     const model::Model net(zb_config(attention));
     const model::Batch batch = net.make_batch(8, 3);
-    const ClusterConfig unit_cc = free_links(1);
     for (int p : {2, 4}) {
       for (int m : {4, 8}) {
-        // One stage's seconds per micro-batch: its blocks' FLOPs from the runtime's cost model.
-        const std::int64_t tokens = split_micro_batches(batch, m)[0].tokens();
-        const double blocks = static_cast<double>(net.config().n_layers / p);
-        const double t_f = blocks * net.unit_forward_flops(1, tokens) / unit_cc.flops_per_second;
-        const double t_b =
-            blocks * net.unit_backward_input_flops(1, tokens) / unit_cc.flops_per_second;
-        const double t_w =
-            blocks * net.unit_backward_weight_flops(1, tokens) / unit_cc.flops_per_second;
+        const auto [t_f, t_b, t_w] = stage_pass_seconds(net, batch, p, m);
         const double wait = zb_h1_bubble_seconds(p, t_f, t_b, t_w);
         const Step zb = pipelined_step(net, free_links(p), zb_h1_schedule(p, m), batch);
         const Step f1b = pipelined_step(net, free_links(p), one_f_one_b_schedule(p, m), batch);
@@ -1208,11 +1197,7 @@ TEST_CASE(
       CHECK(zb.chunks == 1);
       const int cap = std::min(m, 2 * p - 1);
       for (int s = 0; s < p; ++s) {
-        std::vector<int> next(4, 0);  // next micro-batch expected per pass
-        for (const Action& a : zb.per_stage[static_cast<std::size_t>(s)]) {
-          CHECK(a.pass != Pass::backward);
-          CHECK(a.micro_batch == next[static_cast<std::size_t>(a.pass)]++);
-        }
+        check_halves_in_order(zb.per_stage[static_cast<std::size_t>(s)]);
         CHECK(schedule_in_flight(zb, s) == cap);
       }
       const SlotPlay play = play_in_slots(zb, cap);
@@ -1249,17 +1234,13 @@ TEST_CASE(
     "1F1B's, with at most min(m, 2p - 1) micro-batches on the ledger") {
   const model::Model net(zb_config(false));  // T_F = T_B = T_W
   const model::Batch batch = net.make_batch(8, 3);
-  const ClusterConfig unit_cc = free_links(1);
   for (int p : {2, 4}) {
     for (int m : {2, 4, 8}) {
       const std::vector<model::Batch> micro = split_micro_batches(batch, m);
-      const std::int64_t tokens = micro[0].tokens();
-      const double blocks = static_cast<double>(net.config().n_layers / p);
-      const double t = blocks * net.unit_forward_flops(1, tokens) / unit_cc.flops_per_second;
-      REQUIRE(blocks * net.unit_backward_input_flops(1, tokens) / unit_cc.flops_per_second ==
-              doctest::Approx(t));
-      REQUIRE(blocks * net.unit_backward_weight_flops(1, tokens) / unit_cc.flops_per_second ==
-              doctest::Approx(t));
+      const PassSeconds seconds = stage_pass_seconds(net, batch, p, m);
+      const double t = seconds.forward;
+      REQUIRE(seconds.input_half == doctest::Approx(t));
+      REQUIRE(seconds.weight_half == doctest::Approx(t));
       const InnerWaits h2 = inner_waits(net, zb_h2_schedule(p, m), batch);
       const InnerWaits h1 = inner_waits(net, zb_h1_schedule(p, m), batch);
       const InnerWaits f1b = inner_waits(net, one_f_one_b_schedule(p, m), batch);

@@ -16,6 +16,7 @@
 #include "mgpu/model/rng.hpp"
 
 #include "helpers.hpp"
+#include "ring_positions.hpp"
 
 using namespace mgpu;
 using namespace mgpu::context;
@@ -24,29 +25,10 @@ namespace {
 
 using layout_test::max_abs_diff;
 using layout_test::random_matrix;
+using ring_positions::positions_of;
+using ring_positions::rows_of;
 
 constexpr double kTol = 2e-5;  // fp32 softmax sums over at most 64 keys, in another order
-
-// The positions rank i holds, written here from the header's definition (not the student's).
-std::vector<std::int64_t> positions_of(std::int64_t seq, int c, int i, Split split) {
-  std::vector<std::int64_t> chunks{i};
-  if (split == Split::zigzag) chunks.push_back(2 * c - 1 - i);
-  const std::int64_t len = seq / static_cast<std::int64_t>(chunks.size() * c);
-  std::vector<std::int64_t> out;
-  for (std::int64_t ch : chunks)
-    for (std::int64_t t = 0; t < len; ++t) out.push_back(ch * len + t);
-  return out;
-}
-
-// Rows of `full` (sequences * seq, w) that rank i holds, sequence after sequence.
-MatrixRM rows_of(MatIn full, std::int64_t seq, const std::vector<std::int64_t>& pos) {
-  const Eigen::Index sequences = full.rows() / seq, local = static_cast<Eigen::Index>(pos.size());
-  MatrixRM out(sequences * local, full.cols());
-  for (Eigen::Index b = 0; b < sequences; ++b)
-    for (Eigen::Index t = 0; t < local; ++t)
-      out.row(b * local + t) = full.row(b * seq + pos[static_cast<std::size_t>(t)]);
-  return out;
-}
 
 struct Whole {
   MatrixRM out, dq, dk, dv;

@@ -75,9 +75,10 @@ std::vector<GridView> views_of(const Layout& l) {
   return views;
 }
 
-}  // namespace
-
-TEST_CASE("process grid: every group has the layout's size, its members, in order along its axis") {
+// Runs `check(l, r, view)` on what every rank r of every layout l saw, with the layout and the
+// rank captured for a failure's message.
+template <class Check>
+void for_each_view(Check check) {
   for (const Layout& l : kLayouts) {
     CAPTURE(l.tp);
     CAPTURE(l.pp);
@@ -85,20 +86,27 @@ TEST_CASE("process grid: every group has the layout's size, its members, in orde
     const std::vector<GridView> views = views_of(l);
     for (int r = 0; r < world_of(l); ++r) {
       CAPTURE(r);
-      const GridView& v = views[static_cast<std::size_t>(r)];
-      CHECK(rank_at(l, v.coords.tp, v.coords.pp, v.coords.dp) == r);
-      CHECK(v.tp.size == l.tp);
-      CHECK(v.pp.size == l.pp);
-      CHECK(v.dp.size == l.dp);
-      CHECK(v.tp.members == expected_members(l, r, Axis::tp));
-      CHECK(v.pp.members == expected_members(l, r, Axis::pp));
-      CHECK(v.dp.members == expected_members(l, r, Axis::dp));
-      // Ordered along the axis: the group rank is the coordinate.
-      CHECK(v.tp.rank == v.coords.tp);
-      CHECK(v.pp.rank == v.coords.pp);
-      CHECK(v.dp.rank == v.coords.dp);
+      check(l, r, views[static_cast<std::size_t>(r)]);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("process grid: every group has the layout's size, its members, in order along its axis") {
+  for_each_view([](const Layout& l, int r, const GridView& v) {
+    CHECK(rank_at(l, v.coords.tp, v.coords.pp, v.coords.dp) == r);
+    CHECK(v.tp.size == l.tp);
+    CHECK(v.pp.size == l.pp);
+    CHECK(v.dp.size == l.dp);
+    CHECK(v.tp.members == expected_members(l, r, Axis::tp));
+    CHECK(v.pp.members == expected_members(l, r, Axis::pp));
+    CHECK(v.dp.members == expected_members(l, r, Axis::dp));
+    // Ordered along the axis: the group rank is the coordinate.
+    CHECK(v.tp.rank == v.coords.tp);
+    CHECK(v.pp.rank == v.coords.pp);
+    CHECK(v.dp.rank == v.coords.dp);
+  });
 }
 
 TEST_CASE("process grid: an all-reduce over each group sums exactly its members' ranks") {
@@ -146,26 +154,18 @@ TEST_CASE("process grid: an all-reduce over each group sums exactly its members'
 
 TEST_CASE(
     "process grid: pipeline neighbours are the next stage's rank either side, none past the ends") {
-  for (const Layout& l : kLayouts) {
-    CAPTURE(l.tp);
-    CAPTURE(l.pp);
-    CAPTURE(l.dp);
-    const std::vector<GridView> views = views_of(l);
-    for (int r = 0; r < world_of(l); ++r) {
-      CAPTURE(r);
-      const GridView& v = views[static_cast<std::size_t>(r)];
-      const std::int64_t stage = r / l.tp % l.pp;
-      // One stage along is tp ranks away, with the same tp and dp index.
-      const std::optional<int> previous =
-          stage > 0 ? std::optional<int>(r - static_cast<int>(l.tp)) : std::nullopt;
-      const std::optional<int> next =
-          stage + 1 < l.pp ? std::optional<int>(r + static_cast<int>(l.tp)) : std::nullopt;
-      CHECK(v.previous == previous);
-      CHECK(v.next == next);
-      CHECK(v.first == (stage == 0));
-      CHECK(v.last == (stage == l.pp - 1));
-    }
-  }
+  for_each_view([](const Layout& l, int r, const GridView& v) {
+    const std::int64_t stage = r / l.tp % l.pp;
+    // One stage along is tp ranks away, with the same tp and dp index.
+    const std::optional<int> previous =
+        stage > 0 ? std::optional<int>(r - static_cast<int>(l.tp)) : std::nullopt;
+    const std::optional<int> next =
+        stage + 1 < l.pp ? std::optional<int>(r + static_cast<int>(l.tp)) : std::nullopt;
+    CHECK(v.previous == previous);
+    CHECK(v.next == next);
+    CHECK(v.first == (stage == 0));
+    CHECK(v.last == (stage == l.pp - 1));
+  });
 }
 
 TEST_CASE(
