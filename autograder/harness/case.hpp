@@ -32,6 +32,7 @@ class Ctx {
   /// @param case_name the registered name (mixed into the seed so cases draw different inputs)
   /// @param seed the grading seed chosen by the grader
   Ctx(std::string case_name, std::uint64_t seed);
+  /// Out of line: the result's JSON type is complete only in case_registry.cpp.
   ~Ctx();
 
   /// The case's random engine. Draw every input from it so the reference sees the same inputs.
