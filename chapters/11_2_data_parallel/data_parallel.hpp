@@ -5,7 +5,7 @@
 #pragma once
 
 #include "mgpu/bf16.hpp"
-#include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen is not needed here and costs compile time
+#include "mgpu/cluster.hpp"  // not mgpu.hpp: no tensor views here
 #include "mgpu/model/model.hpp"
 #include "mgpu/not_implemented.hpp"
 

@@ -3,8 +3,8 @@
 // followed by an all-gather, each N-1 steps around the ring.
 #pragma once
 
-#include "mgpu/bf16.hpp"  // the bf16 overloads reduce bf16 values
-#include "mgpu/cluster.hpp"  // not mgpu.hpp: Eigen is not needed here and costs compile time
+#include "mgpu/bf16.hpp"     // the bf16 overloads reduce bf16 values
+#include "mgpu/cluster.hpp"  // not mgpu.hpp: no tensor views here
 #include "mgpu/not_implemented.hpp"
 #include "mgpu/traffic.hpp"  // Chunk and ring_chunk (given)
 
