@@ -282,6 +282,45 @@ void emit_layer_norm_rejects(Ctx& ctx) {
   });
 }
 
+// A layer-norm run put together after it: y and dx (n, h) of each of the two micro-batches from
+// every rank's m rows, each rank's gain and bias gradients (row r: rank r's, equal on every rank)
+// and the activations each rank held at its "saved" checkpoint, after the last forward.
+struct LayerNormRows {
+  std::vector<MatrixRM> y, dx;
+  MatrixRM dgamma, dbeta;
+  std::vector<double> saved;
+
+  LayerNormRows(const mgpu::Cluster& cluster, const Point& d)
+      : y(2, MatrixRM(d.m * d.t, d.h)),
+        dx(2, MatrixRM(d.m * d.t, d.h)),
+        dgamma(d.t, d.h),
+        dbeta(d.t, d.h),
+        saved(static_cast<std::size_t>(d.t)) {
+    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
+      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
+      for (std::size_t mb = 0; mb < 2; ++mb) {
+        const std::string k = std::to_string(mb);
+        y[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "y" + k, d.m, d.h);
+        dx[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "dx" + k, d.m, d.h);
+      }
+      dgamma.row(i) = published_matrix(cluster, i, "dgamma", 1, d.h);
+      dbeta.row(i) = published_matrix(cluster, i, "dbeta", 1, d.h);
+      saved[static_cast<std::size_t>(i)] = static_cast<double>(
+          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
+    }
+  }
+
+  void emit(Ctx& ctx, const std::string& at) const {
+    for (std::size_t mb = 0; mb < 2; ++mb) {
+      ctx.emit(at + "y" + std::to_string(mb), y[mb], DType::f32);
+      ctx.emit(at + "dx" + std::to_string(mb), dx[mb], DType::f32);
+    }
+    ctx.emit(at + "dgamma", dgamma, DType::f32);
+    ctx.emit(at + "dbeta", dbeta, DType::f32);
+    ctx.emit_per_rank(at + "saved_activations", saved);
+  }
+};
+
 }  // namespace
 
 MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
@@ -300,13 +339,11 @@ MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
   for (const Point& d : points) {
     const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
     const Eigen::Index n = d.m * d.t;
-    std::vector<MatrixRM> x, dy, y(2, MatrixRM(n, d.h)), dx(2, MatrixRM(n, d.h));
+    std::vector<MatrixRM> x, dy;
     for (int mb = 0; mb < 2; ++mb) {
       x.push_back(ctx.normal_matrix(n, d.h).cast<float>());
       dy.push_back(ctx.normal_matrix(n, d.h).cast<float>());
     }
-    MatrixRM dgamma(d.t, d.h), dbeta(d.t, d.h);  // row r: rank r's, equal on every rank
-    std::vector<double> saved(static_cast<std::size_t>(d.t));
     mgpu::Cluster cluster(d.t);
     cluster.run([&](mgpu::Rank& r) {
       mgpu::Comm g = r.world().split(0, r.id(), "tp");
@@ -325,27 +362,9 @@ MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
       publish_matrix(r, "dgamma", tp::row_vector(ln.dgamma));
       publish_matrix(r, "dbeta", tp::row_vector(ln.dbeta));
     });
-    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
-      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
-      for (std::size_t mb = 0; mb < 2; ++mb) {
-        const std::string k = std::to_string(mb);
-        y[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "y" + k, d.m, d.h);
-        dx[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "dx" + k, d.m, d.h);
-      }
-      dgamma.row(i) = published_matrix(cluster, i, "dgamma", 1, d.h);
-      dbeta.row(i) = published_matrix(cluster, i, "dbeta", 1, d.h);
-      saved[static_cast<std::size_t>(i)] = static_cast<double>(
-          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
-    }
     const std::string at = "ln_t" + std::to_string(d.t) + "_m" + std::to_string(d.m) + "_h" +
                            std::to_string(d.h) + ".";
-    for (std::size_t mb = 0; mb < 2; ++mb) {
-      ctx.emit(at + "y" + std::to_string(mb), y[mb], DType::f32);
-      ctx.emit(at + "dx" + std::to_string(mb), dx[mb], DType::f32);
-    }
-    ctx.emit(at + "dgamma", dgamma, DType::f32);
-    ctx.emit(at + "dbeta", dbeta, DType::f32);
-    ctx.emit_per_rank(at + "saved_activations", saved);
+    LayerNormRows(cluster, d).emit(ctx, at);
     emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations});
     sent.add(cluster.reports());
     for (const mgpu::RankReport& r : cluster.reports()) {
