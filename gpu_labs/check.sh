@@ -5,7 +5,7 @@
 # does not pass its check. Student labs that are not implemented yet are reported, not failed.
 #
 #   gpu_labs/check.sh                     # everything, on a GPU machine
-#   gpu_labs/check.sh --build-only        # configure and build exactly as a device run does; no GPU needed
+#   gpu_labs/check.sh --build-only        # configure and build as a device run does; no GPU needed
 #   gpu_labs/check.sh --impl solution     # one impl only (solution, student or both)
 #   BUILD_ROOT=/tmp/b JOBS=8 LAB_TIMEOUT=120 EMULATED_RANKS="4 3" gpu_labs/check.sh
 #
@@ -93,8 +93,9 @@ fi
 # --- where the dependencies come from --------------------------------------------------------
 # A machine without a package registry gets the Debian packages carried in build/gpu-deps
 # (gpu_labs/offline_deps.sh), and NCCL from Python's nvidia-nccl wheel when the CUDA toolkit
-# has no nccl.h.
-extra=()
+# has no nccl.h. (The project's CMakeLists sets ccache as the compiler launcher when there is one.)
+deps_args=()
+nccl_args=()
 deps_root=""
 debs_dir=${GPU_DEPS_DIR:-$repo/build/gpu-deps}/debs
 case $deps_mode in
@@ -106,7 +107,7 @@ case $deps_mode in
     fi
     if ls "$debs_dir"/*.deb >/dev/null 2>&1; then
       deps_root=$("$repo/gpu_labs/offline_deps.sh" unpack) || { say "check.sh: unpacking the carried packages failed"; exit 1; }
-      extra+=("-DCMAKE_PREFIX_PATH=$deps_root")
+      deps_args+=("-DCMAKE_PREFIX_PATH=$deps_root")
       say "check.sh: header libraries: carried packages in $deps_root ($(cd "$debs_dir" && ls ./*.deb | sed 's|^\./||; s/_.*//' | xargs))"
     else
       say "check.sh: header libraries: this machine's own (no carried packages in $debs_dir)"
@@ -144,7 +145,7 @@ EOF
   if [[ -n $wheel_include ]]; then
     wheel_lib=$(ls "$wheel_include"/../lib/libnccl.so* 2>/dev/null | head -1)
     if [[ -n $wheel_lib ]]; then
-      extra+=("-DMGPU_NCCL_INCLUDE=$wheel_include" "-DMGPU_NCCL_LIBRARY=$wheel_lib")
+      nccl_args+=("-DMGPU_NCCL_INCLUDE=$wheel_include" "-DMGPU_NCCL_LIBRARY=$wheel_lib")
       say "check.sh: NCCL $(nccl_version "$wheel_include") from Python's wheel: $wheel_include, $wheel_lib"
     else
       say "check.sh: the NCCL wheel has nccl.h ($wheel_include) but no libnccl.so next to it"
@@ -152,9 +153,6 @@ EOF
   else
     say "check.sh: no nccl.h in the CUDA toolkit, /usr/include or a Python nvidia-nccl wheel; configure will say so"
   fi
-fi
-if command -v ccache >/dev/null 2>&1; then
-  extra+=("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache" "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache")
 fi
 
 # --- build ---------------------------------------------------------------------------------
@@ -175,20 +173,47 @@ verify_carried() {  # verify_carried <build dir>
   return $bad
 }
 
-build() {  # build <impl>
-  local impl=$1 dir=$build_root/gpu-$1 fresh=() t0=$SECONDS
-  local args=(-G Ninja -DMGPU_IMPL="$impl" -DMGPU_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DMGPU_WERROR="$werror"
-              -DMGPU_GPU_CHECK_TREE=ON "${extra[@]}")
+# Whether every header the carried packages hold is this machine's own, byte for byte (the same
+# package versions): a build against either then compiles the same code.
+carried_headers_are_installed() {
+  [[ -n $deps_root && -d $deps_root/include ]] || return 1
+  local f
+  while IFS= read -r -d '' f; do
+    cmp -s "$f" "/usr/include/${f#"$deps_root"/include/}" || return 1
+  done < <(find "$deps_root/include" -type f -print0)
+}
+
+configure() {  # configure <dir> <cmake args...>
+  local dir=$1 fresh=(); shift
   # Other arguments than last time (packages, NCCL, warnings): start from an empty cache, so no
   # package found before is kept. The object files stay, so this costs only the configure.
-  if [[ -f $dir/CMakeCache.txt && "$(cat "$dir/.check-args" 2>/dev/null)" != "${args[*]}" ]]; then fresh=(--fresh); fi
-  say "== configure + build ($impl, Release, MGPU_WERROR=$werror) in $dir"
-  if ! cmake "${fresh[@]}" -S "$repo" -B "$dir" "${args[@]}" >"$logs/configure-$impl.log" 2>&1; then
-    say "   configure failed: see $logs/configure-$impl.log"; tail -8 "$logs/configure-$impl.log"; return 1
+  if [[ -f $dir/CMakeCache.txt && "$(cat "$dir/.check-args" 2>/dev/null)" != "$*" ]]; then fresh=(--fresh); fi
+  local log=$logs/configure-$(basename "$dir").log
+  if ! cmake "${fresh[@]}" -S "$repo" -B "$dir" "$@" >"$log" 2>&1; then
+    say "   configure failed: see $log"; tail -8 "$log"; return 1
   fi
-  printf '%s' "${args[*]}" >"$dir/.check-args"
+  printf '%s' "$*" >"$dir/.check-args"
+}
+
+# The project's default build type, so that a device run builds what ./mgpu builds, and the
+# build-only check below shares its compiled objects.
+build_type=RelWithDebInfo
+
+build() {  # build <impl>
+  local impl=$1 dir=$build_root/gpu-$1 t0=$SECONDS
+  local common=(-G Ninja -DMGPU_IMPL="$impl" -DMGPU_CUDA=ON -DCMAKE_BUILD_TYPE=$build_type
+                -DMGPU_WERROR="$werror" -DMGPU_GPU_CHECK_TREE=ON "${nccl_args[@]}")
+  say "== configure + build ($impl, $build_type, MGPU_WERROR=$werror) in $dir"
+  configure "$dir" "${common[@]}" "${deps_args[@]}" || return 1
   if [[ -n $deps_root && $deps_mode == carried ]] && ! verify_carried "$dir"; then
     say "   the build would not use the carried packages only"; return 1
+  fi
+  # Where the carried headers are this machine's own, --build-only compiles against this
+  # machine's copies: the same code, and with ccache the very objects the project's own build
+  # made, so the check costs links instead of a second compile of the course.
+  if [[ $build_only -eq 1 && -n $deps_root ]] && carried_headers_are_installed; then
+    say "   the carried headers are this machine's own: compiling against this machine's copies"
+    configure "$dir" "${common[@]}" || return 1
   fi
   if ! cmake --build "$dir" -j "$jobs" --target "${targets[@]}" >"$logs/build-$impl.log" 2>&1; then
     say "   build failed: see $logs/build-$impl.log"

@@ -117,7 +117,7 @@ fi
 # --- 2. build -----------------------------------------------------------------------------------
 # Exactly what check.sh builds for a device run (solution impl), through check.sh itself.
 s=$SECONDS
-say "== 2. build (gpu_labs/check.sh --build-only --impl solution, Release)"
+say "== 2. build (gpu_labs/check.sh --build-only --impl solution)"
 build_log=$logs/build.log
 bin=$repo/build/gpu-solution/bin
 tmo=$(step_timeout 300)
