@@ -30,6 +30,7 @@ function(mgpu_case_program chapter)
     set_target_properties(mgpu_cases_${chapter} PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cases)
     target_link_libraries(mgpu_cases_${chapter} PUBLIC mgpu_case_harness mgpu_${chapter})
     mgpu_strict_warnings(mgpu_cases_${chapter})
+    mgpu_optimize_for_compile_time(mgpu_cases_${chapter})  # drawing inputs, emitting values
   endif()
   add_executable(cases_${chapter} ${mgpu_empty_source})
   target_link_libraries(cases_${chapter} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_${chapter}>")

@@ -25,6 +25,10 @@ inline bool can_grade() {
 
 inline fs::path fixtures() { return MGPU_GRADE_FIXTURES; }
 inline fs::path work() { return MGPU_GRADE_TEST_WORK; }
+/// The grader's --work-dir for this test program (MGPU_GRADE_WORK, set per program in
+/// autograder/tests/CMakeLists.txt): the course's tests share the chaff proof's, and with it its
+/// reference results and trees; the grader's own tests have one of their own.
+inline fs::path grade_work() { return work() / MGPU_GRADE_WORK; }
 
 /// A fresh empty folder under the test work folder.
 inline fs::path fresh_dir(const std::string& name) {
@@ -59,7 +63,7 @@ inline RunOutcome grader(const std::vector<std::string>& args, double wall_s = 6
 inline std::vector<std::string> toy_args(std::vector<std::string> extra) {
   std::vector<std::string> a{"--rubric",   (fixtures() / "toy" / "rubric.json").string(),
                              "--chapter",  "toy_",
-                             "--work-dir", (work() / "grade").string(),
+                             "--work-dir", grade_work().string(),
                              "--jobs",     "2"};
   extra.insert(extra.end(), a.begin(), a.end());
   return extra;

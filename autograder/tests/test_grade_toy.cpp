@@ -218,7 +218,7 @@ MGPU_CASE("toy_b.private_add") { ctx.emit("sum", mgpu::toy::toy_add(20, 22)); }
   RunOutcome o =
       grader({"grade", toy_submission(dir / "submission", "").string(), "--json", out.string(),
               "--rubric", (dir / "rubric.json").string(), "--cases-dir", cases.string(),
-              "--chapter", "toy_b", "--work-dir", (work() / "grade").string(), "--jobs", "2"});
+              "--chapter", "toy_b", "--work-dir", grade_work().string(), "--jobs", "2"});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   const auto j = nlohmann::json::parse(read_text(out));

@@ -69,7 +69,7 @@ void attack_batch(const std::string& mode) {
   fs::create_directories(tmp_folder);
   fs::permissions(tmp_folder, fs::perms::owner_all, fs::perm_options::replace);
   put(tmp_folder / "marker.h", "// a file in a case's folder\n");
-  const fs::path slots = work() / "grade" / "student";
+  const fs::path slots = grade_work() / "student";
   // The previous occupant's object of toy_a.cpp and its library, where CMake puts them in a
   // grading tree (cmake/grade_tree.cmake) for a source outside the source tree ("..": "__").
   auto toy_object = [&](const std::string& slot) {
@@ -108,7 +108,7 @@ void attack_batch(const std::string& mode) {
       for (const auto& p : paths) fs::remove_all(p, ec);
     }
   } cleanup{{build_marker, bundle_zip, bundle_dir, root_only}};
-  const fs::path cached_result = work() / "grade" / "reference" / kSeed / "toy_a.scale.json";
+  const fs::path cached_result = grade_work() / "reference" / kSeed / "toy_a.scale.json";
   const std::map<std::string, std::vector<fs::path>> peeks{
       {"include_reference", {this_project().root / "solutions/11_1_memory/formulas.cpp"}},
       {"include_compiler_cache", {home_marker}},
@@ -258,7 +258,7 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
   const RunOutcome o =
       grader({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
               "--reports", (dir / "reports").string(), "--seed", kSeed, "--chapter",
-              chapter.substr(0, chapter.find('_', 3)), "--work-dir", (work() / "grade").string(),
+              chapter.substr(0, chapter.find('_', 3)), "--work-dir", grade_work().string(),
               "--jobs", "2"},
              // the default: a student's ranks in processes
              1200, {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}});

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 TEST_CASE("grading the reference solutions gives full marks" * doctest::skip(!can_grade())) {
   fs::path out = fresh_dir("course_solution") / "grade.json";
   RunOutcome o = grader({"grade", "--solution", "--quiet", "--json", out.string(), "--work-dir",
-                         (work() / "grade").string(), "--timings"},
+                         grade_work().string(), "--timings"},
                         1200);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
@@ -37,7 +37,7 @@ namespace {
 nlohmann::json grade_folder(const std::string& name, const fs::path& folder) {
   fs::path out = fresh_dir(name) / "grade.json";
   RunOutcome o = grader({"grade", folder.string(), "--quiet", "--json", out.string(), "--work-dir",
-                         (work() / "grade").string(), "--timings"},
+                         grade_work().string(), "--timings"},
                         1200);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
