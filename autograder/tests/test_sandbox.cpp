@@ -255,13 +255,12 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
   }
   fs::create_directories(dir / "subs/zz_correct");
   fs::copy(this_project().root / "solutions" / chapter, dir / "subs/zz_correct" / chapter);
-  const RunOutcome o =
-      grader({"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(),
-              "--reports", (dir / "reports").string(), "--seed", kSeed, "--chapter",
-              chapter.substr(0, chapter.find('_', 3)), "--work-dir", grade_work().string(),
-              "--jobs", "2"},
-             // the default: a student's ranks in processes
-             1200, {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}});
+  const RunOutcome o = grader(
+      {"grade-batch", (dir / "subs").string(), "--csv", (dir / "grades.csv").string(), "--reports",
+       (dir / "reports").string(), "--seed", kSeed, "--chapter",
+       chapter.substr(0, chapter.find('_', 3)), "--work-dir", grade_work().string(), "--jobs", "2"},
+      // the default: a student's ranks in processes
+      1200, {{"MGPU_SANDBOX", mode}, {"MGPU_RANKS", ""}});
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   auto report = [&](const std::string& who) {
