@@ -44,6 +44,17 @@ function(mgpu_optimize_for_compile_time)
   endforeach()
 endfunction()
 
+# mgpu_unity_build(target ...): compiles the target's sources eight to a translation unit, so the
+# header templates they share (nlohmann::json, CLI11, fmt, doctest) are parsed once per eight
+# files. For the targets of many such files: the grader's library takes 41 s of compiling instead
+# of 83, its test program 40 instead of 82 (GCC 12, here). The files of one target must keep their
+# internal names apart (no two `namespace { ... run(...) }` alike), which the build then checks.
+function(mgpu_unity_build)
+  foreach(target IN LISTS ARGN)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endforeach()
+endfunction()
+
 # MGPU_SANITIZE=address (AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitizer) or
 # thread (ThreadSanitizer) instruments everything built, for `./mgpu test --sanitize KIND`. The
 # runtime runs every rank on its own thread and shares buffers between them, so a data race or a
@@ -63,6 +74,7 @@ endif()
 # One doctest main for every test program, compiled once.
 add_library(mgpu_doctest_main STATIC ${PROJECT_SOURCE_DIR}/cmake/doctest_main.cpp)
 target_link_libraries(mgpu_doctest_main PUBLIC doctest::doctest)
+mgpu_optimize_for_compile_time(mgpu_doctest_main)  # doctest's runner: 12 s of compiling at -O2 -g
 # The comparison core (testing/mgpu_test/mismatch.hpp): header-only and without doctest, so the
 # grader's comparison links it as well as the tests, and both diagnose a mismatch alike.
 add_library(mgpu_mismatch INTERFACE)

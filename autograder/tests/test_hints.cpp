@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kRubric = R"({"hint_cost": [0, 0.5, 1.5],
+const char* kHintRubric = R"({"hint_cost": [0, 0.5, 1.5],
   "chapters": {"11_2_data_parallel": {"files": ["a.cpp"], "cases": {"11_2.x": {"points": 2}}},
                "11_3_zero": {"files": ["b.cpp"], "cases": {"11_3.x": {"points": 1}}}},
   "gpu_labs": {"files": {"tp_ffn": ["tp_ffn.cpp"]}, "cases": {"gpu.tp_ffn": {"lab": "tp_ffn"}}}})";
@@ -39,7 +39,7 @@ TEST_CASE(
     "the rubric's hint_cost is three prices, none by default, and a wrong one is named with a "
     "fix") {
   CHECK(parse_rubric(R"({"chapters": {}})", "r.json").hint_cost == std::array<double, 3>{0, 0, 0});
-  CHECK(parse_rubric(kRubric, "r.json").hint_cost == std::array<double, 3>{0, 0.5, 1.5});
+  CHECK(parse_rubric(kHintRubric, "r.json").hint_cost == std::array<double, 3>{0, 0.5, 1.5});
   try {
     parse_rubric(R"({"chapters": {}, "hint_cost": [1, -1]})", "r.json");
     FAIL("a malformed hint_cost was accepted");
@@ -52,7 +52,7 @@ TEST_CASE(
 TEST_CASE(
     "the record is read per chapter, keeping each TODO's highest level, what fits nothing is "
     "noted") {
-  const Rubric r = parse_rubric(kRubric, "r.json");
+  const Rubric r = parse_rubric(kHintRubric, "r.json");
   fs::path dir = fresh_dir("hints_record");
   put(dir / "hints.tsv",
       "11_2\tring reduce-scatter\t1\t2026-11-30T10:00:00Z\n"

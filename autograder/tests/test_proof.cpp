@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kRubric = R"({"chapters": {"toy_a": {"files": ["toy_a.cpp"], "cases": {
+const char* kProofRubric = R"({"chapters": {"toy_a": {"files": ["toy_a.cpp"], "cases": {
     "toy_a.add": {"points": 2}, "toy_a.bytes": {"points": 1}}}}})";
 
 // A project root holding one chapter's reference and the given chaff/wheat files.
@@ -48,7 +48,7 @@ Grade grade_with(std::vector<std::pair<double, double>> scores) {
 
 TEST_CASE(
     "a chaff's edit is applied to the reference, and stale text is an error naming the file") {
-  Rubric r = parse_rubric(kRubric, "t.json");
+  Rubric r = parse_rubric(kProofRubric, "t.json");
   Project p = fake_project(
       "edit",
       {{"autograder/chaff/toy_a/minus.json",
@@ -73,7 +73,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a malformed chaff is rejected with every problem named") {
-  Rubric r = parse_rubric(kRubric, "t.json");
+  Rubric r = parse_rubric(kProofRubric, "t.json");
   Project p =
       fake_project("bad", {{"autograder/chaff/toy_a/bad.json",
                             R"({"edits": [{"file": "other.cpp", "find": "x", "replace": "y"}],
@@ -119,7 +119,7 @@ TEST_CASE(
 }
 
 TEST_CASE("a case no chaff must lose is unproved, checked for chapters whose every proof ran") {
-  Rubric r = parse_rubric(kRubric, "t.json");
+  Rubric r = parse_rubric(kProofRubric, "t.json");
   Project p = fake_project("coverage", {{"autograder/chaff/toy_a/minus.json",
                                          R"({"description": "subtracts", "must_lose": ["toy_a.add"],
             "edits": [{"file": "toy_a.cpp", "find": "a + b", "replace": "a - b"}]})"},

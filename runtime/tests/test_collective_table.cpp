@@ -22,7 +22,7 @@ namespace {
 constexpr double kAlpha = 3e-6, kBeta = 50e9;  // one node: every link is intra-node
 constexpr std::size_t kFloat = sizeof(float);
 
-ClusterConfig config(int n) {
+ClusterConfig one_node_config(int n) {
   ClusterConfig c;
   c.world_size = n;
   c.gpus_per_node = 8;
@@ -223,7 +223,7 @@ TEST_CASE(
     const Case& c = it->second;
     for (int n : {1, 2, 3, 5}) {
       CAPTURE(n);
-      Cluster cluster(config(n));
+      Cluster cluster(one_node_config(n));
       std::vector<double> ends(static_cast<std::size_t>(n));
       cluster.run([&](Rank& r) {
         c.call(r.world());
@@ -249,7 +249,7 @@ TEST_CASE(
 }
 
 TEST_CASE("split, a rendezvous without data, takes no virtual time and charges no traffic") {
-  Cluster cluster(config(4));
+  Cluster cluster(one_node_config(4));
   cluster.run([](Rank& r) {
     Comm half = r.world().split(r.id() % 2, r.id(), "half");
     CHECK(half.size() == 2);
