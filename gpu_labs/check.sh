@@ -198,6 +198,13 @@ configure() {  # configure <dir> <cmake args...>
 # The project's default build type, so that a device run builds what ./mgpu builds, and the
 # build-only check below shares its compiled objects.
 build_type=RelWithDebInfo
+# Where the carried headers are this machine's own, --build-only compiles against this machine's
+# copies: the same code, and with ccache the very objects the project's own build made, so the
+# check costs links instead of a second compile of the course. Decided once, for both impls.
+compile_against_installed=0
+if [[ $build_only -eq 1 && -n $deps_root ]] && carried_headers_are_installed; then
+  compile_against_installed=1
+fi
 
 build() {  # build <impl>
   local impl=$1 dir=$build_root/gpu-$1 t0=$SECONDS
@@ -208,10 +215,7 @@ build() {  # build <impl>
   if [[ -n $deps_root && $deps_mode == carried ]] && ! verify_carried "$dir"; then
     say "   the build would not use the carried packages only"; return 1
   fi
-  # Where the carried headers are this machine's own, --build-only compiles against this
-  # machine's copies: the same code, and with ccache the very objects the project's own build
-  # made, so the check costs links instead of a second compile of the course.
-  if [[ $build_only -eq 1 && -n $deps_root ]] && carried_headers_are_installed; then
+  if [[ $compile_against_installed -eq 1 ]]; then
     say "   the carried headers are this machine's own: compiling against this machine's copies"
     configure "$dir" "${common[@]}" || return 1
   fi
