@@ -9,6 +9,7 @@
 #include "commands/distribute.hpp"
 #include "helpers.hpp"
 #include "pipeline/pristine.hpp"
+#include "records/hint_book.hpp"
 
 using namespace mgpu::grade;
 using namespace mgpu::grade::testing;
@@ -141,6 +142,41 @@ TEST_CASE(
   none.root = fresh_dir("not_a_checkout");
   CHECK_THROWS_WITH_AS(pristine_root(none, work_dir), doctest::Contains("no pristine skeleton"),
                        std::runtime_error);
+}
+
+TEST_CASE(
+    "the release carries hints sealed, no grader or runtime tests, and never a reference body" *
+    doctest::skip(!can_grade())) {
+  Project p = mini_course("leak_repo");
+  const std::string hints = "## f: the answer\n### 1\nidea\n### 2\nshape\n### 3\npointer\n";
+  put(p.root / "chapters/c1/hints.md", hints);
+  put(p.root / "autograder/tests/fixtures/attack.cpp", "// an attack\n");
+  put(p.root / "runtime/tests/test_ring.cpp", "// a runtime test\n");
+  const std::string solved =
+      "int g(int n) {\n  int total = n * (n - 1);\n  for (int s = 0; s < n - 1; ++s)\n"
+      "    total += chunk_of(s, n);\n  return total / n;\n}\n";
+  put(p.root / "solutions/c1/g.cpp", solved);
+  put(p.root / "chapters/c1/g.cpp", "int g(int n) {\n  // TODO(c1 g)\n}\n");
+  git(p.root, {"add", "-A"});
+  git(p.root, {"commit", "-q", "-m", "hints, tests and g"});
+  fs::path dir = fresh_dir("leak_release");
+  write_release(p, dir / "clean", false);
+  CHECK_FALSE(fs::exists(dir / "clean/chapters/c1/hints.md"));
+  const std::string sealed = read_text(dir / "clean/chapters/c1" / kSealedHints);
+  CHECK(sealed.find("pointer") == std::string::npos);
+  CHECK(read_hint_text(dir / "clean/chapters/c1") == hints);
+  CHECK_FALSE(fs::exists(dir / "clean/autograder/tests"));
+  CHECK_FALSE(fs::exists(dir / "clean/runtime/tests"));
+  // The solved lines, re-indented and with a comment, in a file that ships: refused, naming both.
+  put(p.root / "tools/helper.cpp",
+      "// a helper\nint h(int n) {\n    int total = n*(n - 1);  // as in the text\n"
+      "    for (int s = 0; s < n - 1; ++s)\n        total += chunk_of(s, n);\n}\n");
+  git(p.root, {"add", "-A"});
+  git(p.root, {"commit", "-q", "-m", "a helper that repeats the reference"});
+  CHECK_THROWS_WITH_AS(write_release(p, dir / "leaky", false),
+                       doctest::Contains("tools/helper.cpp:3 repeats solutions/c1/g.cpp:2"),
+                       std::runtime_error);
+  CHECK_FALSE(fs::exists(dir / "leaky"));
 }
 
 TEST_CASE("markers that do not close are an error naming the file") {

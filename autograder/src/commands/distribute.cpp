@@ -11,7 +11,9 @@
 #include <random>
 #include <set>
 
+#include "commands/reference_leaks.hpp"
 #include "pipeline/pristine.hpp"
+#include "records/hint_book.hpp"
 #include "records/predictions.hpp"
 #include "report/hints.hpp"
 #include "sandbox/runner.hpp"
@@ -33,8 +35,12 @@ bool ships(const fs::path& rel, Audience a) {
   if (under("autograder/chaff/") || under("autograder/wheat/")) return false;
   if (a == Audience::gradescope) return true;
   // Students get no reference and no graded cases: the cases cannot run without the reference,
-  // and the hidden ones must stay unknown. The Gradescope scripts are the instructor's.
-  return !(under("solutions/") || under("autograder/cases/") || under("autograder/gradescope/"));
+  // and the hidden ones must stay unknown. The Gradescope scripts are the instructor's. The
+  // grader's and the runtime's own tests prove the instructor's machinery, not the student's
+  // work, and some of them solve a TODO on the way (an attack fixture runs a ring all-reduce; a
+  // traffic test derives what each ring step sends): students build and run their chapters' tests.
+  return !(under("solutions/") || under("autograder/cases/") || under("autograder/gradescope/") ||
+           under("autograder/tests/") || under("runtime/tests/"));
 }
 
 void run_or_throw(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd,
@@ -124,6 +130,14 @@ std::size_t copy_shipped(const fs::path& exported, const fs::path& out, Audience
     if (!ships(rel, a)) continue;
     const fs::path dst = out / rel;
     fs::create_directories(dst.parent_path());
+    if (a == Audience::students && rel.filename() == "hints.md") {
+      // Hints open a level at a time through `./mgpu hint`, never by reading the file.
+      const fs::path sealed = out / rel.parent_path() / kSealedHints;
+      write_text(sealed, seal_hints(read_text(e.path())));
+      fs::permissions(sealed, fs::status(e.path()).permissions());
+      ++count;
+      continue;
+    }
     if (a == Audience::students && rel.extension() == ".md")
       write_text(dst, student_markdown(read_text(e.path()), rel.generic_string()));
     else if (a == Audience::students && rel == "CMakePresets.json")
@@ -210,8 +224,19 @@ Shipment write_release(const Project& project, const fs::path& out, bool allow_d
       export_head(project, Audience::students, scratch, allow_dirty, s.left_out, "release");
   s.files = copy_shipped(exported, out, Audience::students);
   write_skeleton(exported, out);
+  const auto leaks = reference_leaks(exported, out);
   std::error_code ec;
   fs::remove_all(scratch, ec);
+  if (!leaks.empty()) {
+    std::string list;
+    for (const auto& l : leaks) list += fmt::format("\n  {} repeats {}", l.shipped, l.reference);
+    fs::remove_all(out, ec);
+    throw std::runtime_error(fmt::format(
+        "release: the student's copy would carry reference solutions' code ({} lines "
+        "in a row):{}\nRewrite those lines, or keep their files out of the release (ships() in "
+        "autograder/src/commands/distribute.cpp); nothing was written.",
+        kWindow, list));
+  }
   return s;
 }
 

@@ -357,7 +357,8 @@ Command release_command(CLI::App& app, const Project& project) {
             for (const auto& f : s.left_out)
               std::cerr << "release: left out the uncommitted changes of " << f << "\n";
             std::cout << fmt::format(
-                "release: {} files of HEAD written to {} (no solutions/, no graded cases).\n"
+                "release: {} files of HEAD written to {} (no solutions/, graded cases or the grader's "
+                "own tests; hints sealed for `./mgpu hint`; no reference code found in it).\n"
                 "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the "
                 "visible tests.\n",
                 s.files, out);

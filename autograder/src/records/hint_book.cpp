@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -122,19 +123,58 @@ std::vector<std::string> skeleton_todo_ids(const fs::path& folder) {
   return ids;
 }
 
+namespace {
+
+const std::string kSealedHeader = "mgpu sealed hints 1\n";
+
+// The same bytes XORed with a fixed xorshift stream: applying it twice gives the text back.
+std::string xor_stream(std::string bytes) {
+  std::uint32_t state = 0x9e3779b9u;
+  for (char& c : bytes) {
+    state ^= state << 13;
+    state ^= state >> 17;
+    state ^= state << 5;
+    c = static_cast<char>(static_cast<unsigned char>(c) ^ (state & 0xffu));
+  }
+  return bytes;
+}
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::string seal_hints(const std::string& text) { return kSealedHeader + xor_stream(text); }
+
+std::string unseal_hints(const std::string& sealed) {
+  if (sealed.rfind(kSealedHeader, 0) != 0)
+    throw std::runtime_error(fmt::format(
+        "{} is not a sealed hints file (its first line should be '{}')", kSealedHints,
+        kSealedHeader.substr(0, kSealedHeader.size() - 1)));
+  return xor_stream(sealed.substr(kSealedHeader.size()));
+}
+
+std::optional<std::string> read_hint_text(const fs::path& folder) {
+  if (auto text = read_file(folder / "hints.md")) return text;
+  if (auto sealed = read_file(folder / kSealedHints)) return unseal_hints(*sealed);
+  return std::nullopt;
+}
+
 std::vector<std::string> hint_drift(const fs::path& folder, const std::string& shown) {
   const auto ids = skeleton_todo_ids(folder);
   std::vector<std::string> problems;
-  std::ifstream in(folder / "hints.md");
-  if (!in) {
+  const auto text = read_hint_text(folder);
+  if (!text) {
     if (ids.empty()) return problems;
     std::string list;
     for (const auto& id : ids) list += (list.empty() ? "" : " ") + id;
     problems.push_back(fmt::format("{}: missing; the skeletons have TODOs {}", shown, list));
     return problems;
   }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const HintBook book = parse_hint_book(text);
+  const HintBook book = parse_hint_book(*text);
   for (const auto& id : ids)
     if (book.find(id) == nullptr)
       problems.push_back(fmt::format("{}: no section '## {}: ...' for TODO {}", shown, id, id));

@@ -42,6 +42,19 @@ HintBook parse_hint_book(const std::string& text);
 /// the last word inside each TODO(...).
 std::vector<std::string> skeleton_todo_ids(const std::filesystem::path& folder);
 
+/// The student's copy (`./mgpu release`) carries each hints.md sealed, as this file beside the
+/// skeletons: the levels stay out of plain sight, so that they open in order through `./mgpu hint`
+/// and each opening lands in the record. Sealing hides text from `cat` and `grep`; it is not
+/// encryption, and nothing graded depends on it.
+inline const char* const kSealedHints = "hints.sealed";
+
+/// hints.md's text in the sealed form, and back; unseal_hints throws on a file that is not one.
+std::string seal_hints(const std::string& text);
+std::string unseal_hints(const std::string& sealed);
+
+/// The text of a folder's hints: its hints.md, else its sealed hints, else nothing.
+std::optional<std::string> read_hint_text(const std::filesystem::path& folder);
+
 /// What is wrong between a folder's skeleton TODOs and its hints.md, one line each, naming the
 /// file to fix as `shown` (e.g. "chapters/11_2_data_parallel/hints.md"); empty when they agree.
 std::vector<std::string> hint_drift(const std::filesystem::path& folder, const std::string& shown);

@@ -110,7 +110,7 @@ int check(const std::vector<std::string>& args) {
     const auto problems = hint_drift(dir, (dir / "hints.md").generic_string());
     for (const auto& p : problems) fmt::print("{}\n", p);
     any = any || !problems.empty();
-    if (problems.empty() && fs::exists(dir / "hints.md"))
+    if (problems.empty() && read_hint_text(dir))
       fmt::print("ok   {}: {} TODOs, three levels each\n", name, skeleton_todo_ids(dir).size());
   }
   return any ? 1 : 0;
@@ -152,7 +152,7 @@ int show(const std::string& arg, const std::string& exercise, const fs::path& di
   const std::string& text = section->levels[static_cast<std::size_t>(level - 1)];
   if (text.empty())
     throw Refusal(
-        fmt::format("{}/hints.md has no text for level {} of {} (run ./mgpu hint --check)",
+        fmt::format("{}: the hints have no text for level {} of {} (run ./mgpu hint --check)",
                     dir.generic_string(), level, todo));
   const fs::path record = hints_record();
   std::error_code ec;
@@ -208,11 +208,10 @@ int run(int argc, char** argv) {
   const std::string& arg = rest[0];
   const std::string exercise = exercise_of(arg);
   const fs::path dir = folder_of(exercise);
-  std::ifstream in(dir / "hints.md");
-  if (!in)
-    throw Refusal(fmt::format("{} has no hints.md yet; ask your instructor", dir.generic_string()));
-  const HintBook book = parse_hint_book(
-      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  const auto text = read_hint_text(dir);
+  if (!text)
+    throw Refusal(fmt::format("{} has no hints yet; ask your instructor", dir.generic_string()));
+  const HintBook book = parse_hint_book(*text);
   if (rest.size() == 1) {
     if (level != 0)
       throw Refusal(

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <regex>
 
 #include "records/predictions.hpp"
 #include "records/records.hpp"
@@ -114,6 +115,22 @@ std::pair<std::string, int> run(const std::string& command) {
   return {out, WIFEXITED(status) ? WEXITSTATUS(status) : 128};
 }
 
+// Why a question's command gave no number, in the student's terms: the function of theirs it
+// waits for when the output names one (the runtime's "not implemented: 11.2 name").
+std::string why_not_measured(const std::string& output, int rc, const std::string& label) {
+  static const std::regex missing(R"(not implemented: ([0-9.]+|[a-z_0-9]+) ([A-Za-z_0-9:]+))");
+  std::smatch m;
+  if (std::regex_search(output, m, missing))
+    return fmt::format("it needs your {} {}, not written yet; write it, then ask again "
+                       "(./mgpu hint {} {} if you are stuck)",
+                       m[1].str(), m[2].str(), m[1].str(), m[2].str());
+  if (rc != 0)
+    return fmt::format("the command stopped with exit status {}; its output above says why", rc);
+  return fmt::format("its output above has no number after '{}'; the row may be waiting for a "
+                     "chapter function of yours (look for 'not implemented' or 'needs')",
+                     label);
+}
+
 int measure(const std::string& chapter, const Question& q, const fs::path& readme) {
   const auto mine = latest_prediction(read_predictions(predictions_record()), chapter, q.number);
   fmt::print("Question {} ({}:{}): {}\n", q.number, readme.generic_string(), q.line,
@@ -142,12 +159,8 @@ int measure(const std::string& chapter, const Question& q, const fs::path& readm
       lines.push_back(fmt::format("  {:<40}  measured {:<10}  yours {}", m.label, *value, *mine));
     } else {
       status = 1;
-      lines.push_back(fmt::format(
-          "  {:<40}  not measured: {}", m.label,
-          rc != 0 ? fmt::format("the command exited {} (a chapter function not written yet?)", rc)
-                  : fmt::format("no number right after '{}' in its output (a chapter function "
-                                "not written yet? else fix {}:{})",
-                                m.label, readme.generic_string(), m.line)));
+      lines.push_back(fmt::format("  {:<40}  not measured: {}", m.label,
+                                  why_not_measured(output, rc, m.label)));
     }
   }
   fmt::print("\nQuestion {}, measured beside your prediction:\n", q.number);

@@ -1,0 +1,124 @@
+// reference_leaks (reference_leaks.hpp): windows of solved reference lines, looked up in every
+// shipped file.
+#include "commands/reference_leaks.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace mgpu::grade {
+namespace {
+
+bool source_file(const fs::path& p) {
+  const auto ext = p.extension();
+  return ext == ".cpp" || ext == ".cu" || ext == ".hpp" || ext == ".cuh" || ext == ".h";
+}
+
+// The line without its `//` comment (one outside a string literal) and without any spacing, so
+// that re-indenting or re-wrapping a copied line does not hide it.
+std::string normalized(const std::string& line) {
+  std::string out;
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '"' && (i == 0 || line[i - 1] != '\\')) in_string = !in_string;
+    if (!in_string && c == '/' && i + 1 < line.size() && line[i + 1] == '/') break;
+    if (!std::isspace(static_cast<unsigned char>(c))) out += c;
+  }
+  return out;
+}
+
+// A line that says something: a statement, not a brace, a keyword alone or a comment's middle.
+bool substantive(const std::string& norm) {
+  if (norm.size() < 12 || norm.rfind("*", 0) == 0 || norm.rfind("/*", 0) == 0) return false;
+  return std::any_of(norm.begin(), norm.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+}
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(normalized(l));
+  return lines;
+}
+
+std::string joined(const std::vector<std::string>& window) {
+  std::string key;
+  for (const auto& l : window) key += l + '\n';
+  return key;
+}
+
+// The lines a student already has beside `solved`: its skeleton and the folder's headers.
+std::set<std::string> given_lines(const fs::path& exported, const fs::path& solved_rel) {
+  // solutions/11_2_data_parallel/ring.cpp -> chapters/11_2_data_parallel/ring.cpp;
+  // solutions/gpu_labs/tp_ffn/x.cu -> gpu_labs/tp_ffn/x.cu.
+  fs::path rel;
+  for (auto it = std::next(solved_rel.begin()); it != solved_rel.end(); ++it) rel /= *it;
+  if (rel.begin() == rel.end() || *rel.begin() != "gpu_labs") rel = "chapters" / rel;
+  std::set<std::string> given;
+  const fs::path folder = exported / rel.parent_path();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec)) {
+    const auto ext = e.path().extension();
+    if (e.path().filename() != rel.filename() && ext != ".hpp" && ext != ".cuh") continue;
+    for (auto& l : lines_of(e.path())) given.insert(std::move(l));
+  }
+  return given;
+}
+
+}  // namespace
+
+std::vector<ReferenceLeak> reference_leaks(const fs::path& exported, const fs::path& shipped) {
+  // Every window of kWindow solved lines -> where it starts in the reference.
+  std::map<std::string, std::string> windows;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(exported / "solutions", ec)) {
+    if (!e.is_regular_file() || !source_file(e.path())) continue;
+    const fs::path rel = fs::relative(e.path(), exported);
+    const auto given = given_lines(exported, rel);
+    const auto lines = lines_of(e.path());
+    std::vector<std::string> run;
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (!substantive(lines[i])) continue;
+      if (given.count(lines[i])) {  // given code ends a run of solved lines
+        run.clear();
+        at.clear();
+        continue;
+      }
+      run.push_back(lines[i]);
+      at.push_back(i + 1);
+      if (run.size() < kWindow) continue;
+      std::vector<std::string> window(run.end() - kWindow, run.end());
+      windows.emplace(joined(window),
+                      rel.generic_string() + ":" + std::to_string(at[at.size() - kWindow]));
+    }
+  }
+  std::vector<ReferenceLeak> leaks;
+  if (windows.empty()) return leaks;
+  for (const auto& e : fs::recursive_directory_iterator(shipped, ec)) {
+    if (!e.is_regular_file() || e.is_symlink() || e.file_size() > (4u << 20)) continue;
+    const auto lines = lines_of(e.path());
+    std::vector<std::string> run;
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (!substantive(lines[i])) continue;
+      run.push_back(lines[i]);
+      at.push_back(i + 1);
+      if (run.size() < kWindow) continue;
+      std::vector<std::string> window(run.end() - kWindow, run.end());
+      if (const auto hit = windows.find(joined(window)); hit != windows.end())
+        leaks.push_back({fs::relative(e.path(), shipped).generic_string() + ":" +
+                             std::to_string(at[at.size() - kWindow]),
+                         hit->second});
+    }
+  }
+  return leaks;
+}
+
+}  // namespace mgpu::grade
