@@ -177,6 +177,14 @@ TEST_CASE(
                        doctest::Contains("tools/helper.cpp:3 repeats solutions/c1/g.cpp:2"),
                        std::runtime_error);
   CHECK_FALSE(fs::exists(dir / "leaky"));
+  // A hint is read through `./mgpu hint`: one that gives the solved lines is refused as well.
+  fs::remove(p.root / "tools/helper.cpp");
+  put(p.root / "chapters/c1/hints.md",
+      hints + "## g: the loop\n### 1\nidea\n### 2\nshape\n### 3\n```cpp\n" + solved + "```\n");
+  git(p.root, {"add", "-A"});
+  git(p.root, {"commit", "-q", "-m", "a hint that gives the answer"});
+  CHECK_THROWS_WITH_AS(write_release(p, dir / "leaky_hint", false),
+                       doctest::Contains("chapters/c1/hints.sealed:"), std::runtime_error);
 }
 
 TEST_CASE("markers that do not close are an error naming the file") {

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "records/hint_book.hpp"
+
 namespace fs = std::filesystem;
 
 namespace mgpu::grade {
@@ -40,8 +42,12 @@ bool substantive(const std::string& norm) {
                      [](unsigned char c) { return std::isalnum(c) || c == '_'; });
 }
 
+// The file's lines as a student can read them: sealed hints as `./mgpu hint` shows them.
 std::vector<std::string> lines_of(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
+  std::ifstream file(p, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (p.filename() == kSealedHints) text = unseal_hints(text);
+  std::istringstream in(text);
   std::vector<std::string> lines;
   for (std::string l; std::getline(in, l);) lines.push_back(normalized(l));
   return lines;
@@ -53,21 +59,24 @@ std::string joined(const std::vector<std::string>& window) {
   return key;
 }
 
-// The lines a student already has beside `solved`: its skeleton and the folder's headers.
+// The lines a student is given beside `solved`: the files of its skeleton's folder (its tests
+// left out) and, for a GPU lab, the labs' common code that every skeleton builds on.
 std::set<std::string> given_lines(const fs::path& exported, const fs::path& solved_rel) {
   // solutions/11_2_data_parallel/ring.cpp -> chapters/11_2_data_parallel/ring.cpp;
   // solutions/gpu_labs/tp_ffn/x.cu -> gpu_labs/tp_ffn/x.cu.
   fs::path rel;
   for (auto it = std::next(solved_rel.begin()); it != solved_rel.end(); ++it) rel /= *it;
-  if (rel.begin() == rel.end() || *rel.begin() != "gpu_labs") rel = "chapters" / rel;
+  const bool lab = rel.begin() != rel.end() && *rel.begin() == "gpu_labs";
+  if (!lab) rel = "chapters" / rel;
   std::set<std::string> given;
-  const fs::path folder = exported / rel.parent_path();
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(folder, ec)) {
-    const auto ext = e.path().extension();
-    if (e.path().filename() != rel.filename() && ext != ".hpp" && ext != ".cuh") continue;
-    for (auto& l : lines_of(e.path())) given.insert(std::move(l));
-  }
+  for (const auto& e : fs::directory_iterator(exported / rel.parent_path(), ec))
+    if (e.is_regular_file() && source_file(e.path()))
+      for (auto& l : lines_of(e.path())) given.insert(std::move(l));
+  if (lab)
+    for (const auto& e : fs::recursive_directory_iterator(exported / "gpu_labs/common", ec))
+      if (e.is_regular_file() && source_file(e.path()))
+        for (auto& l : lines_of(e.path())) given.insert(std::move(l));
   return given;
 }
 
