@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <regex>
+#include <sstream>
 
 #include "records/predictions.hpp"
 #include "records/records.hpp"
@@ -116,14 +117,23 @@ std::pair<std::string, int> run(const std::string& command) {
 }
 
 // Why a question's command gave no number, in the student's terms: the function of theirs it
-// waits for when the output names one (the runtime's "not implemented: 11.2 name").
+// waits for, when the output names one: the planner's "finish 11.2 name" on the label's line, or
+// else the first "not implemented: 11.2 name" (mgpu::NotImplemented) anywhere.
 std::string why_not_measured(const std::string& output, int rc, const std::string& label) {
-  static const std::regex missing(R"(not implemented: ([0-9.]+|[a-z_0-9]+) ([A-Za-z_0-9:]+))");
+  static const std::regex finish(R"(finish ([0-9][0-9.]*) ([A-Za-z_0-9]+))");
+  static const std::regex missing(R"(not implemented: ([0-9][0-9.]*|gpu [a-z_0-9]+) ([A-Za-z_0-9]+))");
+  std::string section, name;
   std::smatch m;
-  if (std::regex_search(output, m, missing))
+  std::istringstream lines(output);
+  for (std::string line; section.empty() && std::getline(lines, line);)
+    if (line.find(label) != std::string::npos && std::regex_search(line, m, finish))
+      section = m[1].str(), name = m[2].str();
+  if (section.empty() && std::regex_search(output, m, missing))
+    section = m[1].str(), name = m[2].str();
+  if (!section.empty())
     return fmt::format("it needs your {} {}, not written yet; write it, then ask again "
                        "(./mgpu hint {} {} if you are stuck)",
-                       m[1].str(), m[2].str(), m[1].str(), m[2].str());
+                       section, name, section, name);
   if (rc != 0)
     return fmt::format("the command stopped with exit status {}; its output above says why", rc);
   return fmt::format("its output above has no number after '{}'; the row may be waiting for a "
