@@ -60,6 +60,12 @@ bool read_doctest_report(const std::string& xml, VisibleChapter& v) {
   v.passed = passed;
   v.failed = failed;
   v.cases = passed + failed;
+  // mgpu::NotImplemented's message, "not implemented: <section> <todo>", as the failure's text.
+  const std::string missing = "not implemented: ";
+  if (const auto m = xml.find(missing); m != std::string::npos && m < at) {
+    const auto from = m + missing.size();
+    v.next_todo = xml.substr(from, xml.find_first_of("<\n\"", from) - from);
+  }
   return true;
 }
 
@@ -105,6 +111,9 @@ std::string visible_report(const std::vector<VisibleChapter>& chapters, bool col
     bool ok = !v.build_failed && v.cases > 0 && v.failed == 0;
     s += fmt::format("  {}{:<24}{} {}\n", ok ? green : red, v.name, reset,
                      v.build_failed ? "does not compile: " + v.build_error : v.summary);
+    if (!v.build_failed && !v.next_todo.empty())
+      s += fmt::format("  {:<24} next: not implemented: {} (./mgpu hint {})\n", "", v.next_todo,
+                       v.next_todo);
   }
   s += "\nGraded cases need the reference solutions, which this distribution does not include.\n"
        "Your points come from your instructor's grader; the tests above check the same properties\n"

@@ -19,6 +19,7 @@ struct VisibleChapter {
   int passed = 0;             ///< of which passed
   int failed = 0;             ///< of which failed
   std::string summary;        ///< the counts from doctest's XML report, or why there are none
+  std::string next_todo;      ///< the first "not implemented: <this>" the tests met ("11.1 x")
 };
 
 /// Builds and runs test_<chapter> for each chapter on a staged copy of the submission.
@@ -27,7 +28,8 @@ std::vector<VisibleChapter> run_visible_tests(const std::filesystem::path& submi
                                               const GradeOptions& opts);
 
 /// Reads the test-case counts of doctest's XML report (--reporters=xml) into v: its last
-/// <OverallResultsTestCases successes=".." failures=".."> element. False when there is none (the
+/// <OverallResultsTestCases successes=".." failures=".."> element, and the first TODO that a
+/// failure names as not implemented. False when there is none (the
 /// program ended before its report, or is not a doctest program).
 bool read_doctest_report(const std::string& xml, VisibleChapter& v);
 
