@@ -63,19 +63,22 @@ PipelineSchedule interleaved_one_f_one_b_schedule(int p, int m, int v);
 /// ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B with every
 /// backward split into its input half (B, Pass::backward_input) and its weight half (W,
 /// Pass::backward_weight), the weight halves moved into time the stage would spend waiting.
-/// The schedule is the valid one (check_schedule) in which, on every stage s:
+/// The schedule is the one valid schedule (check_schedule) with these properties on every
+/// stage s:
 /// - no Pass::backward appears; the forwards take the micro-batches in order 0..m-1, and so do
 ///   the input halves and the weight halves;
-/// - leaving the weight halves out, the program is 1F1B's (one_f_one_b_schedule) with each
-///   backward read as its input half;
-/// - while forwards remain, a weight half runs only where the next forward would otherwise make
-///   the stage hold more than min(m, p) micro-batches (schedule_in_flight, which holds one until
-///   its weight half); after the last forward, one weight half (if any is pending) runs just
-///   before each input half, filling the wait for its gradient; the rest run at the end.
-/// So every stage holds at most min(m, p): 1F1B's peak, that of its first stage (the later stages
-/// now hold as many as the first). On the virtual clock, with each stage spending T_F, T_B and
-/// T_W seconds per micro-batch on F, B and W and free messages, for m >= p and
-/// T_W <= min(T_F, T_B) (true of every unit of the course model), the step takes
+/// - with its weight halves left out and each input half read as a backward, the program is
+///   1F1B's (one_f_one_b_schedule);
+/// - the stage never holds more than min(m, p) micro-batches (schedule_in_flight, which holds
+///   one until its weight half): 1F1B's peak, that of its first stage;
+/// - up to the stage's last forward, a weight half appears only right before a forward that
+///   would otherwise take the stage past that bound: each is as late as the memory allows;
+/// - after the last forward, each input half that does not directly follow it comes right after
+///   one weight half whenever one is pending there, filling that wait for a gradient; the weight
+///   halves still pending after the last input half end the program.
+/// So the later stages now hold as many micro-batches as the first. On the virtual clock, with
+/// each stage spending T_F, T_B and T_W seconds per micro-batch on F, B and W and free messages,
+/// for m >= p and T_W <= min(T_F, T_B) (true of every unit of the course model), the step takes
 /// m (T_F + T_B + T_W) + zb_h1_bubble_seconds(p, T_F, T_B, T_W): every stage waits
 /// (p - 1)(T_F + T_B - T_W), where 1F1B waits (p - 1)(T_F + T_B + T_W).
 ///

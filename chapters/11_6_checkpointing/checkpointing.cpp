@@ -36,7 +36,7 @@ double checkpointed_forward_backward(Rank& rank, const model::Model& model,
   //   Model::forward_backward (runtime), each block's forward run exactly twice in the step,
   //   and the ledger's activation peak the header's formula for every k. Calls:
   //   model.unit_backward, your recompute_segment.
-  throw NotImplemented("11.6 checkpointed_forward_backward");
+  throw NotImplemented("11.6 checkpointed_forward");
 }
 
 std::int64_t best_interval(const model::Model& model, std::int64_t tokens) {

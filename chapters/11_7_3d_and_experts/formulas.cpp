@@ -50,9 +50,10 @@ std::int64_t global_rank(const RankCoords& coords, const Layout& layout) {
 }
 
 GpuMemory per_gpu_memory(const LayoutModel& model) {
-  // TODO(11.7 per_gpu_memory): check_model. First the GPU's share of the parameters under tp and
-  //   pp, then ZeRO over dp on that share (your 11.3 rules, rewritten here: chapters stay
-  //   independent), then the first stage's activations under 1F1B (section 11.5).
+  // TODO(11.7 per_gpu_memory): the bytes of the busiest GPU (the first stage) as the header
+  //   lists them, after check_model. ZeRO over dp acts on what tp and pp leave a GPU, by your
+  //   11.3 rules rewritten here (chapters stay independent); the activations are those 1F1B
+  //   keeps alive on the first stage (section 11.5).
   throw NotImplemented("11.7 per_gpu_memory");
 }
 

@@ -16,7 +16,7 @@ ProcessGrid::ProcessGrid(Comm& world, const Layout& layout) : layout_(layout) {
   //   named "tp", "pp" and "dp" for the traffic meter) and its two neighbours. Which ranks must
   //   end up with the same color for each axis, and what key puts them in order along it? What
   //   is past either end of a pipeline?
-  throw NotImplemented("11.7 ProcessGrid");
+  throw NotImplemented("11.7 process_grid");
 }
 
 }  // namespace mgpu::layout

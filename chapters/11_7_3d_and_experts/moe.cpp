@@ -47,10 +47,10 @@ Buffer<float> moe_combine(Rank& rank, Comm& ep, const Dispatch& dispatch, MatIn 
 }
 
 MoeCache moe_forward(Rank& rank, Comm& ep, const MoeLayer& layer, MatIn x, MatOut y) {
-  // TODO(11.7 moe_forward): y equals the unsplit layer's output for this rank's tokens.
-  //   Route with the layer's router, dispatch, apply each local expert to exactly the rows it
-  //   was sent (dispatch.rows_from says how many, source by source), charge them with
-  //   rank.compute(model::linear_flops(...), label), and combine. Keep what backward needs.
+  // TODO(11.7 moe_forward): y equals the unsplit layer's output for this rank's tokens. Each
+  //   local expert multiplies exactly the rows it was sent (dispatch.rows_from says how many,
+  //   source by source), and their FLOPs are charged with rank.compute(model::linear_flops(...),
+  //   label). The cache holds what moe_backward needs.
   throw NotImplemented("11.7 moe_forward");
 }
 

@@ -45,9 +45,11 @@ Buffer<float> receive_boundary(Rank& rank, ProcessGrid& grid, Direction directio
 }
 
 void zero1_update(Rank& rank, ProcessGrid& grid, State3d& state) {
-  // TODO(11.7 zero1_update): ZeRO-1 on this rank's share, over grid.dp(): every replica's
-  //   gradient summed, but only this rank's shard of it kept (state.grads at its shard
-  //   afterwards); Adam on that shard alone; then every replica gets every updated shard.
+  // TODO(11.7 zero1_update): done when state.grads at this rank's shard holds that shard's
+  //   gradient summed over the dp replicas, state.params is the same on every replica and is
+  //   one Adam step on the summed gradient, and state.adam (which covers this shard only) has
+  //   advanced once. The dp meter shows ZeRO-1's bytes and no all-reduce; nothing stays
+  //   allocated. Which collective leaves each rank exactly the part it updates?
   throw NotImplemented("11.7 zero1_update");
 }
 
@@ -60,13 +62,13 @@ std::vector<std::pair<bool, int>> one_f_one_b_order(int stage, int stages, int m
 
 std::optional<double> train_step_3d(Rank& rank, ProcessGrid& grid, const model::Model& model,
                                     State3d& state, const model::Batch& global, int micro_batches) {
-  // TODO(11.7 train_step_3d): check the batch splits (see the contract), clear the gradients,
-  //   take this replica's sequences and cut them into micro-batches. Walk one_f_one_b_order: a
-  //   forward runs the stage's units (blocks through tp_block_forward, embedding and head
-  //   through the model's unit_forward) on the input or on what receive_boundary gives, and
-  //   ends by sending the output on, or, on the last stage, by computing the scaled loss
-  //   gradient. A backward runs the units in reverse. What must stay alive from a micro-batch's
-  //   forward until its backward? Finish with zero1_update.
+  // TODO(11.7 train_step_3d): done when every rank's parameters equal one Adam step of
+  //   one-rank training on `global` (the mean loss over all its sequences), cut as the rank
+  //   holds them; a stage never holds more than min(m, pp - stage) micro-batches' activations
+  //   and none once it returns; the bytes per group are what the contract states; and the last
+  //   stage returns its replica's mean loss. A batch that does not split throws before any message.
+  //   What must stay alive from a micro-batch's forward until its backward, and what scale
+  //   makes the sums over micro-batches and replicas a mean? Climb the README's ladder.
   throw NotImplemented("11.7 train_step_3d");
 }
 
