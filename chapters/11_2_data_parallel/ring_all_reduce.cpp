@@ -59,7 +59,7 @@ void all_reduce(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
   //   every complete chunk, bitwise equal on all ranks. Every rank sends 2(N-1) messages in
   //   all, even when some chunks are empty.
   (void)r;
-  throw NotImplemented("11.2 ring_all_reduce");
+  throw NotImplemented("11.2 ring_all_gather");
 }
 
 }  // namespace

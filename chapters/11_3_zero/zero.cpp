@@ -46,7 +46,7 @@ Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model
                        const ShardLayout& layout, int u, std::span<const bf16> owned) {
   // TODO(11.3 gather_unit_bf16): gather_unit again with bf16 elements (Buffer<bf16>), so the
   //   wire carries 2 bytes per weight. Writing the fp32 one as a template saves writing it twice.
-  throw NotImplemented("11.3 gather_unit (bf16)");
+  throw NotImplemented("11.3 gather_unit_bf16");
 }
 
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -64,7 +64,7 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
                          std::span<bf16> shard_grads) {
   // TODO(11.3 reduce_scatter_unit_bf16): reduce_scatter_unit with bf16 elements: the padded copy
   //   is bf16 and the reduce-scatter runs on bf16, half the bytes of the fp32 one.
-  throw NotImplemented("11.3 reduce_scatter_unit (bf16)");
+  throw NotImplemented("11.3 reduce_scatter_unit_bf16");
 }
 
 Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -76,7 +76,7 @@ Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::
   //   and wait, and give zero_step and mixed_step their `overlap` (zero.hpp, zero_step): at most
   //   kMaxReduceScattersInFlight posted at once, every one waited before Adam. Calls:
   //   dp.ireduce_scatter, Request::wait; a std::deque keeps them oldest first.
-  throw NotImplemented("11.3 start_reduce_scatter_unit");
+  throw NotImplemented("11.3 zero2_overlap");
 }
 
 Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -84,7 +84,7 @@ Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model
                                      std::span<const bf16> unit_grads,
                                      std::span<bf16> shard_grads) {
   // TODO(11.3 zero2_overlap): the same with bf16 elements (a template serves both).
-  throw NotImplemented("11.3 start_reduce_scatter_unit (bf16)");
+  throw NotImplemented("11.3 zero2_overlap");
 }
 
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
