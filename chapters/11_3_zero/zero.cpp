@@ -129,12 +129,12 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
                   const model::Batch& global, bool prefetch, bool overlap) {
   // TODO(11.3 mixed_step): one bf16 mixed-precision step at any stage (zero_step hands over when
-  //   state.precision is bf16_mixed). Done when the ledger's state peaks stay those of
-  //   make_zero_state, every collective carries bf16 (half the fp32 bytes), the loss falls as
-  //   in fp32, all ranks hold the same weights, and all stages end with the same bits. The
-  //   model computes in fp32 only: widen a unit's bf16 weights into a short-lived Category::comm
-  //   buffer around its forward and again around its backward; round its gradient to bf16 as
-  //   its backward ends; Adam runs on the fp32 master, never on the bf16 weights. Calls:
+  //   state.precision is bf16_mixed). Done when, at every stage: the ledger's state peaks stay
+  //   those of make_zero_state, and any fp32 copy of weights or gradients is transient
+  //   (Category::comm), one unit's worth at a time, never the model's; every collective carries
+  //   bf16, half the fp32 bytes; the Adam update lands on the fp32 master and weights16 is the
+  //   master's rounding afterwards; the loss falls as in fp32; all ranks hold the same weights,
+  //   and all stages end with the same bits. The model reads and writes fp32 only. Calls:
   //   model::to_float, model::to_bf16, your bf16 gather_unit and reduce_scatter_unit,
   //   dp.all_reduce on bf16, model::adam_step_mixed.
   throw NotImplemented("11.3 mixed_step");
