@@ -39,12 +39,12 @@ void reduce_scatter(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
   if (n == 1) return;
   Buffer<T> staging(ledger, Category::comm, ring.chunk(0).count, "ring_reduce_scatter staging");
 
-  // TODO(11.2 ring_reduce_scatter): N-1 steps, each sending one chunk to ring.right and
-  //   receiving one from ring.left into `staging`, then adding it into this rank's copy of that
-  //   chunk. Done when chunk r + 1 is complete on rank r (the header's contract). Which chunk
-  //   moves in which step is the puzzle. Calls: comm.isend (wait its Request before the step
-  //   ends), comm.recv, ring.chunk, ring.part. Add through float (static_cast<float> each side)
-  //   so that bf16 sums in float and rounds once per step.
+  // TODO(11.2 ring_reduce_scatter): done when chunk r + 1 holds the full sum on rank r (the
+  //   header's contract) after each rank has sent N-1 messages of one chunk each to ring.right,
+  //   and received as many from ring.left through `staging`. Which chunk moves in which step is
+  //   the puzzle. Calls: comm.isend (its Request waited before the next message), comm.recv,
+  //   ring.chunk, ring.part. Sums go through float (static_cast<float> each side), so that bf16
+  //   adds in float and rounds once per message.
   (void)r;
   throw NotImplemented("11.2 ring_reduce_scatter");
 }
@@ -59,7 +59,7 @@ void all_reduce(Comm& comm, std::span<T> data, MemoryLedger& ledger) {
   //   every complete chunk, bitwise equal on all ranks. Every rank sends 2(N-1) messages in
   //   all, even when some chunks are empty.
   (void)r;
-  throw NotImplemented("11.2 ring_all_reduce");
+  throw NotImplemented("11.2 ring_all_gather");
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ Gathered16 gather_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model
                        const ShardLayout& layout, int u, std::span<const bf16> owned) {
   // TODO(11.3 gather_unit_bf16): gather_unit again with bf16 elements (Buffer<bf16>), so the
   //   wire carries 2 bytes per weight. Writing the fp32 one as a template saves writing it twice.
-  throw NotImplemented("11.3 gather_unit (bf16)");
+  throw NotImplemented("11.3 gather_unit_bf16");
 }
 
 void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -64,7 +64,7 @@ void reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& mod
                          std::span<bf16> shard_grads) {
   // TODO(11.3 reduce_scatter_unit_bf16): reduce_scatter_unit with bf16 elements: the padded copy
   //   is bf16 and the reduce-scatter runs on bf16, half the bytes of the fp32 one.
-  throw NotImplemented("11.3 reduce_scatter_unit (bf16)");
+  throw NotImplemented("11.3 reduce_scatter_unit_bf16");
 }
 
 Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -76,7 +76,7 @@ Reducing start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::
   //   and wait, and give zero_step and mixed_step their `overlap` (zero.hpp, zero_step): at most
   //   kMaxReduceScattersInFlight posted at once, every one waited before Adam. Calls:
   //   dp.ireduce_scatter, Request::wait; a std::deque keeps them oldest first.
-  throw NotImplemented("11.3 start_reduce_scatter_unit");
+  throw NotImplemented("11.3 zero2_overlap");
 }
 
 Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model::Model& model,
@@ -84,7 +84,7 @@ Reducing16 start_reduce_scatter_unit(Comm& dp, MemoryLedger& ledger, const model
                                      std::span<const bf16> unit_grads,
                                      std::span<bf16> shard_grads) {
   // TODO(11.3 zero2_overlap): the same with bf16 elements (a template serves both).
-  throw NotImplemented("11.3 start_reduce_scatter_unit (bf16)");
+  throw NotImplemented("11.3 zero2_overlap");
 }
 
 model::Batch zero_local_batch(const model::Batch& global, int rank, int ranks) {
@@ -129,12 +129,12 @@ double fsdp_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& sta
 double mixed_step(Rank& rank, Comm& dp, const model::Model& model, ZeroState& state,
                   const model::Batch& global, bool prefetch, bool overlap) {
   // TODO(11.3 mixed_step): one bf16 mixed-precision step at any stage (zero_step hands over when
-  //   state.precision is bf16_mixed). Done when the ledger's state peaks stay those of
-  //   make_zero_state, every collective carries bf16 (half the fp32 bytes), the loss falls as
-  //   in fp32, all ranks hold the same weights, and all stages end with the same bits. The
-  //   model computes in fp32 only: widen a unit's bf16 weights into a short-lived Category::comm
-  //   buffer around its forward and again around its backward; round its gradient to bf16 as
-  //   its backward ends; Adam runs on the fp32 master, never on the bf16 weights. Calls:
+  //   state.precision is bf16_mixed). Done when, at every stage: the ledger's state peaks stay
+  //   those of make_zero_state, and any fp32 copy of weights or gradients is transient
+  //   (Category::comm), one unit's worth at a time, never the model's; every collective carries
+  //   bf16, half the fp32 bytes; the Adam update lands on the fp32 master and weights16 is the
+  //   master's rounding afterwards; the loss falls as in fp32; all ranks hold the same weights,
+  //   and all stages end with the same bits. The model reads and writes fp32 only. Calls:
   //   model::to_float, model::to_bf16, your bf16 gather_unit and reduce_scatter_unit,
   //   dp.all_reduce on bf16, model::adam_step_mixed.
   throw NotImplemented("11.3 mixed_step");

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
     }
     print_timing_note(cluster);
     const char* check = wrong > 0 ? "fail" : (ring_done ? "pass" : "not_implemented");
-    if (!ring_done) graded.set_not_implemented("gpu allreduce_bw ring_all_reduce");
+    if (!ring_done) graded.set_not_implemented("gpu allreduce_bw ring_reduce_scatter");
     ResultLine line = lab_result("allreduce_bw", cluster);
     line.add("check", check)
         .add("err", static_cast<double>(wrong) / static_cast<double>(elements ? elements : 1));

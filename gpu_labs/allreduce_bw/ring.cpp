@@ -25,7 +25,7 @@ void ring_all_reduce(DeviceComm& comm, float* data, std::size_t count, float* sc
   //   sum on every rank (#wrong = 0), finished chunks received straight into place, no scratch
   //   and no addition.
   (void)data, (void)count, (void)scratch, (void)right, (void)left;
-  throw mgpu::NotImplemented("gpu allreduce_bw ring_all_reduce");
+  throw mgpu::NotImplemented("gpu allreduce_bw ring_reduce_scatter");
 }
 
 }  // namespace mgpu::gpu

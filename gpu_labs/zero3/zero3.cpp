@@ -41,7 +41,7 @@ void zero3_optimizer_step(DeviceComm& comm, Zero3Rank& p, const AdamConfig& adam
   // common/kernels.hpp) on comm.stream(): master, moments and the bf16 param shard. Before
   // writing any communication, ask whether this step needs any.
   (void)comm, (void)p, (void)adam, (void)step;
-  throw mgpu::NotImplemented("gpu zero3 optimizer_step");
+  throw mgpu::NotImplemented("gpu zero3 optimizer");
 }
 
 }  // namespace mgpu::gpu

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -100,25 +102,107 @@ HintBook parse_hint_book(const std::string& text) {
   return book;
 }
 
-std::vector<std::string> skeleton_todo_ids(const fs::path& folder) {
+namespace {
+
+// The files of a folder with one of these extensions, in name order.
+std::vector<fs::path> files_of(const fs::path& folder, std::initializer_list<const char*> exts) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(folder, ec)) {
-    const auto ext = e.path().extension();
-    if (e.is_regular_file() && (ext == ".cpp" || ext == ".cu")) files.push_back(e.path());
+    const auto ext = e.path().extension().string();
+    if (e.is_regular_file() &&
+        std::any_of(exts.begin(), exts.end(), [&](const char* x) { return ext == x; }))
+      files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string text_of(const fs::path& file) {
+  std::ifstream in(file);
+  return {(std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()};
+}
+
+// The words of s, joined by single spaces.
+std::string words_of(const std::string& s) {
+  std::istringstream in(s);
+  std::string all;
+  for (std::string w; in >> w;) all += (all.empty() ? "" : " ") + w;
+  return all;
+}
+
+// A TODO comment; its first group is what the parentheses hold.
+const std::regex& todo_comment() {
   static const std::regex todo(R"(TODO\(([^)]*)\))");
-  std::vector<std::string> ids;
-  for (const auto& f : files) {
-    std::ifstream in(f);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return todo;
+}
+
+// What is inside each TODO(...) of the skeleton files, words single-spaced, first appearance
+// first: "11.2 ring_reduce_scatter". The id is its last word.
+std::vector<std::string> skeleton_todos(const fs::path& folder) {
+  const std::regex& todo = todo_comment();
+  std::vector<std::string> todos;
+  for (const auto& f : files_of(folder, {".cpp", ".cu"})) {
+    const std::string text = text_of(f);
     for (std::sregex_iterator it(text.begin(), text.end(), todo), end; it != end; ++it) {
-      std::istringstream words((*it)[1].str());
-      std::string id;
-      for (std::string w; words >> w;) id = w;
-      if (!id.empty() && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+      const std::string t = words_of((*it)[1].str());
+      if (!t.empty() && std::find(todos.begin(), todos.end(), t) == todos.end()) todos.push_back(t);
     }
+  }
+  return todos;
+}
+
+// Every NotImplemented( of the folder's sources (headers too, in case a skeleton body sits in
+// one) whose argument is not a string literal naming one of `todos`, as "file:line: ..." lines.
+// A test that reaches an unfinished body prints "not implemented: <that text>", and the student
+// types its last word into `./mgpu hint`: the two must not drift apart.
+std::vector<std::string> misnamed_throws(const fs::path& folder,
+                                         const std::vector<std::string>& todos) {
+  static const std::regex call(R"(NotImplemented\s*\()");
+  static const std::regex literal(R"re(\s*"([^"\\]*)"\s*\))re");
+  const std::regex& todo = todo_comment();
+  std::vector<std::string> problems;
+  for (const auto& f : files_of(folder, {".cpp", ".cu", ".hpp", ".cuh", ".h"})) {
+    const std::string text = text_of(f);
+    // The TODOs of this file by position: the one just above a throw is the likely name.
+    std::vector<std::pair<std::ptrdiff_t, std::string>> above;
+    for (std::sregex_iterator it(text.begin(), text.end(), todo), end; it != end; ++it)
+      above.emplace_back(it->position(), words_of((*it)[1].str()));
+    for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it) {
+      const auto at = static_cast<std::ptrdiff_t>(it->position() + it->length());
+      std::string example = todos.empty() ? "<where> <id>" : todos.front();
+      for (const auto& [pos, words] : above)
+        if (pos < at) example = words;
+      const auto line = 1 + std::count(text.begin(), text.begin() + at, '\n');
+      const std::string where = fmt::format("{}:{}", f.generic_string(), line);
+      std::smatch m;
+      if (!std::regex_search(text.cbegin() + at, text.cend(), m, literal,
+                             std::regex_constants::match_continuous)) {
+        problems.push_back(fmt::format(
+            "{}: NotImplemented takes one string literal, the words of a TODO (\"{}\"), so that "
+            "this check can read it",
+            where, example));
+        continue;
+      }
+      const std::string named = m[1].str();
+      if (std::find(todos.begin(), todos.end(), named) == todos.end())
+        problems.push_back(fmt::format(
+            "{}: NotImplemented(\"{}\") names no TODO here; a failing test prints that text and "
+            "`./mgpu hint` takes its last word, so write the words of one of this folder's "
+            "TODO(...) comments, such as \"{}\"",
+            where, named, example));
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
+std::vector<std::string> skeleton_todo_ids(const fs::path& folder) {
+  std::vector<std::string> ids;
+  for (const auto& t : skeleton_todos(folder)) {
+    const std::string id = t.substr(t.find_last_of(' ') + 1);
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   }
   return ids;
 }
@@ -164,8 +248,9 @@ std::optional<std::string> read_hint_text(const fs::path& folder) {
 }
 
 std::vector<std::string> hint_drift(const fs::path& folder, const std::string& shown) {
+  const auto todos = skeleton_todos(folder);
   const auto ids = skeleton_todo_ids(folder);
-  std::vector<std::string> problems;
+  std::vector<std::string> problems = misnamed_throws(folder, todos);
   const auto text = read_hint_text(folder);
   if (!text) {
     if (ids.empty()) return problems;

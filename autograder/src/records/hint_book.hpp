@@ -3,7 +3,8 @@
 // grader's report of the hints a submission had (hints.hpp).
 //
 // A hints.md holds one "## <id>: <title>" section per TODO(<where> <id>) of the folder's skeleton
-// files, each with "### 1" (the idea), "### 2" (the structure) and "### 3" (nearly the code).
+// files, each with "### 1" (the idea), "### 2" (the shape of the solution) and "### 3" (a pointer
+// to the concept, or to the visible test that isolates the step).
 // Lines inside ``` fences are text, never headings; anything before the first section is a
 // preamble that is never shown.
 #pragma once
@@ -57,6 +58,9 @@ std::optional<std::string> read_hint_text(const std::filesystem::path& folder);
 
 /// What is wrong between a folder's skeleton TODOs and its hints.md, one line each, naming the
 /// file to fix as `shown` (e.g. "chapters/11_2_data_parallel/hints.md"); empty when they agree.
+/// Also every NotImplemented("...") of the folder's sources whose text is not the words of one of
+/// its TODOs ("11.2 ring_all_gather"), named by file and line: the name an unfinished exercise
+/// prints is the one `./mgpu hint` must accept.
 std::vector<std::string> hint_drift(const std::filesystem::path& folder, const std::string& shown);
 
 /// One line of the record: which hint was opened, and when.

@@ -22,8 +22,11 @@ const char* kUsage = R"(usage: ./mgpu hint CHAPTER [TODO] [--level 1|2|3]
        ./mgpu hint --check [CHAPTER...]
 
 Hints for the TODOs of a chapter (11_2, 11.2, 11_2_data_parallel) or a GPU lab (tp_ffn), in
-three levels: 1 the idea, 2 the structure, 3 nearly the code. A TODO's id is the last word in
-its comment's parentheses: TODO(11.2 ring_reduce_scatter) is `./mgpu hint 11_2 ring_reduce_scatter`.
+three levels: 1 the idea, 2 the shape of the solution, 3 where to look: the README section or
+paper that holds the concept, or the visible test that isolates the step. A TODO's id is the last
+word in its comment's parentheses, and in what a test prints for an unfinished one:
+TODO(11.2 ring_reduce_scatter) and "not implemented: 11.2 ring_reduce_scatter" are both
+`./mgpu hint 11_2 ring_reduce_scatter`.
   ./mgpu hint 11_2                      the chapter's TODOs in order, with the levels you have read
   ./mgpu hint 11_2 plan_buckets         level 1, or the highest level you have read so far
   ./mgpu hint 11_2 plan_buckets --level 2   the next level; it opens once level 1 has been read
@@ -31,7 +34,8 @@ Every hint shown is added to .mgpu/hints.tsv (chapter, TODO, level, UTC time), w
 submission includes: your instructor sees which hints you opened. MGPU_HINTS_LOG names
 another record file.
 --check (for authors) checks that every TODO id in the skeleton files has a hints.md section
-with all three levels, and that every section belongs to a TODO; it exits 1 on any problem.
+with all three levels, that every section belongs to a TODO, and that every NotImplemented in
+the skeletons names a TODO; it exits 1 on any problem.
 )";
 
 // A refusal: printed as "mgpu: hint: ..." and exit status 2.
@@ -111,7 +115,8 @@ int check(const std::vector<std::string>& args) {
     for (const auto& p : problems) fmt::print("{}\n", p);
     any = any || !problems.empty();
     if (problems.empty() && read_hint_text(dir))
-      fmt::print("ok   {}: {} TODOs, three levels each\n", name, skeleton_todo_ids(dir).size());
+      fmt::print("ok   {}: {} TODOs, three levels each, and NotImplemented names only them\n", name,
+                 skeleton_todo_ids(dir).size());
   }
   return any ? 1 : 0;
 }

@@ -1,7 +1,8 @@
 // `./mgpu hint`: levels open in order, every hint shown is recorded (in a record of the test's
 // own, via MGPU_HINTS_LOG), unknown chapters and TODOs are named with the valid ones, the listing
 // shows what was read; every TODO id in every skeleton file has a hints section with all three
-// levels (`--check`), and the check itself catches drift on a tiny tree of its own.
+// levels (`--check`), every NotImplemented a skeleton throws names a TODO that `./mgpu hint`
+// opens, and the check itself catches drift on a tiny tree of its own.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 
@@ -80,8 +82,8 @@ TEST_CASE("levels open one after another, and every hint shown is recorded in or
   r = hint("11_2 ring_reduce_scatter", record);
   REQUIRE(r.rc == 0);
   CHECK(has(r.out, "hint 1 of 3"));
-  CHECK(has(r.out, "Follow one chunk"));        // level 1's text
-  CHECK_FALSE(has(r.out, "chunk(r - s - 1)"));  // not level 3's
+  CHECK(has(r.out, "Follow one chunk"));                        // level 1's text
+  CHECK_FALSE(has(r.out, "should own the full sum of chunk"));  // not level 3's
   const auto first = parse_record_line(read(record).substr(0, read(record).find('\n')));
   REQUIRE(first);
   CHECK(first->chapter == "11_2_data_parallel");
@@ -96,7 +98,7 @@ TEST_CASE("levels open one after another, and every hint shown is recorded in or
   CHECK(has(r.out, "hint 2 of 3"));
   r = hint("11.2 'TODO(11.2 ring_reduce_scatter):' --level=3", record);  // a comment copied whole
   CHECK((r.rc == 0 && has(r.out, "hint 3 of 3")));
-  CHECK(has(r.out, "chunk(r - s - 1)"));
+  CHECK(has(r.out, "should own the full sum of chunk"));
   CHECK(levels(record) == "1 2 2 3");
 }
 
@@ -156,6 +158,101 @@ TEST_CASE("every TODO of every skeleton has a hints section with levels 1, 2 and
   CHECK_MESSAGE(r.rc == 0, "hints and skeletons disagree:\n" << r.out << r.err);
   CHECK(has(r.out, "ok   11_7_3d_and_experts: "));
   CHECK(has(r.out, "ok   gpu_labs/tp_ffn: "));
+}
+
+namespace {
+
+// Where a skeleton sits: "11_2_data_parallel" for chapters/11_2_data_parallel/..., "tp_ffn" for
+// gpu_labs/tp_ffn/..., and the prefix its TODOs use there ("11.2", "exercises", "gpu tp_ffn").
+struct Exercise {
+  std::string arg, prefix;
+};
+
+Exercise exercise_of(const fs::path& relative) {
+  const auto top = relative.begin()->string();
+  const auto folder = std::next(relative.begin())->string();
+  if (top == "gpu_labs") return {folder, "gpu " + folder};
+  // 11_2_data_parallel -> 11.2; a folder without a section number (exercises) is its own prefix.
+  static const std::regex numbered(R"((\d+)_(\d+)_.*)");
+  std::smatch m;
+  if (std::regex_match(folder, m, numbered)) return {folder, m[1].str() + "." + m[2].str()};
+  return {folder, folder};
+}
+
+}  // namespace
+
+TEST_CASE("every NotImplemented in the skeletons names a TODO that ./mgpu hint opens") {
+  // The whole message a test prints for an unfinished body, pasted into ./mgpu hint, must open
+  // that exercise's hints: scanned here independently of --check, over every source file under
+  // chapters/ and gpu_labs/ except the tests.
+  const fs::path record = scratch("thrown") / "hints.tsv";
+  static const std::regex call(R"re(NotImplemented\s*\(\s*"([^"\\]*)"\s*\))re");
+  static const std::regex any_call(R"(NotImplemented\s*\()");
+  int seen = 0;
+  for (const char* top : {"chapters", "gpu_labs"}) {
+    for (auto it = fs::recursive_directory_iterator(kRoot / top);
+         it != fs::recursive_directory_iterator(); ++it) {
+      if (it->is_directory() && it->path().filename() == "tests") {
+        it.disable_recursion_pending();
+        continue;
+      }
+      const auto ext = it->path().extension();
+      if (!it->is_regular_file() ||
+          (ext != ".cpp" && ext != ".cu" && ext != ".hpp" && ext != ".cuh" && ext != ".h"))
+        continue;
+      const fs::path rel = fs::relative(it->path(), kRoot);
+      const std::string text = read(it->path());
+      const auto calls = std::distance(std::sregex_iterator(text.begin(), text.end(), any_call),
+                                       std::sregex_iterator());
+      const auto literals = std::distance(std::sregex_iterator(text.begin(), text.end(), call),
+                                          std::sregex_iterator());
+      CHECK_MESSAGE(calls == literals,
+                    rel.generic_string() << ": a NotImplemented whose argument is not one literal");
+      for (std::sregex_iterator m(text.begin(), text.end(), call), end; m != end; ++m) {
+        ++seen;
+        const std::string named = (*m)[1].str();
+        const Exercise ex = exercise_of(rel);
+        const auto space = named.find_last_of(' ');
+        const std::string prefix = space == std::string::npos ? "" : named.substr(0, space);
+        CHECK_MESSAGE(prefix == ex.prefix, rel.generic_string()
+                                               << ": NotImplemented(\"" << named
+                                               << "\") should start with \"" << ex.prefix << " \"");
+        std::string quoted = "not implemented: " + named;  // as a failing test prints it
+        for (std::size_t q = quoted.find('\''); q != std::string::npos;
+             q = quoted.find('\'', q + 4))
+          quoted.replace(q, 1, "'\\''");
+        const auto r = hint(ex.arg + " '" + quoted + "'", record);
+        CHECK_MESSAGE(r.rc == 0, rel.generic_string()
+                                     << ": NotImplemented(\"" << named
+                                     << "\") is no TODO ./mgpu hint " << ex.arg
+                                     << " knows: " << r.err.substr(0, r.err.find('\n')));
+      }
+    }
+  }
+  CHECK(seen > 100);  // the scan found the skeletons' throws at all
+}
+
+TEST_CASE("the drift check reports a NotImplemented that names no TODO, by file and line") {
+  const fs::path fake = scratch("thrown-fake");
+  fs::create_directories(fake / "chapters/c1");
+  std::ofstream(fake / "chapters/c1/c1.cpp") << R"src(// TODO(c1 alpha): first
+void a() { throw NotImplemented("c1 alpha"); }
+void b() { throw NotImplemented("c1 alpha (bf16)"); }
+void c() {
+  throw NotImplemented(
+      "c1 gamma");
+}
+void d() { throw NotImplemented(name); }
+)src";
+  std::ofstream(fake / "chapters/c1/hints.md")
+      << "## alpha: a\n### 1\none\n### 2\ntwo\n### 3\nthree\n";
+  const auto r = hint("--check", fake / "hints.tsv", fake);
+  CHECK(r.rc == 1);
+  CHECK_FALSE(has(r.out, "c1.cpp:2:"));
+  CHECK(has(r.out, "chapters/c1/c1.cpp:3: NotImplemented(\"c1 alpha (bf16)\") names no TODO"));
+  CHECK(has(r.out, "chapters/c1/c1.cpp:5: NotImplemented(\"c1 gamma\") names no TODO"));
+  CHECK(has(r.out, "chapters/c1/c1.cpp:8: NotImplemented takes one string literal"));
+  CHECK(has(r.out, "such as \"c1 alpha\""));
 }
 
 TEST_CASE("the drift check reports a TODO without hints, a stale section and an empty level") {
