@@ -266,9 +266,11 @@ void append_pending(std::string& out, const Plan& p, bool explain) {
   out +=
       "\nRows marked \"finish\" wait for chapter functions that are not written yet; each one "
       "appears\nas soon as its function is:\n";
+  std::size_t width = 0;  // the longest name, so that no name runs into its folder
+  for (const auto& f : functions) width = std::max(width, f.size());
   for (const auto& f : functions) {
     const std::string folder = chapter_folder_for("not implemented: " + f);
-    out += fmt::format("  {:<36}{:<32}./mgpu test --student {}\n", f, folder,
+    out += fmt::format("  {:<{}}  {:<32}./mgpu test --student {}\n", f, width, folder,
                        folder.substr(std::string("chapters/").size()));
   }
 }
