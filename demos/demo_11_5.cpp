@@ -154,7 +154,9 @@ std::string counts(const std::vector<double>& values) {
 }
 
 // The longest wait inside one stage's part of the step, per schedule: what each would lose per
-// step if steps ran back to back. ZB-H2's formula is zb_h2_bubble_seconds.
+// step if steps ran back to back (which needs the optimizer step validated afterwards, not
+// synchronised first). ZB-H2's formula is zb_h2_bubble_seconds; beside it Qi et al.'s closed
+// form for any pass costs, (p-1)(F+B-2W), which holds once m >= 2p - 1.
 void print_inner_waits(const std::vector<ScheduleRun>& runs) {
   std::string line;
   for (const ScheduleRun& r : runs) {
@@ -164,15 +166,23 @@ void print_inner_waits(const std::vector<ScheduleRun>& runs) {
       longest = std::max(longest, st.inner_wait_seconds);
     line +=
         fmt::format("{}{} {}", line.empty() ? "" : ", ", pf::schedule_title(r.kind), us(longest));
-    if (r.kind == pf::ScheduleKind::zb_h2)
-      line += r.figure->inner_wait.value
-                  ? fmt::format(" (formula max(0, 2p-1-m) F = {})", us(*r.figure->inner_wait.value))
-                  : " (formula: TODO zb_h2_bubble_seconds)";
+    if (r.kind == pf::ScheduleKind::zb_h2) {
+      const pf::Figure& f = *r.figure;
+      const int p = f.options.stages;
+      line += f.inner_wait.value
+                  ? fmt::format(" (formula max(0, 2p-1-m) F = {}", us(*f.inner_wait.value))
+                  : std::string(" (formula: TODO zb_h2_bubble_seconds");
+      if (f.options.micro_batches >= 2 * p - 1)
+        line += fmt::format("; (p-1)(F+B-2W) = {}",
+                            us((p - 1) * (f.t_forward + f.t_input - 2 * f.t_weight)));
+      line += ")";
+    }
   }
   if (!line.empty())
     fmt::print(
         "\nlongest wait inside one stage's part of the step (lost per step when steps run back "
-        "to back):\n  {}\n",
+        "to back,\nwhich needs the optimizer step validated afterwards instead of synchronising "
+        "all stages first):\n  {}\n",
         line);
 }
 
@@ -233,8 +243,8 @@ Line make_line(const ScheduleRun& r, Checks& checks) {
   }
   // The program's count must be the formula exactly; the ledger's only nearly, since one
   // micro-batch's bytes are taken as a mean over chunks that differ by the embedding or head.
-  // ZB-H1's ledger counts what the weight halves keep, more than a forward saves: only at
-  // least the count is asked of it.
+  // A zero-bubble ledger also counts what the weight halves keep (and, while an input half
+  // runs, h beside the new dh), more than a forward saves: only at least the count is asked.
   checks.compare(l.name + " bubble", f.bubble, r.formula, kBubbleTolerance);
   for (std::size_t s = 0; have_want && s < ledger.size(); ++s) {
     const std::string where = fmt::format("{} stage {} in flight", l.name, s);
@@ -320,16 +330,20 @@ void reading_notes(const Options& o) {
       "weight\n"
       "  half, which nobody waits for, and runs weight halves where 1F1B waits: every stage now "
       "holds\n"
-      "  min(m, p) until the weight halves (1F1B's peak; the ledger shows the halves' larger "
-      "keep).\n"
+      "  min(m, p) until the weight halves (1F1B's peak in micro-batches; in bytes the ledger "
+      "shows more,\n"
+      "  since the micro-batch in its input half holds the FFN's h and the dh kept for its weight "
+      "half).\n"
       "- ZB-H2 lets each stage hold up to 2p-1 micro-batches, enough for the first stage to cover "
       "its first\n"
       "  gradient's round trip with forwards, and puts the weight halves wherever a stage would "
       "wait: in a\n"
       "  step on its own only the forward fill is left ((p-1)F, ZB-H1's wait when B = W), and "
       "inside each\n"
-      "  stage's part of the step nothing (inner wait below), so steps run back to back lose "
-      "nothing.\n"
+      "  stage's part of the step nothing (inner wait below): steps run back to back lose "
+      "nothing, given\n"
+      "  an optimizer step validated afterwards. With unequal costs and m >= 2p-1 that wait is "
+      "(p-1)(F+B-2W).\n"
       "- `./mgpu pipeline --schedule 1f1b --stages {} --micro-batches {} --svg t.svg` draws one "
       "timeline.\n",
       o.stages, o.micro_batches);

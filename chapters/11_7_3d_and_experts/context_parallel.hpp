@@ -127,7 +127,8 @@ RingCache ring_attention_forward(Rank& rank, Comm& cp, const CpShape& shape, Mat
 /// (c - 1 sends of 2 rows hd floats), and the gradients of the keys and values, accumulated by
 /// every rank their block visits, travel round too and end on the rank that owns them (c - 1
 /// sends of 2 rows hd floats): cp_backward_bytes_per_rank in all.
-/// Compute: twice the forward's FLOPs (2 cp_attention_flops), charged with rank.compute.
+/// Compute: 2.5 times the forward's FLOPs (2.5 cp_attention_flops, 10 hd per pair the mask lets
+/// through: the scores recomputed, then dV, dP, dQ and dK), charged with rank.compute.
 ///
 /// TODO of 11.7 (context_parallel.cpp).
 /// @throws std::invalid_argument as check_cp_shape, or when d_out, dq, dk or dv is not the

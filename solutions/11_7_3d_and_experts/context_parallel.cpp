@@ -255,7 +255,9 @@ void ring_attention_backward(Rank& rank, Comm& cp, const CpShape& shape, const R
       pairs = backward_block(cache, d_out, d_row, kv, vv, qpos, kpos, heads, dq, gk, gv);
       cp.isend(grads, next, kGradTag);  // buffered: the data is copied now
     }
-    if (pairs > 0) rank.compute(8.0 * static_cast<double>(pairs) * cache.width, "cp attention bwd");
+    // 10 hd per pair: the scores rebuilt (2 hd), then dV, dP, dQ and dK (2 hd each).
+    if (pairs > 0)
+      rank.compute(10.0 * static_cast<double>(pairs) * cache.width, "cp attention bwd");
     if (step < c - 1) {
       arrived.wait();
       sent.wait();

@@ -430,23 +430,29 @@ std::string text_zb_h1(const Figure& f) {
   return out;
 }
 
-// ZB-H2's inner wait against its formula, ZB-H1's and 1F1B's.
+// ZB-H2's inner wait against its formula and Qi et al.'s closed form for any pass costs, with
+// the condition back-to-back steps need; then ZB-H1's and 1F1B's.
 std::string text_zb_h2(const Figure& f) {
   const FigureOptions& o = f.options;
+  const int p = o.stages, m = o.micro_batches;
   const std::string inner = f.inner_wait.value
                                 ? fmt::format("{:.1f} us", *f.inner_wait.value * 1e6)
                                 : fmt::format("finish {} to see it", f.inner_wait.pending);
+  const double closed = (p - 1) * (f.t_forward + f.t_input - 2 * f.t_weight);
   return fmt::format(
       "Inner wait: {:.1f} us measured, formula max(0, 2p-1-m) T = {} for T = T_F = {:.2f} us\n"
-      "  (the longest a stage waits between its first and last action, the bubble per step when "
-      "steps\n"
-      "  run back to back; T_B = {:.2f}, T_W = {:.2f} us); ZB-H1 leaves (p-1)(T_F+T_B-T_W) = "
-      "{:.1f} us\n"
-      "  inside its first stage, 1F1B (p-1)(T_F+T_B+T_W) = {:.1f} us; in flight: min(m, 2p-1) = "
-      "{} per stage\n",
+      "  (T_B = {:.2f}, T_W = {:.2f} us); for any T_F, T_B, T_W and m >= 2p-1, Qi et al.'s\n"
+      "  (p-1)(T_F+T_B-2T_W) = {:.1f} us{}. It is the longest a stage waits between its first "
+      "and last\n"
+      "  action, the bubble per step when steps run back to back, which needs the optimizer step\n"
+      "  validated afterwards instead of synchronising all stages first (without that each step "
+      "also\n"
+      "  waits the fill and drain); ZB-H1 leaves (p-1)(T_F+T_B-T_W) = {:.1f} us inside its first "
+      "stage,\n"
+      "  1F1B (p-1)(T_F+T_B+T_W) = {:.1f} us; in flight: min(m, 2p-1) = {} per stage\n",
       f.inner_wait_measured * 1e6, inner, f.t_forward * 1e6, f.t_input * 1e6, f.t_weight * 1e6,
-      f.zb_h1_inner_wait * 1e6, f.one_f_one_b_wait * 1e6,
-      std::min(o.micro_batches, 2 * o.stages - 1));
+      closed * 1e6, m >= 2 * p - 1 ? "" : " (not here: m < 2p-1)", f.zb_h1_inner_wait * 1e6,
+      f.one_f_one_b_wait * 1e6, std::min(m, 2 * p - 1));
 }
 
 }  // namespace

@@ -181,6 +181,9 @@ TEST_CASE(
   CHECK(f.stages[0].in_flight_measured >= 7);
   CHECK(std::abs(number_after(r.out, "Bubble: ") - *f.formula.value) <= 0.002);
   CHECK(std::abs(number_after(r.out, "Inner wait: ") * 1e-6 - f.inner_wait_measured) <= 1e-7);
+  // Qi et al.'s closed form for any costs, zero for these, and what back-to-back steps need.
+  CHECK(number_after(r.out, "(p-1)(T_F+T_B-2T_W) = ") == doctest::Approx(0.0));
+  CHECK(r.out.find("optimizer step\n  validated afterwards") != std::string::npos);
   CHECK(render_svg(f).find("inner wait") != std::string::npos);
   // Fewer micro-batches than the round trip: the first stage waits 2p - 1 - m passes inside.
   const Figure few = run_figure(options(ScheduleKind::zb_h2, 4, 4));
