@@ -66,7 +66,9 @@ double zb_h1_bubble_seconds(std::int64_t p, double forward_seconds, double input
 /// Seconds the stage that waits most spends waiting between its first action and its last in a
 /// ZB-H2 step (zb_h2_schedule), when a forward, an input half and a weight half each take
 /// pass_seconds on every stage and messages are free: max(0, 2p - 1 - m) pass_seconds. Zero
-/// once m >= 2p - 1: the bubble of a step when steps run back to back. (One step on its own also
+/// once m >= 2p - 1: the bubble of a step when steps run back to back, which they can only when
+/// the optimizer step is validated afterwards instead of synchronising every stage before it
+/// (otherwise each step also pays its fill and drain). (One step on its own also
 /// waits for the first forward to reach each stage and for the last stages to finish: every
 /// stage waits max(p - 1, 2p - 1 - m) pass_seconds in all.)
 /// Example: p = 4, m = 8 gives 0; p = 4, m = 4 gives 3 pass_seconds.

@@ -106,7 +106,9 @@ PipelineSchedule zb_h1_schedule(int p, int m);
 /// a weight half (the course model's FFN-only blocks) and free messages, the most any stage waits
 /// between its first and its last action is zb_h2_bubble_seconds(p, m, T): the bubble of a step
 /// when steps run back to back, each stage starting the next as soon as it has finished (ZB-H1
-/// leaves (p - 1) T there, 1F1B 3 (p - 1) T).
+/// leaves (p - 1) T there, 1F1B 3 (p - 1) T). Back to back assumes the optimizer step is
+/// validated afterwards rather than synchronised across stages first; without that, each step
+/// also pays its fill and drain.
 ///
 /// TODO(11.5 zb_h2_schedule) (after TODO(11.5 zb_h2_bubble_seconds) in formulas.hpp).
 /// @throws std::invalid_argument when p or m is below 1.
