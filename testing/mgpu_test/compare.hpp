@@ -40,9 +40,10 @@ struct Context {
   /// > 0: the arrays are row-major matrices of this many columns, and an element is named by
   /// [row, column]. (Matrices with rows() and cols() are named so without it.)
   std::size_t cols = 0;
-  /// Where an element sits, for the report: given its index in the whole array (its row, for a
-  /// matrix), a few words such as "chunk 2 of 4: elements 6..8". Empty: nothing to add. Made by
-  /// ring_chunks, chunks or row_chunks below.
+  /// Where an element sits, for the report: given its index in the whole array (offset
+  /// included; row * columns + column for a matrix), a few words such as "chunk 2 of 4: elements
+  /// 6..8". Empty: nothing to add. Made by ring_chunks, chunks, row_chunks, column_chunks below,
+  /// or model_tensors (model_where.hpp).
   std::function<std::string(std::size_t)> where = {};
 };
 
@@ -62,21 +63,49 @@ inline std::function<std::string(std::size_t)> ring_chunks(std::size_t length, i
   };
 }
 
-/// A Context::where for an array cut into consecutive chunks that start at `starts` (ascending,
-/// the first 0) and end at `end`, chunk k going by the name "<word> <numbers[k]>" (numbers empty:
-/// k), its extent given in `unit`s ("elements", "rows"): "sequence chunk 7: rows 4..5".
+namespace detail {
+// The chunk of `starts` (ascending, the first 0; the last ends at `end`) that holds position i,
+// as "<word> <number>: <unit> <first>..<last>"; empty past the end.
+inline std::string chunk_of(std::size_t i, const std::vector<std::size_t>& starts, std::size_t end,
+                            const std::string& word, const std::vector<long long>& numbers,
+                            const char* unit) {
+  if (starts.empty() || i >= end) return "";
+  const auto k = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), i) -
+                                          starts.begin() - 1);
+  const std::size_t last = (k + 1 < starts.size() ? starts[k + 1] : end) - 1;
+  const long long number = k < numbers.size() ? numbers[k] : static_cast<long long>(k);
+  return word + " " + std::to_string(number) + ": " + unit + " " + std::to_string(starts[k]) +
+         ".." + std::to_string(last);
+}
+}  // namespace detail
+
+/// A Context::where for an array cut into consecutive chunks of elements that start at `starts`
+/// (ascending, the first 0) and end at `end`, chunk k going by "<word> <numbers[k]>" (numbers
+/// empty: k): "rank 2: elements 24..35".
 inline std::function<std::string(std::size_t)> chunks(std::vector<std::size_t> starts,
                                                       std::size_t end, std::string word = "chunk",
-                                                      std::vector<long long> numbers = {},
-                                                      std::string unit = "elements") {
-  return [=](std::size_t i) -> std::string {
-    if (starts.empty() || i >= end) return "";
-    const auto k = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), i) -
-                                            starts.begin() - 1);
-    const std::size_t last = (k + 1 < starts.size() ? starts[k + 1] : end) - 1;
-    const long long number = k < numbers.size() ? numbers[k] : static_cast<long long>(k);
-    return word + " " + std::to_string(number) + ": " + unit + " " + std::to_string(starts[k]) +
-           ".." + std::to_string(last);
+                                                      std::vector<long long> numbers = {}) {
+  return [=](std::size_t i) { return detail::chunk_of(i, starts, end, word, numbers, "elements"); };
+}
+
+/// chunks for a matrix of `cols` columns cut into blocks of rows (`starts`, `end` in rows):
+/// "rank 1: rows 4..7".
+inline std::function<std::string(std::size_t)> row_chunks(std::size_t cols,
+                                                          std::vector<std::size_t> starts,
+                                                          std::size_t end, std::string word,
+                                                          std::vector<long long> numbers = {}) {
+  return
+      [=](std::size_t i) { return detail::chunk_of(i / cols, starts, end, word, numbers, "rows"); };
+}
+
+/// chunks for a matrix of `cols` columns cut into blocks of columns (`starts`, `end` in
+/// columns): "rank 1: columns 6..11".
+inline std::function<std::string(std::size_t)> column_chunks(std::size_t cols,
+                                                             std::vector<std::size_t> starts,
+                                                             std::size_t end, std::string word,
+                                                             std::vector<long long> numbers = {}) {
+  return [=](std::size_t i) {
+    return detail::chunk_of(i % cols, starts, end, word, numbers, "columns");
   };
 }
 
@@ -106,7 +135,7 @@ inline std::string element_name(const std::string& label, std::size_t i, const C
     name += std::to_string(index);
   name += "]";
   if (c.where) {
-    const std::string place = c.where(cols > 0 ? index / cols : index);
+    const std::string place = c.where(index);
     if (!place.empty()) name += " (" + place + ")";
   }
   return name;

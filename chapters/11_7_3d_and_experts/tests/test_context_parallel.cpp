@@ -101,13 +101,16 @@ double causal_pairs(const std::vector<std::int64_t>& pos) {
 
 const char* split_name(Split split) { return split == Split::zigzag ? "zig-zag" : "contiguous"; }
 
-// A Context::where for rank i's rows (sequence after sequence, its positions in each): "sequence
-// 1, position 13 (chunk 6 of 8)", the chunk being the split's piece of the sequence.
-std::function<std::string(std::size_t)> token_of(std::int64_t seq, int c, int i, Split split) {
+// A Context::where for rank i's rows of `width` columns (sequence after sequence, its positions
+// in each): "sequence 1, position 13 (chunk 6 of 8)", the chunk being the split's piece of the
+// sequence.
+std::function<std::string(std::size_t)> token_of(std::int64_t seq, int c, int i, Split split,
+                                                 std::int64_t width) {
   const std::vector<std::int64_t> pos = positions_of(seq, c, i, split);
   const std::int64_t pieces = split == Split::zigzag ? 2 * c : c, len = seq / pieces;
-  return [pos, pieces, len](std::size_t row) {
-    const std::size_t local = pos.size();
+  const auto cols = static_cast<std::size_t>(width);
+  return [pos, pieces, len, cols](std::size_t index) {
+    const std::size_t row = index / cols, local = pos.size();
     const std::int64_t p = pos[row % local];
     return "sequence " + std::to_string(row / local) + ", position " + std::to_string(p) +
            " (chunk " + std::to_string(p / len) + " of " + std::to_string(pieces) + ")";
@@ -141,7 +144,7 @@ void check_against_unsplit(Passes passes, const std::vector<std::string>& tensor
         const auto pos = positions_of(kSeq, c, i, split);
         for (const std::string& t : tensors)
           checks.compare(i, t, seen_of(s, t), rows_of(want_of(t), kSeq, pos),
-                         mgpu_test::below(kTol), {.where = token_of(kSeq, c, i, split)});
+                         mgpu_test::below(kTol), {.where = token_of(kSeq, c, i, split, kWidth)});
       }
       MESSAGE("c=" << c << " " << std::string(split_name(split)) << ": max |diff| over the ranks "
                    << checks.largest());
