@@ -452,19 +452,15 @@ class RankChecks {
   std::vector<PerRank> ranks_;
 };
 
-/// A doctest check that two sequences of things that are not numbers (a pipeline stage's
-/// actions) are equal, element by element. On failure one message: the first position where
-/// they differ, both elements as `show` writes them, and both sequences whole (up to 40
-/// elements each). Returns whether it passed.
+/// Where two sequences of things that are not numbers (a pipeline stage's actions) differ: ""
+/// when they are equal, element by element; otherwise the first position where they differ, both
+/// elements as `show` writes them, and both sequences whole (up to 40 elements each).
 template <class T, class Show>
-bool check_sequence(std::string_view label, const std::vector<T>& got, const std::vector<T>& want,
-                    Show show) {
+std::string sequence_mismatch(std::string_view label, const std::vector<T>& got,
+                              const std::vector<T>& want, Show show) {
   std::size_t i = 0;
   while (i < got.size() && i < want.size() && got[i] == want[i]) ++i;
-  if (i == got.size() && i == want.size()) {
-    CHECK_MESSAGE(true, "");
-    return true;
-  }
+  if (i == got.size() && i == want.size()) return "";
   auto all = [&](const std::vector<T>& v) {
     std::string s;
     for (std::size_t k = 0; k < v.size() && k < 40; ++k) s += (k ? ", " : "") + show(v[k]);
@@ -481,9 +477,17 @@ bool check_sequence(std::string_view label, const std::vector<T>& got, const std
     r += "got " + std::to_string(got.size()) + " elements, expected " +
          std::to_string(want.size()) + ": " + show(got[i]) + " at position " + std::to_string(i) +
          " is one too many";
-  r += "\n  got:      " + all(got) + "\n  expected: " + all(want);
-  CHECK_MESSAGE(false, r);
-  return false;
+  return r + "\n  got:      " + all(got) + "\n  expected: " + all(want);
+}
+
+/// A doctest check that two sequences are equal (sequence_mismatch's report on failure).
+/// Returns whether it passed.
+template <class T, class Show>
+bool check_sequence(std::string_view label, const std::vector<T>& got, const std::vector<T>& want,
+                    Show show) {
+  const std::string r = sequence_mismatch(label, got, want, show);
+  CHECK_MESSAGE(r.empty(), r);
+  return r.empty();
 }
 
 }  // namespace mgpu_test

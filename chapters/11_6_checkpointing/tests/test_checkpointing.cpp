@@ -208,9 +208,10 @@ TEST_CASE(
             static_cast<long long>(layers), static_cast<long long>(k), attention ? 1 : 0,
             fwd.peak_activations, fwd.backward_written ? "whole step" : "forward only",
             forward_peak, step_peak);
-        REQUIRE(mgpu_test::check_sequence("compute spans before the first backward",
-                                          fwd.forward_spans, want_spans,
-                                          [](const std::string& label) { return label; }));
+        const std::string spans = mgpu_test::sequence_mismatch(
+            "compute spans before the first backward", fwd.forward_spans, want_spans,
+            [](const std::string& label) { return label; });
+        REQUIRE_MESSAGE(spans.empty(), spans);
         const auto peak = static_cast<double>(fwd.peak_activations);
         INFO("activation peak " << peak << " B; E = " << E << ", C = " << C << ", B = " << B
                                 << " bytes: the forward's E + (ceil(L/k) + 1) C + B = "
