@@ -105,6 +105,12 @@ class MismatchScan {
 
   /// Judges element i: got is nullopt when the judged value is not a number at all.
   void add(std::size_t i, std::optional<double> got, double want) {
+    add_judged(i, got, want, got && is_close(*got, want, tol_));
+  }
+
+  /// Records element i as add does, but with the verdict given (`matches`) rather than the
+  /// tolerance's: for a stricter judgement such as bit-for-bit identity.
+  void add_judged(std::size_t i, std::optional<double> got, double want, bool matches) {
     ++compared;
     const bool finite = got && std::isfinite(*got) && std::isfinite(want);
     if (finite) {
@@ -112,7 +118,7 @@ class MismatchScan {
       max_abs_error = std::max(max_abs_error, diff);
       if (want != 0) max_rel_error = std::max(max_rel_error, diff / std::fabs(want));
     }
-    if (got && is_close(*got, want, tol_)) return;
+    if (matches) return;
     if (got && std::isnan(*got) && !std::isnan(want)) ++nan_count;
     if (!finite) ++non_finite;
     // How far outside its tolerance: infinite for a non-number, so that it counts as the worst.

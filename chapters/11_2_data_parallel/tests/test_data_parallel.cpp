@@ -4,11 +4,12 @@
 #include <mgpu_test/clusters.hpp>
 #include <mgpu_test/compare.hpp>
 #include <mgpu_test/model_configs.hpp>
+#include <mgpu_test/model_where.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <string>
 #include <vector>
 
 #include "11_2_data_parallel/data_parallel.hpp"
@@ -68,8 +69,14 @@ std::vector<float> train_single(int steps, std::int64_t batch_sequences) {
   return params;
 }
 
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+// Every rank's values bit for bit rank 0's (one check, naming the first rank that differs).
+void check_replicas_identical(const std::string& name, const std::vector<std::vector<float>>& v) {
+  const auto where = mgpu_test::model_tensors(model::Model(small_config()));
+  mgpu_test::RankChecks same(static_cast<int>(v.size()));
+  for (std::size_t r = 1; r < v.size(); ++r)
+    same.compare_bits(static_cast<int>(r), name, v[r], v[0], {.where = where});
+  INFO(name << " of every rank against rank 0's, bit for bit");
+  same.check();
 }
 
 }  // namespace
@@ -78,12 +85,15 @@ TEST_CASE("local_batch gives equal, disjoint slices that tile the batch") {
   const model::Model net(small_config());
   const model::Batch batch = net.make_batch(12, 3);
   std::vector<float> joined;
+  std::vector<std::size_t> starts;  // where each rank's slice begins in `joined`
   for (int r = 0; r < 4; ++r) {
     const model::Batch part = local_batch(batch, r, 4);
     CHECK(part.sequences == 3);
+    starts.push_back(joined.size());
     joined.insert(joined.end(), part.inputs.begin(), part.inputs.end());
   }
-  CHECK(joined == batch.inputs);
+  mgpu_test::check_close("the 4 slices' inputs side by side vs the batch's", joined, batch.inputs,
+                         {}, {.where = mgpu_test::chunks(starts, joined.size(), "rank")});
   CHECK_THROWS_AS(local_batch(batch, 0, 5), std::invalid_argument);  // 12 sequences over 5 ranks
   CHECK_THROWS_AS(local_batch(batch, 4, 4), std::invalid_argument);
 }
@@ -91,7 +101,9 @@ TEST_CASE("local_batch gives equal, disjoint slices that tile the batch") {
 TEST_CASE("data-parallel replicas stay bitwise identical after several steps") {
   for (GradAverager averager : {GradAverager::runtime, GradAverager::ring}) {
     const auto params = train(4, 3, 8, averager);
-    for (std::size_t r = 1; r < params.size(); ++r) CHECK(bitwise_equal(params[r], params[0]));
+    const std::string how = averager == GradAverager::runtime ? "runtime all_reduce" : "ring";
+    INFO("after 3 steps, averaged by the " << how);
+    check_replicas_identical("weights", params);
   }
 }
 
@@ -107,8 +119,11 @@ TEST_CASE("data-parallel training equals one-rank training on the whole batch") 
           "dp %d ranks (%s) vs 1 rank after %d Adam steps: max |diff| %.2e (weights up to %.2f)\n",
           ranks, name, steps, mgpu_test::max_abs_diff(params[0], single),
           mgpu_test::max_abs(single));
-      mgpu_test::check_close(std::string("weights, ") + name, params[0], single, {1e-5, 0},
-                             {.ranks = ranks});
+      INFO(ranks << " ranks (" << std::string(name) << ") against one rank on the whole batch");
+      mgpu_test::check_close("weights", params[0], single, {1e-5, 0},
+                             {.rank = 0,
+                              .ranks = ranks,
+                              .where = mgpu_test::model_tensors(model::Model(small_config()))});
     }
   }
 }
@@ -145,9 +160,11 @@ TEST_CASE(
     std::printf(
         "dp gradient (%s) vs whole-batch gradient: max |diff| %.2e (gradients up to %.2e)\n",
         names[variant], mgpu_test::max_abs_diff(grads[0], reference), scale);
-    mgpu_test::check_close(std::string("gradient, ") + names[variant], grads[0], reference,
-                           {1e-5 * scale, 0}, {.rank = 0, .ranks = n});
-    for (int r = 1; r < n; ++r) CHECK(bitwise_equal(grads[static_cast<std::size_t>(r)], grads[0]));
+    INFO("averaged by the " << std::string(names[variant]) << " on " << n
+                            << " ranks, against one rank's gradient of the whole batch");
+    mgpu_test::check_close("gradient", grads[0], reference, {1e-5 * scale, 0},
+                           {.rank = 0, .ranks = n, .where = mgpu_test::model_tensors(net)});
+    check_replicas_identical("gradient", grads);
   }
 }
 
@@ -205,7 +222,12 @@ TEST_CASE("gradient buckets cover the gradients once, in backward order, closed 
 TEST_CASE("overlapped buckets give bitwise the same weights as the plain step") {
   const auto plain = train(4, 2, 8, GradAverager::runtime);
   const auto bucketed = train(4, 2, 8, GradAverager::runtime, 2048, true);
-  for (std::size_t r = 0; r < plain.size(); ++r) CHECK(bitwise_equal(bucketed[r], plain[r]));
+  mgpu_test::RankChecks same(static_cast<int>(plain.size()));
+  for (std::size_t r = 0; r < plain.size(); ++r)
+    same.compare_bits(static_cast<int>(r), "weights", bucketed[r], plain[r],
+                      {.where = mgpu_test::model_tensors(model::Model(small_config()))});
+  INFO("every rank's weights with buckets against the plain step's, bit for bit");
+  same.check();
 }
 
 TEST_CASE("gradient buckets overlap backward and shorten the step on the virtual clock") {

@@ -1,5 +1,6 @@
-// What the 11.4 test programs share: random inputs, the largest difference of two matrices, the
-// fp32 tolerance, the tensor-parallel group every test runs in and the worst error over its ranks.
+// What the 11.4 test programs share: random inputs, the unsplit references, the fp32 tolerance, the
+// tensor-parallel group every test runs in, and the comparison of every rank's results with them
+// (mgpu_test's: one message naming the first failing rank, tensor and element).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
@@ -24,13 +26,6 @@ inline MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_
   mgpu::model::Rng rng(seed);
   rng.fill_normal(std::span<float>(m.data(), static_cast<std::size_t>(m.size())), 1.0);
   return m;
-}
-
-/// The largest |a - b| over the entries (mgpu_test's, on matrices; infinite when the shapes
-/// differ). Safe in a rank's thread, unlike doctest's assertions.
-inline double max_abs_diff(MatIn a, MatIn b) {
-  if (a.rows() != b.rows() || a.cols() != b.cols()) return INFINITY;
-  return mgpu_test::max_abs_diff(a.reshaped(), b.reshaped());
 }
 
 /// The unsplit FFN of the course model (no biases) on one rank: its output y and the gradients
@@ -80,17 +75,26 @@ inline mgpu::Comm tp_group(mgpu::Rank& r, int t) {
   return r.world().split(r.id() / t, r.id() % t, "tp");
 }
 
-/// The largest `error(rank, tp)` over the ranks of two t-rank groups (tp_group), each rank
-/// measuring its own error in its thread.
-template <class Error>
-double worst_over_groups(int t, Error&& error) {
-  std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
+/// Runs `compare(rank, tp, checks)` on every rank of two t-rank groups (tp_group), each rank
+/// comparing its own results with checks.compare(rank.id(), ...) in its thread; returns the
+/// checks, for the test's thread to print (largest()) and report (require(): one message naming
+/// the first failing rank, tensor and element).
+template <class Compare>
+mgpu_test::RankChecks compare_over_groups(int t, Compare&& compare) {
+  mgpu_test::RankChecks checks(2 * t);
   mgpu::Cluster cluster(2 * t);
   cluster.run([&](mgpu::Rank& r) {
     mgpu::Comm tp = tp_group(r, t);
-    err[static_cast<std::size_t>(r.id())] = error(r, tp);
+    compare(r, tp, checks);
   });
-  return *std::max_element(err.begin(), err.end());
+  return checks;
+}
+
+/// "dW1 (columns 4..7 of 16)": a rank's shard of a tensor, for labels.
+inline std::string shard(const std::string& name, const char* axis, Eigen::Index first,
+                         Eigen::Index count, Eigen::Index total) {
+  return name + " (" + axis + " " + std::to_string(first) + ".." +
+         std::to_string(first + count - 1) + " of " + std::to_string(total) + ")";
 }
 
 }  // namespace tp_test

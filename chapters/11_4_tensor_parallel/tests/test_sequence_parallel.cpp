@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "11_4_tensor_parallel/formulas.hpp"
@@ -128,23 +129,28 @@ TEST_CASE(
       const FullFfn full = full_ffn_weights(s.hidden, s.ffn, seed);
       const MatrixRM x = random_matrix(n, s.hidden, 20), dy = random_matrix(n, s.hidden, 21);
       const FfnReference ref = ffn_reference(full, x, dy);
-      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
+      const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& cs) {
         TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
         const TokenRows mine = token_rows(n, tp.rank(), t);
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
-        const auto hs = static_cast<std::size_t>(s.hidden), cs = static_cast<std::size_t>(c);
+        const auto hsz = static_cast<std::size_t>(s.hidden), csz = static_cast<std::size_t>(c);
         MatrixRM y(s.m, s.hidden), dx(s.m, s.hidden);
         const SpFfnCache cache =
             sp_ffn_forward(r, tp, ffn, x.middleRows(mine.first, mine.count), y);
         sp_ffn_backward(r, tp, ffn, cache, dy.middleRows(mine.first, mine.count), dx);
-        return std::max({max_abs_diff(y, ref.y.middleRows(mine.first, mine.count)),
-                         max_abs_diff(dx, ref.dx.middleRows(mine.first, mine.count)),
-                         max_abs_diff(as_matrix(ffn.dw1, hs, cs), ref.dw1.middleCols(first, c)),
-                         max_abs_diff(as_matrix(ffn.dw2, cs, hs), ref.dw2.middleRows(first, c))});
+        cs.compare(r.id(), shard("y", "token rows", mine.first, mine.count, n), y,
+                   ref.y.middleRows(mine.first, mine.count), {kTol, 0});
+        cs.compare(r.id(), shard("dx", "token rows", mine.first, mine.count, n), dx,
+                   ref.dx.middleRows(mine.first, mine.count), {kTol, 0});
+        cs.compare(r.id(), shard("dW1", "columns", first, c, s.ffn), as_matrix(ffn.dw1, hsz, csz),
+                   ref.dw1.middleCols(first, c), {kTol, 0});
+        cs.compare(r.id(), shard("dW2", "rows", first, c, s.ffn), as_matrix(ffn.dw2, csz, hsz),
+                   ref.dw2.middleRows(first, c), {kTol, 0});
       });
       std::printf("sp FFN n=%td h=%td f=%td t=%d: max error of y, dx, dW1, dW2 %.3g\n", n, s.hidden,
-                  s.ffn, t, worst);
-      CHECK(worst <= kTol);
+                  s.ffn, t, checks.largest());
+      INFO("n = " << n << ", h = " << s.hidden << ", f = " << s.ffn << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -236,27 +242,37 @@ TEST_CASE(
     const MatrixRM x = random_matrix(n, h, 40), dy = random_matrix(n, h, 41);
     const AttentionReference ref = attention_reference(full, x, dy, s.seq, s.heads, s.causal);
     for (int t : {1, 2, 4}) {
-      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
+      const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& cs) {
         TpAttention attn = make_tp_attention(r, tp, h, s.heads, seed, s.causal);
         const TokenRows mine = token_rows(n, tp.rank(), t);
         const Eigen::Index c = h / t, first = tp.rank() * c;
-        const auto hs = static_cast<std::size_t>(h), cs = static_cast<std::size_t>(c);
+        const auto hsz = static_cast<std::size_t>(h), csz = static_cast<std::size_t>(c);
         MatrixRM y(mine.count, h), dx(mine.count, h);
         const SpAttentionCache cache =
             sp_attention_forward(r, tp, attn, x.middleRows(mine.first, mine.count), s.seq, y);
         sp_attention_backward(r, tp, attn, cache, dy.middleRows(mine.first, mine.count), dx);
-        return std::max({max_abs_diff(y, ref.y.middleRows(mine.first, mine.count)),
-                         max_abs_diff(dx, ref.dx.middleRows(mine.first, mine.count)),
-                         max_abs_diff(as_matrix(attn.dwq, hs, cs), ref.dwq.middleCols(first, c)),
-                         max_abs_diff(as_matrix(attn.dwk, hs, cs), ref.dwk.middleCols(first, c)),
-                         max_abs_diff(as_matrix(attn.dwv, hs, cs), ref.dwv.middleCols(first, c)),
-                         max_abs_diff(as_matrix(attn.dwo, cs, hs), ref.dwo.middleRows(first, c))});
+        const int me = r.id();
+        cs.compare(me, shard("y", "token rows", mine.first, mine.count, n), y,
+                   ref.y.middleRows(mine.first, mine.count), {kTol, 0});
+        cs.compare(me, shard("dx", "token rows", mine.first, mine.count, n), dx,
+                   ref.dx.middleRows(mine.first, mine.count), {kTol, 0});
+        cs.compare(me, shard("dWq", "columns", first, c, h), as_matrix(attn.dwq, hsz, csz),
+                   ref.dwq.middleCols(first, c), {kTol, 0});
+        cs.compare(me, shard("dWk", "columns", first, c, h), as_matrix(attn.dwk, hsz, csz),
+                   ref.dwk.middleCols(first, c), {kTol, 0});
+        cs.compare(me, shard("dWv", "columns", first, c, h), as_matrix(attn.dwv, hsz, csz),
+                   ref.dwv.middleCols(first, c), {kTol, 0});
+        cs.compare(me, shard("dWo", "rows", first, c, h), as_matrix(attn.dwo, csz, hsz),
+                   ref.dwo.middleRows(first, c), {kTol, 0});
       });
+      const double worst = checks.largest();
       std::printf(
           "sp attention batch=%td seq=%td h=%td heads=%td t=%d (%td tokens per rank): max error "
           "of y, dx, dWq, dWk, dWv, dWo %.3g\n",
           s.batch, s.seq, h, s.heads, t, n / t, worst);
-      CHECK(worst <= kTol);
+      INFO("batch = " << s.batch << ", seq = " << s.seq << ", h = " << h << ", heads = " << s.heads
+                      << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -350,7 +366,7 @@ TEST_CASE(
   const MatrixRM dy[] = {random_matrix(n, h, 52), random_matrix(n, h, 53)};
   for (int t : {1, 2, 4}) {
     const std::size_t ranks = static_cast<std::size_t>(2 * t);
-    std::vector<double> err(ranks, 0.0);
+    mgpu_test::RankChecks checks(2 * t);
     std::vector<std::size_t> saved(ranks);
     std::vector<TrafficCounts> fwd(ranks), bwd(ranks);
     Cluster cluster(2 * t);
@@ -376,13 +392,18 @@ TEST_CASE(
         r.traffic().reset();
         sp_layer_norm_backward(r, tp, ln, cache, dy[mb].middleRows(mine.first, mine.count), dx);
         bwd[id] = r.traffic().total();
-        err[id] = std::max({err[id], max_abs_diff(y, y_ref.middleRows(mine.first, mine.count)),
-                            max_abs_diff(dx, dx_ref.middleRows(mine.first, mine.count))});
+        const std::string of_mb = " of micro-batch " + std::to_string(mb);
+        checks.compare(r.id(), shard("y", "token rows", mine.first, mine.count, n) + of_mb, y,
+                       y_ref.middleRows(mine.first, mine.count), {kTol, 0});
+        checks.compare(r.id(), shard("dx", "token rows", mine.first, mine.count, n) + of_mb, dx,
+                       dx_ref.middleRows(mine.first, mine.count), {kTol, 0});
       }
-      err[id] = std::max({err[id], max_abs_diff(row_vector(ln.dgamma), dgamma_ref),
-                          max_abs_diff(row_vector(ln.dbeta), dbeta_ref)});
+      checks.compare(r.id(), "dgamma (both micro-batches, summed over the group)",
+                     row_vector(ln.dgamma), dgamma_ref, {kTol, 0});
+      checks.compare(r.id(), "dbeta (both micro-batches, summed over the group)",
+                     row_vector(ln.dbeta), dbeta_ref, {kTol, 0});
     });
-    const double worst = *std::max_element(err.begin(), err.end());
+    const double worst = checks.largest();
     // xhat (n/t, h) and rstd (n/t); plain tensor parallelism would keep all n rows on every rank.
     const auto want = static_cast<std::size_t>(4 * (n / t * h + n / t));
     const double ring = 2.0 * (t - 1) / t;
@@ -390,7 +411,8 @@ TEST_CASE(
         "sp layer norm t=%d: max error of y, dx, dgamma, dbeta %.3g; saves %zu bytes per rank; "
         "backward sends %llu bytes\n",
         t, worst, saved[0], static_cast<unsigned long long>(bwd[0].bytes_sent));
-    CHECK(worst <= kTol);
+    INFO("t = " << t);
+    checks.require();
     for (std::size_t i = 0; i < ranks; ++i) {
       CHECK(saved[i] == want);
       CHECK(fwd[i].bytes_sent == 0);  // rows never mix: nothing to send
@@ -407,7 +429,7 @@ TEST_CASE(
   const Eigen::Index batch = 1, seq = 8, n = batch * seq, h = 8, heads = 4;
   const MatrixRM x = random_matrix(n, h, 60), dy = random_matrix(n, h, 61);
   for (int t : {2, 4}) {
-    const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
+    const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& cs) {
       SpLayerNorm ln = make_sp_layer_norm(r, h, 7);
       TpAttention attn = make_tp_attention(r, tp, h, heads, 8);
       // Unsplit: layer norm, then attention, forward and back.
@@ -431,14 +453,17 @@ TEST_CASE(
       const SpAttentionCache attn_cache = sp_attention_forward(r, tp, attn, as, seq, y);
       sp_attention_backward(r, tp, attn, attn_cache, dy.middleRows(mine.first, mine.count), das);
       sp_layer_norm_backward(r, tp, ln, ln_cache, das, dx);
-      return std::max({max_abs_diff(y, y_ref.middleRows(mine.first, mine.count)),
-                       max_abs_diff(dx, dx_ref.middleRows(mine.first, mine.count)),
-                       max_abs_diff(row_vector(ln.dgamma), dgamma),
-                       max_abs_diff(row_vector(ln.dbeta), dbeta)});
+      cs.compare(r.id(), shard("y", "token rows", mine.first, mine.count, n), y,
+                 y_ref.middleRows(mine.first, mine.count), {kTol, 0});
+      cs.compare(r.id(), shard("dx", "token rows", mine.first, mine.count, n), dx,
+                 dx_ref.middleRows(mine.first, mine.count), {kTol, 0});
+      cs.compare(r.id(), "dgamma", row_vector(ln.dgamma), dgamma, {kTol, 0});
+      cs.compare(r.id(), "dbeta", row_vector(ln.dbeta), dbeta, {kTol, 0});
     });
     std::printf("sp layer norm + attention t=%d: max error of y, dx, dgamma, dbeta %.3g\n", t,
-                worst);
-    CHECK(worst <= kTol);
+                checks.largest());
+    INFO("t = " << t);
+    checks.require();
   }
 }
 

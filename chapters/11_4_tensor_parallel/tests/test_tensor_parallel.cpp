@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "11_4_tensor_parallel/formulas.hpp"
@@ -19,6 +20,13 @@ using namespace mgpu::tensor_parallel;
 using namespace tp_test;  // the helpers every 11.4 test program shares
 
 namespace {
+
+// Where each of t equal shards of `total` rows or columns starts.
+std::vector<std::size_t> shard_starts(std::size_t total, int t) {
+  std::vector<std::size_t> starts;
+  for (int r = 0; r < t; ++r) starts.push_back(static_cast<std::size_t>(r) * total / t);
+  return starts;
+}
 
 struct Shape {
   Eigen::Index n, hidden, ffn;  // tokens, h, f
@@ -36,8 +44,12 @@ TEST_CASE("column_shard and row_shard: the t shards side by side (stacked) are t
       cols.middleCols(r * 12 / t, 12 / t) = column_shard(w, r, t);
       rows.middleRows(r * 8 / t, 8 / t) = row_shard(w, r, t);
     }
-    CHECK(max_abs_diff(cols, w) == 0);
-    CHECK(max_abs_diff(rows, w) == 0);
+    INFO("t = " << t << ": the shards put back together against the matrix");
+    mgpu_test::check_close(
+        "column_shards side by side", cols, w, {},
+        {.where = mgpu_test::column_chunks(12, shard_starts(12, t), 12, "rank")});
+    mgpu_test::check_close("row_shards stacked", rows, w, {},
+                           {.where = mgpu_test::row_chunks(12, shard_starts(8, t), 8, "rank")});
   }
   CHECK_THROWS_AS(row_shard(w, 0, 3), std::invalid_argument);     // 3 does not divide 8 rows
   CHECK_THROWS_AS(column_shard(w, 3, 3), std::invalid_argument);  // rank 3 of 3
@@ -54,15 +66,17 @@ TEST_CASE("column-parallel forward equals the unsplit linear layer's columns (t 
     model::linear_forward(x, w, no_bias, y_ref);
     for (int t : {1, 2, 4}) {
       const Eigen::Index c = s.ffn / t;
-      double worst = 0;
+      mgpu_test::RankChecks checks(t);
       for (int rank = 0; rank < t; ++rank) {
         MatrixRM y(s.n, c);
         column_parallel_forward(x, w.middleCols(rank * c, c), y);
-        worst = std::max(worst, max_abs_diff(y, y_ref.middleCols(rank * c, c)));
+        checks.compare(rank, shard("y", "columns", rank * c, c, s.ffn), y,
+                       y_ref.middleCols(rank * c, c), {kTol, 0});
       }
       std::printf("column-parallel forward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n,
-                  s.hidden, s.ffn, t, worst);
-      CHECK(worst <= kTol);
+                  s.hidden, s.ffn, t, checks.largest());
+      INFO("n = " << s.n << ", in = " << s.hidden << ", out = " << s.ffn << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -77,15 +91,19 @@ TEST_CASE(
     MatrixRM dx_ref(s.n, s.hidden), dw_ref = MatrixRM::Zero(s.hidden, s.ffn);
     model::linear_backward(x, w, dy, dx_ref, dw_ref, no_db);
     for (int t : {1, 2, 4}) {
-      const double worst = worst_over_groups(t, [&](Rank&, Comm& tp) {
-        const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
-        MatrixRM dx(s.n, s.hidden), dw = MatrixRM::Zero(s.hidden, c);
-        column_parallel_backward(tp, x, w.middleCols(first, c), dy.middleCols(first, c), dx, dw);
-        return std::max(max_abs_diff(dx, dx_ref), max_abs_diff(dw, dw_ref.middleCols(first, c)));
+      const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& c) {
+        const Eigen::Index cols = s.ffn / t, first = tp.rank() * cols;
+        MatrixRM dx(s.n, s.hidden), dw = MatrixRM::Zero(s.hidden, cols);
+        column_parallel_backward(tp, x, w.middleCols(first, cols), dy.middleCols(first, cols), dx,
+                                 dw);
+        c.compare(r.id(), "dx", dx, dx_ref, {kTol, 0});
+        c.compare(r.id(), shard("dW", "columns", first, cols, s.ffn), dw,
+                  dw_ref.middleCols(first, cols), {kTol, 0});
       });
       std::printf("column-parallel backward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n,
-                  s.hidden, s.ffn, t, worst);
-      CHECK(worst <= kTol);
+                  s.hidden, s.ffn, t, checks.largest());
+      INFO("n = " << s.n << ", in = " << s.hidden << ", out = " << s.ffn << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -111,15 +129,17 @@ TEST_CASE("row-parallel forward equals the unsplit x W + b on every rank (t = 1,
     MatrixRM y_ref(s.n, s.hidden);
     model::linear_forward(d.x, d.w, d.bias, y_ref);
     for (int t : {1, 2, 4}) {
-      const double worst = worst_over_groups(t, [&](Rank&, Comm& tp) {
-        const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
+      const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& c) {
+        const Eigen::Index cols = s.ffn / t, first = tp.rank() * cols;
         MatrixRM y(s.n, s.hidden);
-        row_parallel_forward(tp, d.x.middleCols(first, c), d.w.middleRows(first, c), d.bias, y);
-        return max_abs_diff(y, y_ref);
+        row_parallel_forward(tp, d.x.middleCols(first, cols), d.w.middleRows(first, cols), d.bias,
+                             y);
+        c.compare(r.id(), "y", y, y_ref, {kTol, 0});
       });
       std::printf("row-parallel forward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn,
-                  s.hidden, t, worst);
-      CHECK(worst <= kTol);
+                  s.hidden, t, checks.largest());
+      INFO("n = " << s.n << ", in = " << s.ffn << ", out = " << s.hidden << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -133,19 +153,23 @@ TEST_CASE(
     MatrixRM dx_ref(s.n, s.ffn), dw_ref = MatrixRM::Zero(s.ffn, s.hidden);
     model::linear_backward(d.x, d.w, d.dy, dx_ref, dw_ref, db_ref);
     for (int t : {1, 2, 4}) {
-      double worst = 0;
+      mgpu_test::RankChecks checks(t);
       for (int rank = 0; rank < t; ++rank) {
         const Eigen::Index c = s.ffn / t, first = rank * c;
         MatrixRM dx(s.n, c), dw = MatrixRM::Zero(c, s.hidden);
         Eigen::RowVectorXf db = Eigen::RowVectorXf::Zero(s.hidden);
         // No group at all: a rank's whole backward is computed from what it holds.
         row_parallel_backward(d.x.middleCols(first, c), d.w.middleRows(first, c), d.dy, dx, dw, db);
-        worst = std::max({worst, max_abs_diff(dx, dx_ref.middleCols(first, c)),
-                          max_abs_diff(dw, dw_ref.middleRows(first, c)), max_abs_diff(db, db_ref)});
+        checks.compare(rank, shard("dx", "columns", first, c, s.ffn), dx,
+                       dx_ref.middleCols(first, c), {kTol, 0});
+        checks.compare(rank, shard("dW", "rows", first, c, s.ffn), dw, dw_ref.middleRows(first, c),
+                       {kTol, 0});
+        checks.compare(rank, "db", db, db_ref, {kTol, 0});
       }
       std::printf("row-parallel backward n=%td in=%td out=%td t=%d: max error %.3g\n", s.n, s.ffn,
-                  s.hidden, t, worst);
-      CHECK(worst <= kTol);
+                  s.hidden, t, checks.largest());
+      INFO("n = " << s.n << ", in = " << s.ffn << ", out = " << s.hidden << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -159,15 +183,16 @@ TEST_CASE("tensor-parallel FFN forward equals model::ffn_forward on one rank (t 
     MatrixRM h(s.n, s.ffn), a(s.n, s.ffn), y_ref(s.n, s.hidden);
     model::ffn_forward(x, full.w1, no_bias, full.w2, no_bias, h, a, y_ref);
     for (int t : {1, 2, 4}) {
-      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
+      const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& c) {
         TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
         MatrixRM y(s.n, s.hidden);
         tp_ffn_forward(r, tp, ffn, x, y);
-        return max_abs_diff(y, y_ref);
+        c.compare(r.id(), "y", y, y_ref, {kTol, 0});
       });
       std::printf("tp FFN forward n=%td h=%td f=%td t=%d: max error of y %.3g\n", s.n, s.hidden,
-                  s.ffn, t, worst);
-      CHECK(worst <= kTol);
+                  s.ffn, t, checks.largest());
+      INFO("n = " << s.n << ", h = " << s.hidden << ", f = " << s.ffn << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -179,20 +204,24 @@ TEST_CASE("tensor-parallel FFN equals model::ffn_forward/ffn_backward on one ran
     const MatrixRM x = random_matrix(s.n, s.hidden, 8), dy = random_matrix(s.n, s.hidden, 9);
     const FfnReference ref = ffn_reference(full, x, dy);
     for (int t : {1, 2, 4}) {
-      const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
+      const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& cs) {
         TpFfn ffn = make_tp_ffn(r, tp, s.hidden, s.ffn, seed);
         const Eigen::Index c = s.ffn / t, first = tp.rank() * c;
-        const auto hs = static_cast<std::size_t>(s.hidden), cs = static_cast<std::size_t>(c);
+        const auto hsz = static_cast<std::size_t>(s.hidden), csz = static_cast<std::size_t>(c);
         MatrixRM y(s.n, s.hidden), dx(s.n, s.hidden);
         const TpFfnCache cache = tp_ffn_forward(r, tp, ffn, x, y);
         tp_ffn_backward(r, tp, ffn, x, cache, dy, dx);
-        return std::max({max_abs_diff(y, ref.y), max_abs_diff(dx, ref.dx),
-                         max_abs_diff(as_matrix(ffn.dw1, hs, cs), ref.dw1.middleCols(first, c)),
-                         max_abs_diff(as_matrix(ffn.dw2, cs, hs), ref.dw2.middleRows(first, c))});
+        cs.compare(r.id(), "y", y, ref.y, {kTol, 0});
+        cs.compare(r.id(), "dx", dx, ref.dx, {kTol, 0});
+        cs.compare(r.id(), shard("dW1", "columns", first, c, s.ffn), as_matrix(ffn.dw1, hsz, csz),
+                   ref.dw1.middleCols(first, c), {kTol, 0});
+        cs.compare(r.id(), shard("dW2", "rows", first, c, s.ffn), as_matrix(ffn.dw2, csz, hsz),
+                   ref.dw2.middleRows(first, c), {kTol, 0});
       });
       std::printf("tp FFN n=%td h=%td f=%td t=%d: max error of y, dx, dW1, dW2 %.3g\n", s.n,
-                  s.hidden, s.ffn, t, worst);
-      CHECK(worst <= kTol);
+                  s.hidden, s.ffn, t, checks.largest());
+      INFO("n = " << s.n << ", h = " << s.hidden << ", f = " << s.ffn << ", t = " << t);
+      checks.require();
     }
   }
 }
@@ -285,15 +314,16 @@ TEST_CASE("attention split by heads: the forward equals model::attention_forward
   model::attention_forward(x, seq, heads, true, full.wq, full.wk, full.wv, full.wo, q, k, v, p, o,
                            y_ref);
   for (int t : {1, 2, 4}) {
-    const double worst = worst_over_groups(t, [&](Rank& r, Comm& tp) {
+    const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& c) {
       TpAttention attn = make_tp_attention(r, tp, h, heads, seed, true);
       MatrixRM y(n, h);
       tp_attention_forward(r, tp, attn, x, seq, y);
-      return max_abs_diff(y, y_ref);
+      c.compare(r.id(), "y", y, y_ref, {kTol, 0});
     });
     std::printf("tp attention forward n=%td seq=%td h=%td heads=%td t=%d: max error of y %.3g\n", n,
-                seq, h, heads, t, worst);
-    CHECK(worst <= kTol);
+                seq, h, heads, t, checks.largest());
+    INFO("t = " << t);
+    checks.require();
   }
 }
 
@@ -311,8 +341,8 @@ TEST_CASE(
     const MatrixRM x = random_matrix(n, h, 13), dy = random_matrix(n, h, 14);
     const AttentionReference ref = attention_reference(full, x, dy, s.seq, s.heads, s.causal);
     for (int t : {1, 2, 4}) {
-      std::vector<double> err(static_cast<std::size_t>(2 * t), 0.0);
-      std::vector<TrafficCounts> sent(err.size());
+      mgpu_test::RankChecks checks(2 * t);
+      std::vector<TrafficCounts> sent(static_cast<std::size_t>(2 * t));
       Cluster cluster(2 * t);
       cluster.run([&](Rank& r) {
         Comm tp = tp_group(r, t);
@@ -325,19 +355,26 @@ TEST_CASE(
         tp_attention_backward(r, tp, attn, x, cache, dy, dx);
         const auto id = static_cast<std::size_t>(r.id());
         sent[id] = r.traffic().total();
-        err[id] =
-            std::max({max_abs_diff(y, ref.y), max_abs_diff(dx, ref.dx),
-                      max_abs_diff(as_matrix(attn.dwq, hs, cs), ref.dwq.middleCols(first, c)),
-                      max_abs_diff(as_matrix(attn.dwk, hs, cs), ref.dwk.middleCols(first, c)),
-                      max_abs_diff(as_matrix(attn.dwv, hs, cs), ref.dwv.middleCols(first, c)),
-                      max_abs_diff(as_matrix(attn.dwo, cs, hs), ref.dwo.middleRows(first, c))});
+        const int me = r.id();
+        checks.compare(me, "y", y, ref.y, {kTol, 0});
+        checks.compare(me, "dx", dx, ref.dx, {kTol, 0});
+        checks.compare(me, shard("dWq", "columns", first, c, h), as_matrix(attn.dwq, hs, cs),
+                       ref.dwq.middleCols(first, c), {kTol, 0});
+        checks.compare(me, shard("dWk", "columns", first, c, h), as_matrix(attn.dwk, hs, cs),
+                       ref.dwk.middleCols(first, c), {kTol, 0});
+        checks.compare(me, shard("dWv", "columns", first, c, h), as_matrix(attn.dwv, hs, cs),
+                       ref.dwv.middleCols(first, c), {kTol, 0});
+        checks.compare(me, shard("dWo", "rows", first, c, h), as_matrix(attn.dwo, cs, hs),
+                       ref.dwo.middleRows(first, c), {kTol, 0});
       });
-      const double worst = *std::max_element(err.begin(), err.end());
+      const double worst = checks.largest();
       std::printf(
           "tp attention n=%td seq=%td h=%td heads=%td (dh=%td) t=%d: max error %.3g, sent %llu "
           "bytes\n",
           n, s.seq, h, s.heads, dh, t, worst, static_cast<unsigned long long>(sent[0].bytes_sent));
-      CHECK(worst <= kTol);
+      INFO("batch = " << s.batch << ", seq = " << s.seq << ", h = " << h << ", heads = " << s.heads
+                      << ", t = " << t);
+      checks.require();
       // Forward and backward: two all-reduces of n*h floats, and nothing else.
       const double ring = 2.0 * (t - 1) / t;
       for (const TrafficCounts& c : sent) {

@@ -5,6 +5,7 @@
 // measured from the ledger.
 #include <doctest/doctest.h>
 #include <mgpu_test/compare.hpp>
+#include <mgpu_test/model_where.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +30,21 @@ using mgpu_test::max_abs_diff;
 using pipeline_probes::free_links;
 
 namespace {
+
+// "F3", "B3", "I3" (backward-input), "W3" (backward-weight), with ":1" for chunk 1: an action,
+// short enough to print a whole program.
+std::string short_name(const Action& a) {
+  const char* letters[] = {"F", "B", "I", "W"};
+  return letters[static_cast<int>(a.pass)] + std::to_string(a.micro_batch) +
+         (a.chunk != 0 ? ":" + std::to_string(a.chunk) : "");
+}
+
+// A stage's program against the expected one: one message naming the first position that
+// differs, both actions, and both programs whole (F forward, B backward, I and W its halves).
+void check_program(const std::string& label, const std::vector<Action>& got,
+                   const std::vector<Action>& want) {
+  mgpu_test::check_sequence(label, got, want, short_name);
+}
 
 // Blocks dominate the compute (FFN only, d_ff = 16 d_model) while the embedding and head are
 // one feature wide, so every stage costs the same up to about 0.1%: the bubble formula applies.
@@ -126,6 +142,7 @@ struct Reference {
   double loss = 0;
   std::vector<float> grads;
   mgpu_test::Tolerance tol;
+  mgpu_test::Context where;  // names a gradient's tensor, element and unit in a report
 };
 
 Reference reference_step(const model::Model& net, const model::Batch& batch) {
@@ -137,12 +154,14 @@ Reference reference_step(const model::Model& net, const model::Batch& batch) {
     ref.grads.assign(replica.grads.begin(), replica.grads.end());
   });
   ref.tol = {1e-5 * std::max(1.0, max_abs(ref.grads)), 0};
+  ref.where = {.where = mgpu_test::model_tensors(net)};
   return ref;
 }
 
 // A pipelined step's gradients (named `label` in a failure) and loss against the reference's.
+// Wrong gradients end the test: the loops over p and m would only repeat the first failure.
 void check_step(const std::string& label, const Step& step, const Reference& ref) {
-  check_close(label, step.grads, ref.grads, ref.tol);
+  mgpu_test::require_close(label, step.grads, ref.grads, ref.tol, ref.where);
   CHECK(step.loss == doctest::Approx(ref.loss).epsilon(1e-5));
 }
 
@@ -238,13 +257,11 @@ TEST_CASE("gpipe_schedule: every stage runs all forwards in order, then all back
   CHECK(s.stages == 3);
   CHECK(s.micro_batches == 4);
   REQUIRE(s.per_stage.size() == 3);
-  for (const auto& program : s.per_stage) {
-    REQUIRE(program.size() == 8);
-    for (int k = 0; k < 4; ++k) {
-      CHECK(program[static_cast<std::size_t>(k)] == Action{Pass::forward, k});
-      CHECK(program[static_cast<std::size_t>(4 + k)] == Action{Pass::backward, k});
-    }
-  }
+  std::vector<Action> want;
+  for (int k = 0; k < 4; ++k) want.push_back({Pass::forward, k});
+  for (int k = 0; k < 4; ++k) want.push_back({Pass::backward, k});
+  for (std::size_t st = 0; st < s.per_stage.size(); ++st)
+    check_program("gpipe_schedule(3, 4), stage " + std::to_string(st), s.per_stage[st], want);
   CHECK_THROWS_AS(gpipe_schedule(0, 4), std::invalid_argument);
   CHECK_THROWS_AS(gpipe_schedule(2, 0), std::invalid_argument);
 }
@@ -256,11 +273,14 @@ TEST_CASE(
   REQUIRE(s.per_stage.size() == 2);
   const auto F = [](int k) { return Action{Pass::forward, k}; };
   const auto B = [](int k) { return Action{Pass::backward, k}; };
-  CHECK(s.per_stage[0] == std::vector<Action>{F(0), F(1), B(0), F(2), B(1), B(2)});
-  CHECK(s.per_stage[1] == std::vector<Action>{F(0), B(0), F(1), B(1), F(2), B(2)});
+  check_program("one_f_one_b_schedule(2, 3), stage 0", s.per_stage[0],
+                {F(0), F(1), B(0), F(2), B(1), B(2)});
+  check_program("one_f_one_b_schedule(2, 3), stage 1", s.per_stage[1],
+                {F(0), B(0), F(1), B(1), F(2), B(2)});
   // Fewer micro-batches than stages: stage 0 may hold all of them.
   const PipelineSchedule short_one = one_f_one_b_schedule(4, 2);
-  CHECK(short_one.per_stage[0] == std::vector<Action>{F(0), F(1), B(0), B(1)});
+  check_program("one_f_one_b_schedule(4, 2), stage 0", short_one.per_stage[0],
+                {F(0), F(1), B(0), B(1)});
   CHECK_THROWS_AS(one_f_one_b_schedule(0, 1), std::invalid_argument);
   CHECK_THROWS_AS(one_f_one_b_schedule(1, 0), std::invalid_argument);
 }
@@ -366,7 +386,7 @@ TEST_CASE(
     saved_after = r.memory().current(Category::activations) - before;
     got.assign(replica.grads.begin(), replica.grads.end());
   });
-  check_close("one-stage gradients", got, ref.grads, ref.tol);
+  check_close("one-stage gradients", got, ref.grads, ref.tol, ref.where);
   CHECK(loss == doctest::Approx(ref.loss).epsilon(1e-6));
   CHECK(saved_after == 0);  // caches and the loss gradient freed by the backward
 }
@@ -396,7 +416,7 @@ TEST_CASE(
   for (int s = 0; s < 2; ++s) {
     copy_units(net, stage_units(net, 2, s), stage_grads[static_cast<std::size_t>(s)], got);
   }
-  check_close("two-stage gradients", got, ref.grads, ref.tol);
+  check_close("two-stage gradients", got, ref.grads, ref.tol, ref.where);
 }
 
 TEST_CASE("pipelined gradients equal the unpipelined model's on the whole batch (fp32 tolerance)") {
@@ -533,13 +553,16 @@ TEST_CASE("interleaved_one_f_one_b_schedule: the header's example, v = 1 and the
   CHECK(s.stages == 2);
   CHECK(s.micro_batches == 2);
   CHECK(s.chunks == 2);
-  CHECK(s.per_stage == header_example().per_stage);
+  REQUIRE(s.per_stage.size() == 2);
+  for (std::size_t st = 0; st < 2; ++st)
+    check_program("interleaved_one_f_one_b_schedule(2, 2, 2), stage " + std::to_string(st),
+                  s.per_stage[st], header_example().per_stage[st]);
   // The groups of p: with p = 2, m = 4, v = 2 stage 1 (warm-up 2) takes micro-batches 0 and 1
   // through chunk 0, then through chunk 1, before micro-batches 2 and 3 start.
   const PipelineSchedule g = interleaved_one_f_one_b_schedule(2, 4, 2);
-  CHECK(g.per_stage[1] == std::vector<Action>{F(0, 0), F(1, 0), F(0, 1), B(0, 1), F(1, 1), B(1, 1),
-                                              F(2, 0), B(0, 0), F(3, 0), B(1, 0), F(2, 1), B(2, 1),
-                                              F(3, 1), B(3, 1), B(2, 0), B(3, 0)});
+  check_program("interleaved_one_f_one_b_schedule(2, 4, 2), stage 1", g.per_stage[1],
+                {F(0, 0), F(1, 0), F(0, 1), B(0, 1), F(1, 1), B(1, 1), F(2, 0), B(0, 0), F(3, 0),
+                 B(1, 0), F(2, 1), B(2, 1), F(3, 1), B(3, 1), B(2, 0), B(3, 0)});
   CHECK(interleaved_one_f_one_b_schedule(3, 3, 1).chunks == 1);
   CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(0, 2, 2), std::invalid_argument);
   CHECK_THROWS_AS(interleaved_one_f_one_b_schedule(2, 0, 2), std::invalid_argument);
@@ -880,7 +903,7 @@ TEST_CASE(
   CHECK(after_input > 0);  // the weight half's inputs are still saved
   CHECK(grads_after_input == 0.0);
   CHECK(after_weight == 0);
-  check_close("one stage, two halves", got, ref.grads, ref.tol);
+  check_close("one stage, two halves", got, ref.grads, ref.tol, ref.where);
 }
 
 TEST_CASE("pipelined gradients with the backward in two halves equal the unpipelined model's") {
@@ -990,7 +1013,8 @@ TEST_CASE(
       for (int s = 0; s < p; ++s) {
         const auto& program = zb.per_stage[static_cast<std::size_t>(s)];
         check_halves_in_order(program);
-        CHECK(without_weights(program) == f1b.per_stage[static_cast<std::size_t>(s)]);
+        check_program("stage " + std::to_string(s) + " without its weight halves",
+                      without_weights(program), f1b.per_stage[static_cast<std::size_t>(s)]);
         CHECK(schedule_in_flight(zb, s) <= std::min(m, p));
         zb_peak = std::max(zb_peak, schedule_in_flight(zb, s));
         f1b_peak = std::max(f1b_peak, schedule_in_flight(f1b, s));
@@ -1004,7 +1028,7 @@ TEST_CASE(
       {Pass::forward, 0},        {Pass::backward_input, 0},  {Pass::forward, 1},
       {Pass::backward_input, 1}, {Pass::backward_weight, 0}, {Pass::forward, 2},
       {Pass::backward_input, 2}, {Pass::backward_weight, 1}, {Pass::backward_weight, 2}};
-  CHECK(last == expected);
+  check_program("zb_h1_schedule(2, 3), stage 1", last, expected);
   CHECK_THROWS_AS(zb_h1_schedule(0, 4), std::invalid_argument);
   CHECK_THROWS_AS(zb_h1_schedule(4, 0), std::invalid_argument);
 }
@@ -1219,8 +1243,10 @@ TEST_CASE(
       b2{Pass::backward_input, 2};
   const Action w0{Pass::backward_weight, 0}, w1{Pass::backward_weight, 1},
       w2{Pass::backward_weight, 2};
-  CHECK(two.per_stage[0] == std::vector<Action>{f0, f1, f2, b0, w0, b1, w1, b2, w2});
-  CHECK(two.per_stage[1] == std::vector<Action>{f0, b0, f1, b1, f2, b2, w0, w1, w2});
+  check_program("zb_h2_schedule(2, 3), stage 0", two.per_stage[0],
+                {f0, f1, f2, b0, w0, b1, w1, b2, w2});
+  check_program("zb_h2_schedule(2, 3), stage 1", two.per_stage[1],
+                {f0, b0, f1, b1, f2, b2, w0, w1, w2});
   CHECK_THROWS_AS(zb_h2_schedule(0, 4), std::invalid_argument);
   CHECK_THROWS_AS(zb_h2_schedule(4, 0), std::invalid_argument);
 }

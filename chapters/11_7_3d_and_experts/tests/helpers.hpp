@@ -1,8 +1,7 @@
 // What the 11.7 test programs share: the small attention model of the 3D tests, random inputs,
-// the largest difference of two matrices, and the comparison of a rank's share (or part of it)
-// with the one-rank values cut the same way, tensor by tensor, so a failure names the unit, the
-// tensor and the worst element ("step 1, unit 2 (block1) w1 grad, rank tp 1 pp 0 dp 1") instead
-// of one relative error for the whole buffer.
+// and the comparison of a rank's share (or part of it) with the one-rank values cut the same way,
+// tensor by tensor, so a failure names the unit, the tensor and the worst element ("step 1, unit
+// 2 (block1) w1 grad, rank tp 1 pp 0 dp 1") instead of one relative error for the whole buffer.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -36,13 +35,6 @@ inline mgpu::model::MatrixRM random_matrix(Eigen::Index rows, Eigen::Index cols,
   return m;
 }
 
-/// The largest |a - b| over the entries of two matrices of one shape.
-inline double max_abs_diff(mgpu::model::MatIn a, mgpu::model::MatIn b) {
-  REQUIRE(a.rows() == b.rows());
-  REQUIRE(a.cols() == b.cols());
-  return a.size() == 0 ? 0.0 : static_cast<double>((a - b).cwiseAbs().maxCoeff());
-}
-
 }  // namespace layout_test
 
 namespace share_compare {
@@ -62,17 +54,21 @@ inline std::string tensor_name(const mgpu::model::Model& model,
   return "unit " + std::to_string(info.unit) + " (" + model.unit(info.unit).name + ") " + shortname;
 }
 
-/// Checks got against want (both share-long flat buffers) over [first, first + count), one
-/// doctest check per tensor of the share that overlaps the range, each labelled
-/// "<prefix>: unit U (name) T <what>, <suffix>". The tolerance is `rel` times the largest
-/// |want| in the range, the same for every tensor (a tensor of tiny values is not held to a
-/// tighter standard than its neighbours). Returns whether every tensor passed.
+/// Checks got against want (both share-long flat buffers) over [first, first + count), tensor by
+/// tensor of the share that overlaps the range, each labelled "<prefix>: unit U (name) T <what>,
+/// <suffix>", in one doctest check: its message is the first failing tensor's report (rank,
+/// element, first and worst) and the names of the other failing tensors, so a wrong share reads
+/// in a screenful. The tolerance is `rel` times the largest |want| in the range, the same for
+/// every tensor (a tensor of tiny values is not held to a tighter standard than its neighbours).
+/// `stop` makes a failure end the test case (REQUIRE), for loops over many ranks and steps.
+/// Returns whether every tensor passed.
 inline bool check_share(const mgpu::model::Model& model, const mgpu::layout::Share& share,
                         std::span<const float> got, std::span<const float> want, std::size_t first,
                         std::size_t count, double rel, const std::string& prefix,
-                        const std::string& what, const std::string& suffix) {
+                        const std::string& what, const std::string& suffix, bool stop = false) {
   const double atol = rel * std::max(1e-12, mgpu_test::max_abs(want.subspan(first, count)));
-  bool ok = true;
+  std::string report, others;
+  std::size_t failed = 0;
   for (const mgpu::layout::ShareTensor& t : share.tensors) {
     const std::size_t lo = std::max(first, t.offset);
     const std::size_t hi = std::min(first + count, t.offset + t.size());
@@ -83,10 +79,21 @@ inline bool check_share(const mgpu::model::Model& model, const mgpu::layout::Sha
                std::to_string(hi - t.offset) + " of " + std::to_string(t.size()) + ")";
     }
     label += ", " + suffix;
-    ok &= mgpu_test::check_close(label, got.subspan(lo, hi - lo), want.subspan(lo, hi - lo),
-                                 {atol, 0});
+    const mgpu_test::Mismatch m =
+        mgpu_test::compare(label, got.subspan(lo, hi - lo), want.subspan(lo, hi - lo), {atol, 0});
+    if (m.count == 0) continue;
+    if (failed++ == 0)
+      report = m.report;
+    else
+      others += "\n    " + tensor_name(model, t) + " " + what;
   }
-  return ok;
+  if (failed > 1)
+    report += "\n  and " + std::to_string(failed - 1) + " more tensors of this share:" + others;
+  if (stop)
+    REQUIRE_MESSAGE(failed == 0, report);
+  else
+    CHECK_MESSAGE(failed == 0, report);
+  return failed == 0;
 }
 
 }  // namespace share_compare

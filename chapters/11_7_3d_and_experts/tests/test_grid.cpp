@@ -3,6 +3,7 @@
 // exactly its members' ranks (with its bytes under the group's name), and the pipeline
 // neighbours. Expected values come from the numbering rule itself, never from the code tested.
 #include <doctest/doctest.h>
+#include <mgpu_test/compare.hpp>
 
 #include <cstdint>
 #include <numeric>
@@ -99,9 +100,13 @@ TEST_CASE("process grid: every group has the layout's size, its members, in orde
     CHECK(v.tp.size == l.tp);
     CHECK(v.pp.size == l.pp);
     CHECK(v.dp.size == l.dp);
-    CHECK(v.tp.members == expected_members(l, r, Axis::tp));
-    CHECK(v.pp.members == expected_members(l, r, Axis::pp));
-    CHECK(v.dp.members == expected_members(l, r, Axis::dp));
+    // The first rank whose group is wrong ends the test: the others would repeat its story.
+    mgpu_test::require_close("tp group's members", v.tp.members, expected_members(l, r, Axis::tp),
+                             {}, {.rank = r});
+    mgpu_test::require_close("pp group's members", v.pp.members, expected_members(l, r, Axis::pp),
+                             {}, {.rank = r});
+    mgpu_test::require_close("dp group's members", v.dp.members, expected_members(l, r, Axis::dp),
+                             {}, {.rank = r});
     // Ordered along the axis: the group rank is the coordinate.
     CHECK(v.tp.rank == v.coords.tp);
     CHECK(v.pp.rank == v.coords.pp);
@@ -138,7 +143,8 @@ TEST_CASE("process grid: an all-reduce over each group sums exactly its members'
         const std::vector<int> m = expected_members(l, r, axis);
         expected.push_back(std::accumulate(m.begin(), m.end(), 0.0));
       }
-      CHECK(sums[static_cast<std::size_t>(r)] == expected);
+      mgpu_test::require_close("all-reduced sums over its tp, pp and dp groups",
+                               sums[static_cast<std::size_t>(r)], expected, {}, {.rank = r});
       // The bytes land under the group's name, as the traffic meter reports them per axis.
       const TrafficMeter& meter = cluster.report(r).traffic;
       const auto ring = [&](std::int64_t size) {
@@ -171,9 +177,10 @@ TEST_CASE(
 TEST_CASE(
     "process grid: the example of grid.hpp (2x2x2, rank 5) and the README's (2x2x4, rank 11)") {
   const GridView v = views_of({2, 2, 2})[5];
-  CHECK(v.tp.members == std::vector<int>{4, 5});
-  CHECK(v.pp.members == std::vector<int>{5, 7});
-  CHECK(v.dp.members == std::vector<int>{1, 5});
+  using Members = std::vector<int>;
+  mgpu_test::check_close("2x2x2 tp group's members", v.tp.members, Members{4, 5}, {}, {.rank = 5});
+  mgpu_test::check_close("2x2x2 pp group's members", v.pp.members, Members{5, 7}, {}, {.rank = 5});
+  mgpu_test::check_close("2x2x2 dp group's members", v.dp.members, Members{1, 5}, {}, {.rank = 5});
   CHECK_FALSE(v.previous.has_value());
   CHECK(v.next == std::optional<int>(7));
 
@@ -190,9 +197,12 @@ TEST_CASE(
           << w.coords.tp << ", pp " << w.coords.pp << ", dp " << w.coords.dp << "), tp "
           << show(w.tp.members) << ", pp " << show(w.pp.members) << ", dp " << show(w.dp.members)
           << ", previous stage " << show_rank(w.previous) << ", next stage " << show_rank(w.next));
-  CHECK(w.tp.members == std::vector<int>{10, 11});
-  CHECK(w.pp.members == std::vector<int>{9, 11});
-  CHECK(w.dp.members == std::vector<int>{3, 7, 11, 15});
+  mgpu_test::check_close("2x2x4 tp group's members", w.tp.members, Members{10, 11}, {},
+                         {.rank = 11});
+  mgpu_test::check_close("2x2x4 pp group's members", w.pp.members, Members{9, 11}, {},
+                         {.rank = 11});
+  mgpu_test::check_close("2x2x4 dp group's members", w.dp.members, Members{3, 7, 11, 15}, {},
+                         {.rank = 11});
   CHECK(w.previous == std::optional<int>(9));
   CHECK_FALSE(w.next.has_value());
 }

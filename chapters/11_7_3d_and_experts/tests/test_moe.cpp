@@ -22,7 +22,6 @@ using namespace mgpu::experts;
 
 namespace {
 
-using layout_test::max_abs_diff;
 using layout_test::random_matrix;
 
 constexpr double kTol = 2e-5;  // fp32 sums of a few dozen O(1) products, in another order
@@ -140,6 +139,30 @@ Run run_moe(int n, const MoeConfig& cfg, std::uint64_t seed, MatIn x, MatIn dy,
   return out;
 }
 
+// Checks a run of the whole layer against the dense one: each rank's rows of y and dx, each
+// expert's weight gradient on the rank that holds it (with_experts), and the router gradient
+// summed over the ranks. One message for the first failing rank (and a count of the rest); a
+// failure ends the test, so a loop over configurations stops at the first that fails.
+void check_layer(const Run& run, const Dense& ref, int n, Eigen::Index tokens, bool with_experts) {
+  mgpu_test::RankChecks checks(n);
+  const auto mine = [&](const MatrixRM& m, int r) { return m.middleRows(r * tokens, tokens); };
+  const std::size_t experts = ref.dw.size(), per_rank = experts / static_cast<std::size_t>(n);
+  for (int r = 0; r < n; ++r) {
+    checks.compare(r, "y (its tokens' output)", mine(run.y, r), mine(ref.y, r),
+                   mgpu_test::below(kTol));
+    checks.compare(r, "dx (its tokens' input gradient)", mine(run.dx, r), mine(ref.dx, r),
+                   mgpu_test::below(kTol));
+  }
+  if (with_experts)
+    for (std::size_t e = 0; e < experts; ++e)
+      checks.compare(static_cast<int>(e / per_rank), "dW of expert " + std::to_string(e), run.dw[e],
+                     ref.dw[e], mgpu_test::below(kTol));
+  INFO("each rank's share of the layer against the dense single-rank MoE's");
+  checks.require();
+  mgpu_test::require_close("drouter (summed over the ranks)", run.drouter, ref.drouter,
+                           mgpu_test::below(kTol));
+}
+
 }  // namespace
 
 TEST_CASE("expert_capacity is the even share of the copies times the factor, rounded up") {
@@ -161,7 +184,9 @@ TEST_CASE(
   CHECK(r.expert[0] == 2);
   CHECK(r.expert[1] == 0);
   CHECK(r.gate[0] == doctest::Approx(r.probs(0, 2)));
-  CHECK(std::vector<char>(r.kept.begin(), r.kept.end()) == std::vector<char>{1, 1, 1, 1, 0, 0});
+  mgpu_test::check_close("kept (token t's j-th copy at t k + j)",
+                         std::vector<int>(r.kept.begin(), r.kept.end()),
+                         std::vector<int>{1, 1, 1, 1, 0, 0});
   CHECK(r.dropped == 2);
   CHECK(r.probs.row(0).sum() == doctest::Approx(1.0));
 }
@@ -220,11 +245,7 @@ TEST_CASE(
     const Run run = run_moe(pt.n, cfg, 5, x, dy);
     const Dense ref =
         dense_moe(full_moe_weights(cfg.hidden, cfg.experts, 5), x, dy, T, pt.k, pt.factor);
-    CHECK(max_abs_diff(run.y, ref.y) < kTol);
-    CHECK(max_abs_diff(run.dx, ref.dx) < kTol);
-    CHECK(max_abs_diff(run.drouter, ref.drouter) < kTol);
-    for (std::size_t e = 0; e < ref.dw.size(); ++e)
-      CHECK(max_abs_diff(run.dw[e], ref.dw[e]) < kTol);
+    check_layer(run, ref, pt.n, T, true);
     CHECK(run.dropped == ref.dropped);
     if (pt.factor >= 8.0) CHECK(run.dropped == 0);
   }
@@ -248,9 +269,7 @@ TEST_CASE("dropped copies equal the count over capacity when every token wants e
   const std::int64_t capacity = expert_capacity(T, cfg.top_k, cfg.experts, cfg.capacity_factor);
   CHECK(ref.dropped == n * 2 * (T - capacity));
   CHECK(run.dropped == ref.dropped);
-  CHECK(max_abs_diff(run.y, ref.y) < kTol);
-  CHECK(max_abs_diff(run.dx, ref.dx) < kTol);
-  CHECK(max_abs_diff(run.drouter, ref.drouter) < kTol);
+  check_layer(run, ref, n, T, false);
 }
 
 TEST_CASE(

@@ -141,10 +141,11 @@ void check_layout_run(Layout l, int micro_batches, std::int64_t sequences_per_mi
       const std::size_t first = static_cast<std::size_t>(run.coords.dp) * run.share.shard;
       const std::size_t own =
           std::min(run.share.shard, run.share.count - std::min(first, run.share.count));
+      // The first rank whose share is wrong ends the test: the others would repeat its story.
       share_compare::check_share(m, run.share, run.grads[static_cast<std::size_t>(s)], grads, first,
-                                 own, 1e-4, step, "grad (own ZeRO-1 shard)", who);
+                                 own, 1e-4, step, "grad (own ZeRO-1 shard)", who, true);
       share_compare::check_share(m, run.share, run.params[static_cast<std::size_t>(s)], params, 0,
-                                 run.share.count, 1e-5, step, "param after Adam", who);
+                                 run.share.count, 1e-5, step, "param after Adam", who, true);
     }
     CHECK(last_stage_replicas == l.dp);
     CHECK_MESSAGE(loss_sum / static_cast<double>(l.dp) ==

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "11_7_3d_and_experts/step3d.hpp"
@@ -108,6 +109,64 @@ std::string tp_rank(std::size_t i, int t) {
 }
 
 constexpr double kRel = 1e-5;  // fp32: the same sums in a different order
+
+// "forward of micro-batch 2": an entry of a 1F1B order.
+std::string entry_name(const std::pair<bool, int>& e) {
+  return std::string(e.first ? "forward" : "backward") + " of micro-batch " +
+         std::to_string(e.second);
+}
+
+// Whether the stages' orders (orders[s] for stage s of a pipeline) fit together: plays them as
+// the step runs them, with buffered sends, where stage s may run the forward of micro-batch i
+// only once stage s - 1 has run it (its activation arrives), and the backward of i only once
+// stage s + 1 has run it (its gradient arrives). Returns "" when every stage gets through its
+// order, or, when every stage still running waits on another, one line per stage saying what it
+// waits for: the deadlock train_step_3d would hit with these orders.
+std::string order_deadlock(const std::vector<std::vector<std::pair<bool, int>>>& orders) {
+  const std::size_t p = orders.size();
+  std::vector<std::size_t> next(p, 0);  // next entry of each stage
+  // done[s] holds the entries stage s has run, as (forward?, micro-batch).
+  std::vector<std::vector<std::pair<bool, int>>> done(p);
+  const auto has_run = [&](std::size_t s, const std::pair<bool, int>& e) {
+    return std::find(done[s].begin(), done[s].end(), e) != done[s].end();
+  };
+  // The stage whose entry `e` of stage s waits for, or p when it waits for none.
+  const auto waits_on = [&](std::size_t s, const std::pair<bool, int>& e) {
+    if (e.first && s > 0) return s - 1;
+    if (!e.first && s + 1 < p) return s + 1;
+    return p;
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t s = 0; s < p; ++s) {
+      while (next[s] < orders[s].size()) {
+        const auto& e = orders[s][next[s]];
+        const std::size_t from = waits_on(s, e);
+        if (from != p && !has_run(from, e)) break;
+        done[s].push_back(e);
+        ++next[s];
+        moved = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (std::size_t s = 0; s < p; ++s) {
+    if (next[s] == orders[s].size()) continue;
+    const auto& e = orders[s][next[s]];
+    stuck += "\n  stage " + std::to_string(s) + " waits at entry " + std::to_string(next[s]) +
+             " (" + entry_name(e) + ") for stage " + std::to_string(waits_on(s, e)) +
+             "'s, which that stage has not run";
+  }
+  return stuck;
+}
+
+// "F0 F1 B0 F2 B1 B2": an order, compactly.
+std::string order_text(const std::vector<std::pair<bool, int>>& order) {
+  std::string t;
+  for (const auto& [fwd, i] : order)
+    t += (t.empty() ? "" : " ") + std::string(fwd ? "F" : "B") + std::to_string(i);
+  return t;
+}
 
 }  // namespace
 
@@ -278,7 +337,9 @@ TEST_CASE("11.7 3D rung 0d: zero1_update equals Adam on the summed gradient at d
   }
 }
 
-TEST_CASE("11.7 3D rung 0e: one_f_one_b_order is a valid order that holds min(m, p - s)") {
+TEST_CASE(
+    "11.7 3D rung 0e: one_f_one_b_order is a valid order that holds min(m, p - s), and the "
+    "stages' orders run together without a deadlock") {
   for (int p = 1; p <= 4; ++p) {
     for (int s = 0; s < p; ++s) {
       for (int m = 1; m <= 6; ++m) {
@@ -307,6 +368,26 @@ TEST_CASE("11.7 3D rung 0e: one_f_one_b_order is a valid order that holds min(m,
                          << " micro-batches in flight at the peak, expected min(m, p - s) = "
                          << std::min(m, p - s));
       }
+    }
+  }
+  // Each order can be valid alone and still deadlock with its neighbour's (a stage that runs a
+  // backward before the forward its next stage waits for): play all the stages together, as
+  // train_step_3d will, so that such a pair fails here rather than in rung 3's hung step.
+  for (int p = 1; p <= 4; ++p) {
+    for (int m = 1; m <= 6; ++m) {
+      std::vector<std::vector<std::pair<bool, int>>> orders;
+      std::string all;
+      for (int s = 0; s < p; ++s) {
+        orders.push_back(one_f_one_b_order(s, p, m));
+        all += "\n  stage " + std::to_string(s) + ": " + order_text(orders.back());
+      }
+      const std::string deadlock = order_deadlock(orders);
+      REQUIRE_MESSAGE(deadlock.empty(),
+                      p << " stages, m = " << m
+                        << ": the orders deadlock when the stages run them together (each is "
+                           "valid alone; a backward that waits for the next stage must come "
+                           "after every forward that stage needs first):"
+                        << deadlock << "\n  their orders:" << all);
     }
   }
 }
