@@ -206,9 +206,15 @@ TEST_CASE("mgpu predict lists, records, refuses to measure before a prediction, 
   predict(checkout, "11_9 6 3", record);
   o = predict(checkout, "11_9 6", record);
   CHECK(o.rc == 1);
-  CHECK(o.out.find("not measured: no number right after 'peak' in its output (a chapter "
-                   "function not written yet? else fix chapters/11_9_fixture/README.md:") !=
+  // Each line speaks to the student: what their output lacks, or which of their functions the
+  // row waits for and the hint to open, never the README's line.
+  CHECK(o.out.find("not measured: its output above has no number after 'peak'") !=
         std::string::npos);
+  CHECK(o.out.find("not measured: it needs your 11.9 peak_bytes, not written yet; write it, then "
+                   "ask again (./mgpu hint 11.9 peak_bytes if you are stuck)") != std::string::npos);
+  CHECK(o.out.find("not measured: it needs your 11.9 total_bytes") != std::string::npos);
+  // The README's place is named once, in the question's heading, and not in any line above.
+  CHECK(o.out.find("README.md:") == o.out.rfind("README.md:"));
 
   o = predict(checkout, "11_9 1", record);  // no command: says so
   CHECK(o.rc == 0);
