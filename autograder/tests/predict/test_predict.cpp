@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "commands/distribute.hpp"
@@ -278,4 +280,39 @@ TEST_CASE("the grader reports the latest prediction per chapter, unscored, and s
   put(checkout / kPredictionsRecord, "11_5_pipeline\t2\t0.27\t2026-12-01T10:00:00Z\n");
   const auto files = write_submission(r, checkout / "chapters", dir / "upload.zip");
   CHECK(files.back() == ".mgpu/predictions.tsv");
+}
+
+// The course's own questions measure on the reference: each command runs and prints a number
+// after its label. A label that drifts from what a tool prints would tell students "not measured"
+// for a reason that is not theirs.
+TEST_CASE("every question of the course's READMEs measures a number on the reference") {
+  const std::map<std::string, std::string> tools = {{"./mgpu plan ", MGPU_PLAN_EXE},
+                                                    {"./mgpu pipeline ", MGPU_PIPELINE_EXE}};
+  const fs::path root = MGPU_SOURCE_ROOT;
+  int measured = 0;
+  for (const auto& chapter : fs::directory_iterator(root / "chapters")) {
+    const fs::path readme = chapter.path() / "README.md";
+    if (!fs::exists(readme) || read(readme).find("<!-- predict:") == std::string::npos) continue;
+    for (const auto& q : read_questions(readme))
+      for (const auto& m : q.measures) {
+        CAPTURE(readme.string());
+        CAPTURE(m.line);
+        CAPTURE(m.command);
+        std::string command;
+        for (const auto& [prefix, exe] : tools)
+          if (m.command.rfind(prefix, 0) == 0)
+            command = "'" + exe + "' " + m.command.substr(prefix.size());
+        REQUIRE_MESSAGE(!command.empty(), "a command of a tool this test does not know yet");
+        FILE* p = ::popen(("cd '" + root.string() + "' && " + command + " 2>&1").c_str(), "r");
+        REQUIRE(p != nullptr);
+        std::string out;
+        char buf[4096];
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+        CHECK(::pclose(p) == 0);
+        CHECK_MESSAGE(measured_value(out, m.label).has_value(),
+                      "no number after '" << m.label << "' in:\n" << out);
+        ++measured;
+      }
+  }
+  CHECK(measured > 30);  // every chapter's questions were found
 }
