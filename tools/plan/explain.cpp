@@ -182,7 +182,7 @@ void add_pipeline_factors(Plan& p) {
       compute_row([&] { return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes; }),
       "stage bytes / tp (each tp GPU sends its slice)", "mgpu::layout::per_gpu_traffic (11.7)");
   if (o.interleave > 1)
-    add(p, "pipeline sends per micro-batch, v chunks against one",
+    add(p, "pipeline sends, v chunks over one chunk",
         pipeline_sends_per_micro_batch(o.pp, o.interleave) /
             pipeline_sends_per_micro_batch(o.pp, 1),
         o.pp > 2 ? "2 v / 2" : "(2 v - 1) / 1", "mgpu::planner::pipeline_sends_per_micro_batch");
