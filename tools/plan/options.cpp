@@ -118,8 +118,8 @@ void validate_shape(const Options& o, const ModelShape& m) {
   if (m.ffn_size() % o.tp != 0)
     throw UsageError(fmt::format(
         "--ffn {} is not divisible by --tp {}: the FFN's first matrix splits by columns over tp; "
-        "use an --ffn that tp divides or --tp {}",
-        m.ffn_size(), o.tp, divisors_of(m.ffn_size())));
+        "use --ffn {} or another multiple of tp",
+        m.ffn_size(), o.tp, (m.ffn_size() / o.tp + 1) * o.tp));
   if (m.vocab > 0 && o.params <= static_cast<double>(m.vocab * s.hidden))
     throw UsageError(fmt::format(
         "--params {:.4g} is no more than the embedding alone, --vocab {} x --hidden {} = {:.4g}: "

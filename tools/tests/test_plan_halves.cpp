@@ -325,3 +325,24 @@ TEST_CASE("--hardware sets the capacity and the server the memory report judges 
                             joined(shape, {"--hardware", "h100-sxm", "--gpus-per-node", "4"}),
                             "drop --gpus-per-node");
 }
+
+TEST_CASE("the model's and the schedule's flags are refused with the fix, in both halves alike") {
+  const Args base = {"--params", "70e9", "--gpus",  "64", "--layers", "80",
+                     "--hidden", "8192", "--heads", "64", "--seq",    "4096"};
+  const auto refused = [&](const Args& extra, const std::string& fix) {
+    tools_test::check_refused(run_plan_cli, kExitUsage, joined(base, extra), fix);
+    // The step reads the same options: adding --hardware changes nothing in the verdict.
+    tools_test::check_refused(
+        run_plan_cli, kExitUsage,
+        joined(joined(base, extra), {"--vocab", "32000", "--hardware", "h100-sxm"}), fix);
+  };
+  refused({"--interleave", "2", "--pp", "4", "--micro-batches", "6"}, "use --micro-batches 4 or 8");
+  refused({"--interleave", "2"}, "add --pp, or drop --interleave");
+  refused({"--kv-heads", "5"}, "use --kv-heads 1, 2, 4, 8, 16, 32 or 64");
+  refused({"--kv-heads", "4", "--tp", "8"}, "use --tp 1, 2 or 4");
+  refused({"--ffn", "1001", "--tp", "8"}, "use --ffn 1008");
+  refused({"--first-stage-layers", "7"}, "add --pp 2 or more");
+  refused({"--kv-heads", "0"}, "leave the flag out");
+  tools_test::check_refused(run_plan_cli, kExitUsage, joined(base, {"--vocab", "9000000"}),
+                            "give the whole model's parameters");
+}
