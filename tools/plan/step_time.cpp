@@ -170,7 +170,7 @@ struct Step {
   const Hardware& hw;
   double m = 0;                      // micro-batches per step, per data-parallel rank
   double t = 0;                      // tp as a number
-  double tokens = 0;                 // tokens of one micro-batch
+  double tokens = 0;                 // tokens one rank holds of a micro-batch: b s/cp
   LayerTime lt;                      // one layer, one micro-batch
   double logits_forward = 0;         // the last stage's logits, forward
   double logits = 0;                 // the same, forward and backward
@@ -182,7 +182,8 @@ struct Step {
   Step(const RunModel& model, const RunLayout& layout, const Hardware& hardware);
 };
 
-// Parameters: L layers of 4 weight matrices (QKV with kv heads, output, FFN) and the embedding.
+// Parameters of one layer: its 4 weight matrices (QKV with kv heads, output, FFN; SwiGLU's
+// first is two).
 double layer_parameters(const RunModel& md) {
   const double h = static_cast<double>(md.hidden);
   const double dh = h / static_cast<double>(md.heads);
@@ -208,6 +209,10 @@ Step::Step(const RunModel& model, const RunLayout& layout, const Hardware& hardw
   const double embedding = V * h;
   const double params =
       md.params > 0 ? md.params : static_cast<double>(md.layers) * layer_params + embedding;
+  require(params > embedding,
+          fmt::format("params {:.4g} is no more than the embedding V h = {:.4g}: give the whole "
+                      "model's parameters",
+                      params, embedding));
   stage_params = stage_params_per_gpu(params, stages, embedding, l.tp);
   gradient_group = static_cast<double>(l.dp * l.cp);
 }
