@@ -28,9 +28,12 @@ struct RawFlags {
   double cp = 1;
   double gpus_per_node = 8;
   std::string precision = "bf16-mixed-adam";
+  double interleave = 1;
   double layers = 0, hidden = 0, heads = 0, seq = 0, micro_batch = 1;
   std::string recompute = "none";
   bool sequence_parallel = false;
+  double kv_heads = 0, ffn = 0, first_stage_layers = 0, last_stage_layers = 0, vocab = 0;
+  bool swiglu = false, flash_attention = false;
   double tokens = 0, gpu_flops = 0, mfu = 1.0;
   bool explain = false;
   std::string json_path, svg_path;
@@ -47,9 +50,9 @@ void add_flags(CLI::App& app, RawFlags& f) {
       ->type_name("N")
       ->required();
   app.add_option("--gpus", f.gpus, "total GPUs = tp * cp * pp * dp")->type_name("N")->required();
-  app.add_option("--gpu-memory", f.gpu_memory, "bytes of memory per GPU")
-      ->type_name("BYTES")
-      ->capture_default_str();
+  app.add_option("--gpu-memory", f.gpu_memory,
+                 "bytes of memory per GPU (default 80e9, or the --hardware preset's)")
+      ->type_name("BYTES");
   app.add_option("--precision", f.precision, "bytes-per-parameter recipe (mgpu::kPrecisionPresets)")
       ->type_name("NAME")
       ->capture_default_str();
@@ -66,9 +69,13 @@ void add_flags(CLI::App& app, RawFlags& f) {
   app.add_option("--micro-batches", f.micro_batches, "micro-batches per step (m)")
       ->type_name("M")
       ->capture_default_str();
-  app.add_option("--gpus-per-node", f.gpus_per_node, "GPUs per server")
-      ->type_name("N")
+  app.add_option("--interleave", f.interleave,
+                 "model chunks per pipeline stage v (interleaved 1F1B; m a multiple of pp)")
+      ->type_name("V")
       ->capture_default_str();
+  app.add_option("--gpus-per-node", f.gpus_per_node,
+                 "GPUs per server (default 8, or the --hardware preset's)")
+      ->type_name("N");
   auto* shape =
       app.add_option_group("model shape", "for activation memory and tensor/pipeline traffic");
   shape->add_option("--layers", f.layers, "transformer layers L")->type_name("L");
@@ -83,6 +90,26 @@ void add_flags(CLI::App& app, RawFlags& f) {
       ->capture_default_str();
   shape->add_flag("--sequence-parallel", f.sequence_parallel,
                   "shard the rest of the activations over tp");
+  shape
+      ->add_option("--kv-heads", f.kv_heads,
+                   "key/value heads, grouped-query attention (default: --heads)")
+      ->type_name("N");
+  shape->add_option("--ffn", f.ffn, "FFN inner size (default 4 h)")->type_name("N");
+  shape->add_flag("--swiglu", f.swiglu, "gated FFN: three h x ffn matrices");
+  shape->add_flag("--flash-attention", f.flash_attention,
+                  "fused attention: no s x s scores kept or written");
+  shape
+      ->add_option("--first-stage-layers", f.first_stage_layers,
+                   "layers on the first pipeline stage (default: as the others)")
+      ->type_name("N");
+  shape
+      ->add_option("--last-stage-layers", f.last_stage_layers,
+                   "layers on the last pipeline stage (default: as the others)")
+      ->type_name("N");
+  shape
+      ->add_option("--vocab", f.vocab,
+                   "vocabulary V: the embedding on the first stage, the output layer on the last")
+      ->type_name("V");
   auto* time = app.add_option_group("compute and time");
   time->add_option("--tokens", f.tokens, "training tokens D, for 6 * params * D FLOPs")
       ->type_name("D");
@@ -117,6 +144,7 @@ Options to_options(const CLI::App& app, const RawFlags& f) {
   o.pp = to_count("--pp", f.pp);
   o.cp = to_count("--cp", f.cp);
   o.micro_batches = to_count("--micro-batches", f.micro_batches);
+  o.interleave = to_count("--interleave", f.interleave);
   o.gpus_per_node = to_count("--gpus-per-node", f.gpus_per_node);
 
   const std::array<const char*, 4> core{"--layers", "--hidden", "--heads", "--seq"};
@@ -137,9 +165,25 @@ Options to_options(const CLI::App& app, const RawFlags& f) {
     s.transformer.micro_batch = to_count("--micro-batch", f.micro_batch);
     s.recompute = parse_recompute(f.recompute);
     s.sequence_parallel = f.sequence_parallel;
+    // A count flag given as 0 would silently mean "not given": refuse it instead.
+    const auto positive = [&](const char* flag, double v) {
+      const std::int64_t n = to_count(flag, v);
+      if (given(app, flag) && n < 1)
+        throw UsageError(fmt::format("{} {}: must be at least 1, or leave the flag out", flag, v));
+      return n;
+    };
+    s.kv_heads = positive("--kv-heads", f.kv_heads);
+    s.ffn = positive("--ffn", f.ffn);
+    s.swiglu = f.swiglu;
+    s.flash_attention = f.flash_attention;
+    s.first_stage_layers = positive("--first-stage-layers", f.first_stage_layers);
+    s.last_stage_layers = positive("--last-stage-layers", f.last_stage_layers);
+    s.vocab = positive("--vocab", f.vocab);
     o.shape = s;
   } else {
-    for (const char* flag : {"--micro-batch", "--recompute", "--sequence-parallel"})
+    for (const char* flag :
+         {"--micro-batch", "--recompute", "--sequence-parallel", "--kv-heads", "--ffn", "--swiglu",
+          "--flash-attention", "--first-stage-layers", "--last-stage-layers", "--vocab"})
       if (given(app, flag))
         throw UsageError(fmt::format(
             "{} needs the model shape: add --layers, --hidden, --heads and --seq", flag));
@@ -211,7 +255,8 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
   // A hardware file from measurements (plan/calibrate.hpp).
   if (!args.empty() && args[0] == "--calibrate") return run_calibrate_cli(args, out, err);
   CLI::App app{
-      "mgpu plan: memory per GPU, traffic, bubble and time of a tp x pp x dp layout (section 11.7)",
+      "mgpu plan: memory per GPU, traffic, bubble and time of a tp x cp x pp x dp layout (section "
+      "11.7)",
       "mgpu plan"};
   RawFlags flags;
   add_flags(app, flags);
@@ -219,12 +264,16 @@ int run_plan_cli(const std::vector<std::string>& args, std::ostream& out, std::o
   add_step_flags(app, step_flags);
   if (const auto status = tools::parse_flags(app, args, out, err)) return *status;
   try {
-    const Plan plan = make_plan(to_options(app, flags));
-    const auto step = step_report(app, step_flags, plan.options);
+    Options options = to_options(app, flags);
+    // The hardware is read first: its GPU memory and server size are the memory report's too.
+    const std::optional<Hardware> hardware = step_hardware(app, step_flags);
+    if (hardware) apply_hardware(app, *hardware, options);
+    const Plan plan = make_plan(options);
+    const auto step = step_report(step_flags, plan, hardware);
     nlohmann::ordered_json json = to_json(plan);
     if (step) json["step"] = step_time_json(*step, plan.options);
     std::optional<SimulatedStep> simulated;
-    if (step && step_flags.simulate) {
+    if (step && step->priced && step_flags.simulate) {
       simulated = simulate_step(step->model, step->layout, step->hardware,
                                 SimulateOptions{.trace_path = step_flags.trace});
       json["step"]["simulated_seconds_per_step"] = simulated->seconds;

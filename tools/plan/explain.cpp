@@ -2,6 +2,7 @@
 // function applies and the function's name, for --explain and the JSON. Each value is the
 // chapter function's own answer (pending while it is a skeleton); the formulas are wording only.
 #include <fmt/format.h>
+#include <algorithm>
 #include <utility>
 
 #include "11_2_data_parallel/formulas.hpp"
@@ -57,7 +58,12 @@ void add_state_factors(Plan& p, const PrecisionRecipe& recipe) {
   add(p, "training state of the whole model, B",
       compute_row([&] { return memory::training_state_bytes(o.params, recipe); }),
       "Psi (w + g + m + o)", "mgpu::memory::training_state_bytes (11.1)");
-  add(p, "Psi': parameters per GPU before ZeRO", p.params_per_gpu, "Psi / (tp pp)",
+  add(p, "Psi': parameters per GPU before ZeRO", p.params_per_gpu,
+      embedding_params(o) > 0 ? "((Psi - V h) x stage layers / L + V h) / tp, the largest stage"
+      : !std::all_of(p.stage_layers.begin(), p.stage_layers.end(),
+                     [&](std::int64_t n) { return n == p.stage_layers.front(); })
+          ? "Psi x stage layers / L / tp, the largest stage"
+          : "Psi / (tp pp)",
       "tp and pp each hold 1/degree of every parameter (mgpu::layout::per_gpu_memory, 11.7)");
   add(p, "N_d: data-parallel degree", static_cast<double>(p.grad_group), "gpus / (tp pp)",
       o.cp > 1 ? "dp x cp: the cp ranks of a sequence hold the same weights (11.7)"
@@ -73,29 +79,53 @@ void add_state_factors(Plan& p, const PrecisionRecipe& recipe) {
       state_formula(o.zero_stage, "o"), p.memory_source);
 }
 
+// What the shape changes in Korthikanti's GPT, in words, for the activation formula's line.
+std::string shape_changes(const ModelShape& s) {
+  std::string out;
+  const auto add = [&](const std::string& what) { out += (out.empty() ? "; " : ", ") + what; };
+  if (s.recompute != Recompute::full) {
+    if (s.kv() != s.transformer.heads) add("+ 4 (kv dh - h) / t for grouped K and V");
+    if (s.ffn_size() != 4 * s.transformer.hidden || s.swiglu)
+      add(fmt::format("+ ({} ffn - 16 h) / t for the FFN", s.swiglu ? 6 : 4));
+    if (s.flash_attention) add("fused attention: 4 a / t of fp32 log-sum-exp instead of 5 a s / t");
+  }
+  return out.empty() ? out : out + ", per token";
+}
+
 // With a model shape: a layer's activations, the stage's layers and micro-batches in flight.
 void add_activation_factors(Plan& p) {
   const Options& o = p.options;
   const ModelShape& s = *o.shape;
-  add(p, "activations per layer, one micro-batch, B", compute_row([&] {
-        return memory::activation_bytes_per_layer(s.transformer, activation_options(o));
-      }),
-      activation_formula(s, o.tp),
+  add(p, "activations per layer, one micro-batch, B",
+      compute_row([&] { return layer_activation_bytes(o) / cp_activation_share(o); }),
+      activation_formula(s, o.tp) + shape_changes(s),
       fmt::format("mgpu::memory::activation_bytes_per_layer, recompute {}{} (11.1, Korthikanti "
-                  "et al. 2022)",
+                  "et al. 2022), with the shape's attention and FFN",
                   to_string(s.recompute), s.sequence_parallel ? ", sequence parallel" : ""));
-  add(p, "layers per stage", compute_row([&] {
-        return static_cast<double>(pipeline::layers_per_stage(s.transformer.layers, o.pp));
-      }),
-      "L / p", "mgpu::pipeline::layers_per_stage (11.5)");
-  add(p, "micro-batches in flight, first stage", compute_row([&] {
-        return static_cast<double>(pipeline::in_flight_micro_batches(
-            pipeline::Schedule::one_f_one_b, o.pp, o.micro_batches, 0));
-      }),
-      "min(m, p) for 1F1B", "mgpu::pipeline::in_flight_micro_batches (11.5)");
+  const std::vector<std::int64_t>& layers = p.stage_layers;
+  const bool even = std::all_of(layers.begin(), layers.end(),
+                                [&](std::int64_t n) { return n == layers.front(); });
+  const auto busiest = static_cast<std::size_t>(p.memory_stage);
+  if (even)
+    add(p, "layers per stage", compute_row([&] {
+          return static_cast<double>(pipeline::layers_per_stage(s.transformer.layers, o.pp));
+        }),
+        "L / p", "mgpu::pipeline::layers_per_stage (11.5)");
+  else
+    add(p, fmt::format("layers on stage {}, the busiest", busiest),
+        static_cast<double>(layers.at(busiest)),
+        fmt::format("first {}, last {}, (L - first - last) / (p - 2) = {} between", layers.front(),
+                    layers.back(), layers.size() > 2 ? layers[1] : 0),
+        "--first-stage-layers and --last-stage-layers (mgpu::planner::stage_layers)");
+  add(p, fmt::format("micro-batches in flight, stage {}", busiest),
+      compute_row([&] { return in_flight_micro_batches(o, p.memory_stage); }),
+      o.interleave > 1 ? "chunks held / v, interleaved 1F1B" : "min(m, p - stage) for 1F1B",
+      o.interleave > 1 ? "mgpu::pipeline::schedule_in_flight of interleaved_one_f_one_b_schedule "
+                         "(11.5)"
+                       : "mgpu::pipeline::in_flight_micro_batches (11.5)");
   add(p, "activations per GPU, bytes", part(p.memory, &layout::GpuMemory::activation_bytes),
-      o.cp > 1 ? "per layer / c x L/p x min(m, p)" : "per layer x L/p x min(m, p)",
-      "mgpu::layout::per_gpu_memory (11.7)");
+      o.cp > 1 ? "per layer / c x layers x in flight" : "per layer x layers x in flight",
+      "mgpu::layout::per_gpu_memory (11.7) for that stage");
 }
 
 // With more than one GPU reducing gradients: the ring's cost and ZeRO's against stage 0.
@@ -151,6 +181,11 @@ void add_pipeline_factors(Plan& p) {
   add(p, "pipeline bytes sent per GPU",
       compute_row([&] { return layout::per_gpu_traffic(layout_model(o)).pipeline_bytes; }),
       "stage bytes / tp (each tp GPU sends its slice)", "mgpu::layout::per_gpu_traffic (11.7)");
+  if (o.interleave > 1)
+    add(p, "pipeline sends, v chunks over one chunk",
+        pipeline_sends_per_micro_batch(o.pp, o.interleave) /
+            pipeline_sends_per_micro_batch(o.pp, 1),
+        o.pp > 2 ? "2 v / 2" : "(2 v - 1) / 1", "mgpu::planner::pipeline_sends_per_micro_batch");
 }
 
 // With a shape and cp > 1: each rank's share of the activations and the ring's bytes.
@@ -161,19 +196,23 @@ void add_context_parallel_factors(Plan& p) {
   add(p, "cp: activations per rank / unsplit layer's",
       compute_row([&] { return cp_activation_share(o); }), "1 / c (each rank keeps s/c tokens)",
       "mgpu::context::cp_saved_activation_bytes_per_rank at c over at 1 (11.7)");
+  const std::int64_t width = kv_width_per_rank(*o.shape, o.tp);
   add(p, "cp ring bytes per layer forward, fp32", compute_row([&] {
-        return context::cp_forward_bytes_per_rank(t.micro_batch, t.seq, t.hidden / o.tp, c,
+        return context::cp_forward_bytes_per_rank(t.micro_batch, t.seq, width, c,
                                                   context::Split::zigzag);
       }),
-      "(c - 1) 2 (s/c) b (h/t) x 4", "mgpu::context::cp_forward_bytes_per_rank (11.7)");
+      "(c - 1) 2 (s/c) b (kv dh / t) x 4: keys and values",
+      "mgpu::context::cp_forward_bytes_per_rank (11.7)");
   add(p, "cp ring bytes per layer backward, fp32", compute_row([&] {
-        return context::cp_backward_bytes_per_rank(t.micro_batch, t.seq, t.hidden / o.tp, c,
+        return context::cp_backward_bytes_per_rank(t.micro_batch, t.seq, width, c,
                                                    context::Split::zigzag);
       }),
-      "(c - 1) 4 (s/c) b (h/t) x 4", "mgpu::context::cp_backward_bytes_per_rank (11.7)");
+      "(c - 1) 4 (s/c) b (kv dh / t) x 4: and their gradients",
+      "mgpu::context::cp_backward_bytes_per_rank (11.7)");
   add(p, "cp ring bytes per GPU per step", compute_row([&] { return cp_ring_bytes_per_step(o); }),
-      o.shape->recompute == Recompute::full ? "(2 fwd + bwd) x L/p x m x 2/4"
-                                            : "(fwd + bwd) x L/p x m x 2/4 (bf16, not fp32)",
+      o.shape->recompute == Recompute::full
+          ? "(2 fwd + bwd) x stage layers x m x 2/4"
+          : "(fwd + bwd) x stage layers x m x 2/4 (bf16, not fp32)",
       fmt::format("cp group {} ({} x {} consecutive GPUs)",
                   cp_within_server(o) ? "within one server" : "across servers", o.tp, o.cp));
 }
@@ -188,9 +227,17 @@ void add_factors(Plan& p, const PrecisionRecipe& recipe) {
   if (o.shape && o.tp > 1) add_tensor_parallel_factors(p);
   if (o.shape && o.pp > 1) add_pipeline_factors(p);
   if (o.shape && o.cp > 1) add_context_parallel_factors(p);
-  add(p, "pipeline bubble", p.bubble, "(p - 1) / (m + p - 1)",
-      o.pp == 1 ? "one stage: no pipeline, no bubble"
-                : "mgpu::pipeline::gpipe_bubble_fraction (11.5)");
+  const bool even = o.shape == std::nullopt ||
+                    std::all_of(p.stage_layers.begin(), p.stage_layers.end(),
+                                [&](std::int64_t n) { return n == p.stage_layers.front(); });
+  add(p, "pipeline bubble", p.bubble,
+      !even              ? "((sum L - max L) / v) / (m max L + (sum L - max L) / v)"
+      : o.interleave > 1 ? "(p - 1) / (v m + p - 1)"
+                         : "(p - 1) / (m + p - 1)",
+      o.pp == 1          ? "one stage: no pipeline, no bubble"
+      : !even            ? "uneven stages: the busiest waits for the others' layers"
+      : o.interleave > 1 ? "mgpu::pipeline::interleaved_bubble_fraction (11.5)"
+                         : "mgpu::pipeline::gpipe_bubble_fraction (11.5)");
   add(p, "capacity per GPU, bytes", o.gpu_memory_bytes, "--gpu-memory", "option");
 }
 

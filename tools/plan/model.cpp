@@ -11,11 +11,15 @@
 
 #include <fmt/format.h>
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "11_2_data_parallel/formulas.hpp"
 #include "11_3_zero/formulas.hpp"
 #include "11_5_pipeline/formulas.hpp"
+#include "11_5_pipeline/schedules.hpp"
 #include "11_6_checkpointing/formulas.hpp"
 #include "11_7_3d_and_experts/context_parallel.hpp"
 #include "11_7_3d_and_experts/formulas.hpp"
@@ -33,7 +37,58 @@ memory::ActivationOptions activation_options(const Options& o) {
   return a;
 }
 
-layout::LayoutModel layout_model(const Options& o) {
+double layer_activation_bytes(const Options& o) {
+  const ModelShape& m = *o.shape;
+  const TransformerShape& s = m.transformer;
+  double bytes = memory::activation_bytes_per_layer(s, activation_options(o));
+  // 11.1 counts Korthikanti's GPT: per token, of the 24 h bytes split over tp, Q, K and V take
+  // 2 h each, the GeLU's input and output 8 h each (4 h wide), and the attention core 5 a s (the
+  // s x s softmax output, its dropout mask and output, per head). Grouped-query attention keeps
+  // K and V kv_heads x head_dim wide; a SwiGLU FFN keeps the two halves of its first matrix's
+  // output (2 x 2 ffn bytes) and their product (2 ffn), a GeLU FFN its input and output (2 x 2
+  // ffn); fused attention keeps no scores, only one fp32 log-sum-exp per head and token for its
+  // backward. Full recompute keeps only the layer's input, whatever the layer.
+  if (m.recompute != Recompute::full) {
+    const double sb = static_cast<double>(s.seq * s.micro_batch);
+    const double h = static_cast<double>(s.hidden), a = static_cast<double>(s.heads);
+    const double t = static_cast<double>(o.tp);
+    const double kv_width = static_cast<double>(m.kv()) * h / a;
+    const double ffn = static_cast<double>(m.ffn_size());
+    bytes += sb * (4 * (kv_width - h) + ((m.swiglu ? 6 : 4) * ffn - 16 * h)) / t;
+    if (m.flash_attention) {
+      const double scores = m.recompute == Recompute::none ? 5 * a * static_cast<double>(s.seq) : 0;
+      bytes += sb * (4 * a - scores) / t;
+    }
+  }
+  return bytes * cp_activation_share(o);
+}
+
+double in_flight_micro_batches(const Options& o, std::int64_t stage) {
+  if (o.interleave == 1)
+    return static_cast<double>(pipeline::in_flight_micro_batches(pipeline::Schedule::one_f_one_b,
+                                                                 o.pp, o.micro_batches, stage));
+  // Interleaved 1F1B: what 11.5's schedule holds at its peak, in chunks of 1/v of the stage.
+  // The count depends on p, m and v alone and the fewest-GPUs search asks for it again and
+  // again, so each schedule is built once.
+  static std::mutex lock;
+  static std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::vector<std::int64_t>>
+      chunks;
+  const auto key = std::make_tuple(o.pp, o.micro_batches, o.interleave);
+  std::lock_guard<std::mutex> hold(lock);
+  auto it = chunks.find(key);
+  if (it == chunks.end()) {
+    const pipeline::PipelineSchedule schedule = pipeline::interleaved_one_f_one_b_schedule(
+        static_cast<int>(o.pp), static_cast<int>(o.micro_batches), static_cast<int>(o.interleave));
+    std::vector<std::int64_t> held;
+    for (int i = 0; i < static_cast<int>(o.pp); ++i)
+      held.push_back(pipeline::schedule_in_flight(schedule, i));
+    it = chunks.emplace(key, std::move(held)).first;
+  }
+  return static_cast<double>(it->second.at(static_cast<std::size_t>(stage))) /
+         static_cast<double>(o.interleave);
+}
+
+layout::LayoutModel layout_model_of_stage(const Options& o, std::int64_t stage) {
   layout::LayoutModel m;
   m.params = o.params;
   m.recipe = precision_preset(o.precision);
@@ -43,19 +98,42 @@ layout::LayoutModel layout_model(const Options& o) {
   m.micro_batches = o.micro_batches;
   m.bytes_per_activation = kActivationElementBytes;
   if (o.shape) {
+    const std::vector<std::int64_t> layers = stage_layers(o);
+    const auto i = static_cast<std::size_t>(stage);
+    // 11.7 gives every GPU Psi / (tp pp) parameters and L / pp layers; asked about a pipeline of
+    // pp stages like this one, it answers for this stage.
+    m.params = stage_params_per_gpu(o.params, layers, embedding_params(o), o.tp)[i] *
+               static_cast<double>(o.tp * o.pp);
     m.shape = o.shape->transformer;
-    m.activation_bytes_per_layer =
-        memory::activation_bytes_per_layer(m.shape, activation_options(o));
+    m.shape.layers = layers[i] * o.pp;
     m.recompute = o.shape->recompute;
-    if (o.cp > 1) {  // each rank keeps, and sends between tp ranks and stages, its s/cp tokens
-      m.activation_bytes_per_layer *= cp_activation_share(o);
-      m.shape.seq /= o.cp;
-    }
+    // 11.7 holds min(m, p) micro-batches in flight, plain 1F1B's first stage; this stage of this
+    // schedule holds in_flight_micro_batches, so the bytes of a layer are scaled to match.
+    // (Stage 0 of plain 1F1B is 11.7's own case: nothing to scale, nothing more to ask 11.5.)
+    const double plain = static_cast<double>(std::min(o.micro_batches, o.pp));
+    const double held = o.interleave == 1 && stage == 0 ? plain : in_flight_micro_batches(o, stage);
+    m.activation_bytes_per_layer = layer_activation_bytes(o) * held / plain;
+    if (o.cp > 1) m.shape.seq /= o.cp;  // each rank sends between tp ranks and stages s/cp tokens
   } else {
     m.shape.layers = o.pp;
     m.activation_bytes_per_layer = 0;
   }
   return m;
+}
+
+std::int64_t stage_with_most_layers(const Options& o) {
+  const std::vector<std::int64_t> layers = stage_layers(o);
+  if (layers.empty()) return 0;
+  return std::max_element(layers.begin(), layers.end()) - layers.begin();
+}
+
+layout::LayoutModel layout_model(const Options& o) {
+  return layout_model_of_stage(o, stage_with_most_layers(o));
+}
+
+double embedding_params(const Options& o) {
+  if (!o.shape) return 0.0;
+  return static_cast<double>(o.shape->vocab) * static_cast<double>(o.shape->transformer.hidden);
 }
 
 }  // namespace detail
@@ -177,7 +255,7 @@ void repeat_zero_collectives(Plan& p) {
   if (o.pp > 1)
     p.notes.push_back(fmt::format(
         "ZeRO stage {} with --pp {}: every one of the {} micro-batches repeats the stage's "
-        "reduce-scatter{}, {} times the traffic of one; pipeline frameworks refuse this "
+        "reduce-scatter{}, {} times the traffic of one; DeepSpeed and Megatron-LM refuse this "
         "combination for that reason (use --zero 1 with pipelines)",
         o.zero_stage, o.pp, o.micro_batches, o.zero_stage == 3 ? " and weight all-gathers" : "",
         o.micro_batches));
@@ -204,9 +282,15 @@ void add_model_parallel_traffic(Plan& p) {
                              : "tensor-parallel activation all-reduces",
                          "tp", bytes});
   }
-  if (p.options.pp > 1)
-    p.traffic.push_back({"pp_boundary", "pipeline sends at stage boundaries", "pp",
-                         part(t, &layout::GpuTraffic::pipeline_bytes)});
+  if (p.options.pp > 1) {
+    // 11.7 counts one model chunk per stage; with v chunks a micro-batch crosses every stage v
+    // times each way (pipeline_sends_per_micro_batch).
+    Row<double> bytes = part(t, &layout::GpuTraffic::pipeline_bytes);
+    if (bytes.has_value())
+      bytes = *bytes * pipeline_sends_per_micro_batch(p.options.pp, p.options.interleave) /
+              pipeline_sends_per_micro_batch(p.options.pp, 1);
+    p.traffic.push_back({"pp_boundary", "pipeline sends at stage boundaries", "pp", bytes});
+  }
 }
 
 // Ring attention's keys and values (and, backward, their gradients) round the cp group.
@@ -217,6 +301,29 @@ void add_context_parallel_traffic(Plan& p) {
 }
 
 // ------------------------------------------------------------------ time
+
+// The idle fraction of a pipeline step. One stage is no pipeline: nothing waits, so there is no
+// bubble to ask 11.5 about. Even stages: 11.5's (p-1)/(m+p-1), or (p-1)/(v m+p-1) with v chunks
+// per stage. Uneven stages: the busiest stage runs its m micro-batches back to back and waits
+// for the fill and drain through the other stages, their layers 1/v at a time, every layer
+// costing the same: idle (sum L - max L)/v against busy m max L, which is the even formula when
+// the stages are equal.
+Row<double> bubble_fraction(const Options& o, const std::vector<std::int64_t>& layers) {
+  if (o.pp == 1) return 0.0;
+  const bool even = std::all_of(layers.begin(), layers.end(),
+                                [&](std::int64_t n) { return n == layers.front(); });
+  if (even || !o.shape)
+    return compute_row([&] {
+      return o.interleave == 1
+                 ? pipeline::gpipe_bubble_fraction(o.pp, o.micro_batches)
+                 : pipeline::interleaved_bubble_fraction(o.pp, o.micro_batches, o.interleave);
+    });
+  const double most = static_cast<double>(*std::max_element(layers.begin(), layers.end()));
+  const double all =
+      static_cast<double>(std::accumulate(layers.begin(), layers.end(), std::int64_t{0}));
+  const double idle = (all - most) / static_cast<double>(o.interleave);
+  return idle / (static_cast<double>(o.micro_batches) * most + idle);
+}
 
 void add_time(Plan& p) {
   const Options& o = p.options;
@@ -334,35 +441,64 @@ double cp_activation_share(const Options& o) {
   return saved(o.cp) / saved(1);
 }
 
+std::int64_t kv_width_per_rank(const ModelShape& s, std::int64_t tp) {
+  return s.kv() * (s.transformer.hidden / s.transformer.heads) / tp;
+}
+
 double cp_ring_bytes_per_step(const Options& o) {
   if (o.cp == 1 || !o.shape) return 0.0;
   const TransformerShape& t = o.shape->transformer;
   const int c = static_cast<int>(o.cp);
-  const std::int64_t width = t.hidden / o.tp;  // this tp rank's heads
+  const std::int64_t width = kv_width_per_rank(*o.shape, o.tp);
   const double forward =
       context::cp_forward_bytes_per_rank(t.micro_batch, t.seq, width, c, context::Split::zigzag);
   const double backward =
       context::cp_backward_bytes_per_rank(t.micro_batch, t.seq, width, c, context::Split::zigzag);
   const double forwards = o.shape->recompute == Recompute::full ? 2.0 : 1.0;
   const double per_layer = forwards * forward + backward;
-  const double layers = static_cast<double>(pipeline::layers_per_stage(t.layers, o.pp));
+  const double layers = static_cast<double>(
+      stage_layers(o).at(static_cast<std::size_t>(detail::stage_with_most_layers(o))));
   return per_layer * layers * static_cast<double>(o.micro_batches) *
          (kActivationElementBytes / kChapterCpElementBytes);
 }
 
-layout::GpuMemory memory_per_gpu(const Options& o) {
+StageMemory busiest_stage_memory(const Options& o) {
   const PrecisionRecipe recipe = precision_preset(o.precision);
-  const double share = o.params / static_cast<double>(o.tp * o.pp);
+  StageMemory out;
   switch (memory_route(o)) {
     case MemoryRoute::whole_state:
-      return whole_state_by_kind(share, recipe);
+      out.memory = whole_state_by_kind(o.params / static_cast<double>(o.tp * o.pp), recipe);
+      return out;
     case MemoryRoute::zero_shards:
-      return from_state(zero::zero_state_per_gpu(share, recipe, o.zero_stage, gradient_group(o)));
+      out.memory = from_state(zero::zero_state_per_gpu(o.params / static_cast<double>(o.tp * o.pp),
+                                                       recipe, o.zero_stage, gradient_group(o)));
+      return out;
     case MemoryRoute::layout:
       break;
   }
-  return layout::per_gpu_memory(layout_model(o));
+  // A stage holds fewer micro-batches in flight the later it comes (1F1B and interleaved alike),
+  // and the stages between the first and the last are alike, so the busiest is the first, the
+  // second or the last; with even stages and no embedding, the first.
+  const std::vector<std::int64_t> layers = stage_layers(o);
+  const bool alike = detail::embedding_params(o) == 0 &&
+                     std::all_of(layers.begin(), layers.end(),
+                                 [&](std::int64_t n) { return n == layers.front(); });
+  std::vector<std::int64_t> candidates{0};
+  if (!alike || o.interleave > 1)
+    for (std::int64_t i : {std::int64_t{1}, o.pp - 1})
+      if (i > 0 && i < o.pp &&
+          std::find(candidates.begin(), candidates.end(), i) == candidates.end())
+        candidates.push_back(i);
+  bool first = true;
+  for (std::int64_t i : candidates) {
+    const layout::GpuMemory m = layout::per_gpu_memory(detail::layout_model_of_stage(o, i));
+    if (first || m.total_bytes() > out.memory.total_bytes()) out = {m, i};
+    first = false;
+  }
+  return out;
 }
+
+layout::GpuMemory memory_per_gpu(const Options& o) { return busiest_stage_memory(o).memory; }
 
 std::string memory_source(const Options& o) {
   switch (memory_route(o)) {
@@ -412,9 +548,17 @@ Plan make_plan(const Options& o) {
   p.options = o;
   p.dp = data_parallel_degree(o);
   p.grad_group = gradient_group(o);
-  p.params_per_gpu = o.params / static_cast<double>(o.tp * o.pp);
+  p.stage_layers = stage_layers(o);
+  p.stage_params =
+      o.shape ? stage_params_per_gpu(o.params, p.stage_layers, detail::embedding_params(o), o.tp)
+              : std::vector<double>{o.params / static_cast<double>(o.tp * o.pp)};
+  p.params_per_gpu = *std::max_element(p.stage_params.begin(), p.stage_params.end());
   const PrecisionRecipe recipe = precision_preset(o.precision);
-  p.memory = compute_row([&] { return memory_per_gpu(o); });
+  const Row<StageMemory> busiest = compute_row([&] { return busiest_stage_memory(o); });
+  p.memory = part(busiest, &StageMemory::memory);
+  if (busiest.has_value()) p.memory_stage = busiest->stage;
+  if (o.shape)
+    p.in_flight = compute_row([&] { return detail::in_flight_micro_batches(o, p.memory_stage); });
   p.memory_source = memory_source(o);
   if (p.memory.has_value())
     p.fits = fits_capacity(*p.memory, o);
@@ -443,10 +587,7 @@ Plan make_plan(const Options& o) {
   repeat_zero_collectives(p);
   add_model_parallel_traffic(p);
   add_context_parallel_traffic(p);
-  // One stage is no pipeline: nothing waits, so there is no bubble to ask 11.5 about.
-  p.bubble = o.pp == 1 ? Row<double>(0.0) : compute_row([&] {
-    return pipeline::gpipe_bubble_fraction(o.pp, o.micro_batches);
-  });
+  p.bubble = bubble_fraction(o, p.stage_layers);
   detail::add_factors(p, recipe);
   add_time(p);
   return p;

@@ -117,10 +117,14 @@ struct Advice {
 
 /// Everything the planner reports for one layout.
 struct Plan {
-  Options options;                  ///< the validated inputs
-  std::int64_t dp = 1;              ///< data-parallel degree, gpus / (tp * cp * pp)
-  std::int64_t grad_group = 1;      ///< ranks reducing gradients together, dp * cp = gpus/(tp pp)
-  double params_per_gpu = 0;        ///< parameters one GPU computes with, Psi / (tp * pp)
+  Options options;              ///< the validated inputs
+  std::int64_t dp = 1;          ///< data-parallel degree, gpus / (tp * cp * pp)
+  std::int64_t grad_group = 1;  ///< ranks reducing gradients together, dp * cp = gpus/(tp pp)
+  double params_per_gpu = 0;    ///< parameters of the GPU holding the most, Psi/(tp pp) even
+  std::vector<std::int64_t> stage_layers;  ///< layers of each pipeline stage (0s without a shape)
+  std::vector<double> stage_params;        ///< parameters one GPU of each stage holds
+  std::int64_t memory_stage = 0;           ///< the stage whose GPUs need the most memory
+  Row<double> in_flight;  ///< micro-batches (whole stages' worth) memory_stage holds, with a shape
   Row<layout::GpuMemory> memory;    ///< one GPU's memory at options.gpus
   std::string memory_source;        ///< the chapter function the memory rows come from
   Row<bool> fits;                   ///< fits_capacity(memory)
@@ -129,10 +133,10 @@ struct Plan {
   std::vector<Advice> advice;       ///< evaluated changes, when the layout does not fit
   std::vector<Traffic> traffic;     ///< per-GPU bytes per step, by kind
   Row<double> dp_traffic_vs_plain;  ///< data-parallel bytes / stage-0 bytes (dp > 1)
-  Row<double> bubble;               ///< idle fraction of a pipeline step, GPipe/1F1B
-  Row<double> flops;                ///< training FLOPs, with --tokens
-  Row<double> seconds;              ///< wall-clock training time with recompute and bubble
-  Row<double> seconds_ideal;        ///< 6 Psi D / (G x rate x mfu): perfect scaling, no bubble
+  Row<double> bubble;   ///< idle fraction of a pipeline step: 1F1B, interleaved, uneven stages
+  Row<double> flops;    ///< training FLOPs, with --tokens
+  Row<double> seconds;  ///< wall-clock training time with recompute and bubble
+  Row<double> seconds_ideal;            ///< 6 Psi D / (G x rate x mfu): perfect scaling, no bubble
   double recompute_extra_fraction = 0;  ///< extra compute of full recompute (0 otherwise)
   std::vector<Factor> factors;          ///< every multiplier, for --explain and the JSON
   std::vector<std::string> notes;       ///< warnings about the layout, e.g. ZeRO >= 2 with pp > 1
@@ -143,6 +147,10 @@ struct Plan {
   /// without repeats; the --explain factors too when `with_factors`.
   std::vector<std::string> pending_functions(bool with_factors) const;
 };
+
+/// Width of the keys (or the values) one tensor-parallel rank holds: kv_heads/tp heads of
+/// head_dim = hidden/heads each; hidden/tp without grouped-query attention.
+std::int64_t kv_width_per_rank(const ModelShape& s, std::int64_t tp);
 
 /// Tensor-parallel collectives per layer per micro-batch, in all-reduce equivalents (bytes of
 /// one all-reduce of the layer's activation): 2 forward + 2 backward, + 2 when full recompute
@@ -173,11 +181,22 @@ inline constexpr std::int64_t kMaxSearchGpus = kMaxGpus;
 /// Throws UsageError for bad options.
 Plan make_plan(const Options& o);
 
-/// One GPU's memory for these options (no validation, no search): the quantity the search and
-/// the bar chart are built on. Without a model shape it is the training state alone, from 11.1
-/// (nothing sharded: ZeRO stage 0, or one data-parallel GPU) or 11.3 (ZeRO stage 1 to 3) on
-/// the GPU's share Psi / (tp pp); with a shape, from 11.7's per_gpu_memory, activations included.
-/// Throws mgpu::NotImplemented when that chapter function is not written yet.
+/// One GPU's memory, and the pipeline stage it is on.
+struct StageMemory {
+  layout::GpuMemory memory;  ///< that GPU's memory by category
+  std::int64_t stage = 0;    ///< its pipeline stage, 0 = first
+};
+
+/// The busiest GPU's memory for these options (no validation, no search): the quantity the
+/// search and the bar chart are built on. Without a model shape it is the training state alone,
+/// from 11.1 (nothing sharded: ZeRO stage 0, or one data-parallel GPU) or 11.3 (ZeRO stage 1 to
+/// 3) on the GPU's share Psi / (tp pp); with a shape, from 11.7's per_gpu_memory for each stage
+/// that can be the busiest (its share of Psi by layers, the embedding on the end stages with
+/// --vocab, its layers, its micro-batches in flight), activations included, the largest.
+/// Throws mgpu::NotImplemented when a chapter function it needs is not written yet.
+StageMemory busiest_stage_memory(const Options& o);
+
+/// busiest_stage_memory's memory.
 layout::GpuMemory memory_per_gpu(const Options& o);
 
 /// Which chapter function memory_per_gpu uses for these options, e.g.
@@ -191,10 +210,12 @@ std::string memory_source(const Options& o);
 double cp_activation_share(const Options& o);
 
 /// Bytes one GPU sends per step in ring attention (11.7 cp_forward_bytes_per_rank and
-/// cp_backward_bytes_per_rank, each rank holding heads/tp heads: width h/tp, b sequences), per
-/// layer and micro-batch times the stage's layers and m, with the forward counted twice under
-/// full recompute. The chapter counts fp32 elements; the planner sends bf16 activations, so the
-/// bytes are scaled from 4 to 2 per element. 0 when cp = 1 or without a shape.
+/// cp_backward_bytes_per_rank, b sequences): what travels round the ring is each rank's keys and
+/// values, so the width is theirs, kv_heads/tp heads of head_dim = h/heads (h/tp without
+/// grouped-query attention); per layer and micro-batch, times the layers of the stage holding
+/// the most and m, with the forward counted twice under full recompute. The chapter counts fp32
+/// elements; the planner sends bf16 activations, so the bytes are scaled from 4 to 2 per
+/// element. 0 when cp = 1 or without a shape.
 double cp_ring_bytes_per_step(const Options& o);
 
 /// Fewest GPUs with the same tp and pp at which memory_per_gpu fits the capacity, up to

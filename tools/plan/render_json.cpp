@@ -46,6 +46,7 @@ nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
                            {"cp", o.cp},
                            {"dp", dp},
                            {"micro_batches", o.micro_batches},
+                           {"interleave", o.interleave},
                            {"gpus_per_node", o.gpus_per_node},
                            {"tokens", or_null(o.tokens)},
                            {"gpu_flops", or_null(o.gpu_flops)},
@@ -58,7 +59,14 @@ nlohmann::ordered_json inputs_json(const Options& o, std::int64_t dp) {
                   {"seq", s.transformer.seq},
                   {"micro_batch", s.transformer.micro_batch},
                   {"recompute", to_string(s.recompute)},
-                  {"sequence_parallel", s.sequence_parallel}};
+                  {"sequence_parallel", s.sequence_parallel},
+                  {"kv_heads", s.kv()},
+                  {"ffn", s.ffn_size()},
+                  {"swiglu", s.swiglu},
+                  {"flash_attention", s.flash_attention},
+                  {"first_stage_layers", s.first_stage_layers},
+                  {"last_stage_layers", s.last_stage_layers},
+                  {"vocab", s.vocab}};
   } else {
     j["shape"] = nullptr;
   }
@@ -80,6 +88,8 @@ void add_inputs(Json& j, const Plan& p) {
                       : cp_within_server(p.options) ? Json("within_server")
                                                     : Json("across_servers");
   j["params_per_gpu"] = p.params_per_gpu;
+  j["stage_layers"] = p.stage_layers;
+  j["stage_params_per_gpu"] = p.stage_params;
   j["capacity_bytes"] = p.options.gpu_memory_bytes;
   j["fit_rule"] = fmt::format(
       "memory of the busiest GPU <= capacity_bytes, no headroom kept back; GPU counts above one "
@@ -105,6 +115,7 @@ void add_memory(Json& j, Json& pending, const Plan& p) {
   note(pending, "memory_bytes", p.memory.missing());
   j["fits"] = or_null(p.fits);
   note(pending, "fits", p.fits.missing());
+  j["memory_stage"] = p.memory_stage;
   std::tie(j["min_gpus"], j["memory_bytes_at_min_gpus"]) = fewest_json(p.min_gpus);
   note(pending, "min_gpus", p.min_gpus.missing());
   std::tie(j["min_gpus_partial_node"], j["memory_bytes_at_min_gpus_partial_node"]) =

@@ -147,7 +147,12 @@ void append_advice(std::string& out, const Plan& p) {
 void append_memory(std::string& out, const Plan& p) {
   const Options& o = p.options;
   const double cap = o.gpu_memory_bytes;
-  out += "\nMemory per GPU\n";
+  out += "\nMemory per GPU";
+  if (o.shape && o.pp > 1 && p.memory.has_value() && p.in_flight.has_value())
+    out += fmt::format(" (stage {} of {}, the busiest: {} layers, {:.4g} micro-batches in flight)",
+                       p.memory_stage, o.pp,
+                       p.stage_layers.at(static_cast<std::size_t>(p.memory_stage)), *p.in_flight);
+  out += "\n";
   if (p.memory.is_pending()) {
     out += fmt::format("  {}\n", finish(p.memory.missing(), true));
     return;
@@ -222,7 +227,22 @@ void append_traffic(std::string& out, const Plan& p) {
 
 void append_time(std::string& out, const Plan& p) {
   const Options& o = p.options;
-  if (p.bubble.has_value())
+  const bool even = std::all_of(p.stage_layers.begin(), p.stage_layers.end(),
+                                [&](std::int64_t n) { return n == p.stage_layers.front(); });
+  if (p.bubble.has_value() && !even)
+    out += fmt::format(
+        "\nPipeline bubble: {:.4f} of each step idle, ((sum L - max L)/v) / (m max L + (sum L - "
+        "max L)/v) with stages of {} to {} layers, v {} and m {} (uneven stages: the busiest waits "
+        "for the others' layers)\n",
+        *p.bubble, *std::min_element(p.stage_layers.begin(), p.stage_layers.end()),
+        *std::max_element(p.stage_layers.begin(), p.stage_layers.end()), o.interleave,
+        o.micro_batches);
+  else if (p.bubble.has_value() && o.interleave > 1)
+    out += fmt::format(
+        "\nPipeline bubble: {:.4f} of each step idle, (p-1)/(v m+p-1) with p {}, v {} and m {} "
+        "(interleaved 1F1B, v model chunks per stage)\n",
+        *p.bubble, o.pp, o.interleave, o.micro_batches);
+  else if (p.bubble.has_value())
     out += fmt::format(
         "\nPipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1) with p {} and m {} (GPipe or "
         "1F1B, one model chunk per stage)\n",

@@ -132,6 +132,10 @@ namespace {
 
 // What the simulation cannot schedule (yet), refused before any thread starts.
 void require_simulatable(const RunLayout& l, const Shape& s) {
+  if (l.cp > 1)
+    throw UsageError(
+        "--simulate runs one rank thread per stage and replica; context parallelism's ring is "
+        "not scheduled on it yet: drop --simulate to see the model's step with --cp, or drop --cp");
   if (l.zero_stage >= 2)
     throw UsageError(
         "--simulate runs ZeRO 0 and 1; stages 2 and 3 repeat their collectives inside every "

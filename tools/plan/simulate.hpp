@@ -43,7 +43,7 @@ Hardware without_communication(Hardware hw);
 /// stage's layers a multiple of v). Data-parallel gradients are all-reduced (ZeRO 1:
 /// reduce-scattered and the weights all-gathered) after the schedule, or, with dp_overlap, from
 /// the start of the stage's last backward; then the optimizer runs. Throws UsageError for a
-/// layout step_time() rejects, ZeRO 2 or 3 (not simulated), or an interleave the schedule
+/// layout step_time() rejects, ZeRO 2 or 3 or cp > 1 (not simulated), or an interleave the schedule
 /// cannot run.
 SimulatedStep simulate_step(const RunModel& model, const RunLayout& layout, const Hardware& hw,
                             const SimulateOptions& options = {});

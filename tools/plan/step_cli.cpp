@@ -3,19 +3,11 @@
 #include "plan/step_cli.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace mgpu::planner {
-
-namespace {
-
-std::int64_t whole(const char* flag, double v) {
-  if (!std::isfinite(v) || v < 0 || v != std::floor(v) || v > 9e15)
-    throw UsageError(fmt::format("{} {}: must be a whole number, e.g. {} 8", flag, v, flag));
-  return static_cast<std::int64_t>(v);
-}
-
-}  // namespace
 
 void add_step_flags(CLI::App& app, StepFlags& f) {
   auto* g = app.add_option_group("step time on hardware",
@@ -23,31 +15,17 @@ void add_step_flags(CLI::App& app, StepFlags& f) {
   g->add_option("--hardware", f.hardware,
                 "a preset (a100-80gb, h100-sxm, h200-sxm) or a JSON file copied from one")
       ->type_name("NAME|FILE");
-  g->add_option("--vocab", f.vocab, "vocabulary size V")->type_name("V");
-  g->add_option("--interleave", f.interleave, "model chunks per pipeline stage v")
-      ->type_name("V")
-      ->capture_default_str();
-  g->add_option("--ffn", f.ffn, "FFN inner size (default 4 h)")->type_name("N");
-  g->add_option("--kv-heads", f.kv_heads, "key/value heads, grouped-query attention (default a)")
-      ->type_name("N");
-  g->add_flag("--swiglu", f.swiglu, "gated FFN: three h x ffn matrices");
-  g->add_flag("--flash-attention", f.flash_attention, "fused attention, no s x s scores in memory");
-  g->add_flag("--dp-overlap", f.dp_overlap, "data-parallel collectives overlap the backward");
-  g->add_option("--first-stage-layers", f.first_stage_layers, "layers on the first stage")
-      ->type_name("N");
-  g->add_option("--last-stage-layers", f.last_stage_layers, "layers on the last stage")
-      ->type_name("N");
+  g->add_flag("--dp-overlap", f.dp_overlap,
+              "data-parallel collectives overlap the compute (ZeRO-3: layer by layer)");
   g->add_flag("--simulate", f.simulate,
               "also run the step on the simulated cluster, one rank thread per stage and replica");
   g->add_option("--trace", f.trace, "with --simulate: write the step's Chrome trace to FILE")
       ->type_name("FILE");
 }
 
-std::optional<StepReport> step_report(const CLI::App& app, const StepFlags& f, const Options& o) {
+std::optional<Hardware> step_hardware(const CLI::App& app, const StepFlags& f) {
   if (f.hardware.empty()) {
-    for (const char* flag :
-         {"--vocab", "--interleave", "--ffn", "--kv-heads", "--swiglu", "--flash-attention",
-          "--dp-overlap", "--first-stage-layers", "--last-stage-layers", "--simulate", "--trace"})
+    for (const char* flag : {"--dp-overlap", "--simulate", "--trace"})
       if (app.get_option(flag)->count() > 0)
         throw UsageError(
             fmt::format("{} prices a step: add --hardware a100-80gb (or h100-sxm, "
@@ -55,42 +33,116 @@ std::optional<StepReport> step_report(const CLI::App& app, const StepFlags& f, c
                         flag));
     return std::nullopt;
   }
-  if (o.cp > 1)
-    throw UsageError(
-        "--hardware prices tp x pp x dp layouts; its step model has no context parallelism yet: "
-        "drop --cp, or drop --hardware to see --cp's memory and traffic");
-  if (!o.shape)
-    throw UsageError("--hardware needs the model shape: add --layers, --hidden, --heads and --seq");
-  if (f.vocab <= 0) throw UsageError("--hardware needs the vocabulary: add --vocab, e.g. 51200");
   if (!f.trace.empty() && !f.simulate)
     throw UsageError("--trace writes the simulated step: add --simulate");
-  const Hardware hw = load_hardware(f.hardware);
-  const TransformerShape& s = o.shape->transformer;
+  return load_hardware(f.hardware);
+}
+
+void apply_hardware(const CLI::App& app, const Hardware& hw, Options& o) {
+  if (app.get_option("--gpu-memory")->count() == 0) o.gpu_memory_bytes = hw.memory_bytes;
+  if (app.get_option("--gpus-per-node")->count() == 0)
+    o.gpus_per_node = hw.gpus_per_server;
+  else if (o.gpus_per_node != hw.gpus_per_server)
+    throw UsageError(fmt::format(
+        "--gpus-per-node {} but {} has {} GPUs per server: the step would price links the "
+        "memory report does not assume; drop --gpus-per-node, or give --hardware a file with "
+        "gpus_per_server {}",
+        o.gpus_per_node, hw.name, hw.gpus_per_server, o.gpus_per_node));
+}
+
+std::optional<StepReport> step_report(const StepFlags& f, const Plan& plan,
+                                      const std::optional<Hardware>& hardware) {
+  if (!hardware) return std::nullopt;
+  const Options& o = plan.options;
+  if (!o.shape)
+    throw UsageError("--hardware needs the model shape: add --layers, --hidden, --heads and --seq");
+  if (o.shape->vocab <= 0)
+    throw UsageError("--hardware needs the vocabulary: add --vocab, e.g. 51200");
+  const ModelShape& sh = *o.shape;
+  const TransformerShape& s = sh.transformer;
+  const PrecisionRecipe recipe = precision_preset(o.precision);
+  const std::int64_t dp = data_parallel_degree(o);
+  // One description: every field below is the memory report's, so the two halves price the
+  // same run.
   RunModel md{.layers = s.layers,
               .hidden = s.hidden,
               .heads = s.heads,
-              .kv_heads = whole("--kv-heads", f.kv_heads),
-              .ffn = whole("--ffn", f.ffn),
-              .swiglu = f.swiglu,
+              .kv_heads = sh.kv_heads,
+              .ffn = sh.ffn,
+              .swiglu = sh.swiglu,
               .seq = s.seq,
-              .vocab = whole("--vocab", f.vocab),
-              .global_batch = o.micro_batches * s.micro_batch * data_parallel_degree(o)};
+              .vocab = sh.vocab,
+              .global_batch = o.micro_batches * s.micro_batch * dp,
+              .params = o.params};
   RunLayout l{.tp = o.tp,
               .pp = o.pp,
-              .dp = data_parallel_degree(o),
+              .dp = dp,
+              .cp = o.cp,
               .micro_batch = s.micro_batch,
-              .interleave = whole("--interleave", f.interleave),
-              .first_stage_layers = whole("--first-stage-layers", f.first_stage_layers),
-              .last_stage_layers = whole("--last-stage-layers", f.last_stage_layers),
-              .recompute = o.shape->recompute,
-              .sequence_parallel = o.shape->sequence_parallel,
-              .flash_attention = f.flash_attention,
+              .interleave = o.interleave,
+              .first_stage_layers = sh.first_stage_layers,
+              .last_stage_layers = sh.last_stage_layers,
+              .recompute = sh.recompute,
+              .sequence_parallel = sh.sequence_parallel,
+              .flash_attention = sh.flash_attention,
               .zero_stage = o.zero_stage,
-              .dp_overlap = f.dp_overlap};
-  const StepTime st = step_time(md, l, hw);
-  return StepReport{
-      .hardware = hw, .model = md, .layout = l, .step = st, .micro_batches = o.micro_batches};
+              .dp_overlap = f.dp_overlap,
+              .grad_bytes = recipe.bytes_grads,
+              .weight_bytes = recipe.bytes_weights};
+  // A layout whose busiest GPU runs out of memory has no step time; pending memory (a student
+  // build) cannot say so, and the step is priced.
+  const bool priced = !(plan.fits.has_value() && !*plan.fits);
+  return StepReport{.hardware = *hardware,
+                    .model = md,
+                    .layout = l,
+                    .priced = priced,
+                    .step = priced ? step_time(md, l, *hardware) : StepTime{},
+                    .micro_batches = o.micro_batches,
+                    .memory = plan.memory,
+                    .memory_stage = plan.memory_stage,
+                    .fits = plan.fits,
+                    .capacity_bytes = o.gpu_memory_bytes};
 }
+
+namespace {
+
+// The memory report's verdict on the layout, repeated where the step is read: a step that does
+// not fit is priced all the same, and says so.
+std::string memory_line(const StepReport& r) {
+  const std::string where =
+      r.layout.pp > 1 ? fmt::format(" on stage {} of {}", r.memory_stage, r.layout.pp) : "";
+  if (!r.memory.has_value())
+    return fmt::format("  memory: finish {} to see whether it fits\n", r.memory.missing());
+  const double gb = r.memory->total_bytes() / 1e9, cap = r.capacity_bytes / 1e9;
+  if (*r.fits)
+    return fmt::format(
+        "  memory: {:.2f} GB per GPU{}, fits in {:.2f} GB (the memory report above)\n", gb, where,
+        cap);
+  return fmt::format(
+      "  not priced: {:.2f} GB per GPU{} does not fit in {:.2f} GB, so this layout cannot run; "
+      "the memory report above lists changes that fit (or give --gpu-memory if the GPU has "
+      "more)\n",
+      gb, where, cap);
+}
+
+// How the data-parallel line was priced: the collectives, and what overlap hides.
+std::string dp_how(const StepReport& r) {
+  const RunLayout& l = r.layout;
+  if (l.dp * l.cp == 1) return "no data parallelism";
+  static const char* const collectives[] = {
+      "gradient all-reduce once per step", "ZeRO-1: reduce-scatter + all-gather once per step",
+      "ZeRO-2: reduce-scatter every micro-batch, all-gather once",
+      "ZeRO-3: per layer, 2 all-gathers + reduce-scatter every micro-batch"};
+  const std::string group =
+      l.cp > 1 ? fmt::format(" over dp x cp = {}", l.dp * l.cp) : fmt::format(" over dp {}", l.dp);
+  const std::string overlap = !l.dp_overlap       ? "; not overlapped (add --dp-overlap)"
+                              : l.zero_stage == 3 ? "; prefetched behind the forward and backward"
+                              : l.zero_stage == 2 ? "; behind every micro-batch's backward"
+                                                  : "; behind the last backward";
+  return collectives[l.zero_stage] + group + overlap;
+}
+
+}  // namespace
 
 std::string step_time_text(const StepReport& r, const Options& o) {
   const Hardware& hw = r.hardware;
@@ -100,27 +152,41 @@ std::string step_time_text(const StepReport& r, const Options& o) {
   std::string out =
       fmt::format("\nOne step on {} ({}), global batch {} = m {} x b {} x dp {}:\n", hw.name,
                   hw.description, md.global_batch, r.micro_batches, l.micro_batch, l.dp);
+  out += memory_line(r);
+  if (!r.priced) return out;
   const auto line = [&](const char* what, double seconds, const char* how) {
     out += fmt::format("  {:<22}{:>10.3f} s {:>5.1f}%  {}\n", what, seconds,
                        100 * seconds / st.seconds, how);
   };
   line("compute", st.compute, "GEMMs, attention, memory-bound ops of the busiest stage");
   line("exposed tp", st.exposed_tp, "tensor-parallel collectives on NVLink");
-  // The schedule's own formula beside the model's seconds: with v = 1 it is the report's
-  // "Pipeline bubble" line above; the model's share differs by the sends and uneven stages.
+  if (l.cp > 1) {
+    const std::string ring =
+        fmt::format("ring attention: KV sends a block's compute does not hide, cp {} {}", l.cp,
+                    hw.gpus_per_server % (l.tp * l.cp) == 0 ? "inside a server" : "across servers");
+    line("exposed cp", st.exposed_cp, ring.c_str());
+  }
+  // The schedule's own formula beside the model's seconds: the report's "Pipeline bubble" line
+  // above; the model's share differs by the sends and the last stage's logits.
   const double v = static_cast<double>(l.interleave), m = static_cast<double>(st.micro_batches);
   const double p = static_cast<double>(l.pp);
+  std::int64_t fewest = st.stages.front().layers, most = fewest;
+  for (const StageTime& sg : st.stages) {
+    fewest = std::min(fewest, sg.layers);
+    most = std::max(most, sg.layers);
+  }
+  const std::string schedule =
+      fmt::format("{} 1F1B, v {}", l.interleave > 1 ? "interleaved" : "plain", l.interleave);
   const std::string bubble_how =
       l.pp == 1 ? std::string("no pipeline")
-                : fmt::format(
-                      "{} 1F1B, v {}: (p-1)/v of a stage's micro-batch; (p-1)/(v m+p-1) "
-                      "= {:.4f}",
-                      l.interleave > 1 ? "interleaved" : "plain", l.interleave,
-                      (p - 1) / (v * m + p - 1));
+      : fewest != most
+          ? fmt::format("{}, stages of {} to {} layers: the other stages' time / v", schedule,
+                        fewest, most)
+          : fmt::format("{}: (p-1)/v of a stage's micro-batch; (p-1)/(v m+p-1) = {:.4f}", schedule,
+                        (p - 1) / (v * m + p - 1));
   line("bubble", st.bubble, bubble_how.c_str());
   line("p2p", st.p2p, "pipeline sends between stages");
-  line("exposed dp", st.exposed_dp,
-       st.exposed_dp > 0 || l.dp == 1 ? "data-parallel collectives" : "hidden behind the backward");
+  line("exposed dp", st.exposed_dp, dp_how(r).c_str());
   line("optimizer", st.optimizer, "Adam on this GPU's parameters");
   out += fmt::format("  {:<22}{:>10.3f} s\n", "seconds per step", st.seconds);
   out += fmt::format(
@@ -140,11 +206,22 @@ nlohmann::ordered_json step_time_json(const StepReport& r, const Options& o) {
   const StepTime& st = r.step;
   nlohmann::ordered_json j;
   j["hardware"] = r.hardware.name;
+  j["priced"] = r.priced;
+  j["memory_bytes_per_gpu"] =
+      r.memory.has_value() ? nlohmann::ordered_json(r.memory->total_bytes()) : nullptr;
+  j["memory_stage"] = r.memory_stage;
+  j["capacity_bytes"] = r.capacity_bytes;
+  j["fits"] = r.fits.has_value() ? nlohmann::ordered_json(*r.fits) : nullptr;
+  if (!r.priced) return j;
   j["global_batch"] = r.model.global_batch;
   j["micro_batches"] = r.micro_batches;
-  j["seconds_per_component"] = {{"compute", st.compute},       {"exposed_tp", st.exposed_tp},
-                                {"bubble", st.bubble},         {"p2p", st.p2p},
-                                {"exposed_dp", st.exposed_dp}, {"optimizer", st.optimizer}};
+  j["seconds_per_component"] = {{"compute", st.compute},
+                                {"exposed_tp", st.exposed_tp},
+                                {"exposed_cp", st.exposed_cp},
+                                {"bubble", st.bubble},
+                                {"p2p", st.p2p},
+                                {"exposed_dp", st.exposed_dp},
+                                {"optimizer", st.optimizer}};
   j["seconds_per_step"] = st.seconds;
   j["tflops_per_gpu"] = st.tflops_per_gpu;
   j["mfu"] = st.mfu;
@@ -156,6 +233,17 @@ nlohmann::ordered_json step_time_json(const StepReport& r, const Options& o) {
         *o.tokens / static_cast<double>(r.model.global_batch * r.model.seq) * st.seconds / 86400;
   else
     j["run_days"] = nullptr;
+  // What the step shares with the memory report, per GPU.
+  std::vector<std::int64_t> layers;
+  double params = 0;
+  for (const StageTime& sg : st.stages) {
+    layers.push_back(sg.layers);
+    params = std::max(params, sg.params);
+  }
+  j["stage_layers"] = layers;
+  j["params_per_gpu"] = params;
+  j["traffic_bytes_per_step"] = {
+      {"tp", st.tp_bytes}, {"pp", st.pp_bytes}, {"cp", st.cp_bytes}, {"dp", st.dp_bytes}};
   return j;
 }
 

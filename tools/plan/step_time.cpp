@@ -41,18 +41,25 @@ double link_seconds(double bytes, bool across_servers, const Hardware& hw) {
 double ring_factor(double n) { return (n - 1) / n; }
 
 // One layer on one GPU for one micro-batch, split into what the GPU computes and what it waits
-// for on NVLink.
+// for: tensor-parallel collectives on NVLink, ring attention's sends on the cp group's links.
 struct LayerTime {
-  double forward_compute = 0, forward_comm = 0;
-  double backward_compute = 0, backward_comm = 0;  // recompute included
+  double forward_compute = 0, forward_comm = 0, forward_ring = 0;
+  double backward_compute = 0, backward_comm = 0, backward_ring = 0;  // recompute included
+  double ring_bytes = 0;  // bytes this GPU sends round the cp ring for the layer, both passes
 };
 
+// Whether the cp group (tp x cp consecutive GPUs) stays inside a server.
+bool cp_inside_server(const RunLayout& l, const Hardware& hw) {
+  return hw.gpus_per_server % (l.tp * l.cp) == 0;
+}
+
 LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw) {
-  const double t = static_cast<double>(l.tp);
+  const double t = static_cast<double>(l.tp), c = static_cast<double>(l.cp);
   const double h = static_cast<double>(md.hidden), s = static_cast<double>(md.seq);
   const double a = static_cast<double>(md.heads), kv = static_cast<double>(md.kv_heads);
   const double ffn = static_cast<double>(md.ffn), dh = h / a;
-  const double tokens = static_cast<double>(l.micro_batch) * s;
+  // With context parallelism each rank holds s/c tokens of every sequence.
+  const double tokens = static_cast<double>(l.micro_batch) * s / c;
   const double b = static_cast<double>(l.micro_batch);
 
   // The four weight GEMMs of a layer, each split over tp (11.4): QKV and the FFN's first
@@ -61,14 +68,15 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
                        gemm_seconds(1, tokens, h, h / t, hw) +
                        gemm_seconds(1, tokens, ffn * (md.swiglu ? 2 : 1) / t, h, hw) +
                        gemm_seconds(1, tokens, h, ffn / t, hw);
-  // The attention core, b a/t heads at once: scores Q K^T (s x dh by dh x s), then the
-  // probabilities times V (s x s by s x dh). Fused attention never writes the scores, so only
-  // its FLOPs count.
+  // The attention core, b a/t heads at once: scores Q K^T (s/c x dh by dh x s), then the
+  // probabilities times V (s/c x s by s x dh): this rank's queries against every key, which ring
+  // attention brings round in c blocks. Fused attention never writes the scores, so only its
+  // FLOPs count.
   const double heads_here = b * a / t;
-  const double core_flops = heads_here * 4 * s * s * dh;
+  const double core_flops = heads_here * 4 * (s / c) * s * dh;
   const double core = l.flash_attention ? core_flops / (hw.peak_flops * hw.gemm.at(core_flops))
-                                        : gemm_seconds(heads_here, s, s, dh, hw) +
-                                              gemm_seconds(heads_here, s, dh, s, hw);
+                                        : gemm_seconds(heads_here, s / c, s, dh, hw) +
+                                              gemm_seconds(heads_here, s / c, dh, s, hw);
   // Element-wise kernels read their inputs and write their outputs once (bytes per token):
   //  two layer norms, 2h in and 2h out each: 8h; two fused bias-dropout-residual adds, 2h input
   //  + 2h residual in, 2h out and an h-byte mask: 14h; 22h outside the tp region, which
@@ -98,6 +106,24 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
   out.backward_comm = (tp_all_reduces_per_layer(l.recompute, l.sequence_parallel) - 2) * all_reduce;
   if (l.recompute == Recompute::full) out.backward_compute += out.forward_compute;
   if (l.recompute == Recompute::selective) out.backward_compute += core + softmax_time;
+
+  // Ring attention (11.7): the forward takes c - 1 steps, in each of which this rank sends its
+  // keys and values (kv_heads/t heads of dh, b s/c tokens, bf16: the KV width, not h) to the next
+  // rank while it computes the block it already holds, 1/c of its attention core; only what a
+  // step's send takes beyond that block is waited for. The backward sends the keys and values
+  // again with their two gradients, twice the bytes, beside twice the block's compute. Full
+  // recompute reruns the forward's ring.
+  if (l.cp > 1) {
+    const double kv_bytes = 2 * tokens * (kv * dh / t) * kBf16;
+    const bool inside = cp_inside_server(l, hw);
+    const double block = core / c;
+    out.forward_ring = (c - 1) * std::max(0.0, link_seconds(kv_bytes, !inside, hw) - block);
+    out.backward_ring =
+        (c - 1) * std::max(0.0, link_seconds(2 * kv_bytes, !inside, hw) - 2 * block);
+    const double forwards = l.recompute == Recompute::full ? 2 : 1;
+    if (l.recompute == Recompute::full) out.backward_ring += out.forward_ring;
+    out.ring_bytes = (c - 1) * kv_bytes * (forwards + 2);
+  }
   return out;
 }
 
@@ -105,37 +131,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
-std::vector<std::int64_t> layers_by_stage(const RunModel& md, const RunLayout& l) {
-  const std::int64_t p = l.pp, L = md.layers;
-  std::vector<std::int64_t> out(static_cast<std::size_t>(p), 0);
-  if (p == 1) {
-    out[0] = L;
-    return out;
-  }
-  const std::int64_t first = l.first_stage_layers, last = l.last_stage_layers;
-  if (first == 0 && last == 0) {
-    require(L % p == 0, fmt::format("layers {} is not divisible by pp {}: give the first and last "
-                                    "stages' layers",
-                                    L, p));
-    std::fill(out.begin(), out.end(), L / p);
-    return out;
-  }
-  const std::int64_t f = first ? first : 0, g = last ? last : 0;
-  const std::int64_t middle_stages = p - (first ? 1 : 0) - (last ? 1 : 0);
-  const std::int64_t rest = L - f - g;
-  require(rest >= 0 && (middle_stages == 0 ? rest == 0 : rest % middle_stages == 0),
-          fmt::format("layers {} minus first {} and last {} must split evenly over the other {} "
-                      "stages",
-                      L, f, g, middle_stages));
-  for (std::int64_t i = 0; i < p; ++i)
-    out[static_cast<std::size_t>(i)] = middle_stages ? rest / middle_stages : 0;
-  if (first) out.front() = first;
-  if (last) out.back() = last;
-  return out;
-}
-
 // The inputs of step_time, checked, with the model's defaults filled in (kv heads = heads,
-// ffn = 4 h).
+// ffn = 4 h). The layout checks are the memory report's (options.hpp), so the two halves of
+// `mgpu plan` accept the same runs.
 RunModel checked_model(const RunModel& model, const RunLayout& l) {
   RunModel md = model;
   if (md.kv_heads == 0) md.kv_heads = md.heads;
@@ -143,14 +141,24 @@ RunModel checked_model(const RunModel& model, const RunLayout& l) {
   require(md.layers > 0 && md.hidden > 0 && md.heads > 0 && md.seq > 0 && md.vocab > 0 &&
               md.global_batch > 0,
           "the model needs layers, hidden, heads, seq, vocab and global batch, all positive");
-  require(l.tp > 0 && l.pp > 0 && l.dp > 0 && l.micro_batch > 0 && l.interleave > 0,
-          "tp, pp, dp, micro-batch and interleave must be at least 1");
-  require(md.heads % l.tp == 0 && md.kv_heads % l.tp == 0 && md.hidden % md.heads == 0,
-          fmt::format("heads {} and kv heads {} must be divisible by tp {}", md.heads, md.kv_heads,
-                      l.tp));
+  require(l.tp > 0 && l.pp > 0 && l.dp > 0 && l.cp > 0 && l.micro_batch > 0 && l.interleave > 0,
+          "tp, pp, dp, cp, micro-batch and interleave must be at least 1");
+  require(md.heads % l.tp == 0 && md.kv_heads % l.tp == 0 && md.hidden % md.heads == 0 &&
+              md.heads % md.kv_heads == 0,
+          fmt::format("heads {} and kv heads {} must be divisible by tp {}, and kv heads must "
+                      "divide heads",
+                      md.heads, md.kv_heads, l.tp));
+  require(md.ffn % l.tp == 0, fmt::format("ffn {} must be divisible by tp {}", md.ffn, l.tp));
   require(md.global_batch % (l.micro_batch * l.dp) == 0,
           fmt::format("global batch {} is not a multiple of micro-batch {} x dp {}",
                       md.global_batch, l.micro_batch, l.dp));
+  require(l.cp == 1 || md.seq % (2 * l.cp) == 0,
+          fmt::format("seq {} is not divisible by 2 x cp = {}: ring attention's zig-zag split",
+                      md.seq, 2 * l.cp));
+  const std::int64_t m = md.global_batch / (l.micro_batch * l.dp);
+  require(l.interleave == 1 || (l.pp > 1 && m % l.pp == 0),
+          fmt::format("interleave {} needs a pipeline and micro-batches m = {} a multiple of pp {}",
+                      l.interleave, m, l.pp));
   require(l.zero_stage >= 0 && l.zero_stage <= 3, "ZeRO stage is 0 to 3");
   return md;
 }
@@ -162,17 +170,20 @@ struct Step {
   const Hardware& hw;
   double m = 0;                      // micro-batches per step, per data-parallel rank
   double t = 0;                      // tp as a number
-  double tokens = 0;                 // tokens of one micro-batch
+  double tokens = 0;                 // tokens one rank holds of a micro-batch: b s/cp
   LayerTime lt;                      // one layer, one micro-batch
   double logits_forward = 0;         // the last stage's logits, forward
   double logits = 0;                 // the same, forward and backward
   std::vector<std::int64_t> stages;  // layers of each stage
   double layer_params = 0;           // parameters of one layer, all tp ranks
+  std::vector<double> stage_params;  // parameters one GPU of each stage holds
+  double gradient_group = 1;         // ranks holding the same weights: dp x cp
 
   Step(const RunModel& model, const RunLayout& layout, const Hardware& hardware);
 };
 
-// Parameters: L layers of 4 weight matrices (QKV with kv heads, output, FFN) and the embedding.
+// Parameters of one layer: its 4 weight matrices (QKV with kv heads, output, FFN; SwiGLU's
+// first is two).
 double layer_parameters(const RunModel& md) {
   const double h = static_cast<double>(md.hidden);
   const double dh = h / static_cast<double>(md.heads);
@@ -185,7 +196,7 @@ Step::Step(const RunModel& model, const RunLayout& layout, const Hardware& hardw
     : md(checked_model(model, layout)), l(layout), hw(hardware) {
   m = static_cast<double>(md.global_batch / (l.micro_batch * l.dp));
   t = static_cast<double>(l.tp);
-  tokens = static_cast<double>(l.micro_batch) * static_cast<double>(md.seq);
+  tokens = static_cast<double>(l.micro_batch) * static_cast<double>(md.seq / l.cp);
   lt = layer_time(md, l, hw);
   // The last stage also computes the logits, split over tp by vocabulary: one h x V/t GEMM
   // forward and two backward, and the softmax of the loss over V/t per token (2 in, 2 out,
@@ -193,91 +204,128 @@ Step::Step(const RunModel& model, const RunLayout& layout, const Hardware& hardw
   const double h = static_cast<double>(md.hidden), V = static_cast<double>(md.vocab);
   logits_forward = gemm_seconds(1, tokens, V / t, h, hw) + memory_seconds(tokens * 4 * V / t, hw);
   logits = 3 * logits_forward;
-  stages = layers_by_stage(md, l);
+  stages = stage_layers(md.layers, l.pp, l.first_stage_layers, l.last_stage_layers);
   layer_params = layer_parameters(md);
+  const double embedding = V * h;
+  const double params =
+      md.params > 0 ? md.params : static_cast<double>(md.layers) * layer_params + embedding;
+  require(params > embedding,
+          fmt::format("params {:.4g} is no more than the embedding V h = {:.4g}: give the whole "
+                      "model's parameters",
+                      params, embedding));
+  stage_params = stage_params_per_gpu(params, stages, embedding, l.tp);
+  gradient_group = static_cast<double>(l.dp * l.cp);
 }
 
-// The pipeline: the busiest stage's compute and tensor-parallel waits, the bubble, and the
-// sends between stages. Returns the busiest stage's index.
+// The pipeline: the busiest stage's compute and its tensor-parallel and ring-attention waits,
+// the bubble, and the sends between stages. Returns the busiest stage's index.
 std::size_t add_pipeline(StepTime& st, const Step& x) {
   const std::size_t p = x.stages.size();
-  std::vector<double> compute(p), comm(p);
+  std::vector<double> compute(p), comm(p), ring(p);
   for (std::size_t i = 0; i < p; ++i) {
     const double n = static_cast<double>(x.stages[i]);
     compute[i] = n * (x.lt.forward_compute + x.lt.backward_compute) + (i + 1 == p ? x.logits : 0);
     comm[i] = n * (x.lt.forward_comm + x.lt.backward_comm);
+    ring[i] = n * (x.lt.forward_ring + x.lt.backward_ring);
   }
+  const auto total = [&](std::size_t i) { return compute[i] + comm[i] + ring[i]; };
   std::size_t busiest = 0;
   for (std::size_t i = 1; i < p; ++i)
-    if (compute[i] + comm[i] > compute[busiest] + comm[busiest]) busiest = i;
-  const double busiest_total = compute[busiest] + comm[busiest];
+    if (total(i) > total(busiest)) busiest = i;
   st.compute = x.m * compute[busiest];
   st.exposed_tp = x.m * comm[busiest];
+  st.exposed_cp = x.m * ring[busiest];
   // 1F1B (11.5): the busiest stage runs its m micro-batches back to back; before its first and
   // after its last, the pipeline fills and drains through the other stages, each chunk of
   // 1/v of a stage's work at a time, so the wait is the other stages' time over v
-  // ((p-1)/v of a stage when they are even).
-  const double all_stages = std::accumulate(compute.begin(), compute.end(), 0.0) +
-                            std::accumulate(comm.begin(), comm.end(), 0.0);
-  st.bubble = (all_stages - busiest_total) / static_cast<double>(x.l.interleave);
+  // ((p-1)/v of a stage when they are even). Uneven stages enter with their own layers.
+  double all_stages = 0;
+  for (std::size_t i = 0; i < p; ++i) all_stages += total(i);
+  st.bubble = (all_stages - total(busiest)) / static_cast<double>(x.l.interleave);
   // Pipeline sends: each micro-batch enters and leaves every one of the stage's v chunks,
-  // activations forward and gradients backward; each tp GPU sends its 1/t slice (11.7).
+  // activations forward and gradients backward; each tp GPU sends its 1/t slice (11.7) of its
+  // b s/c tokens.
   st.p2p_bytes = x.tokens * static_cast<double>(x.md.hidden) * kBf16 / x.t;
+  st.pp_bytes = x.m * pipeline_sends_per_micro_batch(x.l.pp, x.l.interleave) * st.p2p_bytes;
   if (x.l.pp > 1) {
-    const bool across = x.l.tp * x.l.pp > x.hw.gpus_per_server;
+    const bool across = x.l.tp * x.l.cp * x.l.pp > x.hw.gpus_per_server;
     st.p2p =
         2 * x.m * static_cast<double>(x.l.interleave) * link_seconds(st.p2p_bytes, across, x.hw);
   }
   return busiest;
 }
 
-// One GPU's parameters on stage i: its layers' 1/t and, on the first or last stage, 1/t of the
-// embedding (the last stage keeps a tied copy for the logits).
-double stage_params(const Step& x, std::size_t i) {
-  const double embedding = static_cast<double>(x.md.vocab) * static_cast<double>(x.md.hidden);
-  const bool holds_embedding = i == 0 || i + 1 == x.stages.size();
-  return (static_cast<double>(x.stages[i]) * x.layer_params + (holds_embedding ? embedding : 0)) /
-         x.t;
-}
+// Data-parallel collectives of the parameters one GPU of stage i holds (11.2, 11.3), over the
+// dp x cp ranks that hold the same weights, and their bytes:
+//  stage 0: one all-reduce of the gradients per step, 2 f P g bytes (f = (n-1)/n);
+//  stage 1: one reduce-scatter of the gradients and one all-gather of the updated weights per
+//    step, f P (g + w);
+//  stage 2: the gradients are kept only as a shard, so every micro-batch's backward
+//    reduce-scatters its own (m f P g), then one all-gather of the updated weights (f P w);
+//  stage 3: the weights too are kept as a shard: in every micro-batch each layer is gathered
+//    before its forward and again before its backward, and its gradients reduce-scattered after
+//    it, m f P (2w + g), in layer-sized collectives that each pay the link's latency.
+// What is exposed: without dp_overlap, all of it. With it, stages 0 and 1 run behind the
+// stage's last backward (the gradients are final only then: what sticks out of one micro-batch's
+// backward is waited for); stage 2's reduce-scatters behind every micro-batch's backward; stage
+// 3 prefetches: each pass waits for its first layer's gather (and the backward for its last
+// layer's reduce-scatter), the rest of the forward's gathers run behind the forward and the
+// backward's gathers and reduce-scatters behind the backward.
+struct DataParallel {
+  double exposed = 0;  // seconds
+  double bytes = 0;    // sent by one GPU per step
+};
 
-// Data-parallel collectives of this GPU's parameters (11.2, 11.3): the gradient all-reduce,
-// or ZeRO's reduce-scatter of gradients and all-gather of weights; stages 2 and 3 repeat
-// theirs in every micro-batch (zero_repeats). What is left once overlap has hidden what it can.
-double exposed_dp_seconds(const Step& x, std::size_t busiest, double params_here) {
+DataParallel data_parallel(const Step& x, std::size_t i) {
   const RunLayout& l = x.l;
-  const double d = static_cast<double>(l.dp), m = x.m;
-  const bool across = l.tp * l.pp * l.dp > x.hw.gpus_per_server;
-  const double grads = params_here * l.grad_bytes, weights = params_here * kBf16;
-  const double rs = link_seconds(ring_factor(d) * grads, across, x.hw);
-  const double ag = link_seconds(ring_factor(d) * weights, across, x.hw);
-  double dp_time = 0;
+  DataParallel out;
+  const double n = x.gradient_group, m = x.m;
+  if (n == 1) return out;
+  const bool across = l.tp * l.cp * l.pp * l.dp > x.hw.gpus_per_server;
+  const double P = x.stage_params[i], f = ring_factor(n);
+  const double grads = f * P * l.grad_bytes, weights = f * P * l.weight_bytes;
+  const double layers = static_cast<double>(std::max<std::int64_t>(1, x.stages[i]));
+  const double forward = layers * (x.lt.forward_compute + x.lt.forward_comm + x.lt.forward_ring);
+  const double backward =
+      layers * (x.lt.backward_compute + x.lt.backward_comm + x.lt.backward_ring);
+  const auto link = [&](double bytes) { return link_seconds(bytes, across, x.hw); };
+  double all = 0, exposed = 0;
   switch (l.zero_stage) {
     case 0:
-      dp_time = link_seconds(2 * ring_factor(d) * grads, across, x.hw);
+      out.bytes = 2 * grads;
+      all = link(2 * grads);
+      exposed = std::max(0.0, all - backward);
       break;
     case 1:
-      dp_time = rs + ag;
+      out.bytes = grads + weights;
+      all = link(grads) + link(weights);
+      exposed = std::max(0.0, all - backward);
       break;
     case 2:
-      dp_time = m * rs + ag;
+      out.bytes = m * grads + weights;
+      all = m * link(grads) + link(weights);
+      exposed = std::max(0.0, all - m * backward);
       break;
-    default:
-      dp_time = m * (rs + 2 * ag);
+    default: {
+      out.bytes = m * (grads + 2 * weights);
+      const double gather = link(weights / layers), scatter = link(grads / layers);
+      all = m * layers * (2 * gather + scatter);
+      const double forward_wait = gather + std::max(0.0, (layers - 1) * gather - forward);
+      const double backward_wait =
+          gather + scatter + std::max(0.0, (layers - 1) * (gather + scatter) - backward);
+      exposed = m * (forward_wait + backward_wait);
       break;
+    }
   }
-  // Overlapped, stage 0 and 1 hide behind the last micro-batch's backward (the gradients are
-  // final only then); stages 2 and 3 spread over every micro-batch.
-  const double window = (l.zero_stage >= 2 ? m : 1.0) * static_cast<double>(x.stages[busiest]) *
-                        (x.lt.backward_compute + x.lt.backward_comm);
-  return l.dp_overlap ? std::max(0.0, dp_time - window) : dp_time;
+  out.exposed = l.dp_overlap ? exposed : all;
+  return out;
 }
 
-// Adam on this GPU's share (all of it, or 1/dp of it under ZeRO): read the fp32 master weight,
-// both moments and the fp32 gradient (16 bytes), write the three back and the bf16 weight
-// (14 bytes).
+// Adam on this GPU's share (all of it, or 1/(dp cp) of it under ZeRO): read the fp32 master
+// weight, both moments and the fp32 gradient (16 bytes), write the three back and the bf16
+// weight (14 bytes).
 double optimizer_seconds(const Step& x, double params) {
-  return memory_seconds(30 * params / (x.l.zero_stage >= 1 ? static_cast<double>(x.l.dp) : 1.0),
-                        x.hw);
+  return memory_seconds(30 * params / (x.l.zero_stage >= 1 ? x.gradient_group : 1.0), x.hw);
 }
 
 // Every stage's times, for a simulation of the schedule.
@@ -288,13 +336,13 @@ void add_stages(StepTime& st, const Step& x) {
     sg.layers = x.stages[i];
     sg.layer_forward = x.lt.forward_compute;
     sg.layer_backward = x.lt.backward_compute;
-    sg.layer_forward_tp = x.lt.forward_comm;
-    sg.layer_backward_tp = x.lt.backward_comm;
+    sg.layer_forward_tp = x.lt.forward_comm + x.lt.forward_ring;
+    sg.layer_backward_tp = x.lt.backward_comm + x.lt.backward_ring;
     if (i + 1 == p) {
       sg.logits_forward = x.logits_forward;
       sg.logits_backward = x.logits - x.logits_forward;
     }
-    sg.params = stage_params(x, i);
+    sg.params = x.stage_params[i];
     sg.optimizer = optimizer_seconds(x, sg.params);
   }
 }
@@ -315,12 +363,23 @@ void add_flops(StepTime& st, const Step& x) {
                                                                     : 0.0;
   st.hardware_flops = st.model_flops + B * s * L * recomputed;
   st.paper_flops = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
-  const double gpus = x.t * static_cast<double>(x.l.pp) * static_cast<double>(x.l.dp);
+  const double gpus = x.t * static_cast<double>(x.l.cp * x.l.pp * x.l.dp);
   const double gpu_seconds = st.seconds * gpus;
   st.tflops_per_gpu = st.hardware_flops / gpu_seconds / 1e12;
   st.paper_tflops_per_gpu = st.paper_flops / gpu_seconds / 1e12;
   st.mfu = st.model_flops / (gpu_seconds * x.hw.peak_flops);
   st.hfu = st.hardware_flops / (gpu_seconds * x.hw.peak_flops);
+}
+
+// The bytes the other groups send, of the stage holding the most layers: its tensor-parallel
+// all-reduces (tp_all_reduces_per_layer of the layer's b s/c h bf16, each 2 (t-1)/t of it) and
+// its ring-attention sends, every micro-batch.
+void add_layer_bytes(StepTime& st, const Step& x) {
+  const double most = static_cast<double>(*std::max_element(x.stages.begin(), x.stages.end()));
+  if (x.l.tp > 1)
+    st.tp_bytes = x.m * most * tp_all_reduces_per_layer(x.l.recompute, x.l.sequence_parallel) * 2 *
+                  ring_factor(x.t) * x.tokens * static_cast<double>(x.md.hidden) * kBf16;
+  st.cp_bytes = x.m * most * x.lt.ring_bytes;
 }
 
 }  // namespace
@@ -329,16 +388,26 @@ StepTime step_time(const RunModel& model, const RunLayout& layout, const Hardwar
   const Step x(model, layout, hw);
   StepTime st;
   st.micro_batches = x.md.global_batch / (layout.micro_batch * layout.dp);
-  st.layer_forward = x.lt.forward_compute + x.lt.forward_comm;
-  st.layer_backward = x.lt.backward_compute + x.lt.backward_comm;
+  st.layer_forward = x.lt.forward_compute + x.lt.forward_comm + x.lt.forward_ring;
+  st.layer_backward = x.lt.backward_compute + x.lt.backward_comm + x.lt.backward_ring;
   const std::size_t busiest = add_pipeline(st, x);
   const double h = static_cast<double>(x.md.hidden), V = static_cast<double>(x.md.vocab);
-  st.params = static_cast<double>(x.md.layers) * x.layer_params + V * h;
-  const double params_here = stage_params(x, busiest);
-  if (layout.dp > 1) st.exposed_dp = exposed_dp_seconds(x, busiest, params_here);
-  st.optimizer = optimizer_seconds(x, params_here);
+  st.params =
+      x.md.params > 0 ? x.md.params : static_cast<double>(x.md.layers) * x.layer_params + V * h;
+  // The step ends when the last stage's data-parallel collectives do; the bytes are those of
+  // the GPU holding the most parameters.
+  std::size_t most_params = 0;
+  for (std::size_t i = 0; i < x.stages.size(); ++i) {
+    const DataParallel dp = data_parallel(x, i);
+    st.exposed_dp = std::max(st.exposed_dp, dp.exposed);
+    if (x.stage_params[i] > x.stage_params[most_params]) most_params = i;
+  }
+  st.dp_bytes = data_parallel(x, most_params).bytes;
+  st.optimizer = optimizer_seconds(x, x.stage_params[busiest]);
   add_stages(st, x);
-  st.seconds = st.compute + st.exposed_tp + st.bubble + st.p2p + st.exposed_dp + st.optimizer;
+  add_layer_bytes(st, x);
+  st.seconds = st.compute + st.exposed_tp + st.exposed_cp + st.bubble + st.p2p + st.exposed_dp +
+               st.optimizer;
   add_flops(st, x);
   return st;
 }

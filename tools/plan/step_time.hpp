@@ -1,9 +1,9 @@
 // The time of one training step from the layout's schedule and a hardware description: per
 // layer the GEMMs by shape, the attention core, the memory-bound operations, the tensor-parallel
-// collectives; per stage the pipeline sends and the bubble; per step the data-parallel
-// collectives and the optimizer. A per-operation cost model in the spirit of the course's
-// formulas (11.1 FLOPs, 11.4 collectives per layer, 11.5 bubble, 11.6 recompute), priced on a
-// Hardware preset (plan/hardware.hpp).
+// collectives and ring attention's exposed sends; per stage the pipeline sends and the bubble;
+// per step the data-parallel collectives (plain, ZeRO 1 to 3) and the optimizer. A per-operation
+// cost model in the spirit of the course's formulas (11.1 FLOPs, 11.4 collectives per layer, 11.5
+// bubble, 11.6 recompute), priced on a Hardware preset (plan/hardware.hpp).
 #pragma once
 
 #include <cstdint>
@@ -26,13 +26,18 @@ struct RunModel {
   std::int64_t seq = 0;           ///< s, tokens per sequence
   std::int64_t vocab = 0;         ///< V
   std::int64_t global_batch = 0;  ///< B, sequences per step
+  /// Parameters of the whole model as its authors count them (`mgpu plan --params`), shared by
+  /// the stages as the memory report shares them (stage_params_per_gpu); 0: counted from the
+  /// shape, L layers and one V h embedding. FLOPs always come from the shape.
+  double params = 0;
 };
 
 /// How the run was laid out and what it recomputed.
 struct RunLayout {
-  std::int64_t tp = 1, pp = 1, dp = 1;  ///< degrees; GPUs = tp pp dp
-  std::int64_t micro_batch = 1;         ///< b, sequences per micro-batch
-  std::int64_t interleave = 1;          ///< v, model chunks per pipeline stage
+  std::int64_t tp = 1, pp = 1, dp = 1;  ///< degrees; GPUs = tp cp pp dp
+  std::int64_t cp = 1;  ///< context parallel: ranks sharing each sequence (ring attention, 11.7)
+  std::int64_t micro_batch = 1;  ///< b, sequences per micro-batch
+  std::int64_t interleave = 1;   ///< v, model chunks per pipeline stage
   /// Layers on the first and on the last stage when they differ from L/p (0: L/p); the other
   /// stages share the rest evenly.
   std::int64_t first_stage_layers = 0, last_stage_layers = 0;
@@ -40,8 +45,11 @@ struct RunLayout {
   bool sequence_parallel = false;
   bool flash_attention = false;  ///< fused attention: no s x s scores in memory
   int zero_stage = 0;            ///< 0: all-reduce of gradients; 1..3: ZeRO's collectives
-  bool dp_overlap = false;       ///< data-parallel collectives overlap the backward
-  double grad_bytes = 2;         ///< bytes per gradient element communicated
+  /// Data-parallel collectives overlap the compute: gradients the backward (stages 0 to 2),
+  /// ZeRO-3's layer-by-layer gathers the forward and backward (exposed_dp_seconds says how).
+  bool dp_overlap = false;
+  double grad_bytes = 2;    ///< bytes per gradient element communicated
+  double weight_bytes = 2;  ///< bytes per weight element ZeRO all-gathers
 };
 
 /// One pipeline stage as one of its GPUs sees it, per micro-batch: what a simulation of the
@@ -51,8 +59,8 @@ struct StageTime {
   std::int64_t layers = 0;       ///< transformer layers on the stage
   double layer_forward = 0;      ///< one layer's forward compute (no tp collectives)
   double layer_backward = 0;     ///< one layer's backward compute, recompute included
-  double layer_forward_tp = 0;   ///< one layer's forward tensor-parallel collectives
-  double layer_backward_tp = 0;  ///< one layer's backward tensor-parallel collectives
+  double layer_forward_tp = 0;   ///< one layer's forward exposed tp (and cp ring) time
+  double layer_backward_tp = 0;  ///< one layer's backward exposed tp (and cp ring) time
   double logits_forward = 0;     ///< the logits and loss forward (last stage only, else 0)
   double logits_backward = 0;    ///< their backward
   double params = 0;             ///< parameters on one GPU of the stage
@@ -63,6 +71,7 @@ struct StageTime {
 struct StepTime {
   double compute = 0;     ///< busiest stage's GEMMs, attention, memory-bound ops, m micro-batches
   double exposed_tp = 0;  ///< tensor-parallel collectives on NVLink (not overlapped)
+  double exposed_cp = 0;  ///< ring attention's sends that one block's compute does not hide
   double bubble = 0;      ///< pipeline fill and drain: (other stages' time) / v
   double p2p = 0;         ///< pipeline sends between stages
   double exposed_dp = 0;  ///< data-parallel collectives not hidden behind the backward
@@ -80,11 +89,17 @@ struct StepTime {
   double layer_forward = 0;         ///< one layer, one micro-batch, forward (with its tp comms)
   double layer_backward = 0;        ///< the same layer's backward (with recompute and comms)
   std::vector<StageTime> stages;    ///< every pipeline stage, first to last
-  double p2p_bytes = 0;             ///< one pipeline send of one GPU (its 1/t of b s h bf16)
+  double p2p_bytes = 0;             ///< one pipeline send of one GPU (its 1/t of b s/c h bf16)
+  /// Bytes one GPU sends per step, by group, counted here from the step's own operations: the
+  /// tp and cp bytes of the stage with the most layers, the pp bytes of the busiest sender (a
+  /// middle stage), the dp bytes of the stage holding the most parameters. The memory report
+  /// (plan/model.hpp) counts the same bytes through the chapter functions.
+  double tp_bytes = 0, pp_bytes = 0, cp_bytes = 0, dp_bytes = 0;
 };
 
 /// Checks the run and prices one step on `hw`. Throws UsageError for a layout that does not fit
-/// the model (heads not divisible by tp, B not divisible by b dp, layers not matching stages).
+/// the model (heads or kv heads not divisible by tp, B not divisible by b dp, layers not
+/// matching stages, seq not divisible by 2 cp, m not a multiple of pp when interleaved).
 StepTime step_time(const RunModel& model, const RunLayout& layout, const Hardware& hw);
 
 }  // namespace mgpu::planner

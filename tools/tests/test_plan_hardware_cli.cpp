@@ -23,7 +23,8 @@ std::vector<std::string> layout_145b(const std::string& hardware) {
           "--interleave",  "2",       "--hardware",      hardware};
 }
 
-/// The step the model computes for layout_145b's run, built here without the command line.
+/// The step the model computes for layout_145b's run, built here without the command line,
+/// which passes --params on as the parameters the stages share.
 StepTime step_145b(const std::string& hardware) {
   return step_time(
       {.layers = 80,
@@ -31,7 +32,8 @@ StepTime step_145b(const std::string& hardware) {
        .heads = 96,
        .seq = 2048,
        .vocab = 51200,
-       .global_batch = 2304},
+       .global_batch = 2304,
+       .params = 145.6e9},
       {.tp = 8, .pp = 8, .dp = 24, .micro_batch = 2, .interleave = 2, .recompute = Recompute::full},
       load_hardware(hardware));
 }
@@ -93,8 +95,11 @@ TEST_CASE("--hardware needs the shape and --vocab, the step flags need --hardwar
              "32", "--seq", "4096", "--hardware", "h100-sxm"},
             out, err) == 2);
   CHECK(err.find("--vocab") != std::string::npos);
-  CHECK(run({"--params", "7e9", "--gpus", "8", "--vocab", "32000"}, out, err) == 2);
+  CHECK(run({"--params", "7e9", "--gpus", "8", "--dp-overlap"}, out, err) == 2);
   CHECK(err.find("--hardware") != std::string::npos);
+  // The model's flags belong to the shape, which both halves read.
+  CHECK(run({"--params", "7e9", "--gpus", "8", "--vocab", "32000"}, out, err) == 2);
+  CHECK(err.find("needs the model shape") != std::string::npos);
   CHECK(run({"--params", "7e9", "--gpus", "8", "--layers", "32", "--hidden", "4096", "--heads",
              "32", "--seq", "4096", "--vocab", "32000", "--hardware", "tpu-v9"},
             out, err) == 2);
@@ -142,19 +147,22 @@ TEST_CASE("--json without --hardware has no step") {
   CHECK_FALSE(nlohmann::json::parse(out).contains("step"));
 }
 
-TEST_CASE("the step's bubble line shows the schedule's formula, the report's line at v = 1") {
+TEST_CASE("--interleave means the same in both halves: the report's bubble and the step's") {
   std::vector<std::string> args = layout_145b("a100-80gb");
   std::string out, err;
   REQUIRE(run(args, out, err) == 0);
-  // p 8, m 48, v 2: (p-1)/(v m+p-1) = 7/103; the report's line is GPipe/1F1B, 7/55.
+  // p 8, m 48, v 2: (p-1)/(v m+p-1) = 7/103, in the report and beside the step's seconds.
   CHECK(out.find(fmt::format("interleaved 1F1B, v 2: (p-1)/v of a stage's micro-batch; "
                              "(p-1)/(v m+p-1) = {:.4f}",
                              7.0 / 103)) != std::string::npos);
-  CHECK(out.find(fmt::format("Pipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1)",
-                             7.0 / 55)) != std::string::npos);
-  args[args.size() - 3] = "1";  // --interleave 1: the two formulas agree
+  CHECK(out.find(fmt::format("Pipeline bubble: {:.4f} of each step idle, (p-1)/(v m+p-1) with p "
+                             "8, v 2 and m 48",
+                             7.0 / 103)) != std::string::npos);
+  args[args.size() - 3] = "1";  // --interleave 1: plain 1F1B in both
   REQUIRE(run(args, out, err) == 0);
   CHECK(out.find(fmt::format("plain 1F1B, v 1: (p-1)/v of a stage's micro-batch; "
                              "(p-1)/(v m+p-1) = {:.4f}",
+                             7.0 / 55)) != std::string::npos);
+  CHECK(out.find(fmt::format("Pipeline bubble: {:.4f} of each step idle, (p-1)/(m+p-1)",
                              7.0 / 55)) != std::string::npos);
 }

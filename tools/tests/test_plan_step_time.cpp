@@ -120,3 +120,85 @@ TEST_CASE("ZeRO-3 sends m (g + 2w) / 2g times the bytes of a gradient all-reduce
   CHECK(dp_time(2) / dp_time(0) == doctest::Approx((m * 2 + 2) / 4));
   CHECK(dp_time(3) / dp_time(0) == doctest::Approx(m * (2 + 2 * 2) / 4));
 }
+
+TEST_CASE(
+    "context parallelism: each rank computes 1/c of the work, and its ring sends are waited "
+    "for only beyond one block's compute") {
+  // On the ideal machine links are free: the step is the FLOPs over the rate, cp or not.
+  const RunModel md = gpt(8, 2048, 16, 16);
+  for (std::int64_t c : {1, 2, 4}) {
+    CAPTURE(c);
+    const StepTime st =
+        step_time(md, {.tp = 2, .pp = 1, .dp = 2, .cp = c, .micro_batch = 1}, ideal(0.5));
+    CHECK(st.seconds ==
+          doctest::Approx(st.hardware_flops / (4 * static_cast<double>(c) * 0.5e15)).epsilon(1e-6));
+    CHECK(st.exposed_cp == 0);
+  }
+  // With compute free and the server's links at 10 GB/s, the ring is all that takes time: its
+  // bytes over the link. Each step of the forward's c - 1 sends the rank's keys and values, b s/c
+  // tokens of kv heads x head_dim / t bf16 each; the backward twice that.
+  Hardware slow = ideal(0.5);
+  slow.peak_flops = 1e30;
+  slow.nvlink_bytes_per_s = 10e9;
+  RunModel gqa = gpt(4, 2048, 16, 4);
+  gqa.kv_heads = 4;
+  const RunLayout l{.tp = 2, .pp = 1, .dp = 1, .cp = 4, .micro_batch = 1, .flash_attention = true};
+  const StepTime st = step_time(gqa, l, slow);
+  const double kv_bytes = 2 * (2048.0 / 4) * (4.0 * 128 / 2) * 2;
+  CHECK(st.cp_bytes == doctest::Approx(4 * 4 * 3 * (1 + 2) * kv_bytes));
+  CHECK(st.exposed_cp == doctest::Approx(st.cp_bytes / 10e9));
+  // The keys and values of 4 KV heads are 4/16 of the full heads' bytes.
+  RunModel mha = gqa;
+  mha.kv_heads = 16;
+  CHECK(st.cp_bytes / step_time(mha, l, slow).cp_bytes == doctest::Approx(4.0 / 16));
+  // Full recompute runs the forward's ring again.
+  RunLayout full = l;
+  full.recompute = Recompute::full;
+  CHECK(step_time(gqa, full, slow).cp_bytes / st.cp_bytes == doctest::Approx(4.0 / 3));
+  CHECK_THROWS_AS(step_time(gpt(4, 2048, 16, 4), {.cp = 3}, slow), UsageError);  // 2048 % 6
+}
+
+TEST_CASE(
+    "ZeRO's bytes per step: once at stages 0 and 1, the gradients every micro-batch at 2, "
+    "everything every micro-batch at 3") {
+  const RunModel md = gpt(8, 2048, 16, 64);
+  const double m = 64.0 / 16, n = 16, f = (n - 1) / n;
+  for (int stage = 0; stage <= 3; ++stage) {
+    CAPTURE(stage);
+    const StepTime st = step_time(
+        md, {.tp = 1, .pp = 1, .dp = 16, .micro_batch = 1, .zero_stage = stage}, ideal(0.5));
+    const double P = st.stages.front().params;  // g = w = 2 bytes
+    const double expected = stage == 0   ? 2 * f * P * 2
+                            : stage == 1 ? f * P * (2 + 2)
+                            : stage == 2 ? f * P * (m * 2 + 2)
+                                         : m * f * P * (2 + 2 * 2);
+    CHECK(st.dp_bytes == doctest::Approx(expected));
+  }
+  // With dp x cp ranks holding the same weights, the group is dp x cp.
+  const StepTime cp = step_time(gpt(8, 2048, 16, 16),
+                                {.tp = 1, .pp = 1, .dp = 4, .cp = 4, .micro_batch = 1}, ideal(0.5));
+  CHECK(cp.dp_bytes == doctest::Approx(2 * (15.0 / 16) * cp.stages.front().params * 2));
+}
+
+TEST_CASE(
+    "ZeRO-3 gathers layer by layer: each pays the latency, and prefetching hides all but "
+    "one layer's collectives per pass") {
+  Hardware hw = ideal(0.5);
+  hw.network_latency_s = 1e-5;  // bandwidth free: only the collectives' count costs
+  const RunModel md = gpt(8, 2048, 16, 64);
+  const RunLayout zero3{.tp = 1, .pp = 1, .dp = 16, .micro_batch = 1, .zero_stage = 3};
+  const double m = 4, L = 8;
+  CHECK(step_time(md, zero3, hw).exposed_dp == doctest::Approx(m * L * 3 * 1e-5));
+  RunLayout zero1 = zero3;
+  zero1.zero_stage = 1;
+  CHECK(step_time(md, zero1, hw).exposed_dp == doctest::Approx(2 * 1e-5));
+  // Slow compute, links at 10 GB/s and no latency: with --dp-overlap, each pass waits for its
+  // first layer's gather (the backward also for its last reduce-scatter), 1/L of it all.
+  Hardware overlap = ideal(0.001);
+  overlap.network_bytes_per_s = 10e9;
+  const double all = step_time(md, zero3, overlap).exposed_dp;
+  RunLayout prefetched = zero3;
+  prefetched.dp_overlap = true;
+  CHECK(step_time(md, prefetched, overlap).exposed_dp == doctest::Approx(all / L));
+  CHECK(all > 0);
+}
