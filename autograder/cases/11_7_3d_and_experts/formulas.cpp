@@ -178,6 +178,11 @@ MGPU_CASE("11_7.per_gpu_traffic") {
   const ly::GpuTraffic t = ly::per_gpu_traffic(random_model(ctx));
   ctx.emit("drawn",
            std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
+  // The ZeRO stage just outside both ends, as for the memory.
+  for (const int stage : {-1, 4})
+    ctx.emit_rejects("rejects_zero_stage_" + std::string(stage < 0 ? "negative" : "4"), [&] {
+      ly::per_gpu_traffic(fixed_model({8, 4, 32}, stage, 8));
+    });
 }
 
 MGPU_CASE("11_7.experts") {
