@@ -205,4 +205,23 @@ MGPU_CASE_ISOLATED("11_2.overlapped_step") {
   ctx.emit("buckets", static_cast<double>(buckets.size()));
   emit_run(ctx, "", t);
   ctx.measure("step_seconds", t.makespan / 2);
+  // The ready_unit bounds, units 0 to num_units() - 1, from both sides: the head's parameters in
+  // a bucket of their own, ready at unit -1 or num_units() (no unit: rejected) or at the head
+  // itself (the last unit: fine), the rest ready at unit 0 (the first: fine).
+  const int units = net.num_units();
+  const model::UnitInfo& head = net.unit(units - 1);
+  auto rejects_ready_unit = [&](const char* name, int unit) {
+    const std::vector<dp::Bucket> two{{head.offset, head.count, unit}, {0, head.offset, 0}};
+    ctx.emit_rejects(name, [&] {
+      mgpu::Cluster(2).run([&](mgpu::Rank& r) {
+        model::Replica replica = net.make_replica(r.memory(), seed);
+        model::Adam adam(r.memory(), net.num_params(), model::AdamConfig{.lr = 1e-3f});
+        dp::data_parallel_step_overlapped(r, r.world(), net, replica, adam,
+                                          net.make_batch(4, seed + 1), two);
+      });
+    });
+  };
+  rejects_ready_unit("rejects_ready_unit_negative", -1);
+  rejects_ready_unit("rejects_ready_unit_past_the_last", units);
+  rejects_ready_unit("rejects_ready_unit_last", units - 1);
 }

@@ -72,7 +72,10 @@ MGPU_CASE("11_3.state_per_gpu") {
       [&](const mgpu::PrecisionRecipe& r, int stage) {
         return z::zero_state_bytes_per_gpu(p.params, r, stage, p.n);
       });
+  // The stage just outside both ends (every stage inside is priced above).
   ctx.emit_rejects("rejects_stage_4", [&] { z::zero_state_per_gpu(p.params, p.recipe, 4, p.n); });
+  ctx.emit_rejects("rejects_negative_stage",
+                   [&] { z::zero_state_per_gpu(p.params, p.recipe, -1, p.n); });
 }
 
 MGPU_CASE("11_3.traffic_per_gpu") {
@@ -89,6 +92,10 @@ MGPU_CASE("11_3.traffic_per_gpu") {
       [&](const mgpu::PrecisionRecipe& r, int stage) {
         return z::zero_traffic_bytes_per_gpu(p.params, r, stage, p.n);
       });
+  // The stage just outside both ends: 4 is not stage 3 again, -1 not stage 0.
+  ctx.emit_rejects("rejects_stage_4", [&] { z::zero_traffic_per_gpu(p.params, p.recipe, 4, p.n); });
+  ctx.emit_rejects("rejects_negative_stage",
+                   [&] { z::zero_traffic_per_gpu(p.params, p.recipe, -1, p.n); });
 }
 
 MGPU_CASE("11_3.min_gpus_to_fit") {
@@ -151,6 +158,24 @@ MGPU_CASE("11_3.deepspeed_estimates") {
         out.insert(out.end(), {e2.gpu_bytes, e2.cpu_bytes, e3.gpu_bytes, e3.cpu_bytes});
       }
   ctx.emit("bytes", out);
+  // The bounds at both ends: a largest layer of the whole model and a buffer factor of exactly 1
+  // are priced; a layer above the model or below 0, a factor below 1 and 0 nodes are rejected.
+  z::DeepSpeedSetup one;
+  one.additional_buffer_factor = 1.0;
+  const z::DeepSpeedEstimate whole = z::deepspeed_zero3_estimate(params, params, one);
+  const z::DeepSpeedEstimate at_one = z::deepspeed_zero2_estimate(params, one);
+  ctx.emit("inside_bounds", std::vector<double>{whole.gpu_bytes, whole.cpu_bytes, at_one.gpu_bytes,
+                                                at_one.cpu_bytes});
+  ctx.emit_rejects("zero3_rejects_layer_above_params",
+                   [&] { z::deepspeed_zero3_estimate(params, params + 1, {}); });
+  ctx.emit_rejects("zero3_rejects_negative_layer",
+                   [&] { z::deepspeed_zero3_estimate(params, -1, {}); });
+  z::DeepSpeedSetup thin = one, empty = one;
+  thin.additional_buffer_factor = 0.5;
+  empty.nodes = 0;
+  ctx.emit_rejects("zero2_rejects_factor_below_one",
+                   [&] { z::deepspeed_zero2_estimate(params, thin); });
+  ctx.emit_rejects("zero2_rejects_zero_nodes", [&] { z::deepspeed_zero2_estimate(params, empty); });
 }
 
 MGPU_CASE("11_3.megatron_state") {

@@ -5,6 +5,7 @@
 // reduce-scatters overlapped with the backward is graded on values, costs and the clock.
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -348,6 +349,39 @@ MGPU_CASE_ISOLATED("11_3.zero2_overlap") {
     ctx.measure("step_seconds" + suffix, end / 2);
     ctx.measure("peak_comm_bytes" + suffix, comm_peak);
   }
+}
+
+MGPU_CASE("11_3.zero_local_batch") {
+  // Every rank's slice of a drawn split (rank 0 and rank N - 1, the inside ends, included), then
+  // each bound just outside: rank -1 and rank N, 0 ranks, a batch that does not split.
+  const model::Model net(configs::drawn(ctx));
+  const int ranks = ctx.uniform_int(1, 6);
+  const model::Batch global = net.make_batch(ranks * ctx.uniform_int(1, 3), 23);
+  std::vector<double> sequences;
+  std::vector<float> inputs;
+  for (int r = 0; r < ranks; ++r) {
+    const model::Batch part = z::zero_local_batch(global, r, ranks);
+    sequences.push_back(static_cast<double>(part.sequences));
+    inputs.insert(inputs.end(), part.inputs.begin(), part.inputs.end());
+  }
+  ctx.emit("sequences", sequences);
+  ctx.emit("inputs", inputs, DType::f32);
+  // A rank past a one-sided check fails inside Batch::slice with std::out_of_range, not the
+  // std::invalid_argument the header asks for: that counts as not rejected (as in
+  // 11_2.local_batch).
+  auto rejects_rank = [&](const char* name, int r) {
+    ctx.emit_rejects(name, [&] {
+      try {
+        z::zero_local_batch(global, r, ranks);
+      } catch (const std::out_of_range&) {
+      }
+    });
+  };
+  rejects_rank("rejects_rank_ranks", ranks);
+  rejects_rank("rejects_negative_rank", -1);
+  ctx.emit_rejects("rejects_zero_ranks", [&] { z::zero_local_batch(global, 0, 0); });
+  ctx.emit_rejects("rejects_uneven_batch",
+                   [&] { z::zero_local_batch(net.make_batch(2 * ranks + 1, 24), 0, ranks + 1); });
 }
 
 MGPU_CASE_ISOLATED("11_3.zero_rejects") {

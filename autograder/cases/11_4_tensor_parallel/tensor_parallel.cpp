@@ -91,8 +91,11 @@ MGPU_CASE("11_4.shards") {
   const MatrixRM w = matrix(ctx, 6, 4);
   ctx.emit_rejects("column_shard_rejects_t_not_dividing", [&] { tp::column_shard(w, 0, 3); });
   ctx.emit_rejects("row_shard_rejects_t_not_dividing", [&] { tp::row_shard(w, 0, 4); });
+  // The rank just outside both ends of [0, t) for each (every rank inside is emitted above).
   ctx.emit_rejects("column_shard_rejects_rank_outside", [&] { tp::column_shard(w, 2, 2); });
-  ctx.emit_rejects("row_shard_rejects_rank_outside", [&] { tp::row_shard(w, -1, 2); });
+  ctx.emit_rejects("column_shard_rejects_negative_rank", [&] { tp::column_shard(w, -1, 2); });
+  ctx.emit_rejects("row_shard_rejects_rank_outside", [&] { tp::row_shard(w, 2, 2); });
+  ctx.emit_rejects("row_shard_rejects_negative_rank", [&] { tp::row_shard(w, -1, 2); });
 }
 
 MGPU_CASE_ISOLATED("11_4.column_parallel_linear") {

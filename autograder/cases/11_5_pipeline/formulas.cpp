@@ -158,6 +158,13 @@ MGPU_CASE("11_5.formula_bounds") {
                    [] { pp::in_flight_micro_batches(pp::Schedule::gpipe, 4, 8, -1); });
   ctx.emit("in_flight_last_stage",
            static_cast<double>(pp::in_flight_micro_batches(pp::Schedule::one_f_one_b, 4, 8, 3)));
+  // The same stage range for the boundary bytes (its inside ends, stages 0 and p - 1, are priced in
+  // 11_5.layers_and_boundary_bytes): past either end a stage would send one direction's bytes.
+  const mgpu::TransformerShape shape{.seq = 512, .micro_batch = 1, .hidden = 1024, .layers = 8};
+  ctx.emit_rejects("boundary_rejects_stage_p",
+                   [&] { pp::boundary_bytes_sent_per_stage(shape, 4, 8, 4, 2); });
+  ctx.emit_rejects("boundary_rejects_stage_negative",
+                   [&] { pp::boundary_bytes_sent_per_stage(shape, 4, 8, -1, 2); });
   // A stage runs at least one chunk; a pass takes no negative time, and may take none.
   ctx.emit_rejects("interleaved_rejects_zero_chunks",
                    [] { pp::interleaved_bubble_fraction(4, 8, 0); });

@@ -125,11 +125,16 @@ MGPU_CASE_ISOLATED("11_6.best_interval_model") {
   ctx.emit("best_fixed", best_fixed);
   const model::Model net(drawn_model(ctx));
   const model::Batch batch = net.make_batch(1, 3);
-  ctx.emit_rejects("rejects_k_above_layers", [&] {
-    mgpu::Cluster(1).run([&](mgpu::Rank& r) {
-      model::Replica rep = net.make_replica(r.memory(), 1);
-      ck::checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch,
-                                        net.config().n_layers + 1);
+  // The interval's bounds from outside, k = L + 1 and k = 0 (the inside ends, k = L and k = 1,
+  // are grid points of the cases above): a k clamped into [1, L] instead of rejected is caught.
+  auto rejects_k = [&](const char* name, std::int64_t k) {
+    ctx.emit_rejects(name, [&] {
+      mgpu::Cluster(1).run([&](mgpu::Rank& r) {
+        model::Replica rep = net.make_replica(r.memory(), 1);
+        ck::checkpointed_forward_backward(r, net, rep.params.span(), rep.grads.span(), batch, k);
+      });
     });
-  });
+  };
+  rejects_k("rejects_k_above_layers", net.config().n_layers + 1);
+  rejects_k("rejects_k_zero", 0);
 }

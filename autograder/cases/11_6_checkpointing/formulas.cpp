@@ -67,3 +67,29 @@ MGPU_CASE("11_6.recompute_fraction") {
   ctx.emit_rejects("rejects_negative_recomputed",
                    [&] { ck::recompute_extra_flops_fraction(-1, layers); });
 }
+
+// ---------------------------------------------------------------- validation bounds, both sides
+MGPU_CASE("11_6.formula_bounds") {
+  // Each documented range just outside each end, with its inside end where the value cases do not
+  // fix it: k is 1 to L for the peak in units and in bytes (k = 0 and k = L + 1 rejected; k = 1
+  // and k = L priced); a layer count is at least 1 (0 rejected, 1 in the value cases); a size or a
+  // backward ratio is at least 0 (0 priced there, below 0 rejected here).
+  ctx.emit_rejects("peak_units_rejects_k_zero", [] { ck::checkpointed_peak_units(7, 0); });
+  ctx.emit_rejects("peak_bytes_rejects_k_zero",
+                   [] { ck::checkpointed_peak_bytes(7, 0, 1e6, 3e6); });
+  ctx.emit_rejects("peak_bytes_rejects_k_above_layers",
+                   [] { ck::checkpointed_peak_bytes(7, 8, 1e6, 3e6); });
+  ctx.emit("peak_bytes_k_one_and_layers",
+           std::vector<double>{ck::checkpointed_peak_bytes(7, 1, 1e6, 3e6),
+                               ck::checkpointed_peak_bytes(7, 7, 1e6, 3e6)});
+  ctx.emit_rejects("peak_bytes_rejects_negative_checkpoint",
+                   [] { ck::checkpointed_peak_bytes(7, 2, -1, 3e6); });
+  ctx.emit_rejects("no_checkpoint_rejects_zero_layers", [] { ck::no_checkpoint_peak_units(0); });
+  // layer_bytes = 0 takes the early answer (L), which must still check L.
+  ctx.emit_rejects("best_bytes_rejects_zero_layers",
+                   [] { ck::best_checkpoint_interval_bytes(0, 1e6, 0); });
+  ctx.emit_rejects("fraction_rejects_zero_layers",
+                   [] { ck::recompute_extra_flops_fraction(0, 0); });
+  ctx.emit_rejects("fraction_rejects_negative_ratio",
+                   [] { ck::recompute_extra_flops_fraction(1, 4, -0.5); });
+}

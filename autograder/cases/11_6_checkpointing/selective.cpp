@@ -58,14 +58,33 @@ MGPU_CASE_ISOLATED("11_6.selective_gradients") {
     emit_against_plain(ctx, at, run_step(net, batch, true, seed),
                        run_step(net, batch, false, seed));
   });
+  // The block bounds, units 1 to L, at both ends from both sides: the embedding (0) and the head
+  // (L + 1) are no blocks; the first and last blocks, with a cache their forward saved without
+  // the core, are. A check written for unit indices (0 to L + 1) or for 0-based blocks (0 to
+  // L - 1) gets one end wrong.
   const model::Model net(fixed_config(2, true, true));
-  ctx.emit_rejects("rejects_a_unit_that_is_not_a_block", [&] {
-    mgpu::Cluster(1).run([&](mgpu::Rank& r) {
-      model::UnitCache cache;
-      cache.filled = true;
-      ck::recompute_attention_core(r, net, 0, cache);
+  const int blocks = static_cast<int>(net.config().n_layers);
+  auto rejects_unit = [&](const std::string& name, int u) {
+    ctx.emit_rejects(name, [&] {
+      mgpu::Cluster(1).run([&](mgpu::Rank& r) {
+        model::Replica rep = net.make_replica(r.memory(), 1);
+        model::UnitCache cache;
+        cache.filled = true;  // a cache the embedding's or head's forward would have filled
+        if (u >= 1 && u <= blocks) {
+          const std::int64_t tokens = net.config().seq_len;
+          mgpu::Buffer<float> x(r.memory(), mgpu::Category::activations,
+                                static_cast<std::size_t>(tokens * net.config().d_model), "x");
+          x = net.unit_forward(r, u, net.unit_view(rep.params.span(), u), std::move(x), tokens,
+                               &cache, model::Save::without_attention_core);
+        }
+        ck::recompute_attention_core(r, net, u, cache);
+      });
     });
-  });
+  };
+  rejects_unit("rejects_a_unit_that_is_not_a_block", 0);
+  rejects_unit("rejects_the_head", blocks + 1);
+  rejects_unit("rejects_the_first_block", 1);
+  rejects_unit("rejects_the_last_block", blocks);
 }
 
 MGPU_CASE_ISOLATED("11_6.selective_peak") {

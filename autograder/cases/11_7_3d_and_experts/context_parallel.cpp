@@ -153,7 +153,9 @@ MGPU_CASE("11_7.cp_split") {
   ctx.emit_rejects("rejects_uneven_contiguous",
                    [] { cx::cp_positions(6, 4, 0, cx::Split::contiguous); });
   ctx.emit_rejects("rejects_uneven_zigzag", [] { cx::cp_positions(12, 4, 0, cx::Split::zigzag); });
+  // The rank just outside both ends of [0, c) (every rank inside is drawn above).
   ctx.emit_rejects("rejects_rank_outside", [] { cx::cp_positions(8, 2, 2, cx::Split::zigzag); });
+  ctx.emit_rejects("rejects_negative_rank", [] { cx::cp_positions(8, 2, -1, cx::Split::zigzag); });
   ctx.emit_rejects("accepts_even_contiguous",
                    [] { cx::cp_positions(12, 4, 3, cx::Split::contiguous); });
 }
@@ -214,6 +216,8 @@ MGPU_CASE("11_7.cp_formulas") {
                    [] { cx::cp_forward_bytes_per_rank(1, 12, 8, 4, cx::Split::zigzag); });
   ctx.emit_rejects("rejects_rank_outside",
                    [] { cx::cp_attention_flops(1, 16, 8, 4, 4, cx::Split::contiguous); });
+  ctx.emit_rejects("rejects_negative_rank",
+                   [] { cx::cp_attention_flops(1, 16, 8, 4, -1, cx::Split::contiguous); });
   ctx.emit_rejects("rejects_zero_width", [] {
     cx::cp_saved_activation_bytes_per_rank(1, 16, 0, 1, 2, cx::Split::zigzag);
   });

@@ -6,6 +6,7 @@
 #include "case.hpp"
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -92,6 +93,28 @@ MGPU_CASE("11_7.layout_and_coordinates") {
     ctx.emit(name + "_global_rank", round_trip);
   }
   ctx.emit("text_example", static_cast<double>(ly::layout_gpus({8, 4, 32})));
+  // Every index just outside both ends of its range on the fixed 2 x 3 x 4 layout (the inside
+  // ends, 0 and the degree - 1, are in the loops above): a rank of -1 or 24, and each coordinate
+  // at -1 and at its degree. A check against one end only, or with > for >=, lets one through.
+  const ly::Layout l{2, 3, 4};
+  ctx.emit_rejects("coordinates_reject_rank_negative", [&] { ly::rank_coordinates(-1, l); });
+  ctx.emit_rejects("coordinates_reject_rank_gpus", [&] { ly::rank_coordinates(24, l); });
+  const ly::RankCoords inside{1, 2, 3};  // the last index on every axis, fine
+  ctx.emit("global_rank_last", static_cast<double>(ly::global_rank(inside, l)));
+  using Axis = std::int64_t ly::RankCoords::*;
+  for (const auto& [axis, member, degree] :
+       {std::tuple<std::string, Axis, std::int64_t>{"tp", &ly::RankCoords::tp, l.tp},
+        {"pp", &ly::RankCoords::pp, l.pp},
+        {"dp", &ly::RankCoords::dp, l.dp}})
+    for (const std::int64_t outside : {std::int64_t{-1}, degree}) {
+      ly::RankCoords c = inside;
+      c.*member = outside;
+      ctx.emit_rejects("global_rank_rejects_" + axis + (outside < 0 ? "_negative" : "_degree"),
+                       [&] { ly::global_rank(c, l); });
+    }
+  // A degree is at least 1 (1 is the one_gpu layout above); 0 on the last axis, which a check
+  // of tp and pp alone misses, has the product 0 instead of a rejection.
+  ctx.emit_rejects("gpus_rejects_zero_dp", [] { ly::layout_gpus({2, 3, 0}); });
 }
 
 MGPU_CASE("11_7.layout_problem") {
@@ -138,6 +161,12 @@ MGPU_CASE("11_7.per_gpu_memory") {
   const ly::GpuMemory g = ly::per_gpu_memory(random_model(ctx));
   ctx.emit("drawn", std::vector<double>{g.weights_bytes, g.grads_bytes, g.master_bytes,
                                         g.optimizer_bytes, g.activation_bytes});
+  // The ZeRO stage just outside both ends (0 and 3 are priced above): -1 is no stage, and 4 is not
+  // stage 3 again.
+  for (const int stage : {-1, 4})
+    ctx.emit_rejects("rejects_zero_stage_" + std::string(stage < 0 ? "negative" : "4"), [&] {
+      ly::per_gpu_memory(fixed_model({8, 4, 32}, stage, 8));
+    });
 }
 
 MGPU_CASE("11_7.per_gpu_traffic") {
@@ -149,6 +178,11 @@ MGPU_CASE("11_7.per_gpu_traffic") {
   const ly::GpuTraffic t = ly::per_gpu_traffic(random_model(ctx));
   ctx.emit("drawn",
            std::vector<double>{t.data_parallel_bytes, t.tensor_parallel_bytes, t.pipeline_bytes});
+  // The ZeRO stage just outside both ends, as for the memory.
+  for (const int stage : {-1, 4})
+    ctx.emit_rejects("rejects_zero_stage_" + std::string(stage < 0 ? "negative" : "4"), [&] {
+      ly::per_gpu_traffic(fixed_model({8, 4, 32}, stage, 8));
+    });
 }
 
 MGPU_CASE("11_7.experts") {
@@ -168,6 +202,9 @@ MGPU_CASE("11_7.experts") {
                    [] { ly::expert_all_to_all_bytes_per_rank(16, 8, 3, 2, 2, 2); });
   ctx.emit_rejects("rejects_negative_tokens",
                    [] { ly::expert_all_to_all_bytes_per_rank(-1, 8, 1, 2, 2, 2); });
+  // top_k's lower end: a token routed nowhere is rejected (its inside end, 1, is below).
+  ctx.emit_rejects("rejects_top_k_zero",
+                   [] { ly::expert_all_to_all_bytes_per_rank(16, 8, 0, 2, 2, 2); });
   // The inside ends of the same two bounds: a token that picks every expert (top_k == experts)
   // and a rank with no tokens are both allowed.
   ctx.emit("inside_bounds_all_to_all_bytes",

@@ -183,3 +183,22 @@ MGPU_CASE_ISOLATED("11_7.moe_all_to_all_bytes") {
     ctx.emit("random_" + label(p) + "backward_bytes", s.backward_bytes);
   }
 }
+
+MGPU_CASE("11_7.expert_capacity") {
+  // Fixed points, each bound at its inside end (no tokens; top_k == experts, every expert taken)
+  // and a share that is not whole (rounded up), then a draw.
+  const std::int64_t experts = ctx.pick<std::int64_t>({4, 8, 16});
+  ctx.emit("capacity", std::vector<double>{static_cast<double>(ex::expert_capacity(0, 2, 8, 1.25)),
+                                           static_cast<double>(ex::expert_capacity(12, 8, 8, 1.0)),
+                                           static_cast<double>(ex::expert_capacity(10, 1, 8, 1.25)),
+                                           static_cast<double>(ex::expert_capacity(
+                                               ctx.uniform_int(1, 4096),
+                                               ctx.uniform_int(1, static_cast<int>(experts)),
+                                               experts, ctx.pick({1.0, 1.25, 2.0})))});
+  // Just outside each end: top_k of 0 and above the experts, a negative token count, a factor of
+  // 0. A check from one side only lets the other through as a capacity.
+  ctx.emit_rejects("rejects_top_k_zero", [] { ex::expert_capacity(16, 0, 8, 1.0); });
+  ctx.emit_rejects("rejects_top_k_above_experts", [] { ex::expert_capacity(16, 9, 8, 1.0); });
+  ctx.emit_rejects("rejects_negative_tokens", [] { ex::expert_capacity(-1, 2, 8, 1.0); });
+  ctx.emit_rejects("rejects_zero_factor", [] { ex::expert_capacity(16, 2, 8, 0.0); });
+}

@@ -5,6 +5,7 @@
 #include "case.hpp"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 using namespace mgpu::grade;
@@ -20,6 +21,14 @@ MGPU_CASE("ex.zero_state_gb") {
   std::int64_t gpus = ctx.uniform_int(2, 4096);
   ctx.emit("zero3_random", ex::zero3_state_gb_per_gpu(params, gpus));
   ctx.emit("zero1_random", ex::zero1_state_gb_per_gpu(params, gpus));
+  // The bounds from outside (their inside ends, one GPU above and no parameters here, are fine):
+  // an answer written as a closed form must still validate.
+  ctx.emit("no_params",
+           std::vector<double>{ex::zero3_state_gb_per_gpu(0, 8), ex::zero1_state_gb_per_gpu(0, 8)});
+  ctx.emit_rejects("zero3_rejects_zero_gpus", [] { ex::zero3_state_gb_per_gpu(7e9, 0); });
+  ctx.emit_rejects("zero3_rejects_negative_params", [] { ex::zero3_state_gb_per_gpu(-1, 8); });
+  ctx.emit_rejects("zero1_rejects_zero_gpus", [] { ex::zero1_state_gb_per_gpu(7e9, 0); });
+  ctx.emit_rejects("zero1_rejects_negative_params", [] { ex::zero1_state_gb_per_gpu(-1, 8); });
 }
 
 MGPU_CASE("ex.bubble_fraction") {
@@ -29,6 +38,9 @@ MGPU_CASE("ex.bubble_fraction") {
   ctx.emit("edges", std::vector<double>{ex::bubble_fraction(1, 8), ex::bubble_fraction(4, 1),
                                         ex::bubble_fraction(8, 3), ex::bubble_fraction(4, 27)});
   ctx.emit("random", ex::bubble_fraction(ctx.uniform_int(1, 64), ctx.uniform_int(1, 256)));
+  // Just below the inside ends p = 1 and m = 1 above.
+  ctx.emit_rejects("rejects_zero_stages", [] { ex::bubble_fraction(0, 8); });
+  ctx.emit_rejects("rejects_zero_micro_batches", [] { ex::bubble_fraction(4, 0); });
 }
 
 MGPU_CASE("ex.techniques") {
@@ -41,6 +53,13 @@ MGPU_CASE("ex.techniques") {
   }
   ctx.emit("reduces_memory", effect);
   ctx.emit("critical_path", critical);
+  // Just outside the four values on both sides: no Technique, so both functions reject them.
+  for (const int outside : {-1, 4}) {
+    const auto t = static_cast<ex::Technique>(outside);
+    const std::string at = outside < 0 ? "_negative" : "_past_the_last";
+    ctx.emit_rejects("effect_rejects" + at, [&] { ex::training_state_effect(t); });
+    ctx.emit_rejects("critical_path_rejects" + at, [&] { ex::communication_on_critical_path(t); });
+  }
 }
 
 MGPU_CASE("ex.tensor_parallel_links") {
