@@ -128,6 +128,10 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
   out.backward_comm = (tp_all_reduces_per_layer(l.recompute, l.sequence_parallel) - 2) * all_reduce;
   if (l.recompute == Recompute::full) out.backward_compute += out.forward_compute;
   if (l.recompute == Recompute::selective) out.backward_compute += core + softmax_time;
+  // What the kernels above leave out and a real run spends between and around them
+  // (hardware.hpp): one fraction of the modelled compute, the hardware file's fitted constant.
+  out.forward_compute *= 1 + hw.compute_overhead;
+  out.backward_compute *= 1 + hw.compute_overhead;
 
   // Ring attention (11.7): the forward takes c - 1 steps, in each of which this rank sends its
   // keys and values (kv_heads/t heads of dh, b s/c tokens, bf16: the KV width, not h) to the next
@@ -224,7 +228,9 @@ Step::Step(const RunModel& model, const RunLayout& layout, const Hardware& hardw
   // forward and two backward, and the softmax of the loss over V/t per token (2 in, 2 out,
   // twice that backward).
   const double h = static_cast<double>(md.hidden), V = static_cast<double>(md.vocab);
-  logits_forward = gemm_seconds(1, tokens, V / t, h, hw) + memory_seconds(tokens * 4 * V / t, hw);
+  logits_forward =
+      (gemm_seconds(1, tokens, V / t, h, hw) + memory_seconds(tokens * 4 * V / t, hw)) *
+      (1 + hw.compute_overhead);
   logits = 3 * logits_forward;
   stages = stage_layers(md.layers, l.pp, l.first_stage_layers, l.last_stage_layers);
   layer_params = layer_parameters(md);
