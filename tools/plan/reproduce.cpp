@@ -39,10 +39,12 @@ Anchor parse_anchor(const nlohmann::json& r) {
   a.model.seq = count(m, "seq", 0);
   a.model.vocab = count(m, "vocab", 0);
   a.model.global_batch = count(m, "global_batch", 0);
+  a.model.params = m.value("params", 0.0);
   const nlohmann::json& l = r.at("layout");
   a.layout.tp = count(l, "tp", 1);
   a.layout.pp = count(l, "pp", 1);
   a.layout.dp = count(l, "dp", 1);
+  a.layout.cp = count(l, "cp", 1);
   a.layout.micro_batch = count(l, "micro_batch", 1);
   a.layout.interleave = count(l, "interleave", 1);
   a.layout.first_stage_layers = count(l, "first_stage_layers", 0);

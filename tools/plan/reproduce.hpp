@@ -14,7 +14,7 @@ namespace mgpu::planner {
 /// One published measurement of one run.
 struct Anchor {
   std::string name;      ///< e.g. "Table 1, 145.6B"
-  std::string group;     ///< rows judged together: "table1", "step", "layer"
+  std::string group;     ///< rows judged together: "table1", "step", "layer", "llama3"
   std::string source;    ///< the paper and table, and where the layout was read
   std::string hardware;  ///< a preset name
   /// What was measured: "tflops_per_gpu" (the paper's 96 B s L h^2 (...) FLOPs per GPU per

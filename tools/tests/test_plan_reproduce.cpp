@@ -74,7 +74,20 @@ TEST_CASE(
   CHECK(held.within20 == 10);
   CHECK(held.within15 >= 8);
   // Rows that only differ by hardware-independent choices share one preset: no row is tuned.
-  for (const auto& a : anchors) CHECK(a.hardware == "a100-80gb");
+  for (const auto& a : anchors)
+    if (a.group != "llama3") CHECK(a.hardware == "a100-80gb");
+}
+
+TEST_CASE("Llama 3 405B on H100, held out and on a preset nothing was fitted on, is within 20%") {
+  const auto anchors = load_anchors(default_anchors_path());
+  const Count llama3 = count(reproduce(anchors), "llama3");
+  CHECK(llama3.rows == 3);
+  CHECK(llama3.within20 == 3);
+  for (const auto& a : anchors)
+    if (a.group == "llama3") {
+      CHECK(!a.fitted);
+      CHECK(a.hardware == "h100-sxm");
+    }
 }
 
 TEST_CASE(
