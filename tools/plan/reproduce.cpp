@@ -194,7 +194,7 @@ std::string render_reproduce(const std::vector<AnchorResult>& results) {
     const auto [scale, tu] = time_unit(a.measure);
     out += fmt::format(
         "{:<30} {:<12} {:<8} {:>8.2f} {:<2} {:>8.2f} {:<2} {:>+6.1f}% {:>8.3f} {:<2} {:>+8.3f} "
-        "{:<2}\n",
+        "{}\n",
         a.name, a.hardware, a.fitted ? "fitted" : "held out", a.published, unit(a.measure),
         r.predicted, unit(a.measure), 100 * r.error, scale * r.overhead_seconds, tu,
         scale * r.residual_seconds, tu);

@@ -165,3 +165,11 @@ TEST_CASE("the GEMM curve interpolates in log size and is flat beyond its ends")
   CHECK(c.at(1e10) == doctest::Approx(0.4));
   CHECK(c.at(1e14) == 0.6);
 }
+
+TEST_CASE("--reproduce --simulate names the rows it cannot schedule and carries on") {
+  std::ostringstream out, err;
+  CHECK(run_plan_cli({"--reproduce", "--simulate", "--only", "405B"}, out, err) == 0);
+  CHECK(out.str().find("405B, 8K, 16,384 GPUs          not simulated: --simulate runs ZeRO 0 and "
+                       "1") != std::string::npos);
+  CHECK(out.str().find("context parallelism") != std::string::npos);
+}
