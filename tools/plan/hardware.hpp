@@ -37,6 +37,11 @@ struct Hardware {
   double hbm_efficiency = 0;         ///< fraction of hbm_bytes_per_s a memory-bound kernel achieves
   double nvlink_efficiency = 0;      ///< fraction of nvlink_bytes_per_s a large collective achieves
   double network_efficiency = 0;     ///< fraction of network_bytes_per_s a large transfer achieves
+  /// Time a real training run adds to every kernel the model prices (launch gaps, framework
+  /// work between kernels, clocks lower under a whole server's load), as a fraction of that
+  /// modelled compute time. The one constant fitted to published runs: `mgpu plan --reproduce`
+  /// refits it on the anchors' fitted group and prints it beside this value.
+  double compute_overhead = 0;
   std::map<std::string, std::string> sources;  ///< field name -> where its number comes from
 };
 

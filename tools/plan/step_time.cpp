@@ -74,9 +74,15 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
   // FLOPs count.
   const double heads_here = b * a / t;
   const double core_flops = heads_here * 4 * (s / c) * s * dh;
-  const double core = l.flash_attention ? core_flops / (hw.peak_flops * hw.gemm.at(core_flops))
+  const auto fused = [&](double flops) { return flops / (hw.peak_flops * hw.gemm.at(flops)); };
+  const double core = l.flash_attention ? fused(core_flops)
                                         : gemm_seconds(heads_here, s / c, s, dh, hw) +
                                               gemm_seconds(heads_here, s / c, dh, s, hw);
+  // Its backward: unfused, four batched GEMMs of the forward's sizes (dV = P^T dO, dP = dO V^T,
+  // dQ = dS K, dK = dS^T Q), twice the forward; fused, the scores are recomputed first (Q K^T
+  // again), five products of the forward's size where the forward had two (Dao 2023,
+  // FlashAttention-2, section 3.1.2): 2.5 times its FLOPs.
+  const double core_backward = l.flash_attention ? fused(2.5 * core_flops) : 2 * core;
   // Element-wise kernels read their inputs and write their outputs once (bytes per token):
   //  two layer norms, 2h in and 2h out each: 8h; two fused bias-dropout-residual adds, 2h input
   //  + 2h residual in, 2h out and an h-byte mask: 14h; 22h outside the tp region, which
@@ -84,11 +90,25 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
   //  the FFN activation on ffn/t elements: GeLU 2 in + 2 out, SwiGLU 4 in + 2 out;
   //  unfused attention on a s / t scores per token: scale-mask-softmax 2 in + 2 out, dropout
   //  2 in + 2 out + 1 mask byte: 9 a s / t.
-  const double outside = 22 * h / (l.sequence_parallel ? t : 1);
+  // Their backward kernels move their own bytes, not twice the forward's:
+  //  a layer norm reads its input and the output's gradient and writes the input's, 6h each:
+  //  12h; a bias-dropout-residual add reads the gradient and the mask and writes the branch's
+  //  gradient (the residual's passes through), 5h each: 10h; 22h outside the tp region, the
+  //  forward's total by coincidence of the two sums;
+  //  GeLU reads its input and gradient, writes one gradient: 6; SwiGLU reads both inputs and the
+  //  gradient, writes two gradients: 10;
+  //  the softmax's backward reads its saved output and the gradient, writes one: 6; dropout's
+  //  reads the gradient and the mask, writes one: 5: 11 a s / t.
+  const double sp = l.sequence_parallel ? t : 1;
+  const double outside = 22 * h / sp;
   const double activation = (md.swiglu ? 6 : 4) * ffn / t;
+  const double activation_backward = (md.swiglu ? 10 : 6) * ffn / t;
   const double softmax = l.flash_attention ? 0 : 9 * a * s / t;
+  const double softmax_backward = l.flash_attention ? 0 : 11 * a * s / t;
   const double elementwise = memory_seconds(tokens * (outside + activation), hw);
   const double softmax_time = memory_seconds(tokens * softmax, hw);
+  const double elementwise_backward =
+      memory_seconds(tokens * (outside + activation_backward + softmax_backward), hw);
 
   // Tensor-parallel collectives: one all-reduce of the layer's activation is
   // 2 (t-1)/t s b h bf16 per GPU; 2 in the forward, 2 in the backward, 1 more with sequence
@@ -100,12 +120,18 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
   LayerTime out;
   out.forward_compute = gemms + core + elementwise + softmax_time;
   out.forward_comm = 2 * all_reduce;
-  // The backward computes two gradients per GEMM (input and weight) and reads and writes about
-  // twice the element-wise bytes of the forward.
-  out.backward_compute = 2 * out.forward_compute;
+  // The backward of each weight GEMM is two GEMMs of its size, the input's gradient and the
+  // weight's; the attention core and the element-wise kernels cost what their own FLOPs and
+  // bytes do (above), so the layer's backward is less than twice its forward where those are a
+  // visible share and tends to twice it where the GEMMs dominate.
+  out.backward_compute = 2 * gemms + core_backward + elementwise_backward;
   out.backward_comm = (tp_all_reduces_per_layer(l.recompute, l.sequence_parallel) - 2) * all_reduce;
   if (l.recompute == Recompute::full) out.backward_compute += out.forward_compute;
   if (l.recompute == Recompute::selective) out.backward_compute += core + softmax_time;
+  // What the kernels above leave out and a real run spends between and around them
+  // (hardware.hpp): one fraction of the modelled compute, the hardware file's fitted constant.
+  out.forward_compute *= 1 + hw.compute_overhead;
+  out.backward_compute *= 1 + hw.compute_overhead;
 
   // Ring attention (11.7): the forward takes c - 1 steps, in each of which this rank sends its
   // keys and values (kv_heads/t heads of dh, b s/c tokens, bf16: the KV width, not h) to the next
@@ -202,7 +228,9 @@ Step::Step(const RunModel& model, const RunLayout& layout, const Hardware& hardw
   // forward and two backward, and the softmax of the loss over V/t per token (2 in, 2 out,
   // twice that backward).
   const double h = static_cast<double>(md.hidden), V = static_cast<double>(md.vocab);
-  logits_forward = gemm_seconds(1, tokens, V / t, h, hw) + memory_seconds(tokens * 4 * V / t, hw);
+  logits_forward =
+      (gemm_seconds(1, tokens, V / t, h, hw) + memory_seconds(tokens * 4 * V / t, hw)) *
+      (1 + hw.compute_overhead);
   logits = 3 * logits_forward;
   stages = stage_layers(md.layers, l.pp, l.first_stage_layers, l.last_stage_layers);
   layer_params = layer_parameters(md);

@@ -57,11 +57,12 @@ TEST_CASE(
   const Hardware h = load_hardware(written);
   CHECK(h.name == "a100-80gb-calibrated");
   CHECK(h.gemm.at(1e9) == doctest::Approx(0.3));
-  // A faster GEMM curve than the preset's plateau gives a faster step for the same run.
+  // The measured curve, below the preset's (the preset's plateau is the best published matmul
+  // sweep, 0.869), gives a slower step for the same run.
   const RunModel md{
       .layers = 24, .hidden = 4096, .heads = 32, .seq = 2048, .vocab = 51200, .global_batch = 64};
   const RunLayout l{.tp = 8, .dp = 1, .micro_batch = 4};
-  CHECK(step_time(md, l, h).seconds < step_time(md, l, load_hardware("a100-80gb")).seconds);
+  CHECK(step_time(md, l, h).seconds > step_time(md, l, load_hardware("a100-80gb")).seconds);
   std::filesystem::remove(measured);
   std::filesystem::remove(written);
 }

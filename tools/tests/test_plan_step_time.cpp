@@ -202,3 +202,31 @@ TEST_CASE(
   CHECK(step_time(md, prefetched, overlap).exposed_dp == doctest::Approx(all / L));
   CHECK(all > 0);
 }
+
+TEST_CASE(
+    "a layer's backward is priced from its own operations: under twice the forward where the "
+    "attention core and memory-bound kernels show, tending to twice where the GEMMs dominate") {
+  const Hardware a100 = load_hardware("a100-80gb");
+  const auto ratio = [&](const RunModel& md) {
+    // One GPU, nothing recomputed: the layer's times are its compute alone.
+    const RunLayout l{.tp = 1, .pp = 1, .dp = 1, .micro_batch = 1};
+    const StepTime st = step_time(md, l, a100);
+    return st.layer_backward / st.layer_forward;
+  };
+  // A narrow layer over long sequences: the unfused softmax's a s bytes per token and the
+  // s x s score GEMMs are a large share of the forward.
+  RunModel narrow = gpt(2, 1024, 16, 1);
+  narrow.seq = 8192;
+  const double memory_bound = ratio(narrow);
+  CAPTURE(memory_bound);
+  CHECK(memory_bound > 1);
+  CHECK(memory_bound < 1.9);
+  // A wide layer over short sequences: the four weight GEMMs are nearly all of it.
+  RunModel wide = gpt(2, 16384, 128, 8);
+  wide.seq = 512;
+  const double gemm_bound = ratio(wide);
+  CAPTURE(gemm_bound);
+  CHECK(gemm_bound > 1.95);
+  CHECK(gemm_bound <= 2);
+  CHECK(gemm_bound > memory_bound);
+}
