@@ -351,19 +351,20 @@ Command release_command(CLI::App& app, const Project& project) {
   cmd->add_option("out", a->out, "new folder")->required();
   cmd->add_flag("--allow-dirty", a->allow_dirty,
                 "ship the committed versions of files that have uncommitted changes");
-  return {cmd, [a, &project] {
-            const std::string out = user_path(a->out).string();
-            Shipment s = write_release(project, out, a->allow_dirty);
-            for (const auto& f : s.left_out)
-              std::cerr << "release: left out the uncommitted changes of " << f << "\n";
-            std::cout << fmt::format(
-                "release: {} files of HEAD written to {} (no solutions/, graded cases or the grader's "
-                "own tests; hints sealed for `./mgpu hint`; no reference code found in it).\n"
-                "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the "
-                "visible tests.\n",
-                s.files, out);
-            return 0;
-          }};
+  return {
+      cmd, [a, &project] {
+        const std::string out = user_path(a->out).string();
+        Shipment s = write_release(project, out, a->allow_dirty);
+        for (const auto& f : s.left_out)
+          std::cerr << "release: left out the uncommitted changes of " << f << "\n";
+        std::cout << fmt::format(
+            "release: {} files of HEAD written to {} (no solutions/, graded cases or the grader's "
+            "own tests; hints sealed for `./mgpu hint`; no reference code found in it).\n"
+            "In it, `./mgpu test` runs the tests on the skeletons and `./mgpu grade` runs the "
+            "visible tests.\n",
+            s.files, out);
+        return 0;
+      }};
 }
 
 Command submit_command(CLI::App& app, const Project& project) {

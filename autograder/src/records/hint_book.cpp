@@ -235,9 +235,9 @@ std::string seal_hints(const std::string& text) { return kSealedHeader + xor_str
 
 std::string unseal_hints(const std::string& sealed) {
   if (sealed.rfind(kSealedHeader, 0) != 0)
-    throw std::runtime_error(fmt::format(
-        "{} is not a sealed hints file (its first line should be '{}')", kSealedHints,
-        kSealedHeader.substr(0, kSealedHeader.size() - 1)));
+    throw std::runtime_error(
+        fmt::format("{} is not a sealed hints file (its first line should be '{}')", kSealedHints,
+                    kSealedHeader.substr(0, kSealedHeader.size() - 1)));
   return xor_stream(sealed.substr(kSealedHeader.size()));
 }
 

@@ -121,7 +121,8 @@ std::pair<std::string, int> run(const std::string& command) {
 // else the first "not implemented: 11.2 name" (mgpu::NotImplemented) anywhere.
 std::string why_not_measured(const std::string& output, int rc, const std::string& label) {
   static const std::regex finish(R"(finish ([0-9][0-9.]*) ([A-Za-z_0-9]+))");
-  static const std::regex missing(R"(not implemented: ([0-9][0-9.]*|gpu [a-z_0-9]+) ([A-Za-z_0-9]+))");
+  static const std::regex missing(
+      R"(not implemented: ([0-9][0-9.]*|gpu [a-z_0-9]+) ([A-Za-z_0-9]+))");
   std::string section, name;
   std::smatch m;
   std::istringstream lines(output);
@@ -131,14 +132,16 @@ std::string why_not_measured(const std::string& output, int rc, const std::strin
   if (section.empty() && std::regex_search(output, m, missing))
     section = m[1].str(), name = m[2].str();
   if (!section.empty())
-    return fmt::format("it needs your {} {}, not written yet; write it, then ask again "
-                       "(./mgpu hint {} {} if you are stuck)",
-                       section, name, section, name);
+    return fmt::format(
+        "it needs your {} {}, not written yet; write it, then ask again "
+        "(./mgpu hint {} {} if you are stuck)",
+        section, name, section, name);
   if (rc != 0)
     return fmt::format("the command stopped with exit status {}; its output above says why", rc);
-  return fmt::format("its output above has no number after '{}'; the row may be waiting for a "
-                     "chapter function of yours (look for 'not implemented' or 'needs')",
-                     label);
+  return fmt::format(
+      "its output above has no number after '{}'; the row may be waiting for a "
+      "chapter function of yours (look for 'not implemented' or 'needs')",
+      label);
 }
 
 int measure(const std::string& chapter, const Question& q, const fs::path& readme) {

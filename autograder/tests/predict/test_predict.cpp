@@ -213,7 +213,8 @@ TEST_CASE("mgpu predict lists, records, refuses to measure before a prediction, 
   CHECK(o.out.find("not measured: its output above has no number after 'peak'") !=
         std::string::npos);
   CHECK(o.out.find("not measured: it needs your 11.9 peak_bytes, not written yet; write it, then "
-                   "ask again (./mgpu hint 11.9 peak_bytes if you are stuck)") != std::string::npos);
+                   "ask again (./mgpu hint 11.9 peak_bytes if you are stuck)") !=
+        std::string::npos);
   CHECK(o.out.find("not measured: it needs your 11.9 total_bytes") != std::string::npos);
   // The README's place is named once, in the question's heading, and not in any line above.
   CHECK(o.out.find("README.md:") == o.out.rfind("README.md:"));
@@ -309,8 +310,9 @@ TEST_CASE("every question of the course's READMEs measures a number on the refer
         char buf[4096];
         for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
         CHECK(::pclose(p) == 0);
-        CHECK_MESSAGE(measured_value(out, m.label).has_value(),
-                      "no number after '" << m.label << "' in:\n" << out);
+        CHECK_MESSAGE(measured_value(out, m.label).has_value(), "no number after '" << m.label
+                                                                                    << "' in:\n"
+                                                                                    << out);
         ++measured;
       }
   }

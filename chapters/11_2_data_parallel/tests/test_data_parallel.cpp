@@ -69,16 +69,6 @@ std::vector<float> train_single(int steps, std::int64_t batch_sequences) {
   return params;
 }
 
-// Every rank's values bit for bit rank 0's (one check, naming the first rank that differs).
-void check_replicas_identical(const std::string& name, const std::vector<std::vector<float>>& v) {
-  const auto where = mgpu_test::model_tensors(model::Model(small_config()));
-  mgpu_test::RankChecks same(static_cast<int>(v.size()));
-  for (std::size_t r = 1; r < v.size(); ++r)
-    same.compare_bits(static_cast<int>(r), name, v[r], v[0], {.where = where});
-  INFO(name << " of every rank against rank 0's, bit for bit");
-  same.check();
-}
-
 }  // namespace
 
 TEST_CASE("local_batch gives equal, disjoint slices that tile the batch") {
