@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <grp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -484,4 +485,105 @@ TEST_CASE("a case's seed is in its environment, not on its command line" *
   CHECK(r.output.find("seed: 987654321") != std::string::npos);
   CHECK(r.output.find("args: --case stand_in.case --result-fd 3") != std::string::npos);
   CHECK(r.output.find("args: --case stand_in.case --result-fd 3 ") == std::string::npos);
+}
+
+TEST_CASE("the leases' folder is refused when another user could make, swap or write it" *
+          doctest::skip(::geteuid() != 0)) {
+  const fs::path parent = fresh_dir("lease_folder");
+  fs::permissions(parent,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  const fs::path folder = parent / "leases";
+  // Made by the first grader, root's with mode 0700; opened again by the next.
+  for (int i = 0; i < 2; ++i) {
+    const int fd = open_lease_folder(folder);
+    CHECK(fd >= 0);
+    ::close(fd);
+  }
+  struct stat st {};
+  REQUIRE(::lstat(folder.c_str(), &st) == 0);
+  CHECK(st.st_uid == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  auto refused = [&](const std::string& words) {
+    INFO(words);
+    try {
+      ::close(open_lease_folder(folder));
+      FAIL("accepted");
+    } catch (const std::runtime_error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+      CHECK_MESSAGE(std::string(e.what()).find("Fix: ") != std::string::npos, e.what());
+    }
+  };
+  // Made first by another user (the case uids among them).
+  REQUIRE(::chown(folder.c_str(), 2'100'000'000u, 2'100'000'000u) == 0);
+  refused("owned by uid 2100000000");
+  // Root's, but others may write in it.
+  REQUIRE(::chown(folder.c_str(), 0, 0) == 0);
+  fs::permissions(folder, fs::perms::all, fs::perm_options::replace);
+  refused("mode 0777");
+  // A link to a folder that would pass.
+  fs::remove_all(folder);
+  fs::create_directory(parent / "elsewhere");
+  fs::permissions(parent / "elsewhere", fs::perms::owner_all, fs::perm_options::replace);
+  fs::create_directory_symlink(parent / "elsewhere", folder);
+  refused("is not a folder");
+  // A parent others may write in: the folder could be swapped under the grader.
+  fs::remove(folder);
+  fs::permissions(parent, fs::perms::all, fs::perm_options::replace);
+  refused("chmod go-w");
+}
+
+TEST_CASE("two graders with different TMPDIRs grade at once without touching each other's cases" *
+          doctest::skip(!can_grade() || ::geteuid() != 0)) {
+  // Case uids are the machine's: two checkouts, two shards of a batch on one node or two
+  // scheduler jobs (each its own TMPDIR) must lease them from one place, or one grader's end of
+  // a case kills the other's builds and cases, and its memory watchdog counts the other's
+  // processes. Each grader here grades the toy reference as a submission (a build as a leased
+  // uid, then its cases), then the reference a few times under new seeds (only cases), all in
+  // the uid sandbox, both at once, each with its own TMPDIR and work folder.
+  const fs::path dir = fresh_dir("two_graders");
+  fs::path sub = toy_submission(dir / "reference", "");
+  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
+                fs::copy_options::overwrite_existing);
+  struct Grader {
+    std::string name;
+    std::vector<RunOutcome> runs;
+    std::vector<nlohmann::json> reports;
+  };
+  std::vector<Grader> graders{{"a", {}, {}}, {"b", {}, {}}};
+  auto grade_all = [&](Grader& g) {
+    const fs::path tmp = dir / ("tmp_" + g.name);
+    fs::create_directories(tmp);
+    fs::permissions(tmp, fs::perms::all | fs::perms::sticky_bit, fs::perm_options::replace);
+    const std::vector<std::pair<std::string, std::string>> env{{"MGPU_SANDBOX", "uid"},
+                                                               {"TMPDIR", tmp.string()}};
+    for (int round = 0; round < 4; ++round) {
+      const fs::path out = dir / (g.name + std::to_string(round) + ".json");
+      std::vector<std::string> args{"grade",      round == 0 ? sub.string() : "--solution",
+                                    "--json",     out.string(),
+                                    "--seed",     std::to_string(5150 + round),
+                                    "--rubric",   (fixtures() / "toy" / "rubric.json").string(),
+                                    "--chapter",  "toy_",
+                                    "--work-dir", (dir / ("work_" + g.name)).string(),
+                                    "--jobs",     "2"};
+      g.runs.push_back(grader(args, 600, env));
+      g.reports.push_back(g.runs.back().exit_code == 0 ? nlohmann::json::parse(read_text(out))
+                                                       : nlohmann::json());
+    }
+  };
+  {
+    std::jthread other([&] { grade_all(graders[1]); });
+    grade_all(graders[0]);
+  }
+  for (const auto& g : graders)
+    for (std::size_t i = 0; i < g.runs.size(); ++i) {
+      const RunOutcome& o = g.runs[i];
+      INFO(g.name << i << ": " << o.out);
+      REQUIRE(o.exit_code == 0);
+      CHECK(g.reports[i]["score"].get<double>() == 6);
+      CHECK(g.reports[i]["max_score"].get<double>() == 6);
+      for (const char* word : {"SIGKILL", "killed", "out-of-memory", "reference-error"})
+        CHECK_MESSAGE(o.out.find(word) == std::string::npos, word);
+    }
 }

@@ -20,7 +20,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -39,8 +41,36 @@ constexpr const char* kBwrap = "/usr/bin/bwrap";
 constexpr uid_t kFirstCaseUid = 2'100'000'000u;
 constexpr int kCaseUids = 64;
 
-fs::path lock_path(int slot) {
-  return fs::temp_directory_path() / fmt::format("mgpu-case-uid-{}.lock", slot);
+// The case uids' lock files. The uids are the machine's, so every grader that can kill their
+// processes (every grader whose /proc shows them) must take its leases in the same folder:
+// $TMPDIR differs between checkouts, batch shards and scheduler jobs, and two graders that lease
+// one uid through two folders kill each other's cases. /run is root's (mode 0755) on Debian,
+// in containers and on cluster nodes, and emptied at boot, when no lease is held any more;
+// /var/lock (/run/lock) is writable by every user, who could make the folder first.
+constexpr const char* kLeaseFolder = "/run/mgpu-grade";
+
+// The lease folder, opened once (-1 until then, or when it is unsafe: g_lease_folder_problem says
+// why). Only a root grader leases uids.
+int g_lease_folder = -1;
+std::string g_lease_folder_problem;
+
+void open_lease_folder_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      g_lease_folder = open_lease_folder(kLeaseFolder);
+    } catch (const std::exception& e) {
+      g_lease_folder_problem = e.what();
+    }
+  });
+}
+
+// The lock file of slot, opened (created if missing) in the lease folder; -1 when there is none.
+int open_lock(int slot) {
+  open_lease_folder_once();
+  if (g_lease_folder < 0) return -1;
+  return ::openat(g_lease_folder, fmt::format("uid-{}.lock", slot).c_str(),
+                  O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 // Runs bwrap once, as the user cases would run as, to see that user namespaces work here. As root
@@ -167,6 +197,11 @@ std::string build_seccomp_program() {
 }
 
 SandboxInfo detect() {
+  // As root every case and build holds a uid's lease: without a safe lease folder nothing runs.
+  if (::geteuid() == 0) {
+    open_lease_folder_once();
+    if (g_lease_folder < 0) return {SandboxKind::none, g_lease_folder_problem};
+  }
   if (case_seccomp_program().empty())
     return {SandboxKind::none,
             "libseccomp could not build the system-call filter cases run under; reinstall "
@@ -262,7 +297,7 @@ void require_sandbox() {
 UidLease::UidLease() {
   if (::geteuid() != 0) return;
   for (int slot = 0; slot < kCaseUids; ++slot) {
-    int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open_lock(slot);
     if (fd < 0) continue;
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       fd_ = fd;
@@ -278,6 +313,52 @@ UidLease::~UidLease() {
   if (fd_ < 0) return;
   kill_uid(uid_);
   ::close(fd_);  // releases the lock
+}
+
+int open_lease_folder(const fs::path& folder) {
+  const fs::path parent = folder.parent_path();
+  auto refuse = [&](const std::string& problem, const std::string& fix) {
+    return std::runtime_error(fmt::format(
+        "cannot lease case uids: {}. Another user could take or block the uids cases run as. "
+        "Fix: {}",
+        problem, fix));
+  };
+  // The parent may be a root-owned link (/var/run); it must be root's and writable by root only,
+  // or another user could make or swap the folder.
+  const int up = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st {};
+  if (up < 0 || ::fstat(up, &st) != 0) {
+    if (up >= 0) ::close(up);
+    throw refuse(fmt::format("{} cannot be opened ({})", parent.string(), std::strerror(errno)),
+                 fmt::format("create it as root: mkdir -m 0755 {}", parent.string()));
+  }
+  if (st.st_uid != 0 || (st.st_mode & 022) != 0) {
+    ::close(up);
+    throw refuse(fmt::format("{} is owned by uid {} with mode {:04o}", parent.string(), st.st_uid,
+                             st.st_mode & 07777),
+                 fmt::format("chown root {0} && chmod go-w {0}", parent.string()));
+  }
+  const std::string name = folder.filename().string();
+  if (::mkdirat(up, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    const int e = errno;
+    ::close(up);
+    throw refuse(fmt::format("cannot create {} ({})", folder.string(), std::strerror(e)),
+                 "run the grader as root");
+  }
+  // Never through a link: a folder of another user's, or one others may write, is refused.
+  const int fd = ::openat(up, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  ::close(up);
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0) {
+    const std::string what =
+        fd < 0 ? fmt::format("{} is not a folder ({})", folder.string(), std::strerror(errno))
+               : fmt::format("{} is owned by uid {} with mode {:04o}, not root's with 0700",
+                             folder.string(), st.st_uid, st.st_mode & 07777);
+    if (fd >= 0) ::close(fd);
+    throw refuse(what, fmt::format("remove it (rm -r {}) while no grader runs; the next grader "
+                                   "creates it",
+                                   folder.string()));
+  }
+  return fd;
 }
 
 void kill_uid(uid_t uid) {
@@ -300,7 +381,7 @@ void kill_uid(uid_t uid) {
 void sweep_leftovers() {
   if (::geteuid() == 0)
     for (int slot = 0; slot < kCaseUids; ++slot) {
-      int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      int fd = open_lock(slot);  // the same folder as every lease: a held uid is never swept
       if (fd < 0) continue;
       if (::flock(fd, LOCK_EX | LOCK_NB) == 0) kill_uid(kFirstCaseUid + static_cast<uid_t>(slot));
       ::close(fd);

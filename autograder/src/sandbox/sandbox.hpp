@@ -35,8 +35,9 @@ std::string_view to_string(SandboxKind kind);
 /// Throws std::runtime_error naming the fix when cases cannot be isolated here.
 void require_sandbox();
 
-/// A uid reserved for one running case (root only), exclusive across grader processes through a
-/// lock file; its processes are all killed when the lease ends.
+/// A uid reserved for one running case (root only), exclusive across every grader process of the
+/// machine through a lock file in /run/mgpu-grade (whatever their TMPDIR); its processes are all
+/// killed when the lease ends.
 class UidLease {
  public:
   UidLease();  ///< takes a free uid, or none (held() false) when not root or all are taken
@@ -51,11 +52,18 @@ class UidLease {
   uid_t uid_ = 0;
 };
 
+/// Opens (creating it, mode 0700, if missing) the folder of the leases' lock files; returns its
+/// descriptor. Throws naming the fix when another user could make, swap or write it: a parent
+/// that is not root's or that others may write, a link, or a folder that is not root's with mode
+/// 0700. The grader uses /run/mgpu-grade; the tests try others.
+int open_lease_folder(const std::filesystem::path& folder);
+
 /// SIGKILLs every process of uid until none is left.
 void kill_uid(uid_t uid);
 
 /// At start: kills what earlier graders (killed with SIGKILL) left running under case uids no
-/// live grader holds, and removes their case folders.
+/// live grader holds (the leases' lock files tell, machine-wide), and removes the case folders in
+/// $TMPDIR of graders that are gone.
 void sweep_leftovers();
 
 /// Resident bytes of the processes descended from root, plus those owned by uid when given: a
