@@ -49,9 +49,9 @@ int toy_case_processes() {
 
 void attack_batch(const std::string& mode) {
   fs::path dir = fresh_dir("attacks_" + mode);
-  const std::vector<std::string> attacks{"steal_reference", "exec_reference", "setsid_escape",
-                                         "memory_children", "forged_write",   "include_dev_zero",
-                                         "incbin_dev_zero", "syscalls",       "tmp_channel"};
+  const std::vector<std::string> attacks{
+      "steal_reference",  "exec_reference",  "setsid_escape", "memory_children", "forged_write",
+      "include_dev_zero", "incbin_dev_zero", "syscalls",      "tmp_channel",     "disk_fill"};
   for (const auto& a : attacks) {
     fs::path sub = toy_submission(dir / "subs" / a, "");
     fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
@@ -219,6 +219,12 @@ void attack_batch(const std::string& mode) {
   const std::string escaped = case_status(report("setsid_escape"), "toy_a.scale");
   CHECK_MESSAGE((escaped == "passed" || escaped == "out-of-memory" || escaped == "crashed"),
                 escaped);
+  // Many files, files deleted while held open, many empty files: each past the case's disk
+  // limit, each stopped with a reason that says so; the other chapter keeps its point.
+  for (const char* c : {"toy_a.scale", "toy_a.series", "toy_a.sum"})
+    CHECK_MESSAGE(case_status(report("disk_fill"), c) == "disk-limit", c);
+  CHECK(report("disk_fill").dump().find("filled its disk") != std::string::npos);
+  CHECK(chapter_score(report("disk_fill"), "toy_b") == 1);
   auto mem = report("memory_children");
   CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
   CHECK(mem.dump().find("processes together held") != std::string::npos);

@@ -2,9 +2,11 @@
 // process; the child side (setuid, rlimits, exec) is in runner.cpp.
 #include "sandbox/sandbox.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/landlock.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,8 +24,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -417,6 +422,157 @@ std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
   return pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+namespace {
+
+// Folders deeper than this in a case's folder are not walked: the walk holds a descriptor per
+// level. A case that nests deeper is over its limit (DiskUse::too_deep).
+constexpr int kMaxFolderDepth = 32;
+
+// Adds what the folder `dir` (a descriptor, closed here) holds to use, `depth` levels down;
+// `seen` holds the files not to count (again): with several links, or the program's.
+void walk_folder(int dir, int depth, std::set<std::pair<dev_t, ino_t>>& seen,
+                 std::uint64_t max_files, DiskUse& use) {
+  DIR* d = ::fdopendir(dir);
+  if (!d) {
+    ::close(dir);
+    return;
+  }
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st {};
+    if (::fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) {
+      const std::pair<dev_t, ino_t> file{st.st_dev, st.st_ino};
+      if (seen.count(file)) continue;  // counted already, or the program's own link
+      if (st.st_nlink > 1) seen.insert(file);
+    }
+    use.bytes += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    if (++use.files > max_files) break;
+    if (!S_ISDIR(st.st_mode)) continue;
+    if (depth >= kMaxFolderDepth) {
+      use.too_deep = true;
+      break;
+    }
+    const int sub = ::openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) walk_folder(sub, depth + 1, seen, max_files, use);
+    if (use.too_deep || use.files > max_files) break;
+  }
+  ::closedir(d);
+}
+
+// Bytes of the files on device `dev` that processes of uid hold open with no name left (deleted
+// while open): the folder's walk cannot see them, the disk holds them.
+std::uint64_t deleted_open_bytes(uid_t uid, dev_t dev) {
+  std::set<ino_t> counted;
+  std::uint64_t bytes = 0;
+  // The processes of uid by their /proc folders' owner: cheaper than processes(), which reads
+  // every process's stat, and this runs every time the memory is checked.
+  const int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* all = proc < 0 ? nullptr : ::fdopendir(proc);
+  if (!all) {
+    if (proc >= 0) ::close(proc);
+    return 0;
+  }
+  while (const dirent* pe = ::readdir(all)) {
+    struct stat owner {};
+    if (pe->d_name[0] < '1' || pe->d_name[0] > '9' || ::fstatat(proc, pe->d_name, &owner, 0) != 0 ||
+        owner.st_uid != uid)
+      continue;
+    const int fds = ::openat(proc, fmt::format("{}/fd", pe->d_name).c_str(),
+                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* d = fds < 0 ? nullptr : ::fdopendir(fds);
+    if (!d) {
+      if (fds >= 0) ::close(fds);
+      continue;
+    }
+    while (const dirent* e = ::readdir(d)) {
+      struct stat st {};
+      if (e->d_name[0] == '.' || ::fstatat(fds, e->d_name, &st, 0) != 0) continue;
+      if (S_ISREG(st.st_mode) && st.st_nlink == 0 && st.st_dev == dev &&
+          counted.insert(st.st_ino).second)
+        bytes += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    }
+    ::closedir(d);
+  }
+  ::closedir(all);
+  return bytes;
+}
+
+}  // namespace
+
+DiskUse folder_use(const fs::path& folder, const fs::path& skip, std::optional<uid_t> uid,
+                   std::uint64_t max_files) {
+  DiskUse use;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  struct stat st {};
+  if (!skip.empty() && ::lstat(skip.c_str(), &st) == 0) seen.insert({st.st_dev, st.st_ino});
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0 || ::fstat(dir, &st) != 0) {
+    if (dir >= 0) ::close(dir);
+    return use;
+  }
+  const dev_t dev = st.st_dev;
+  walk_folder(dir, 0, seen, max_files, use);
+  if (uid) use.bytes += deleted_open_bytes(*uid, dev);
+  return use;
+}
+
+std::vector<int> open_sandbox_folders(pid_t bwrap) {
+  struct stat host_root {};
+  if (::stat("/", &host_root) != 0) return {};
+  // bubblewrap's own children (the sandbox's first process is one), where the kernel lists them;
+  // else every process descended from it.
+  std::vector<pid_t> inside;
+  std::ifstream children(fmt::format("/proc/{0}/task/{0}/children", bwrap));
+  for (pid_t pid = 0; children >> pid;) inside.push_back(pid);
+  if (!children.eof() || inside.empty()) {
+    const auto procs = processes();
+    for (const auto& [pid, p] : procs)
+      for (pid_t q = p.ppid; q > 1;) {
+        if (q == bwrap) {
+          inside.push_back(pid);
+          break;
+        }
+        auto it = procs.find(q);
+        q = it == procs.end() ? 0 : it->second.ppid;
+      }
+  }
+  for (const pid_t pid : inside) {
+    // Its root must be the sandbox's own: while bubblewrap sets up, the host's.
+    const std::string root = fmt::format("/proc/{}/root", pid);
+    struct stat st {};
+    if (::stat(root.c_str(), &st) != 0 ||
+        (st.st_dev == host_root.st_dev && st.st_ino == host_root.st_ino))
+      continue;
+    std::vector<int> fds;
+    std::set<dev_t> devices;  // each folder a memory folder of its own
+    for (const auto& folder : kCaseMemoryFolders) {
+      const int fd = ::open((root + folder).c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      struct statfs fsst {};
+      if (fd < 0 || ::fstatfs(fd, &fsst) != 0 || fsst.f_type != TMPFS_MAGIC ||
+          ::fstat(fd, &st) != 0 || !devices.insert(st.st_dev).second) {
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      fds.push_back(fd);
+    }
+    if (fds.size() == kCaseMemoryFolders.size()) return fds;
+    for (int fd : fds) ::close(fd);
+  }
+  return {};
+}
+
+DiskUse memory_folders_use(const std::vector<int>& fds) {
+  DiskUse use;
+  for (int fd : fds) {
+    struct statfs st {};
+    if (::fstatfs(fd, &st) != 0) continue;
+    use.bytes += static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_bsize;
+    if (st.f_files > st.f_ffree) use.files += st.f_files - st.f_ffree - 1;  // less its root
+  }
+  return use;
+}
+
 std::vector<std::string> bwrap_command(const BwrapCase& c) {
   const std::string inside =
       c.program_fd >= 0 ? "/program/" + c.program.filename().string() : c.program.string();
@@ -427,15 +583,20 @@ std::vector<std::string> bwrap_command(const BwrapCase& c) {
                                "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib",
                                "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/bin", "/bin",
                                "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc",
-                               "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
-                               "--size", size, "--tmpfs", "/case"};
+                               "/proc", "--dev", "/dev"};
+  for (const auto& folder : kCaseMemoryFolders)
+    cmd.insert(cmd.end(), {"--size", size, "--tmpfs", folder});
   // After --dev, which would hide them: a fresh /dev holds only the standard nodes.
   for (const auto& d : c.devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
   if (!c.devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
   if (c.program_fd >= 0)
     cmd.insert(cmd.end(),
                {"--perms", "0555", "--ro-bind-data", std::to_string(c.program_fd), inside});
+  // The root and /dev are memory folders of bubblewrap's own, of no size limit: read-only, the
+  // sized folders above are all a case can fill.
+  cmd.insert(cmd.end(), {"--remount-ro", "/dev", "--remount-ro", "/"});
   if (c.seccomp_fd >= 0) cmd.insert(cmd.end(), {"--seccomp", std::to_string(c.seccomp_fd)});
+  if (c.block_fd >= 0) cmd.insert(cmd.end(), {"--block-fd", std::to_string(c.block_fd)});
   cmd.insert(cmd.end(), {"--chdir", "/case", inside});
   return cmd;
 }
