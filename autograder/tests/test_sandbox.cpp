@@ -124,7 +124,9 @@ void attack_batch(const std::string& mode) {
        {this_project().root / "autograder/tests/fixtures/toy/cases/toy_a.cpp",
         this_project().root / "autograder/cases/11_1_memory/formulas.cpp"}},
       {"include_case_objects", {this_project().own_tree / "cases/libmgpu_cases_toy_a.a"}},
-      {"zzz_previous_submission", previous}};
+      {"zzz_previous_submission", previous},
+      // What every peek must look like: a path that does not exist.
+      {"include_absent", {root / (stem + "-absent.h")}}};
   for (const auto& [name, paths] : peeks) {
     fs::path sub = toy_submission(dir / "subs" / name, "");
     std::string text = read_text(fixtures() / "toy/solution/toy_a/toy_a.cpp");
@@ -133,7 +135,7 @@ void attack_batch(const std::string& mode) {
     std::string seen;
     for (const auto& path : paths)
       seen += (seen.empty() ? "" : " || ") + ("__has_include(\"" + path.string() + "\")");
-    // The root-only file is in view and its name known: only reading it must fail.
+    // The root-only file is in view and its name known: it must read as absent all the same.
     const std::string read_it =
         name == "include_root_only" ? "#include \"" + paths.front().string() + "\"\n" : "";
     text.replace(text.find(body), body.size(),
@@ -174,12 +176,13 @@ void attack_batch(const std::string& mode) {
   };
   CHECK(case_status(report("steal_reference"), "toy_a.scale") == "wrong");
   CHECK(case_status(report("exec_reference"), "toy_a.scale") == "wrong");
-  // The build could not read what it peeked at: hidden (namespaces: the answer is wrong) or
-  // unreadable (uid: GCC's __has_include sees the file, reading it fails the build), or, for the
-  // previous submission's library, gone. Either way no points.
+  // The build could not read what it peeked at, nor learn whether it exists: out of its view or
+  // unreadable (the root-only file), each reads as the absent path does, in both sandboxes:
+  // __has_include is false and the answer wrong, never a build that fails naming the file.
   for (const auto& [name, paths] : peeks) {
-    const std::string peeked = case_status(report(name), "toy_a.scale");
-    CHECK_MESSAGE((peeked == "wrong" || peeked == "build-failed"), name << ": " << peeked);
+    const nlohmann::json r = report(name);
+    CHECK_MESSAGE(case_status(r, "toy_a.scale") == "wrong", name);
+    CHECK_MESSAGE(r.dump().find("Permission denied") == std::string::npos, name);
   }
   // The peek must have aimed at the right place: the slots hold such an object now (the last
   // occupant's own), so without the clean-up the previous one's would have been found.
