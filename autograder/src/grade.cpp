@@ -131,6 +131,13 @@ bool ended_abnormally(const RunOutcome& o, double time_limit_s, double memory_mb
     r.reason = fmt::format(
         "its processes together held {:.0f} MiB, over the case's {:g} MiB limit, and were stopped",
         static_cast<double>(o.tree_memory_bytes) / (1 << 20), memory_mb);
+  } else if (o.disk_exceeded) {
+    r.status = Status::disk_limit;
+    r.reason = o.disk_use + ", and was stopped";
+  } else if (o.signal == SIGXFSZ) {
+    r.status = Status::disk_limit;
+    r.reason = "wrote a file larger than a case may write and was killed by " +
+               signal_description(o.signal);
   } else if (o.signal == SIGXCPU) {
     r.status = Status::timeout;
     r.reason = "exceeded its CPU time limit";

@@ -6,6 +6,7 @@
 // to the same report name (autograder/SECURITY.md).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -24,7 +25,7 @@ TEST_CASE("batch names: names that clean to one report name are told apart and s
   REQUIRE(n.names.size() == 7);
   CHECK(n.names[2] == "c");  // untouched when alone
   std::set<std::string> reports;
-  for (const auto& name : n.names) reports.insert(safe_name(name));
+  for (const auto& name : n.names) reports.insert(batch_report_stem(name));
   CHECK(reports.size() == 7);
   CHECK(n.names[0].rfind("a b~", 0) == 0);
   CHECK(n.names[1].rfind("a_b~", 0) == 0);
@@ -33,10 +34,24 @@ TEST_CASE("batch names: names that clean to one report name are told apart and s
   CHECK(n.collisions[0].find("would share the report name a_b") != std::string::npos);
   // The same folder always gets the same name, whatever else is in the batch.
   CHECK(unique_batch_names({"a b", "a_b"}).names[0] == n.names[0]);
-  // A name made to look like another's disambiguated one is refused, naming both.
+  // A name made to look like another's disambiguated one keeps it (it is alone), and the one
+  // it was aimed at gets another: nobody is refused, every report is its own.
   const std::string taken = n.names[0];
-  CHECK_THROWS_WITH(unique_batch_names({"a b", "a_b", taken}),
-                    doctest::Contains("rename one of them"));
+  for (const auto& names :
+       {std::vector<std::string>{"a b", "a_b", taken}, {taken, "a b", "a_b", "a b~x", "a_b"}}) {
+    BatchNames aimed = unique_batch_names(names);
+    std::set<std::string> stems;
+    for (const auto& name : aimed.names) stems.insert(batch_report_stem(name));
+    CHECK(stems.size() == names.size());  // "a_b" twice too: two entries, two names
+    CHECK(aimed.names[names.size() == 3 ? 2 : 0] == taken);
+    CHECK(std::count(aimed.names.begin(), aimed.names.end(), taken) == 1);
+  }
+  // A name of 255 invalid bytes (765 when each is made U+FFFD) still fits a file name, and two
+  // that differ only past the cut differ.
+  const std::string a(255, '\xff'), b = std::string(254, '\xff') + "b";
+  BatchNames longs = unique_batch_names({a, b});
+  CHECK(batch_report_stem(longs.names[0]).size() <= 200);
+  CHECK(batch_report_stem(longs.names[0]) != batch_report_stem(longs.names[1]));
   // A line break cannot split a gradebook row.
   CHECK(batch_display_name("x\ny") == "x y");
 }
@@ -59,8 +74,18 @@ TEST_CASE("a result the grader cannot digest costs its case only, and clashing n
                   fs::copy_options::overwrite_existing);
   }
   // Correct submissions whose names clash: "zz correct" and "zz_correct" share a report name,
-  // and a folder "zz_dup" and "zz_dup.zip" share a name outright.
-  for (const std::string name : {"zz correct", "zz_correct", "zz_dup"}) {
+  // and a folder "zz_dup" and "zz_dup.zip" share a name outright. One is named like the name
+  // "zz correct" would get to tell it apart, to take it; two names of bytes that are not UTF-8
+  // differ only in them; one is 255 such bytes, its report name longer than a file name may be.
+  const std::string aimed = unique_batch_names({"zz correct", "zz_correct"}).names[0];
+  const std::vector<std::string> good{"zz correct",
+                                      "zz_correct",
+                                      "zz_dup",
+                                      aimed,
+                                      "zz\xff\xfe",
+                                      "zz\xfe\xff",
+                                      "zz" + std::string(253, '\xfe')};
+  for (const std::string& name : good) {
     fs::path good = toy_submission(dir / "subs" / name, "");
     fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", good / "toy_a/toy_a.cpp",
                   fs::copy_options::overwrite_existing);
@@ -100,23 +125,25 @@ TEST_CASE("a result the grader cannot digest costs its case only, and clashing n
     CHECK_MESSAGE(case_status(j, "toy_a.sum") == "passed", attack);
     CHECK_MESSAGE(chapter_score(j, "toy_b") == 1, attack);
   }
-  // Four correct submissions, four reports with full marks, each named in the output.
+  // Eight correct submissions (the zip too), eight reports with full marks; the six whose
+  // names clashed say so, and the one that took a suffixed name keeps it.
   std::vector<std::string> good_reports;
   for (const auto& e : fs::directory_iterator(dir / "reports"))
     if (e.path().filename().string().rfind("zz", 0) == 0)
       good_reports.push_back(e.path().stem().string());
-  CHECK(good_reports.size() == 4);
+  CHECK(good_reports.size() == good.size() + 1);
+  int renamed = 0;
   for (const auto& r : good_reports) {
     auto j = report(r);
     CHECK_MESSAGE(chapter_score(j, "toy_a") == 5, r);
     CHECK_MESSAGE(chapter_score(j, "toy_b") == 1, r);
-    bool said = false;
     for (const auto& note : j["notes"])
-      said = said || note.get<std::string>().find("graded as") != std::string::npos;
-    CHECK_MESSAGE(said, r << ": the report says its name was changed");
+      renamed += note.get<std::string>().find("graded as") != std::string::npos;
   }
-  CHECK(o.out.find("would share the report name zz_correct") != std::string::npos);
-  CHECK(o.out.find("would share the report name zz_dup") != std::string::npos);
+  CHECK(renamed == 6);
+  CHECK(fs::exists(dir / "reports" / (batch_report_stem(aimed) + ".json")));
+  CHECK(o.out.find("would share the report name zz_correct;") != std::string::npos);
+  CHECK(o.out.find("would share the report name zz_dup;") != std::string::npos);
   // One row each, and a rerun finds every row done.
   auto rows = [&] {
     std::ifstream in(csv);
@@ -125,9 +152,10 @@ TEST_CASE("a result the grader cannot digest costs its case only, and clashing n
     for (std::string l; std::getline(in, l); ++n) names.insert(csv_split(l).at(0));
     return std::pair(n, names.size());
   };
-  CHECK(rows() == std::pair<std::size_t, std::size_t>(expect.size() + 5, expect.size() + 5));
+  const std::size_t n = expect.size() + good.size() + 2;  // the zip, and the header
+  CHECK(rows() == std::pair<std::size_t, std::size_t>(n, n));
   RunOutcome again = grader(args, 900);
   INFO(again.out);
   CHECK(again.out.find("0 to grade") != std::string::npos);
-  CHECK(rows().first == expect.size() + 5);
+  CHECK(rows().first == n);
 }

@@ -118,3 +118,49 @@ TEST_CASE("a build's processes are held to its memory and file-size limits") {
   CHECK(o.out ==
         std::to_string((3ull << 30) / 1024) + "\n" + std::to_string((512ull << 20) / 512) + "\n");
 }
+
+namespace {
+
+// A case under a disk limit of 16 MiB in 200 entries.
+RunOutcome writer(const std::string& script) {
+  RunSpec spec;
+  spec.exe = "/bin/sh";
+  spec.args = {"-c", script};
+  spec.wall_s = 20;
+  spec.disk_bytes = 16ull << 20;
+  spec.disk_files = 200;
+  return run_process(spec);
+}
+
+}  // namespace
+
+TEST_CASE("a case's folders together hold what its limit allows, whatever it writes and where") {
+  // Many files, none over the size one file may have: stopped at the total, at once.
+  RunOutcome o =
+      writer("for i in $(seq 40); do head -c 1048576 /dev/zero > f$i 2>/dev/null; done; sleep 10");
+  MESSAGE("filled in " << o.wall_s << " s: " << o.disk_use);
+  CHECK(o.disk_exceeded);
+  CHECK(o.wall_s < 5);
+  CHECK(o.disk_use.find("filled its disk") != std::string::npos);
+  CHECK(o.disk_use.find("16 MiB in 200 entries") != std::string::npos);
+  // The same, ending at once: what it left is seen when it ends.
+  CHECK(writer("for i in $(seq 40); do head -c 1048576 /dev/zero > f$i 2>/dev/null; done")
+            .disk_exceeded);
+  // Many empty files and folders.
+  o = writer("mkdir d && cd d && seq 300 | xargs touch 2>/dev/null; sleep 10");
+  CHECK(o.disk_exceeded);
+  CHECK(o.wall_s < 5);
+  // Files deleted while open still hold the disk.
+  o = writer(
+      "exec 4>a 5>b 6>c; rm a b c; for fd in 4 5 6; do head -c 8000000 /dev/zero >&$fd; done; "
+      "sleep 10");
+  CHECK(o.disk_exceeded);
+  CHECK(o.wall_s < 5);
+  // Nothing else is writable: not the root, not /dev, not the system's folders.
+  o = writer(
+      "for f in /mgpu-disk-test /dev/mgpu-disk-test /usr/mgpu-disk-test; do (: > $f) 2>/dev/null "
+      "&& echo wrote $f; done; echo x > $TMPDIR/t && echo x > t && echo small");
+  INFO(o.err << " exit " << o.exit_code);
+  CHECK(o.out == "small\n");
+  CHECK_FALSE(o.disk_exceeded);
+}

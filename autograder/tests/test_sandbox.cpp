@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <grp.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,9 +49,9 @@ int toy_case_processes() {
 
 void attack_batch(const std::string& mode) {
   fs::path dir = fresh_dir("attacks_" + mode);
-  const std::vector<std::string> attacks{"steal_reference", "exec_reference", "setsid_escape",
-                                         "memory_children", "forged_write",   "include_dev_zero",
-                                         "incbin_dev_zero", "syscalls",       "tmp_channel"};
+  const std::vector<std::string> attacks{
+      "steal_reference",  "exec_reference",  "setsid_escape", "memory_children", "forged_write",
+      "include_dev_zero", "incbin_dev_zero", "syscalls",      "tmp_channel",     "disk_fill"};
   for (const auto& a : attacks) {
     fs::path sub = toy_submission(dir / "subs" / a, "");
     fs::copy_file(fixtures() / "attacks" / a / "toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
@@ -123,7 +124,9 @@ void attack_batch(const std::string& mode) {
        {this_project().root / "autograder/tests/fixtures/toy/cases/toy_a.cpp",
         this_project().root / "autograder/cases/11_1_memory/formulas.cpp"}},
       {"include_case_objects", {this_project().own_tree / "cases/libmgpu_cases_toy_a.a"}},
-      {"zzz_previous_submission", previous}};
+      {"zzz_previous_submission", previous},
+      // What every peek must look like: a path that does not exist.
+      {"include_absent", {root / (stem + "-absent.h")}}};
   for (const auto& [name, paths] : peeks) {
     fs::path sub = toy_submission(dir / "subs" / name, "");
     std::string text = read_text(fixtures() / "toy/solution/toy_a/toy_a.cpp");
@@ -132,7 +135,7 @@ void attack_batch(const std::string& mode) {
     std::string seen;
     for (const auto& path : paths)
       seen += (seen.empty() ? "" : " || ") + ("__has_include(\"" + path.string() + "\")");
-    // The root-only file is in view and its name known: only reading it must fail.
+    // The root-only file is in view and its name known: it must read as absent all the same.
     const std::string read_it =
         name == "include_root_only" ? "#include \"" + paths.front().string() + "\"\n" : "";
     text.replace(text.find(body), body.size(),
@@ -173,12 +176,13 @@ void attack_batch(const std::string& mode) {
   };
   CHECK(case_status(report("steal_reference"), "toy_a.scale") == "wrong");
   CHECK(case_status(report("exec_reference"), "toy_a.scale") == "wrong");
-  // The build could not read what it peeked at: hidden (namespaces: the answer is wrong) or
-  // unreadable (uid: GCC's __has_include sees the file, reading it fails the build), or, for the
-  // previous submission's library, gone. Either way no points.
+  // The build could not read what it peeked at, nor learn whether it exists: out of its view or
+  // unreadable (the root-only file), each reads as the absent path does, in both sandboxes:
+  // __has_include is false and the answer wrong, never a build that fails naming the file.
   for (const auto& [name, paths] : peeks) {
-    const std::string peeked = case_status(report(name), "toy_a.scale");
-    CHECK_MESSAGE((peeked == "wrong" || peeked == "build-failed"), name << ": " << peeked);
+    const nlohmann::json r = report(name);
+    CHECK_MESSAGE(case_status(r, "toy_a.scale") == "wrong", name);
+    CHECK_MESSAGE(r.dump().find("Permission denied") == std::string::npos, name);
   }
   // The peek must have aimed at the right place: the slots hold such an object now (the last
   // occupant's own), so without the clean-up the previous one's would have been found.
@@ -218,6 +222,12 @@ void attack_batch(const std::string& mode) {
   const std::string escaped = case_status(report("setsid_escape"), "toy_a.scale");
   CHECK_MESSAGE((escaped == "passed" || escaped == "out-of-memory" || escaped == "crashed"),
                 escaped);
+  // Many files, files deleted while held open, many empty files: each past the case's disk
+  // limit, each stopped with a reason that says so; the other chapter keeps its point.
+  for (const char* c : {"toy_a.scale", "toy_a.series", "toy_a.sum"})
+    CHECK_MESSAGE(case_status(report("disk_fill"), c) == "disk-limit", c);
+  CHECK(report("disk_fill").dump().find("filled its disk") != std::string::npos);
+  CHECK(chapter_score(report("disk_fill"), "toy_b") == 1);
   auto mem = report("memory_children");
   CHECK(case_status(mem, "toy_a.series") == "out-of-memory");
   CHECK(mem.dump().find("processes together held") != std::string::npos);
@@ -484,4 +494,105 @@ TEST_CASE("a case's seed is in its environment, not on its command line" *
   CHECK(r.output.find("seed: 987654321") != std::string::npos);
   CHECK(r.output.find("args: --case stand_in.case --result-fd 3") != std::string::npos);
   CHECK(r.output.find("args: --case stand_in.case --result-fd 3 ") == std::string::npos);
+}
+
+TEST_CASE("the leases' folder is refused when another user could make, swap or write it" *
+          doctest::skip(::geteuid() != 0)) {
+  const fs::path parent = fresh_dir("lease_folder");
+  fs::permissions(parent,
+                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  const fs::path folder = parent / "leases";
+  // Made by the first grader, root's with mode 0700; opened again by the next.
+  for (int i = 0; i < 2; ++i) {
+    const int fd = open_lease_folder(folder);
+    CHECK(fd >= 0);
+    ::close(fd);
+  }
+  struct stat st {};
+  REQUIRE(::lstat(folder.c_str(), &st) == 0);
+  CHECK(st.st_uid == 0);
+  CHECK((st.st_mode & 07777) == 0700);
+  auto refused = [&](const std::string& words) {
+    INFO(words);
+    try {
+      ::close(open_lease_folder(folder));
+      FAIL("accepted");
+    } catch (const std::runtime_error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+      CHECK_MESSAGE(std::string(e.what()).find("Fix: ") != std::string::npos, e.what());
+    }
+  };
+  // Made first by another user (the case uids among them).
+  REQUIRE(::chown(folder.c_str(), 2'100'000'000u, 2'100'000'000u) == 0);
+  refused("owned by uid 2100000000");
+  // Root's, but others may write in it.
+  REQUIRE(::chown(folder.c_str(), 0, 0) == 0);
+  fs::permissions(folder, fs::perms::all, fs::perm_options::replace);
+  refused("mode 0777");
+  // A link to a folder that would pass.
+  fs::remove_all(folder);
+  fs::create_directory(parent / "elsewhere");
+  fs::permissions(parent / "elsewhere", fs::perms::owner_all, fs::perm_options::replace);
+  fs::create_directory_symlink(parent / "elsewhere", folder);
+  refused("is not a folder");
+  // A parent others may write in: the folder could be swapped under the grader.
+  fs::remove(folder);
+  fs::permissions(parent, fs::perms::all, fs::perm_options::replace);
+  refused("chmod go-w");
+}
+
+TEST_CASE("two graders with different TMPDIRs grade at once without touching each other's cases" *
+          doctest::skip(!can_grade() || ::geteuid() != 0)) {
+  // Case uids are the machine's: two checkouts, two shards of a batch on one node or two
+  // scheduler jobs (each its own TMPDIR) must lease them from one place, or one grader's end of
+  // a case kills the other's builds and cases, and its memory watchdog counts the other's
+  // processes. Each grader here grades the toy reference as a submission (a build as a leased
+  // uid, then its cases), then the reference a few times under new seeds (only cases), all in
+  // the uid sandbox, both at once, each with its own TMPDIR and work folder.
+  const fs::path dir = fresh_dir("two_graders");
+  fs::path sub = toy_submission(dir / "reference", "");
+  fs::copy_file(fixtures() / "toy/solution/toy_a/toy_a.cpp", sub / "toy_a/toy_a.cpp",
+                fs::copy_options::overwrite_existing);
+  struct Grader {
+    std::string name;
+    std::vector<RunOutcome> runs;
+    std::vector<nlohmann::json> reports;
+  };
+  std::vector<Grader> graders{{"a", {}, {}}, {"b", {}, {}}};
+  auto grade_all = [&](Grader& g) {
+    const fs::path tmp = dir / ("tmp_" + g.name);
+    fs::create_directories(tmp);
+    fs::permissions(tmp, fs::perms::all | fs::perms::sticky_bit, fs::perm_options::replace);
+    const std::vector<std::pair<std::string, std::string>> env{{"MGPU_SANDBOX", "uid"},
+                                                               {"TMPDIR", tmp.string()}};
+    for (int round = 0; round < 4; ++round) {
+      const fs::path out = dir / (g.name + std::to_string(round) + ".json");
+      std::vector<std::string> args{"grade",      round == 0 ? sub.string() : "--solution",
+                                    "--json",     out.string(),
+                                    "--seed",     std::to_string(5150 + round),
+                                    "--rubric",   (fixtures() / "toy" / "rubric.json").string(),
+                                    "--chapter",  "toy_",
+                                    "--work-dir", (dir / ("work_" + g.name)).string(),
+                                    "--jobs",     "2"};
+      g.runs.push_back(grader(args, 600, env));
+      g.reports.push_back(g.runs.back().exit_code == 0 ? nlohmann::json::parse(read_text(out))
+                                                       : nlohmann::json());
+    }
+  };
+  {
+    std::jthread other([&] { grade_all(graders[1]); });
+    grade_all(graders[0]);
+  }
+  for (const auto& g : graders)
+    for (std::size_t i = 0; i < g.runs.size(); ++i) {
+      const RunOutcome& o = g.runs[i];
+      INFO(g.name << i << ": " << o.out);
+      REQUIRE(o.exit_code == 0);
+      CHECK(g.reports[i]["score"].get<double>() == 6);
+      CHECK(g.reports[i]["max_score"].get<double>() == 6);
+      for (const char* word : {"SIGKILL", "killed", "out-of-memory", "reference-error"})
+        CHECK_MESSAGE(o.out.find(word) == std::string::npos, word);
+    }
 }

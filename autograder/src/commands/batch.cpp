@@ -163,34 +163,47 @@ std::string batch_display_name(const std::string& raw) {
   return s;
 }
 
+std::string batch_report_stem(const std::string& name) {
+  // Under NAME_MAX (255) with ".json": a name of invalid bytes triples in size (U+FFFD each).
+  constexpr std::size_t kMax = 200;
+  std::string stem = safe_name(name);
+  if (stem.size() <= kMax) return stem;
+  return stem.substr(0, kMax - 17) + fmt::format("_{:016x}", fnv1a64(name));
+}
+
 BatchNames unique_batch_names(const std::vector<std::string>& raw,
                               const std::vector<std::string>& file_names) {
   BatchNames out;
-  std::map<std::string, std::vector<std::size_t>> by_report;  // safe_name -> indices
+  std::map<std::string, std::vector<std::size_t>> by_report;  // report stem -> indices
   for (std::size_t i = 0; i < raw.size(); ++i) {
     out.names.push_back(batch_display_name(raw[i]));
-    by_report[safe_name(out.names.back())].push_back(i);
+    by_report[batch_report_stem(out.names.back())].push_back(i);
   }
+  // A name alone keeps it; each of a clashing group gets "~" and a hash of its file name, or,
+  // where another submission already holds that name (one named like the suffixed form), the
+  // hash of its file name and a count: every submission ends with a name of its own, none is
+  // refused, and a folder always gets the same name in a batch that holds the same entries
+  // (the shards and a resume agree).
+  std::set<std::string> taken;
+  for (const auto& [report, idx] : by_report)
+    if (idx.size() == 1) taken.insert(report);
   for (const auto& [report, idx] : by_report) {
     if (idx.size() < 2) continue;
     std::string who;
     for (std::size_t i : idx) {
       const std::string& file = i < file_names.size() ? file_names[i] : raw[i];
-      out.names[i] += fmt::format("~{:08x}", fnv1a64(file) & 0xffffffffu);
-      who += fmt::format("{}'{}' as '{}'", who.empty() ? "" : ", ", valid_utf8(file), out.names[i]);
+      std::string name;
+      for (int k = 0; name.empty() || !taken.insert(batch_report_stem(name)).second; ++k) {
+        const std::string salted = k == 0 ? file : fmt::format("{}\n{}", file, k);
+        name = fmt::format("{}~{:08x}", out.names[i], fnv1a64(salted) & 0xffffffffu);
+      }
+      out.names[i] = name;
+      who += fmt::format("{}'{}' as '{}'", who.empty() ? "" : ", ", valid_utf8(file), name);
     }
     out.collisions.push_back(
         fmt::format("{} submissions would share the report name {}; graded apart, {}", idx.size(),
                     report, who));
   }
-  // A submission named like another's disambiguated name: refuse rather than guess.
-  std::map<std::string, std::size_t> seen;
-  for (std::size_t i = 0; i < raw.size(); ++i)
-    if (auto [it, fresh] = seen.try_emplace(safe_name(out.names[i]), i); !fresh)
-      throw std::runtime_error(fmt::format(
-          "grade-batch: '{}' and '{}' still share the report name {} after disambiguation; "
-          "rename one of them",
-          valid_utf8(raw[it->second]), valid_utf8(raw[i]), it->first));
   return out;
 }
 
@@ -220,9 +233,12 @@ std::vector<Sub> shard_submissions(const BatchOptions& b) {
   for (const auto& e : fs::directory_iterator(b.dir)) {
     std::string fn = e.path().filename().string();
     if (fn.empty() || fn[0] == '.') continue;
-    if (e.is_directory())
+    // Error codes, not exceptions: an entry that cannot be looked at (a link that loops) is no
+    // submission, and must not stop the batch.
+    std::error_code ec;
+    if (e.is_directory(ec))
       all.push_back({"", e.path(), fn, ""});
-    else if (e.is_regular_file() && e.path().extension() == ".zip")
+    else if (e.is_regular_file(ec) && e.path().extension() == ".zip")
       all.push_back({"", e.path(), e.path().stem().string(), ""});
   }
   // Names are made unique over the whole folder, before sharding, so every shard agrees.
@@ -295,7 +311,7 @@ std::string grade_row(const Sub& s, const std::string& slot, const Project& proj
     if (!s.collision.empty()) g.notes.push_back(s.collision);
     row = csv_row(s.name, g, blocks);
     if (!b.reports.empty())
-      write_text(b.reports / (safe_name(s.name) + ".json"), json_report(g).dump(2));
+      write_text(b.reports / (batch_report_stem(s.name) + ".json"), json_report(g).dump(2));
   } catch (const std::exception& e) {
     Grade none;
     none.seed = opts.seed;

@@ -37,16 +37,21 @@ std::size_t merge_gradebooks(const std::vector<std::filesystem::path>& inputs,
 /// zip stem made valid UTF-8, line breaks as spaces (a gradebook row holds it whole).
 std::string batch_display_name(const std::string& raw);
 
+/// The file name (without ".json") of a batch submission's report: safe_name, and where that is
+/// longer than 200 bytes its first bytes and a hash of the whole name.
+std::string batch_report_stem(const std::string& name);
+
 /// Unique names for a batch's submissions: raw names (folder name or zip stem) and the entries'
 /// file names ("x.zip"), in the batch's order.
 struct BatchNames {
-  std::vector<std::string> names;       ///< one per raw name; no two share a safe_name()
+  std::vector<std::string> names;       ///< one per raw name; no two share a batch_report_stem()
   std::vector<std::string> collisions;  ///< one line per group that had to be told apart
 };
-/// batch_display_name of each; where two or more would share a report file (safe_name) or a
-/// gradebook row, each of them gets "~" and 8 hex digits of a hash of its file name (so a folder
-/// "x" and "x.zip" differ too), and the group is described in `collisions`. Throws naming both
-/// when a name still clashes after that.
+/// batch_display_name of each; where two or more would share a report file (batch_report_stem)
+/// or a gradebook row, each of them gets "~" and 8 hex digits of a hash of its file name (so a
+/// folder "x" and "x.zip" differ too), or of its file name and a count where another submission
+/// already has that name, and the group is described in `collisions`. Never refuses: no name can
+/// stop the others from being graded.
 BatchNames unique_batch_names(const std::vector<std::string>& raw,
                               const std::vector<std::string>& file_names = {});
 

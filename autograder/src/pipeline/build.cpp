@@ -225,6 +225,32 @@ FsView build_view(const Project& p, const fs::path& tree, bool grading_tree,
   return v;
 }
 
+// Every process of a student build preloads mgpu_hide_unreadable (src/sandbox/hide_unreadable.cpp),
+// so `__has_include` and `#include` of a file it may not read (out of its view, or not its uid's
+// to read) read as of an absent one: the compiler would otherwise say "Permission denied", or
+// fail the build naming the file, and tell the submission the file exists. The build's uid cannot
+// reach the grader's tree, so the library is copied into the submission's folder, which is in its
+// view in both sandboxes. Returns why not, or "".
+std::string preload_hide_unreadable(RunSpec& spec, const fs::path& own) {
+  const fs::path lib = own / "mgpu-hide-unreadable.so";
+  const fs::path fresh = own / "mgpu-hide-unreadable.so.new";
+  std::error_code ec;
+  // A new copy replaces the old by rename: a process of an earlier step that still maps it keeps
+  // its own.
+  fs::copy_file(MGPU_HIDE_UNREADABLE_LIB, fresh, fs::copy_options::overwrite_existing, ec);
+  if (!ec)
+    fs::permissions(fresh, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read,
+                    fs::perm_options::replace, ec);
+  if (!ec) fs::rename(fresh, lib, ec);
+  if (ec)
+    return fmt::format(
+        "cannot copy the grader's {} to {} ({}); build it: cmake --build <the grader's tree> "
+        "--target mgpu-grade",
+        MGPU_HIDE_UNREADABLE_LIB, lib.string(), ec.message());
+  spec.env.emplace_back("LD_PRELOAD", lib.string());
+  return {};
+}
+
 // Limits of every process of a student build: a compiler that reads an endless file or writes
 // an endless object stops at them (bounded either way, even where /dev/zero is in view).
 constexpr std::uint64_t kBuildMemoryBytes = 3ull << 30;
@@ -241,6 +267,9 @@ RunOutcome run_student_build(RunSpec spec, const Project& p, const fs::path& tre
   const SandboxKind kind = sandbox().kind;
   if (kind != SandboxKind::namespaces && kind != SandboxKind::uid) return run_process(spec);
   const fs::path own = tree.parent_path();  // <work>/student/<name>: src/ and build/
+  RunOutcome refused;
+  refused.start_error = preload_hide_unreadable(spec, own);
+  if (!refused.start_error.empty()) return refused;
   spec.unisolated_memory_bytes = kBuildMemoryBytes;
   spec.unisolated_file_bytes = kBuildFileBytes;
   const bool link = step == BuildStep::link;

@@ -21,6 +21,8 @@ const char* status_name(Status s) {
       return "timeout";
     case Status::out_of_memory:
       return "out-of-memory";
+    case Status::disk_limit:
+      return "disk-limit";
     case Status::no_result:
       return "no-result";
     case Status::build_failed:

@@ -18,6 +18,7 @@ enum class Status {
   crashed,              ///< killed by a signal, or an exception escaped the case
   timeout,              ///< wall-clock or CPU limit reached
   out_of_memory,        ///< address-space limit reached (std::bad_alloc or the kernel)
+  disk_limit,           ///< its folders filled (total or entries), or a file over its size limit
   no_result,            ///< exited without one complete result (e.g. exit(0) inside the case)
   build_failed,         ///< the chapter did not compile or link
   reference_error,      ///< the reference itself failed: a grader problem, not counted

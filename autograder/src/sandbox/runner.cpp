@@ -207,7 +207,8 @@ struct ChildSetup {
   const RunSpec& spec;
   int out, err, result, err_pipe, devnull;  // pipe ends to write; err may be out (merged)
   int program_fd, filter_fd, ruleset_fd;    // -1 when not used
-  int err_target, program_target, filter_target, ruleset_target;
+  int block_fd;                             // bubblewrap's --block-fd; -1 when not used
+  int err_target, program_target, filter_target, ruleset_target, block_target;
   const char* cwd;
   const Limits& limits;
   bool no_devices, drop;
@@ -232,9 +233,10 @@ int place_descriptors(const ChildSetup& c, int ew) {
   int hi_program = c.program_fd >= 0 ? ::fcntl(c.program_fd, F_DUPFD, 100) : -1;
   int hi_filter = c.filter_fd >= 0 ? ::fcntl(c.filter_fd, F_DUPFD, 100) : -1;
   int hi_ruleset = c.ruleset_fd >= 0 ? ::fcntl(c.ruleset_fd, F_DUPFD, 100) : -1;
+  int hi_block = c.block_fd >= 0 ? ::fcntl(c.block_fd, F_DUPFD, 100) : -1;
   if (hi_out < 0 || hi_err < 0 || (c.spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
   if ((c.program_fd >= 0 && hi_program < 0) || (c.filter_fd >= 0 && hi_filter < 0) ||
-      (c.ruleset_fd >= 0 && hi_ruleset < 0))
+      (c.ruleset_fd >= 0 && hi_ruleset < 0) || (c.block_fd >= 0 && hi_block < 0))
     child_fail(ew, 1);
   if (::dup2(c.devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
   if (hi_res >= 0 && ::dup2(hi_res, c.spec.result_fd) < 0) child_fail(ew, 1);
@@ -242,9 +244,10 @@ int place_descriptors(const ChildSetup& c, int ew) {
   ew = c.err_target;
   if ((hi_program >= 0 && ::dup2(hi_program, c.program_target) < 0) ||
       (hi_filter >= 0 && ::dup2(hi_filter, c.filter_target) < 0) ||
-      (hi_ruleset >= 0 && ::dup3(hi_ruleset, c.ruleset_target, O_CLOEXEC) < 0))
+      (hi_ruleset >= 0 && ::dup3(hi_ruleset, c.ruleset_target, O_CLOEXEC) < 0) ||
+      (hi_block >= 0 && ::dup2(hi_block, c.block_target) < 0))
     child_fail(ew, 1);
-  int first_free = c.ruleset_target + 1;
+  int first_free = c.block_target + 1;
   ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
   return ew;
 }
@@ -307,16 +310,19 @@ void lock_down(const ChildSetup& c, int ew) {
 }
 
 // The child's argv: the program and spec.args, run through bubblewrap with namespaces (which
-// reads the program and the filter from the descriptors at program_target and filter_target).
+// reads the program and the filter from the descriptors at program_target and filter_target, and
+// waits on block_target before it starts the program).
 std::vector<std::string> child_arguments(const RunSpec& spec, const std::filesystem::path& program,
-                                         bool namespaces, int program_target, int filter_target) {
+                                         bool namespaces, int program_target, int filter_target,
+                                         int block_target) {
   std::vector<std::string> argv_s{program.string()};
   if (namespaces) {
     BwrapCase c;
     c.program = spec.exe;
     c.program_fd = program_target;
     c.seccomp_fd = filter_target;
-    c.tmpfs_bytes = std::max<std::uint64_t>(spec.file_bytes * 4, 16ull << 20);
+    c.block_fd = block_target;
+    c.tmpfs_bytes = spec.disk_bytes;
     c.devices = spec.devices;
     argv_s = bwrap_command(c);
   }
@@ -348,6 +354,9 @@ std::vector<std::string> child_environment(const RunSpec& spec, bool namespaces,
     const std::string home = namespaces ? "/case" : workdir.string();
     env_s = {"PATH=/usr/bin:/bin", "HOME=" + home,   "TMPDIR=" + home,
              "LANG=C.UTF-8",       "LC_ALL=C.UTF-8", "MALLOC_ARENA_MAX=2"};
+    // The CUDA driver's compile cache would fill the case's folder (its HOME), and never outlives
+    // the case anyway.
+    if (!spec.devices.empty()) env_s.push_back("CUDA_CACHE_DISABLE=1");
     for (const auto& [k, v] : spec.env) env_s.push_back(k + "=" + v);
   } else {
     for (char** e = environ; *e; ++e) {
@@ -398,11 +407,44 @@ void read_ready(const std::vector<pollfd>& pfds, std::vector<Stream>& streams) {
   }
 }
 
+// The watch on what an isolated case's folders hold: the uid sandbox walks its folder (and the
+// files its uid holds open, deleted); with namespaces the memory folders, opened before the
+// program started, tell what they hold at once, and after the case has ended too.
+struct DiskWatch {
+  const RunSpec& spec;
+  std::filesystem::path workdir, program;  // the uid sandbox: its folder and its program's link
+  std::optional<uid_t> uid;                // the uid sandbox as root: the case's uid
+  std::vector<int> folders;                // namespaces: open_sandbox_folders
+
+  explicit DiskWatch(const RunSpec& s) : spec(s) {}
+  DiskWatch(const DiskWatch&) = delete;
+  DiskWatch& operator=(const DiskWatch&) = delete;
+  ~DiskWatch() {
+    for (int fd : folders) ::close(fd);
+  }
+
+  // Whether the folders hold disk_bytes, or more than disk_files entries; fills o's disk fields.
+  bool over(RunOutcome& o) const {
+    if (folders.empty() && workdir.empty()) return false;  // not isolated, or nothing to see
+    const DiskUse u = folders.empty() ? folder_use(workdir, program, uid, spec.disk_files)
+                                      : memory_folders_use(folders);
+    if (!u.too_deep && u.bytes < spec.disk_bytes && u.files <= spec.disk_files) return false;
+    o.disk_exceeded = true;
+    const auto mib = [](std::uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+    o.disk_use = fmt::format(
+        "its files {} ({:.1f} MiB in {} entries; a case may keep {:g} MiB in {} entries)",
+        u.too_deep ? "were in folders nested too deep to measure" : "filled its disk", mib(u.bytes),
+        u.files, mib(spec.disk_bytes), spec.disk_files);
+    return true;
+  }
+};
+
 // Watches the child until it ends and its pipes are drained: reads its output, and kills its
-// whole tree when it ends, outgrows spec.memory_bytes (isolated runs) or passes spec.wall_s.
-// Returns its wait status (valid when `reaped`); sets o's timed_out and memory fields.
-int supervise(const Child& c, const RunSpec& spec, std::vector<Stream>& streams, RunOutcome& o,
-              bool& reaped) {
+// whole tree when it ends, outgrows spec.memory_bytes or its disk (isolated runs) or passes
+// spec.wall_s. Returns its wait status (valid when `reaped`); sets o's timed_out, memory and disk
+// fields.
+int supervise(const Child& c, const RunSpec& spec, const DiskWatch& disk,
+              std::vector<Stream>& streams, RunOutcome& o, bool& reaped) {
   const auto deadline = c.start + std::chrono::duration<double>(spec.wall_s);
   std::optional<Clock::time_point>
       drain_until;  // after the child is gone, give stragglers a moment
@@ -430,6 +472,8 @@ int supervise(const Child& c, const RunSpec& spec, std::vector<Stream>& streams,
       if (rss > spec.memory_bytes) {
         o.memory_exceeded = true;
         o.tree_memory_bytes = rss;
+      }
+      if (o.memory_exceeded || disk.over(o)) {
         kill_tree();
         ::waitpid(c.pid, &wstatus, 0);
         reaped = true;
@@ -485,7 +529,7 @@ struct Launch {
   sock_fprog filter{};
   bool filter_here = false;  // load the seccomp filter in the child (bubblewrap loads its own)
   // Descriptors the child passes on, at fixed numbers above the result's and the error pipe's.
-  int err_target = 3, program_target = 4, filter_target = 5, ruleset_target = 6;
+  int err_target = 3, program_target = 4, filter_target = 5, ruleset_target = 6, block_target = 7;
   std::vector<std::string> argv_s, env_s;
   std::vector<char*> argv, envp;
   Limits limits{};
@@ -550,7 +594,9 @@ void prepare_exec(Launch& l) {
   l.program_target = std::max(spec.result_fd, l.err_target) + 1;
   l.filter_target = l.program_target + 1;
   l.ruleset_target = l.program_target + 2;
-  l.argv_s = child_arguments(spec, l.program, l.namespaces(), l.program_target, l.filter_target);
+  l.block_target = l.program_target + 3;
+  l.argv_s = child_arguments(spec, l.program, l.namespaces(), l.program_target, l.filter_target,
+                             l.block_target);
   for (auto& a : l.argv_s) l.argv.push_back(a.data());
   l.argv.push_back(nullptr);
   l.env_s = child_environment(spec, l.namespaces(), l.workdir);
@@ -559,11 +605,13 @@ void prepare_exec(Launch& l) {
   l.limits = child_limits(spec, l.drop, l.uid, l.program_fd.fd);
 }
 
-// The child's output, error output, result and start-error pipes.
+// The child's output, error output, result and start-error pipes, and with namespaces the one
+// bubblewrap waits on before it starts the program.
 struct ChildPipes {
-  Pipe out, err, res, errp;
-  bool open(const RunSpec& spec) {
-    return out.open() && err.open() && errp.open() && (spec.result_fd < 0 || res.open());
+  Pipe out, err, res, errp, block;
+  bool open(const RunSpec& spec, bool namespaces) {
+    return out.open() && err.open() && errp.open() && (spec.result_fd < 0 || res.open()) &&
+           (!namespaces || block.open());
   }
 };
 
@@ -577,10 +625,12 @@ ChildSetup child_setup(const Launch& l, const ChildPipes& p, int devnull, const 
           .program_fd = l.program_fd.fd,
           .filter_fd = l.filter_fd.fd,
           .ruleset_fd = l.ruleset_fd.fd,
+          .block_fd = p.block.r,
           .err_target = l.err_target,
           .program_target = l.program_target,
           .filter_target = l.filter_target,
           .ruleset_target = l.ruleset_target,
+          .block_target = l.block_target,
           .cwd = cwd,
           .limits = l.limits,
           .no_devices = l.spec.devices.empty(),
@@ -591,6 +641,25 @@ ChildSetup child_setup(const Launch& l, const ChildPipes& p, int devnull, const 
           .filter = &l.filter,
           .argv = l.argv.data(),
           .envp = l.envp.data()};
+}
+
+// With namespaces: bubblewrap, its sandbox set up, waits on the block pipe before it starts the
+// program, while the grader opens the case's memory folders (so no write escapes the watch, and
+// the folders can be measured after the case has ended); the caller then releases it. Gives up
+// when bubblewrap ends first or after 5 s: the case then runs unwatched, its folders still
+// bounded by their size.
+std::vector<int> open_folders_before_start(pid_t pid) {
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < give_up) {
+    std::vector<int> fds = open_sandbox_folders(pid);
+    if (!fds.empty()) return fds;
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return {};
 }
 
 // The parent's side once the child is forked: learns whether it started, reads its output while
@@ -605,6 +674,16 @@ void watch_child(const Launch& l, pid_t pid, Clock::time_point start, ChildPipes
   Pipe::close_fd(p.errp.w);
   o.start_error = start_error(p.errp.r, spec, l.drop);
   o.started = o.start_error.empty();
+  DiskWatch disk(spec);
+  if (l.namespaces()) {
+    Pipe::close_fd(p.block.r);
+    if (o.started) disk.folders = open_folders_before_start(pid);
+    Pipe::close_fd(p.block.w);  // bubblewrap starts the program
+  } else if (l.kind == SandboxKind::uid) {
+    disk.workdir = l.workdir;
+    disk.program = l.program;
+    if (l.drop) disk.uid = l.uid;
+  }
 
   std::vector<Stream> streams{{p.out.r, &o.out, spec.output_cap, &o.out_truncated}};
   if (!spec.merge_output)
@@ -615,10 +694,12 @@ void watch_child(const Launch& l, pid_t pid, Clock::time_point start, ChildPipes
     streams.push_back({p.res.r, &o.result, spec.result_cap, &o.result_overflow});
   Child child{pid, l.drop, l.uid, start};
   bool reaped = false;
-  int wstatus = supervise(child, spec, streams, o, reaped);
+  int wstatus = supervise(child, spec, disk, streams, o, reaped);
   for (auto& s : streams) Pipe::close_fd(s.fd);
   p.out.r = p.err.r = p.res.r = -1;
   if (!reaped) ::waitpid(pid, &wstatus, 0);
+  // What it left: a case that filled its folders and ended before the watch saw it.
+  if (!o.timed_out && !o.memory_exceeded && !o.disk_exceeded) disk.over(o);
   ::kill(-pid,
          SIGKILL);  // the tree was killed when the child ended; the lease sweeps its uid once more
   forget(pid);
@@ -659,7 +740,7 @@ RunOutcome run_process(const RunSpec& spec) {
   prepare_exec(l);
 
   ChildPipes pipes;
-  if (!pipes.open(spec)) {
+  if (!pipes.open(spec, l.namespaces())) {
     o.start_error = fmt::format("cannot create pipes: {}", std::strerror(errno));
     return o;
   }

@@ -27,7 +27,12 @@ struct RunSpec {
   std::uint64_t memory_bytes = 2ull << 30;  ///< RLIMIT_AS per process (not with devices), and
                                             ///< resident bytes of the whole tree (isolated only)
   std::uint64_t file_bytes = 16ull << 20;   ///< RLIMIT_FSIZE (isolated only)
-  std::uint64_t open_files = 64;            ///< RLIMIT_NOFILE (isolated only)
+  /// Isolated only: what the case's folders may hold together (the uid sandbox: its working
+  /// folder, and files its processes deleted but hold open; namespaces: /case, /tmp and /dev/shm,
+  /// each a memory folder of this size), and how many entries; the tree is killed at either.
+  std::uint64_t disk_bytes = 64ull << 20;
+  std::uint64_t disk_files = 4096;
+  std::uint64_t open_files = 64;  ///< RLIMIT_NOFILE (isolated only)
   std::uint64_t extra_processes =
       1024;                   ///< RLIMIT_NPROC headroom over the user's tasks (threads count)
   int result_fd = -1;         ///< if >= 0, a pipe is opened as this fd and read back
@@ -66,13 +71,16 @@ struct RunOutcome {
   bool memory_exceeded =
       false;  ///< we killed it: its processes together held more than memory_bytes
   std::uint64_t tree_memory_bytes = 0;  ///< what they held then
-  std::string result;                   ///< everything written to result_fd
-  bool result_overflow = false;         ///< the result exceeded result_cap
-  std::string out;                      ///< captured stdout (capped)
-  std::string err;                      ///< captured stderr (capped)
-  bool out_truncated = false;           ///< stdout exceeded output_cap
-  bool err_truncated = false;           ///< stderr exceeded output_cap
-  double wall_s = 0;                    ///< seconds from fork to the end
+  bool disk_exceeded = false;  ///< its folders held disk_bytes or more than disk_files (killed, or
+                               ///< found so when it ended)
+  std::string disk_use;        ///< what they held then and the limits, in words
+  std::string result;          ///< everything written to result_fd
+  bool result_overflow = false;  ///< the result exceeded result_cap
+  std::string out;               ///< captured stdout (capped)
+  std::string err;               ///< captured stderr (capped)
+  bool out_truncated = false;    ///< stdout exceeded output_cap
+  bool err_truncated = false;    ///< stderr exceeded output_cap
+  double wall_s = 0;             ///< seconds from fork to the end
 };
 
 /// Runs spec to completion (or to its limit). Thread-safe: cases run on several threads.

@@ -2,9 +2,11 @@
 // process; the child side (setuid, rlimits, exec) is in runner.cpp.
 #include "sandbox/sandbox.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/landlock.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,7 +23,11 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -39,8 +46,36 @@ constexpr const char* kBwrap = "/usr/bin/bwrap";
 constexpr uid_t kFirstCaseUid = 2'100'000'000u;
 constexpr int kCaseUids = 64;
 
-fs::path lock_path(int slot) {
-  return fs::temp_directory_path() / fmt::format("mgpu-case-uid-{}.lock", slot);
+// The case uids' lock files. The uids are the machine's, so every grader that can kill their
+// processes (every grader whose /proc shows them) must take its leases in the same folder:
+// $TMPDIR differs between checkouts, batch shards and scheduler jobs, and two graders that lease
+// one uid through two folders kill each other's cases. /run is root's (mode 0755) on Debian,
+// in containers and on cluster nodes, and emptied at boot, when no lease is held any more;
+// /var/lock (/run/lock) is writable by every user, who could make the folder first.
+constexpr const char* kLeaseFolder = "/run/mgpu-grade";
+
+// The lease folder, opened once (-1 until then, or when it is unsafe: g_lease_folder_problem says
+// why). Only a root grader leases uids.
+int g_lease_folder = -1;
+std::string g_lease_folder_problem;
+
+void open_lease_folder_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      g_lease_folder = open_lease_folder(kLeaseFolder);
+    } catch (const std::exception& e) {
+      g_lease_folder_problem = e.what();
+    }
+  });
+}
+
+// The lock file of slot, opened (created if missing) in the lease folder; -1 when there is none.
+int open_lock(int slot) {
+  open_lease_folder_once();
+  if (g_lease_folder < 0) return -1;
+  return ::openat(g_lease_folder, fmt::format("uid-{}.lock", slot).c_str(),
+                  O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 // Runs bwrap once, as the user cases would run as, to see that user namespaces work here. As root
@@ -167,6 +202,11 @@ std::string build_seccomp_program() {
 }
 
 SandboxInfo detect() {
+  // As root every case and build holds a uid's lease: without a safe lease folder nothing runs.
+  if (::geteuid() == 0) {
+    open_lease_folder_once();
+    if (g_lease_folder < 0) return {SandboxKind::none, g_lease_folder_problem};
+  }
   if (case_seccomp_program().empty())
     return {SandboxKind::none,
             "libseccomp could not build the system-call filter cases run under; reinstall "
@@ -262,7 +302,7 @@ void require_sandbox() {
 UidLease::UidLease() {
   if (::geteuid() != 0) return;
   for (int slot = 0; slot < kCaseUids; ++slot) {
-    int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open_lock(slot);
     if (fd < 0) continue;
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       fd_ = fd;
@@ -278,6 +318,52 @@ UidLease::~UidLease() {
   if (fd_ < 0) return;
   kill_uid(uid_);
   ::close(fd_);  // releases the lock
+}
+
+int open_lease_folder(const fs::path& folder) {
+  const fs::path parent = folder.parent_path();
+  auto refuse = [&](const std::string& problem, const std::string& fix) {
+    return std::runtime_error(fmt::format(
+        "cannot lease case uids: {}. Another user could take or block the uids cases run as. "
+        "Fix: {}",
+        problem, fix));
+  };
+  // The parent may be a root-owned link (/var/run); it must be root's and writable by root only,
+  // or another user could make or swap the folder.
+  const int up = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st {};
+  if (up < 0 || ::fstat(up, &st) != 0) {
+    if (up >= 0) ::close(up);
+    throw refuse(fmt::format("{} cannot be opened ({})", parent.string(), std::strerror(errno)),
+                 fmt::format("create it as root: mkdir -m 0755 {}", parent.string()));
+  }
+  if (st.st_uid != 0 || (st.st_mode & 022) != 0) {
+    ::close(up);
+    throw refuse(fmt::format("{} is owned by uid {} with mode {:04o}", parent.string(), st.st_uid,
+                             st.st_mode & 07777),
+                 fmt::format("chown root {0} && chmod go-w {0}", parent.string()));
+  }
+  const std::string name = folder.filename().string();
+  if (::mkdirat(up, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    const int e = errno;
+    ::close(up);
+    throw refuse(fmt::format("cannot create {} ({})", folder.string(), std::strerror(e)),
+                 "run the grader as root");
+  }
+  // Never through a link: a folder of another user's, or one others may write, is refused.
+  const int fd = ::openat(up, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  ::close(up);
+  if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0) {
+    const std::string what =
+        fd < 0 ? fmt::format("{} is not a folder ({})", folder.string(), std::strerror(errno))
+               : fmt::format("{} is owned by uid {} with mode {:04o}, not root's with 0700",
+                             folder.string(), st.st_uid, st.st_mode & 07777);
+    if (fd >= 0) ::close(fd);
+    throw refuse(what, fmt::format("remove it (rm -r {}) while no grader runs; the next grader "
+                                   "creates it",
+                                   folder.string()));
+  }
+  return fd;
 }
 
 void kill_uid(uid_t uid) {
@@ -300,7 +386,7 @@ void kill_uid(uid_t uid) {
 void sweep_leftovers() {
   if (::geteuid() == 0)
     for (int slot = 0; slot < kCaseUids; ++slot) {
-      int fd = ::open(lock_path(slot).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      int fd = open_lock(slot);  // the same folder as every lease: a held uid is never swept
       if (fd < 0) continue;
       if (::flock(fd, LOCK_EX | LOCK_NB) == 0) kill_uid(kFirstCaseUid + static_cast<uid_t>(slot));
       ::close(fd);
@@ -336,6 +422,157 @@ std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid) {
   return pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+namespace {
+
+// Folders deeper than this in a case's folder are not walked: the walk holds a descriptor per
+// level. A case that nests deeper is over its limit (DiskUse::too_deep).
+constexpr int kMaxFolderDepth = 32;
+
+// Adds what the folder `dir` (a descriptor, closed here) holds to use, `depth` levels down;
+// `seen` holds the files not to count (again): with several links, or the program's.
+void walk_folder(int dir, int depth, std::set<std::pair<dev_t, ino_t>>& seen,
+                 std::uint64_t max_files, DiskUse& use) {
+  DIR* d = ::fdopendir(dir);
+  if (!d) {
+    ::close(dir);
+    return;
+  }
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st {};
+    if (::fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) {
+      const std::pair<dev_t, ino_t> file{st.st_dev, st.st_ino};
+      if (seen.count(file)) continue;  // counted already, or the program's own link
+      if (st.st_nlink > 1) seen.insert(file);
+    }
+    use.bytes += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    if (++use.files > max_files) break;
+    if (!S_ISDIR(st.st_mode)) continue;
+    if (depth >= kMaxFolderDepth) {
+      use.too_deep = true;
+      break;
+    }
+    const int sub = ::openat(dir, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub >= 0) walk_folder(sub, depth + 1, seen, max_files, use);
+    if (use.too_deep || use.files > max_files) break;
+  }
+  ::closedir(d);
+}
+
+// Bytes of the files on device `dev` that processes of uid hold open with no name left (deleted
+// while open): the folder's walk cannot see them, the disk holds them.
+std::uint64_t deleted_open_bytes(uid_t uid, dev_t dev) {
+  std::set<ino_t> counted;
+  std::uint64_t bytes = 0;
+  // The processes of uid by their /proc folders' owner: cheaper than processes(), which reads
+  // every process's stat, and this runs every time the memory is checked.
+  const int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* all = proc < 0 ? nullptr : ::fdopendir(proc);
+  if (!all) {
+    if (proc >= 0) ::close(proc);
+    return 0;
+  }
+  while (const dirent* pe = ::readdir(all)) {
+    struct stat owner {};
+    if (pe->d_name[0] < '1' || pe->d_name[0] > '9' || ::fstatat(proc, pe->d_name, &owner, 0) != 0 ||
+        owner.st_uid != uid)
+      continue;
+    const int fds = ::openat(proc, fmt::format("{}/fd", pe->d_name).c_str(),
+                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* d = fds < 0 ? nullptr : ::fdopendir(fds);
+    if (!d) {
+      if (fds >= 0) ::close(fds);
+      continue;
+    }
+    while (const dirent* e = ::readdir(d)) {
+      struct stat st {};
+      if (e->d_name[0] == '.' || ::fstatat(fds, e->d_name, &st, 0) != 0) continue;
+      if (S_ISREG(st.st_mode) && st.st_nlink == 0 && st.st_dev == dev &&
+          counted.insert(st.st_ino).second)
+        bytes += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    }
+    ::closedir(d);
+  }
+  ::closedir(all);
+  return bytes;
+}
+
+}  // namespace
+
+DiskUse folder_use(const fs::path& folder, const fs::path& skip, std::optional<uid_t> uid,
+                   std::uint64_t max_files) {
+  DiskUse use;
+  std::set<std::pair<dev_t, ino_t>> seen;
+  struct stat st {};
+  if (!skip.empty() && ::lstat(skip.c_str(), &st) == 0) seen.insert({st.st_dev, st.st_ino});
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0 || ::fstat(dir, &st) != 0) {
+    if (dir >= 0) ::close(dir);
+    return use;
+  }
+  const dev_t dev = st.st_dev;
+  walk_folder(dir, 0, seen, max_files, use);
+  if (uid) use.bytes += deleted_open_bytes(*uid, dev);
+  return use;
+}
+
+std::vector<int> open_sandbox_folders(pid_t bwrap) {
+  struct stat host_root {};
+  if (::stat("/", &host_root) != 0) return {};
+  // bubblewrap's own children (the sandbox's first process is one), where the kernel lists them;
+  // else every process descended from it.
+  std::vector<pid_t> inside;
+  std::ifstream children(fmt::format("/proc/{0}/task/{0}/children", bwrap));
+  for (pid_t pid = 0; children >> pid;) inside.push_back(pid);
+  if (!children.eof() || inside.empty()) {
+    const auto procs = processes();
+    for (const auto& [pid, p] : procs)
+      for (pid_t q = p.ppid; q > 1;) {
+        if (q == bwrap) {
+          inside.push_back(pid);
+          break;
+        }
+        auto it = procs.find(q);
+        q = it == procs.end() ? 0 : it->second.ppid;
+      }
+  }
+  for (const pid_t pid : inside) {
+    // Its root must be the sandbox's own: while bubblewrap sets up, the host's.
+    const std::string root = fmt::format("/proc/{}/root", pid);
+    struct stat st {};
+    if (::stat(root.c_str(), &st) != 0 ||
+        (st.st_dev == host_root.st_dev && st.st_ino == host_root.st_ino))
+      continue;
+    std::vector<int> fds;
+    std::set<dev_t> devices;  // each folder a memory folder of its own
+    for (const auto& folder : kCaseMemoryFolders) {
+      const int fd = ::open((root + folder).c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      struct statfs fsst {};
+      if (fd < 0 || ::fstatfs(fd, &fsst) != 0 || fsst.f_type != TMPFS_MAGIC ||
+          ::fstat(fd, &st) != 0 || !devices.insert(st.st_dev).second) {
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      fds.push_back(fd);
+    }
+    if (fds.size() == kCaseMemoryFolders.size()) return fds;
+    for (int fd : fds) ::close(fd);
+  }
+  return {};
+}
+
+DiskUse memory_folders_use(const std::vector<int>& fds) {
+  DiskUse use;
+  for (int fd : fds) {
+    struct statfs st {};
+    if (::fstatfs(fd, &st) != 0) continue;
+    use.bytes += static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_bsize;
+    if (st.f_files > st.f_ffree) use.files += st.f_files - st.f_ffree - 1;  // less its root
+  }
+  return use;
+}
+
 std::vector<std::string> bwrap_command(const BwrapCase& c) {
   const std::string inside =
       c.program_fd >= 0 ? "/program/" + c.program.filename().string() : c.program.string();
@@ -346,15 +583,20 @@ std::vector<std::string> bwrap_command(const BwrapCase& c) {
                                "--ro-bind", "/usr", "/usr", "--ro-bind-try", "/lib", "/lib",
                                "--ro-bind-try", "/lib64", "/lib64", "--ro-bind-try", "/bin", "/bin",
                                "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc",
-                               "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp",
-                               "--size", size, "--tmpfs", "/case"};
+                               "/proc", "--dev", "/dev"};
+  for (const auto& folder : kCaseMemoryFolders)
+    cmd.insert(cmd.end(), {"--size", size, "--tmpfs", folder});
   // After --dev, which would hide them: a fresh /dev holds only the standard nodes.
   for (const auto& d : c.devices) cmd.insert(cmd.end(), {"--dev-bind-try", d.string(), d.string()});
   if (!c.devices.empty()) cmd.insert(cmd.end(), {"--ro-bind-try", "/sys", "/sys"});
   if (c.program_fd >= 0)
     cmd.insert(cmd.end(),
                {"--perms", "0555", "--ro-bind-data", std::to_string(c.program_fd), inside});
+  // The root and /dev are memory folders of bubblewrap's own, of no size limit: read-only, the
+  // sized folders above are all a case can fill.
+  cmd.insert(cmd.end(), {"--remount-ro", "/dev", "--remount-ro", "/"});
   if (c.seccomp_fd >= 0) cmd.insert(cmd.end(), {"--seccomp", std::to_string(c.seccomp_fd)});
+  if (c.block_fd >= 0) cmd.insert(cmd.end(), {"--block-fd", std::to_string(c.block_fd)});
   cmd.insert(cmd.end(), {"--chdir", "/case", inside});
   return cmd;
 }

@@ -35,8 +35,9 @@ std::string_view to_string(SandboxKind kind);
 /// Throws std::runtime_error naming the fix when cases cannot be isolated here.
 void require_sandbox();
 
-/// A uid reserved for one running case (root only), exclusive across grader processes through a
-/// lock file; its processes are all killed when the lease ends.
+/// A uid reserved for one running case (root only), exclusive across every grader process of the
+/// machine through a lock file in /run/mgpu-grade (whatever their TMPDIR); its processes are all
+/// killed when the lease ends.
 class UidLease {
  public:
   UidLease();  ///< takes a free uid, or none (held() false) when not root or all are taken
@@ -51,16 +52,48 @@ class UidLease {
   uid_t uid_ = 0;
 };
 
+/// Opens (creating it, mode 0700, if missing) the folder of the leases' lock files; returns its
+/// descriptor. Throws naming the fix when another user could make, swap or write it: a parent
+/// that is not root's or that others may write, a link, or a folder that is not root's with mode
+/// 0700. The grader uses /run/mgpu-grade; the tests try others.
+int open_lease_folder(const std::filesystem::path& folder);
+
 /// SIGKILLs every process of uid until none is left.
 void kill_uid(uid_t uid);
 
 /// At start: kills what earlier graders (killed with SIGKILL) left running under case uids no
-/// live grader holds, and removes their case folders.
+/// live grader holds (the leases' lock files tell, machine-wide), and removes the case folders in
+/// $TMPDIR of graders that are gone.
 void sweep_leftovers();
 
 /// Resident bytes of the processes descended from root, plus those owned by uid when given: a
 /// case's whole tree, wherever its processes moved to.
 std::uint64_t tree_resident_bytes(pid_t root, std::optional<uid_t> uid);
+
+/// What a case's folders hold.
+struct DiskUse {
+  std::uint64_t bytes = 0;  ///< bytes of the blocks they use
+  std::uint64_t files = 0;  ///< entries: files, folders, links
+  bool too_deep = false;    ///< folders nested deeper than the walk follows (over any limit)
+};
+
+/// The uid sandbox: what the case folder `folder` holds, walked without following links, a file
+/// with several links counted once and `skip` (the case's own link to its program) not at all;
+/// plus, with uid, the files on the same file system that processes of uid hold open after
+/// deleting them. Counting stops past max_files entries.
+DiskUse folder_use(const std::filesystem::path& folder, const std::filesystem::path& skip,
+                   std::optional<uid_t> uid, std::uint64_t max_files);
+
+/// The folders a case in bubblewrap may write: memory folders (tmpfs) of bwrap_command's size.
+inline const std::vector<std::string> kCaseMemoryFolders{"/case", "/tmp", "/dev/shm"};
+
+/// Namespaces: kCaseMemoryFolders of the bubblewrap sandbox started as process `bwrap`, opened
+/// (O_PATH) through its process inside once bubblewrap has set its root up; empty before, or when
+/// they cannot be told from the host's. Held open, they stay measurable after the case has ended.
+std::vector<int> open_sandbox_folders(pid_t bwrap);
+
+/// What memory folders opened by open_sandbox_folders hold (deleted files still open included).
+DiskUse memory_folders_use(const std::vector<int>& fds);
 
 /// What a case in bubblewrap is given.
 struct BwrapCase {
@@ -68,13 +101,16 @@ struct BwrapCase {
   int program_fd = -1;  ///< the child's descriptor the program is copied from; -1: `program` is a
                         ///< path already in view (/usr/bin/true, for the probe)
   int seccomp_fd = -1;  ///< the child's descriptor holding case_seccomp_program(); -1: none
-  std::uint64_t tmpfs_bytes = 64ull << 20;     ///< size of /case and of /tmp, each
+  int block_fd = -1;    ///< the child's descriptor bubblewrap waits on, its sandbox set up, before
+                        ///< it starts the program (the grader opens the folders then); -1: none
+  std::uint64_t tmpfs_bytes = 64ull << 20;     ///< size of each of kCaseMemoryFolders
   std::vector<std::filesystem::path> devices;  ///< device nodes bound at their own paths
 };
 
 /// The bubblewrap command line of a case: the system's programs and libraries read-only, a fresh
-/// /proc and /dev, and two small empty memory folders, /tmp and /case (its working folder and
-/// HOME). The program is copied in from a descriptor, so nothing in the case's view (not even
+/// /proc and /dev, and small empty memory folders, /tmp, /dev/shm and /case (its working folder
+/// and HOME); everything else, the root and /dev included, is read-only, so these are all it can
+/// fill. The program is copied in from a descriptor, so nothing in the case's view (not even
 /// /proc/self/mountinfo) names a folder of the host. Each of `devices` (a GPU's nodes) is bound
 /// at its own path, and then /sys is visible read-only, as the CUDA driver needs.
 std::vector<std::string> bwrap_command(const BwrapCase& c);
