@@ -97,4 +97,23 @@ inline std::string shard(const std::string& name, const char* axis, Eigen::Index
          std::to_string(first + count - 1) + " of " + std::to_string(total) + ")";
 }
 
+/// Rank `rank`'s attention weight gradients against the unsplit ones, as its shard of a t-way
+/// split holds them (rank `tp_rank` of the group): dWq, dWk and dWv its head columns, dWo the
+/// matching rows.
+inline void compare_attention_weight_grads(mgpu_test::RankChecks& checks, int rank,
+                                           const mgpu::tensor_parallel::TpAttention& attn,
+                                           const AttentionReference& ref, int tp_rank, int t) {
+  const Eigen::Index h = ref.dwq.rows(), c = h / t, first = tp_rank * c;
+  const auto hs = static_cast<std::size_t>(h), cs = static_cast<std::size_t>(c);
+  using mgpu::as_matrix;
+  checks.compare(rank, shard("dWq", "columns", first, c, h), as_matrix(attn.dwq, hs, cs),
+                 ref.dwq.middleCols(first, c), {kTol, 0});
+  checks.compare(rank, shard("dWk", "columns", first, c, h), as_matrix(attn.dwk, hs, cs),
+                 ref.dwk.middleCols(first, c), {kTol, 0});
+  checks.compare(rank, shard("dWv", "columns", first, c, h), as_matrix(attn.dwv, hs, cs),
+                 ref.dwv.middleCols(first, c), {kTol, 0});
+  checks.compare(rank, shard("dWo", "rows", first, c, h), as_matrix(attn.dwo, cs, hs),
+                 ref.dwo.middleRows(first, c), {kTol, 0});
+}
+
 }  // namespace tp_test

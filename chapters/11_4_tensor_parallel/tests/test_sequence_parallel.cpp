@@ -245,8 +245,6 @@ TEST_CASE(
       const auto checks = compare_over_groups(t, [&](Rank& r, Comm& tp, mgpu_test::RankChecks& cs) {
         TpAttention attn = make_tp_attention(r, tp, h, s.heads, seed, s.causal);
         const TokenRows mine = token_rows(n, tp.rank(), t);
-        const Eigen::Index c = h / t, first = tp.rank() * c;
-        const auto hsz = static_cast<std::size_t>(h), csz = static_cast<std::size_t>(c);
         MatrixRM y(mine.count, h), dx(mine.count, h);
         const SpAttentionCache cache =
             sp_attention_forward(r, tp, attn, x.middleRows(mine.first, mine.count), s.seq, y);
@@ -256,14 +254,7 @@ TEST_CASE(
                    ref.y.middleRows(mine.first, mine.count), {kTol, 0});
         cs.compare(me, shard("dx", "token rows", mine.first, mine.count, n), dx,
                    ref.dx.middleRows(mine.first, mine.count), {kTol, 0});
-        cs.compare(me, shard("dWq", "columns", first, c, h), as_matrix(attn.dwq, hsz, csz),
-                   ref.dwq.middleCols(first, c), {kTol, 0});
-        cs.compare(me, shard("dWk", "columns", first, c, h), as_matrix(attn.dwk, hsz, csz),
-                   ref.dwk.middleCols(first, c), {kTol, 0});
-        cs.compare(me, shard("dWv", "columns", first, c, h), as_matrix(attn.dwv, hsz, csz),
-                   ref.dwv.middleCols(first, c), {kTol, 0});
-        cs.compare(me, shard("dWo", "rows", first, c, h), as_matrix(attn.dwo, csz, hsz),
-                   ref.dwo.middleRows(first, c), {kTol, 0});
+        compare_attention_weight_grads(cs, me, attn, ref, tp.rank(), t);
       });
       const double worst = checks.largest();
       std::printf(

@@ -347,8 +347,6 @@ TEST_CASE(
       cluster.run([&](Rank& r) {
         Comm tp = tp_group(r, t);
         TpAttention attn = make_tp_attention(r, tp, h, s.heads, seed, s.causal);
-        const Eigen::Index c = h / t, first = tp.rank() * c;
-        const auto hs = static_cast<std::size_t>(h), cs = static_cast<std::size_t>(c);
         MatrixRM y(n, h), dx(n, h);
         r.traffic().reset();
         const TpAttentionCache cache = tp_attention_forward(r, tp, attn, x, s.seq, y);
@@ -358,14 +356,7 @@ TEST_CASE(
         const int me = r.id();
         checks.compare(me, "y", y, ref.y, {kTol, 0});
         checks.compare(me, "dx", dx, ref.dx, {kTol, 0});
-        checks.compare(me, shard("dWq", "columns", first, c, h), as_matrix(attn.dwq, hs, cs),
-                       ref.dwq.middleCols(first, c), {kTol, 0});
-        checks.compare(me, shard("dWk", "columns", first, c, h), as_matrix(attn.dwk, hs, cs),
-                       ref.dwk.middleCols(first, c), {kTol, 0});
-        checks.compare(me, shard("dWv", "columns", first, c, h), as_matrix(attn.dwv, hs, cs),
-                       ref.dwv.middleCols(first, c), {kTol, 0});
-        checks.compare(me, shard("dWo", "rows", first, c, h), as_matrix(attn.dwo, cs, hs),
-                       ref.dwo.middleRows(first, c), {kTol, 0});
+        compare_attention_weight_grads(checks, me, attn, ref, tp.rank(), t);
       });
       const double worst = checks.largest();
       std::printf(

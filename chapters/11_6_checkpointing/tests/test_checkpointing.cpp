@@ -100,6 +100,17 @@ ForwardRun forward_part(const model::Model& net, const model::Batch& batch, std:
   return run;
 }
 
+/// The byte sizes the peak formulas take, for `tokens` tokens: C a block's checkpoint (its
+/// input), B what a block's cache holds, E the embedding's saved input.
+struct PeakSizes {
+  double C, B, E;
+};
+PeakSizes peak_sizes(const model::Model& net, std::int64_t tokens) {
+  return {static_cast<double>(block_checkpoint_bytes(net, tokens)),
+          static_cast<double>(block_saved_bytes(net, tokens)),
+          static_cast<double>(tokens * net.config().d_in * 4)};
+}
+
 }  // namespace
 
 TEST_CASE("the given block sizes are what the ledger records for one block's cache and input") {
@@ -188,10 +199,7 @@ TEST_CASE(
     for (bool attention : {true, false}) {
       const model::Model net(config(layers, attention));
       const model::Batch batch = net.make_batch(2, 3);
-      const std::int64_t n = batch.tokens();
-      const auto C = static_cast<double>(block_checkpoint_bytes(net, n));
-      const auto B = static_cast<double>(block_saved_bytes(net, n));
-      const auto E = static_cast<double>(n * net.config().d_in * 4);
+      const auto [C, B, E] = peak_sizes(net, batch.tokens());
       std::vector<std::string> want_spans;
       for (int u = 0; u < net.num_units(); ++u) want_spans.push_back("fwd " + net.unit(u).name);
       for (std::int64_t k = 1; k <= layers; ++k) {
@@ -262,10 +270,7 @@ TEST_CASE(
     for (bool attention : {true, false}) {
       const model::Model net(config(layers, attention));
       const model::Batch batch = net.make_batch(2, 3);
-      const std::int64_t n = batch.tokens();
-      const auto C = static_cast<double>(block_checkpoint_bytes(net, n));
-      const auto B = static_cast<double>(block_saved_bytes(net, n));
-      const auto E = static_cast<double>(n * net.config().d_in * 4);
+      const auto [C, B, E] = peak_sizes(net, batch.tokens());
       for (std::int64_t k = 1; k <= layers; ++k) {
         const Run ck = step(net, batch, k);
         const double formula = checkpointed_peak_bytes(layers, k, C, B);
