@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "records/hint_book.hpp"
+#include "util.hpp"
 
 namespace fs = std::filesystem;
 
@@ -44,8 +44,7 @@ bool substantive(const std::string& norm) {
 
 // The file's lines as a student can read them: sealed hints as `./mgpu hint` shows them.
 std::vector<std::string> lines_of(const fs::path& p) {
-  std::ifstream file(p, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string text = read_text(p);
   if (p.filename() == kSealedHints) text = unseal_hints(text);
   std::istringstream in(text);
   std::vector<std::string> lines;

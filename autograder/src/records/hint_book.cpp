@@ -223,12 +223,6 @@ std::string xor_stream(std::string bytes) {
   return bytes;
 }
 
-std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 }  // namespace
 
 std::string seal_hints(const std::string& text) { return kSealedHeader + xor_stream(text); }
@@ -242,8 +236,10 @@ std::string unseal_hints(const std::string& sealed) {
 }
 
 std::optional<std::string> read_hint_text(const fs::path& folder) {
-  if (auto text = read_file(folder / "hints.md")) return text;
-  if (auto sealed = read_file(folder / kSealedHints)) return unseal_hints(*sealed);
+  std::error_code ec;
+  if (fs::is_regular_file(folder / "hints.md", ec)) return text_of(folder / "hints.md");
+  if (fs::is_regular_file(folder / kSealedHints, ec))
+    return unseal_hints(text_of(folder / kSealedHints));
   return std::nullopt;
 }
 
