@@ -52,10 +52,23 @@ std::vector<std::string> lines_of(const fs::path& p) {
   return lines;
 }
 
-std::string joined(const std::vector<std::string>& window) {
-  std::string key;
-  for (const auto& l : window) key += l + '\n';
-  return key;
+// Calls visit(key, line) for every kWindow consecutive substantive lines: key the lines joined,
+// line the 1-based number of the first. A line for which breaks(line) holds ends the run.
+template <class Breaks, class Visit>
+void windows_of(const std::vector<std::string>& lines, Breaks&& breaks, Visit&& visit) {
+  std::vector<std::size_t> run;  // indices of the run's lines
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!substantive(lines[i])) continue;
+    if (breaks(lines[i])) {
+      run.clear();
+      continue;
+    }
+    run.push_back(i);
+    if (run.size() < kWindow) continue;
+    std::string key;
+    for (auto j = run.end() - kWindow; j != run.end(); ++j) key += lines[*j] + '\n';
+    visit(key, run[run.size() - kWindow] + 1);
+  }
 }
 
 // The lines a student is given beside `solved`: the files of its skeleton's folder (its tests
@@ -89,42 +102,23 @@ std::vector<ReferenceLeak> reference_leaks(const fs::path& exported, const fs::p
     if (!e.is_regular_file() || !source_file(e.path())) continue;
     const fs::path rel = fs::relative(e.path(), exported);
     const auto given = given_lines(exported, rel);
-    const auto lines = lines_of(e.path());
-    std::vector<std::string> run;
-    std::vector<std::size_t> at;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      if (!substantive(lines[i])) continue;
-      if (given.count(lines[i])) {  // given code ends a run of solved lines
-        run.clear();
-        at.clear();
-        continue;
-      }
-      run.push_back(lines[i]);
-      at.push_back(i + 1);
-      if (run.size() < kWindow) continue;
-      std::vector<std::string> window(run.end() - kWindow, run.end());
-      windows.emplace(joined(window),
-                      rel.generic_string() + ":" + std::to_string(at[at.size() - kWindow]));
-    }
+    windows_of(
+        lines_of(e.path()), [&](const std::string& l) { return given.count(l) > 0; },
+        [&](const std::string& key, std::size_t line) {
+          windows.emplace(key, rel.generic_string() + ":" + std::to_string(line));
+        });
   }
   std::vector<ReferenceLeak> leaks;
   if (windows.empty()) return leaks;
   for (const auto& e : fs::recursive_directory_iterator(shipped, ec)) {
     if (!e.is_regular_file() || e.is_symlink() || e.file_size() > (4u << 20)) continue;
-    const auto lines = lines_of(e.path());
-    std::vector<std::string> run;
-    std::vector<std::size_t> at;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      if (!substantive(lines[i])) continue;
-      run.push_back(lines[i]);
-      at.push_back(i + 1);
-      if (run.size() < kWindow) continue;
-      std::vector<std::string> window(run.end() - kWindow, run.end());
-      if (const auto hit = windows.find(joined(window)); hit != windows.end())
-        leaks.push_back({fs::relative(e.path(), shipped).generic_string() + ":" +
-                             std::to_string(at[at.size() - kWindow]),
-                         hit->second});
-    }
+    const std::string name = fs::relative(e.path(), shipped).generic_string();
+    windows_of(
+        lines_of(e.path()), [](const std::string&) { return false; },
+        [&](const std::string& key, std::size_t line) {
+          if (const auto hit = windows.find(key); hit != windows.end())
+            leaks.push_back({name + ":" + std::to_string(line), hit->second});
+        });
   }
   return leaks;
 }
