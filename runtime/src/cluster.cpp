@@ -417,6 +417,10 @@ Cluster::Cluster(ClusterConfig config)
 Cluster::~Cluster() = default;
 
 void Cluster::run(const std::function<void(Rank&)>& body) { state_->run(body); }
+void Cluster::run_programs(const RankPrograms& programs) {
+  state_->reset();
+  detail::run_isolated_programs(*state_, programs);
+}
 const ClusterConfig& Cluster::config() const { return state_->config; }
 int Cluster::world_size() const { return state_->config.world_size; }
 

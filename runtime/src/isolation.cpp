@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -339,6 +340,8 @@ struct Channel {
   bool reaped = false;
   int status = 0;
   unsigned char* arena = nullptr;  // shared with the rank process, which unmaps all others
+  int arena_fd = -1;  // a rank program's arena (a memory file: a mapping does not survive exec)
+  std::vector<unsigned char> start;  // a rank program's first message: who it is, its input
 };
 
 void close_fd(int& fd) {
@@ -1014,6 +1017,26 @@ void close_parents_descriptors(int keep) {
   }
 }
 
+/// The rank's side once its link is set up: runs the body, reports how it ended, ends the process.
+/// Static destructors are skipped: a forked rank's belong to the process that forked it, and a
+/// rank program's report is out.
+[[noreturn]] void finish_rank(RemoteLink& link, RankState& state, const std::function<void()>& body) {
+  link.attach(state);
+  Writer w;
+  try {
+    body();
+    w.put(Call::finished);
+  } catch (...) {
+    w.put(Call::failed);
+    put_current_exception(w);
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  link.send(w);
+  std::_Exit(0);
+}
+
 /// The rank process: keeps only its own channel, runs the body, reports how it ended.
 [[noreturn]] void rank_process(ClusterState& cluster, int r, std::vector<Channel>& channels,
                                const std::function<void(Rank&)>& body) {
@@ -1036,45 +1059,44 @@ void close_parents_descriptors(int keep) {
   link.arena_bytes = bytes;
   link.arena = own.arena;
   link.staging = Staging(link.arena_bytes);
-  link.attach(*cluster.ranks[static_cast<std::size_t>(r)]);
-  Writer w;
-  try {
-    body(cluster.handles[static_cast<std::size_t>(r)]);
-    w.put(Call::finished);
-  } catch (...) {
-    w.put(Call::failed);
-    put_current_exception(w);
-  }
-  std::cout.flush();
-  std::cerr.flush();
-  std::fflush(nullptr);
-  link.send(w);
-  // Static destructors are skipped: they belong to the process that forked this one.
-  std::_Exit(0);
+  const auto i = static_cast<std::size_t>(r);
+  finish_rank(link, *cluster.ranks[i], [&] { body(cluster.handles[i]); });
 }
 
 /// The arena size of a run: ClusterConfig::rank_arena_bytes, lowered where world_size of them
 /// would take more than half the address-space limit (RLIMIT_AS, which every graded case runs
 /// under). This process maps every rank's arena, and 32 ranks of 64 MiB alone fill a case's
 /// 2 GiB; sparse pages do not help, as the limit counts what is mapped.
-std::size_t arena_bytes_that_fit(const ClusterConfig& config) {
+/// A rank program's arena is a memory file, which the file-size limit (RLIMIT_FSIZE) bounds too.
+std::size_t arena_bytes_that_fit(const ClusterConfig& config, bool memory_file) {
+  std::size_t bytes = config.rank_arena_bytes;
   rlimit as{};
-  if (::getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY)
-    return config.rank_arena_bytes;
-  const std::size_t share =
-      static_cast<std::size_t>(as.rlim_cur / 2) / static_cast<std::size_t>(config.world_size);
-  return std::min(config.rank_arena_bytes, share / kStageAlign * kStageAlign);
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+    bytes = std::min(bytes, static_cast<std::size_t>(as.rlim_cur / 2) /
+                                static_cast<std::size_t>(config.world_size));
+  rlimit fsize{};
+  if (memory_file && ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+    bytes = std::min(bytes, static_cast<std::size_t>(fsize.rlim_cur));
+  return bytes / kStageAlign * kStageAlign;
 }
 
-/// Makes every rank's arena before any process starts. An arena is shared anonymous
-/// memory: no file (so no file-size limit and no descriptor a rank could pass on), inherited by
-/// the fork and unmapped at once in every other rank's process.
-void open_channels(const ClusterState& cluster, std::vector<Channel>& channels) {
+/// Makes every rank's arena before any process starts: shared anonymous memory for a forked rank
+/// (no file, so no file-size limit and no descriptor a rank could pass on; inherited by the fork
+/// and unmapped at once in every other rank's process), a memory file for a rank program (a
+/// mapping does not survive exec: the program maps the file it is given, and no other).
+void open_channels(const ClusterState& cluster, std::vector<Channel>& channels, bool memory_files) {
+  const std::size_t bytes = cluster.config.rank_arena_bytes;
   for (int r = 0; r < cluster.config.world_size; ++r) {
     Channel& c = channels[static_cast<std::size_t>(r)];
     const std::string name = "rank " + std::to_string(r);
-    void* m = ::mmap(nullptr, cluster.config.rank_arena_bytes, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int fd = -1;
+    if (memory_files) {
+      fd = c.arena_fd = ::memfd_create("mgpu rank arena", MFD_CLOEXEC);
+      if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+        throw std::system_error(errno, std::generic_category(), "mgpu: the arena file of " + name);
+    }
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_NORESERVE | (memory_files ? 0 : MAP_ANONYMOUS), fd, 0);
     if (m == MAP_FAILED)
       throw std::system_error(errno, std::generic_category(),
                               "mgpu: the arena of " + name +
@@ -1096,15 +1118,37 @@ void open_socket(Channel& c, std::size_t r) {
   c.rank_fd = sv[1];
 }
 
-}  // namespace
+/// Where a rank program finds its socket and its arena file.
+constexpr int kRankSocketFd = 3;
+constexpr int kRankArenaFd = 4;
 
-void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body) {
+/// The first message to rank r of a run of programs: its rank, the cluster's configuration (its
+/// handle answers config() from it), its arena's size and its input.
+std::vector<unsigned char> start_message(const ClusterConfig& c, int r, const std::string& input) {
+  Writer w;
+  w.put<std::int32_t>(r).put<std::int32_t>(c.world_size).put<std::int32_t>(c.gpus_per_node);
+  w.put(c.flops_per_second).put(c.intra_node_bytes_per_second).put(c.inter_node_bytes_per_second);
+  w.put(c.intra_node_latency_seconds).put(c.inter_node_latency_seconds);
+  w.put<std::uint8_t>(c.memory_capacity_bytes.has_value());
+  w.put<std::uint64_t>(c.memory_capacity_bytes.value_or(0));
+  w.put<std::uint64_t>(c.rank_arena_bytes);
+  w.str(input);
+  return w.bytes();
+}
+
+/// Starts every rank's process (`start_rank(r, channels)` runs in it and never returns), then
+/// serves each from a proxy thread of this process until the run ends. Whatever happens, no
+/// rank process, descriptor or mapping outlives the run.
+/// `programs`: the ranks are programs of their own (run_isolated_programs); null: forks.
+template <class StartRank>
+void run_rank_processes(ClusterState& cluster, const RankPrograms* programs,
+                        StartRank&& start_rank) {
+  const bool memory_files = programs != nullptr;
   if (cluster.config.rank_arena_bytes == 0)
     throw std::invalid_argument("mgpu::ClusterConfig: rank_arena_bytes must be > 0");
-  cluster.config.rank_arena_bytes = arena_bytes_that_fit(cluster.config);
+  cluster.config.rank_arena_bytes = arena_bytes_that_fit(cluster.config, memory_files);
   const auto n = static_cast<std::size_t>(cluster.config.world_size);
   std::vector<Channel> channels(n);
-  // Whatever happens below, no rank process, descriptor or mapping outlives the run.
   struct Cleanup {
     std::vector<Channel>& channels;
     std::size_t bytes;
@@ -1119,12 +1163,16 @@ void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body)
         c.arena = nullptr;
         close_fd(c.proxy_fd);
         close_fd(c.rank_fd);
+        close_fd(c.arena_fd);
       }
     }
   } cleanup{channels, cluster.config.rank_arena_bytes};
-  open_channels(cluster, channels);
+  open_channels(cluster, channels, memory_files);
+  for (std::size_t r = 0; programs && r < n; ++r)
+    channels[r].start = start_message(cluster.config, static_cast<int>(r), programs->inputs[r]);
   // No process of this run (nor this one) may be traced or have its memory read by another
-  // process of the same user: the flag passes to every rank process.
+  // process of the same user: the flag passes to every forked rank (a rank program gets the
+  // flag of its own program, and holds nothing of this process).
   ::prctl(PR_SET_DUMPABLE, 0);
   std::cout.flush();
   std::fflush(nullptr);  // output buffered now would otherwise be written once per process
@@ -1132,14 +1180,123 @@ void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body)
     open_socket(channels[r], r);
     const pid_t pid = ::fork();
     if (pid < 0) throw std::system_error(errno, std::generic_category(), "mgpu: fork of a rank");
-    if (pid == 0) rank_process(cluster, static_cast<int>(r), channels, body);
+    if (pid == 0) start_rank(static_cast<int>(r), channels);
     channels[r].pid = pid;
     close_fd(channels[r].rank_fd);
+    close_fd(channels[r].arena_fd);
   }
   cluster.run_threads([&](Rank& rank) {
-    RankProxy proxy(cluster, rank, channels[static_cast<std::size_t>(rank.id())]);
+    Channel& ch = channels[static_cast<std::size_t>(rank.id())];
+    // A rank program learns who it is and gets its input first (a rank gone already shows as
+    // a closed socket when the proxy reads).
+    if (!ch.start.empty()) {
+      const std::uint64_t len = ch.start.size();
+      if (write_all(ch.proxy_fd, &len, sizeof len)) write_all(ch.proxy_fd, ch.start.data(), len);
+    }
+    RankProxy proxy(cluster, rank, ch);
     proxy.serve();
   });
 }
 
+/// The process of rank r of a run of programs, before its program starts: its socket and arena
+/// file at the numbers the program expects and no other descriptor of this process.
+[[noreturn]] void start_program(const RankPrograms& programs, int r, Channel& own) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const int sock = ::fcntl(own.rank_fd, F_DUPFD, 10), arena = ::fcntl(own.arena_fd, F_DUPFD, 10);
+  if (sock < 0 || arena < 0 || ::dup2(sock, kRankSocketFd) < 0 || ::dup2(arena, kRankArenaFd) < 0)
+    std::_Exit(71);
+  ::close_range(kRankArenaFd + 1, ~0U, 0);
+  try {
+    if (programs.before_start) programs.before_start(r);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mgpu: rank %d could not start: %s\n", r, e.what());
+    std::_Exit(71);
+  }
+  std::vector<char*> argv;
+  std::string name = programs.program;
+  argv.push_back(name.data());
+  std::vector<std::string> args = programs.arguments;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(name.c_str(), argv.data());
+  std::fprintf(stderr, "mgpu: rank %d could not start %s: %s\n", r, name.c_str(),
+               std::strerror(errno));
+  std::_Exit(127);
+}
+
+}  // namespace
+
+void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body) {
+  run_rank_processes(cluster, nullptr, [&](int r, std::vector<Channel>& channels) {
+    rank_process(cluster, r, channels, body);
+  });
+}
+
+void run_isolated_programs(ClusterState& cluster, const RankPrograms& programs) {
+  const auto n = static_cast<std::size_t>(cluster.config.world_size);
+  if (programs.inputs.size() != n)
+    throw std::invalid_argument("mgpu::Cluster::run_programs: " +
+                                std::to_string(programs.inputs.size()) + " inputs for " +
+                                std::to_string(n) + " ranks (one per rank)");
+  if (programs.program.empty())
+    throw std::invalid_argument("mgpu::Cluster::run_programs: no program named");
+  run_rank_processes(cluster, &programs, [&](int r, std::vector<Channel>& channels) {
+    start_program(programs, r, channels[static_cast<std::size_t>(r)]);
+  });
+}
+
 }  // namespace mgpu::detail
+
+namespace mgpu {
+
+int serve_rank(const RankProgramBody& body) {
+  using namespace mgpu::detail;
+  struct stat st {};
+  if (::fstat(kRankSocketFd, &st) != 0 || !S_ISSOCK(st.st_mode) || ::fstat(kRankArenaFd, &st) != 0)
+    return 2;
+  const int fd = kRankSocketFd;
+  std::uint64_t len = 0;
+  std::vector<unsigned char> start;
+  auto never = [] { return false; };
+  if (read_exact(fd, &len, sizeof len, never) != ReadResult::frame) std::_Exit(70);
+  start.resize(len);
+  if (read_exact(fd, start.data(), len, never) != ReadResult::frame) std::_Exit(70);
+  ClusterConfig c;
+  int r = 0;
+  std::string input;
+  try {
+    Reader in(start);
+    r = in.get<std::int32_t>();
+    c.world_size = in.get<std::int32_t>();
+    c.gpus_per_node = in.get<std::int32_t>();
+    c.flops_per_second = in.get<double>();
+    c.intra_node_bytes_per_second = in.get<double>();
+    c.inter_node_bytes_per_second = in.get<double>();
+    c.intra_node_latency_seconds = in.get<double>();
+    c.inter_node_latency_seconds = in.get<double>();
+    const bool capped = in.get<std::uint8_t>() != 0;
+    const auto capacity = in.get<std::uint64_t>();
+    if (capped) c.memory_capacity_bytes = capacity;
+    c.rank_arena_bytes = in.get<std::uint64_t>();
+    input = in.str();
+  } catch (const Malformed&) {
+    std::_Exit(70);
+  }
+  c.isolation = RankIsolation::threads;  // this process holds one rank, served from the other side
+  ClusterState cluster(c);
+  cluster.reset();
+  if (r < 0 || r >= c.world_size) std::_Exit(70);
+  void* m = ::mmap(nullptr, c.rank_arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, kRankArenaFd, 0);
+  if (m == MAP_FAILED) std::_Exit(70);
+  ::close(kRankArenaFd);
+  RemoteLink link;
+  link.fd = fd;
+  link.rank = r;
+  link.arena_bytes = c.rank_arena_bytes;
+  link.arena = static_cast<unsigned char*>(m);
+  link.staging = Staging(link.arena_bytes);
+  const auto i = static_cast<std::size_t>(r);
+  finish_rank(link, *cluster.ranks[i], [&] { body(cluster.handles[i], input); });
+}
+
+}  // namespace mgpu

@@ -23,6 +23,9 @@ namespace mgpu::detail {
 /// ClusterState::run after reset(); builds the reports and rethrows the run's error like the
 /// threaded run.
 void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body);
+/// Cluster::run_programs, after reset(): each rank a program of its own (RankPrograms) that calls
+/// serve_rank, served by a proxy thread here as in run_isolated.
+void run_isolated_programs(ClusterState& cluster, const RankPrograms& programs);
 
 // ---- the rank process's side (RankState::remote is set)
 

@@ -147,6 +147,19 @@ struct RankReport {
   double idle_fraction() const;
 };
 
+/// How Cluster::run_programs starts its ranks: each one a program of its own, started fresh (exec)
+/// in a process of its own, that calls serve_rank. Nothing of the calling process reaches it but
+/// its socket, its arena and `inputs[rank]`: not the other ranks' inputs, not what code of the
+/// calling process left in memory.
+struct RankPrograms {
+  std::string program;                  ///< the program every rank runs (a path)
+  std::vector<std::string> arguments;   ///< its arguments (after its own name)
+  std::vector<std::string> inputs;      ///< inputs[r]: the bytes rank r is given, one per rank
+  /// Runs in rank r's process just before the program starts (its own folder, its limits).
+  /// Throwing stops that rank with the message.
+  std::function<void(int rank)> before_start;
+};
+
 /// A simulated multi-GPU cluster. Create one, run a function on every rank, then read reports.
 ///
 /// ```
@@ -170,6 +183,10 @@ class Cluster {
   /// first error is rethrown here with its type preserved (e.g. mgpu::NotImplemented,
   /// DeadlockError, CollectiveMismatch, OutOfMemory). Each run starts from fresh ranks.
   void run(const std::function<void(Rank&)>& body);
+  /// Runs every rank as a program of its own (RankPrograms), whatever the isolation: the books
+  /// (ledgers, meters, clocks, deadlock detection, what ranks publish) stay in this process, which
+  /// serves each rank's calls; errors and reports as run's.
+  void run_programs(const RankPrograms& programs);
 
   /// The configuration.
   const ClusterConfig& config() const;
@@ -203,5 +220,14 @@ class Cluster {
   std::vector<unsigned char> published_raw(int rank, const std::string& name, DType dtype) const;
   std::unique_ptr<detail::ClusterState> state_;
 };
+
+/// The body of a rank program: this process's rank and the input the cluster's process gave it.
+using RankProgramBody = std::function<void(Rank&, std::string_view input)>;
+
+/// In a program started by Cluster::run_programs: runs `body` as the rank this process is, with
+/// every call on the cluster served by the process that started it, then reports how the body
+/// ended (its exception crosses with its type, as in a run). Returns the exit status for main:
+/// 0 once the report is out, 2 when this process was not started by run_programs.
+int serve_rank(const RankProgramBody& body);
 
 }  // namespace mgpu
