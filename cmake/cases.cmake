@@ -11,11 +11,22 @@ file(CONFIGURE OUTPUT ${mgpu_empty_source} CONTENT "// main() is the harness's\n
 
 function(mgpu_case_program chapter)
   cmake_parse_arguments(P "" "" "DIRS" ${ARGN})
+  # Case files named *.host.cpp hold cases whose rank code is in rank bodies (rank_code.hpp): they
+  # call no chapter function, so they also form the host program cases_<chapter>_host, which links
+  # no chapter code at all (the grader runs a student's cases there, each rank a cases_<chapter>).
   if(MGPU_GRADE_LINK_FROM)
-    add_library(mgpu_cases_${chapter} STATIC IMPORTED)
-    set_target_properties(mgpu_cases_${chapter} PROPERTIES
-      IMPORTED_LOCATION ${MGPU_GRADE_LINK_FROM}/cases/libmgpu_cases_${chapter}.a
-      INTERFACE_LINK_LIBRARIES "mgpu_case_harness;mgpu_${chapter}")
+    set(has_host FALSE)
+    foreach(kind cases cases_host)
+      if(EXISTS ${MGPU_GRADE_LINK_FROM}/cases/libmgpu_${kind}_${chapter}.a)
+        add_library(mgpu_${kind}_${chapter} STATIC IMPORTED)
+        set_target_properties(mgpu_${kind}_${chapter} PROPERTIES
+          IMPORTED_LOCATION ${MGPU_GRADE_LINK_FROM}/cases/libmgpu_${kind}_${chapter}.a
+          INTERFACE_LINK_LIBRARIES "mgpu_case_harness;mgpu_${chapter}")
+        if(kind STREQUAL cases_host)
+          set(has_host TRUE)
+        endif()
+      endif()
+    endforeach()
   else()
     set(patterns)
     foreach(dir ${mgpu_cases_root} ${P_DIRS} ${MGPU_GRADE_CASES_DIRS})
@@ -25,13 +36,36 @@ function(mgpu_case_program chapter)
     if(NOT sources)
       return()
     endif()
+    set(host_sources ${sources})
+    list(FILTER host_sources INCLUDE REGEX "\\.host\\.cpp$")
+    list(FILTER sources EXCLUDE REGEX "\\.host\\.cpp$")
+    set(has_host FALSE)
+    if(host_sources)
+      set(has_host TRUE)
+      add_library(mgpu_cases_host_${chapter} STATIC ${host_sources})
+      # The chapter's headers (its types) but not its code.
+      target_link_libraries(mgpu_cases_host_${chapter} PUBLIC mgpu_case_harness)
+      target_include_directories(mgpu_cases_host_${chapter} PRIVATE
+                                 $<TARGET_PROPERTY:mgpu_${chapter},INTERFACE_INCLUDE_DIRECTORIES>)
+      add_executable(cases_${chapter}_host ${mgpu_empty_source})
+      target_link_libraries(cases_${chapter}_host PRIVATE
+                            "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_host_${chapter}>")
+    endif()
     add_library(mgpu_cases_${chapter} STATIC ${sources})
-    # One folder for every chapter's archive: where a grading tree finds them.
-    set_target_properties(mgpu_cases_${chapter} PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cases)
     target_link_libraries(mgpu_cases_${chapter} PUBLIC mgpu_case_harness mgpu_${chapter})
-    mgpu_strict_warnings(mgpu_cases_${chapter})
-    mgpu_optimize_for_compile_time(mgpu_cases_${chapter})  # drawing inputs, emitting values
+    foreach(lib mgpu_cases_${chapter} mgpu_cases_host_${chapter})
+      if(TARGET ${lib})
+        # One folder for every chapter's archives: where a grading tree finds them.
+        set_target_properties(${lib} PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cases)
+        mgpu_strict_warnings(${lib})
+        mgpu_optimize_for_compile_time(${lib})  # drawing inputs, emitting values
+      endif()
+    endforeach()
   endif()
   add_executable(cases_${chapter} ${mgpu_empty_source})
   target_link_libraries(cases_${chapter} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_${chapter}>")
+  if(has_host)
+    target_link_libraries(cases_${chapter} PRIVATE
+                          "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_host_${chapter}>" mgpu_${chapter})
+  endif()
 endfunction()

@@ -1,13 +1,19 @@
 // main() of every case program: `cases_<chapter> --case NAME --seed S --result-fd N
-// [--ranks threads|processes]`. With `--ranks processes`, a case registered with
-// MGPU_CASE_ISOLATED runs each rank of its clusters in a process of its own.
+// [--ranks threads|processes] [--rank-program PATH]`. With `--ranks processes`, a case registered
+// with MGPU_CASE_ISOLATED runs each rank of its clusters in a process of its own.
 // Runs one case and writes exactly one JSON document to fd N (a pipe the grader opened), then
 // exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
+//
+// A host program (cases_<chapter>_host, linked without chapter code) is given `--rank-program`,
+// the chapter's case program with the student's code: each rank of run_ranks (rank_code.hpp)
+// starts as that program with `--rank-body NAME`, and a plain case it does not hold runs there
+// whole with `--plain-case NAME`, each in a folder of its own under the case's.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -15,10 +21,13 @@
 #include <string>
 #include <typeinfo>
 
+#include <sys/stat.h>
+
 #include "case.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/not_implemented.hpp"
 #include "mgpu/type_name.hpp"
+#include "rank_code.hpp"
 #include "untrusted.hpp"
 
 namespace {
@@ -32,7 +41,9 @@ int usage(const char* argv0) {
                "the seed in MGPU_CASE_SEED)\n"
                "       %s --list\n"
                "Runs one graded case and writes its result as JSON to file descriptor N.\n"
-               "--ranks processes runs each rank of an isolated case in a process of its own.\n",
+               "--ranks processes runs each rank of an isolated case in a process of its own.\n"
+               "--rank-program PATH starts those ranks, and runs the plain cases, as PATH.\n"
+               "(--rank-body and --plain-case are how such a program is started.)\n",
                argv0, argv0);
   return 2;
 }
@@ -43,6 +54,9 @@ struct Args {
   std::uint64_t seed = 0;
   int fd = -1;
   bool processes = false;
+  std::string rank_program;  // host: the program ranks and plain cases run as
+  std::string rank_body;     // a rank of a host's run
+  std::string plain_case;    // a plain case run whole for a host
 };
 
 /// Reads the command line into `args`; returns the exit status when the program is done
@@ -66,6 +80,12 @@ int parse_args(int argc, char** argv, Args& args) {
       args.processes = (++i, false);
     else if (a == "--ranks" && std::strcmp(argv[i + 1], "processes") == 0)
       args.processes = (++i, true);
+    else if (a == "--rank-program")
+      args.rank_program = argv[++i];
+    else if (a == "--rank-body")
+      args.rank_body = argv[++i];
+    else if (a == "--plain-case")
+      args.plain_case = argv[++i];
     else
       return usage(argv[0]);
   }
@@ -73,8 +93,17 @@ int parse_args(int argc, char** argv, Args& args) {
   // is readable by every process of the machine (/proc/<pid>/cmdline).
   if (const char* env = std::getenv("MGPU_CASE_SEED"); env && !has_seed_arg)
     args.seed = std::strtoull(env, nullptr, 10);
+  if (!args.rank_body.empty() || !args.plain_case.empty()) return -1;
   if (args.name.empty() || args.fd < 0) return usage(argv[0]);
   return -1;
+}
+
+/// In a process of student code started by the host: works in its own folder under the case's
+/// (rank r of every run of the case in the same one), made when missing.
+void enter_own_folder(const std::string& name) {
+  if ((::mkdir(name.c_str(), 0700) != 0 && errno != EEXIST) || ::chdir(name.c_str()) != 0)
+    throw std::runtime_error("cannot make its working folder " + name + ": " +
+                             std::strerror(errno));
 }
 
 /// Runs the case `fn` and returns its result, or what escaped it, with its "status".
@@ -82,7 +111,10 @@ nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn, bool isolated)
   mgpu::grade::Ctx ctx(args.name, args.seed);
   nlohmann::json out;
   try {
-    if (args.processes && !isolated) {
+    if (!fn) {
+      out = mgpu::grade::run_plain_case_program(args.rank_program, args.name, args.seed,
+                                                [] { enter_own_folder("plain"); });
+    } else if (args.processes && !isolated && args.rank_program.empty()) {
       out = mgpu::grade::run_plain_case(fn, ctx);
     } else {
       fn(ctx);
@@ -107,6 +139,32 @@ nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn, bool isolated)
   return out;
 }
 
+/// A rank of a host's run (Cluster::run_programs): runs the rank body `name` on its input.
+int serve_rank_body(const std::string& name) {
+  return mgpu::serve_rank([&](mgpu::Rank& rank, std::string_view input) {
+    const mgpu::grade::RankBodyFn fn = mgpu::grade::find_rank_body(name);
+    if (!fn) throw std::logic_error("this case program has no rank body named '" + name + "'");
+    fn(rank, nlohmann::json::from_msgpack(input.begin(), input.end()));
+  });
+}
+
+/// A plain case run whole for a host: its result is the answer (untrusted.hpp), on kAnswerFd.
+[[noreturn]] void answer_plain_case(const Args& args) {
+  mgpu::grade::detail::answer(mgpu::grade::detail::kAnswerFd, [&] {
+    auto fn = mgpu::grade::find_case(args.plain_case);
+    if (!fn) throw std::logic_error("this case program has no case named '" + args.plain_case + "'");
+    // An isolated case keeps a meter its judgement rests on: run whole here, in the student's
+    // program, its measures would be the student's to write. Its host program must hold it.
+    if (mgpu::grade::case_isolated(args.plain_case))
+      throw std::logic_error("case '" + args.plain_case +
+                             "' is isolated: it runs in the host program (a *.host.cpp file with "
+                             "its rank code in rank bodies), never whole in a rank program");
+    mgpu::grade::Ctx ctx(args.plain_case, args.seed);
+    fn(ctx);
+    return ctx.result();
+  });
+}
+
 /// Writes `out` to the result descriptor and ends the program.
 [[noreturn]] void deliver(int fd, const nlohmann::json& out) {
   std::cout.flush();
@@ -122,6 +180,8 @@ nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn, bool isolated)
 int main(int argc, char** argv) {
   Args args;
   if (const int done = parse_args(argc, argv, args); done >= 0) return done;
+  if (!args.rank_body.empty()) return serve_rank_body(args.rank_body);
+  if (!args.plain_case.empty()) answer_plain_case(args);
 
   auto fn = mgpu::grade::find_case(args.name);
   const bool isolated = mgpu::grade::case_isolated(args.name);
@@ -130,10 +190,15 @@ int main(int argc, char** argv) {
   // case makes before or after its runs) runs in processes of its own: this process, which keeps
   // the books and writes the result, runs none.
   mgpu::grade::set_untrusted_in_processes(args.processes, args.fd);
+  if (!args.rank_program.empty()) {
+    mgpu::grade::set_rank_program(args.rank_program, [](int rank) {
+      enter_own_folder("rank" + std::to_string(rank));
+    });
+  }
   // Nor may a rank process write the result: the runtime closes in each one every descriptor
   // marked close-on-exec (runtime/src/isolation.cpp). This program execs nothing.
   ::fcntl(args.fd, F_SETFD, FD_CLOEXEC);
-  if (!fn) {
+  if (!fn && args.rank_program.empty()) {
     deliver(args.fd, {{"status", "unknown-case"},
                       {"message", "this case program has no case named '" + args.name + "'"}});
   }

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <new>
 #include <system_error>
@@ -53,8 +54,10 @@ constexpr int kMaxDepth = 64;
 // More than any case returns; the grader's own cap on a result is far below it.
 constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
 
-// The child: runs the body, writes {"value": ...} or {"thrown": kind, "type", "message"}, exits.
-[[noreturn]] void child(int out_fd, const std::function<nlohmann::json()>& body) {
+}  // namespace
+
+// Runs the body, writes {"value": ...} or {"thrown": kind, "type", "message"} to out_fd, exits.
+void detail::answer(int out_fd, const std::function<nlohmann::json()>& body) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (g_result_fd >= 0) ::close(g_result_fd);  // only the parent writes the case's result
   g_processes = false;                         // already untrusted here: calls below are plain
@@ -84,6 +87,8 @@ constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
   ::close(out_fd);
   std::_Exit(0);  // static destructors belong to the parent
 }
+
+namespace {
 
 // Nesting depth of a JSON text, strings skipped: checked before parsing, which recurses.
 int json_depth(const std::string& text) {
@@ -158,37 +163,12 @@ std::string read_child(int fd, pid_t pid, int& status) {
 
 const std::string kNotImplemented = "not implemented: ";
 
-}  // namespace
-
-bool untrusted_in_processes() { return g_processes; }
-
-void set_untrusted_in_processes(bool on, int result_fd) {
-  g_processes = on;
-  g_result_fd = result_fd;
-}
-
-nlohmann::json detail::run_in_child(const std::function<nlohmann::json()>& body) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw std::system_error(errno, std::generic_category(), "mgpu: pipe for student code");
-  // Nothing of this process may be traced or read by the child (same user).
-  ::prctl(PR_SET_DUMPABLE, 0);
-  std::cout.flush();
-  std::fflush(nullptr);  // buffered output would otherwise be written twice
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw std::system_error(errno, std::generic_category(), "mgpu: fork for student code");
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    child(fds[1], body);
-  }
-  ::close(fds[1]);
+// The answer a process of student code wrote to fd, once it has ended: its value, or what it
+// threw rethrown here (see untrusted.hpp).
+nlohmann::json answer_of(int fd, pid_t pid) {
   int status = 0;
-  const std::string bytes = read_child(fds[0], pid, status);
-  ::close(fds[0]);
+  const std::string bytes = read_child(fd, pid, status);
+  ::close(fd);
   if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) || bytes.empty()) end_like(status);
   if (bytes.size() >= kMaxBytes)
     throw UnreadableResult("student code run in its own process sent back more than " +
@@ -220,6 +200,73 @@ nlohmann::json detail::run_in_child(const std::function<nlohmann::json()>& body)
   if (kind == "invalid-argument") throw std::invalid_argument(message);
   if (kind == "bad-alloc") throw std::bad_alloc();
   throw CaughtElsewhere(type, message);
+}
+
+}  // namespace
+
+bool untrusted_in_processes() { return g_processes; }
+
+void set_untrusted_in_processes(bool on, int result_fd) {
+  g_processes = on;
+  g_result_fd = result_fd;
+}
+
+nlohmann::json detail::run_in_child(const std::function<nlohmann::json()>& body) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "mgpu: pipe for student code");
+  // Nothing of this process may be traced or read by the child (same user).
+  ::prctl(PR_SET_DUMPABLE, 0);
+  std::cout.flush();
+  std::fflush(nullptr);  // buffered output would otherwise be written twice
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(errno, std::generic_category(), "mgpu: fork for student code");
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    detail::answer(fds[1], body);
+  }
+  ::close(fds[1]);
+  return answer_of(fds[0], pid);
+}
+
+nlohmann::json detail::run_program(const std::vector<std::string>& argv,
+                                   const std::function<void()>& before_start) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::system_error(errno, std::generic_category(), "mgpu: pipe for student code");
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(errno, std::generic_category(), "mgpu: fork for student code");
+  }
+  if (pid == 0) {
+    // Nothing of this process but the answer pipe, at kAnswerFd, reaches the program.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::dup2(fds[1], kAnswerFd) < 0) std::_Exit(71);
+    ::close_range(kAnswerFd + 1, ~0U, 0);
+    try {
+      if (before_start) before_start();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mgpu: student code could not start: %s\n", e.what());
+      std::_Exit(71);
+    }
+    std::vector<std::string> args = argv;
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    ::execv(cargs[0], cargs.data());
+    std::fprintf(stderr, "mgpu: could not start %s: %s\n", cargs[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  ::close(fds[1]);
+  return answer_of(fds[0], pid);
 }
 
 namespace {
@@ -264,11 +311,10 @@ nlohmann::json checked_value(const std::string& name, const nlohmann::json& v) {
 
 }  // namespace
 
-nlohmann::json run_plain_case(CaseFn fn, Ctx& ctx) {
-  nlohmann::json doc = detail::run_in_child([&] {
-    fn(ctx);
-    return ctx.result();
-  });
+namespace {
+
+/// A plain case's result as its process sent it back, checked and rebuilt.
+nlohmann::json checked_plain_result(const nlohmann::json& doc) {
   if (!doc.is_object()) throw UnreadableResult("the case's process sent back no result object");
   for (const auto& [key, field] : doc.items())
     if (key != "values" && key != "measures")
@@ -291,6 +337,24 @@ nlohmann::json run_plain_case(CaseFn fn, Ctx& ctx) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+nlohmann::json run_plain_case(CaseFn fn, Ctx& ctx) {
+  return checked_plain_result(detail::run_in_child([&] {
+    fn(ctx);
+    return ctx.result();
+  }));
+}
+
+nlohmann::json run_plain_case_program(const std::string& rank_program, const std::string& name,
+                                      std::uint64_t seed, const std::function<void()>& before_start) {
+  return checked_plain_result(detail::run_program(
+      {rank_program, "--plain-case", name}, [&] {
+        ::setenv("MGPU_CASE_SEED", std::to_string(seed).c_str(), 1);
+        if (before_start) before_start();
+      }));
 }
 
 }  // namespace mgpu::grade

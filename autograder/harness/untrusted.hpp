@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,6 +58,15 @@ void write_all(int fd, const std::string& s);
 /// signal; if it exited without an answer (exit() in student code), this process exits with the
 /// same code, writing no result: the grader sees what it would have seen without the fork.
 nlohmann::json run_in_child(const std::function<nlohmann::json()>& body);
+/// Where a program started by run_program writes its answer.
+constexpr int kAnswerFd = 3;
+/// Runs the program argv (argv[0] its path; before_start first, in its process) with nothing of
+/// this process but the answer pipe at kAnswerFd, and returns its answer as run_in_child does.
+nlohmann::json run_program(const std::vector<std::string>& argv,
+                           const std::function<void()>& before_start);
+/// Runs `body`, writes its answer (the value it returned, or what it threw) to out_fd and ends
+/// the process: the side of run_in_child's child, and of a program run_program started.
+[[noreturn]] void answer(int out_fd, const std::function<nlohmann::json()>& body);
 }  // namespace detail
 
 /// Calls `f` (student code outside Cluster::run) and returns what it returns. With
@@ -87,5 +97,9 @@ std::invoke_result_t<F> untrusted(F&& f) {
 /// the values (and any measure its own code computed) come back, checked (names, dtypes,
 /// numbers) and rebuilt here; anything else is refused (UnreadableResult).
 nlohmann::json run_plain_case(CaseFn fn, Ctx& ctx);
+/// The same for a plain case the host program does not hold (case_main.cpp): it runs in the
+/// program `rank_program` (`--plain-case NAME`), with the seed in its environment.
+nlohmann::json run_plain_case_program(const std::string& rank_program, const std::string& name,
+                                      std::uint64_t seed, const std::function<void()>& before_start);
 
 }  // namespace mgpu::grade

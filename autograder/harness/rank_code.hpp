@@ -1,0 +1,107 @@
+// Rank code of a graded case, kept apart from the rest of the case so that the process keeping
+// the cluster's books never runs it. A case draws its inputs and judges the published results;
+// what each rank runs is a rank body, registered by name, that gets only the input the case made
+// for that rank, serialised. When the grader runs a student's case, the case runs in a program
+// linked without any chapter code (cases_<chapter>_host) and each rank is a fresh program with the
+// student's code (cases_<chapter>) that receives its own input over its socket (Cluster::
+// run_programs); otherwise (the reference, local runs) the same bodies run as threads.
+//
+// A case file keeps its bodies in `<name>.cpp` and the case itself in `<name>.host.cpp`, which
+// must call no chapter function (the host program does not link them): the input types both use
+// live in `<name>.hpp`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "case.hpp"
+#include "mgpu/bf16.hpp"
+#include "mgpu/cluster.hpp"
+#include "mgpu/model/model.hpp"
+
+namespace mgpu::model {
+/// The course model's shape, which rank inputs carry so a rank builds the same model.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ModelConfig, d_in, d_model, d_ff, n_layers, n_heads, seq_len,
+                                   d_out, attention, causal, loss)
+}  // namespace mgpu::model
+
+namespace nlohmann {
+
+/// Eigen matrices and vectors as {rows, cols, data} (data row by row).
+template <class S, int R, int C, int O, int MR, int MC>
+struct adl_serializer<Eigen::Matrix<S, R, C, O, MR, MC>> {
+  using M = Eigen::Matrix<S, R, C, O, MR, MC>;
+  static void to_json(json& j, const M& m) {
+    std::vector<S> data;
+    data.reserve(static_cast<std::size_t>(m.size()));
+    for (Eigen::Index r = 0; r < m.rows(); ++r)
+      for (Eigen::Index c = 0; c < m.cols(); ++c) data.push_back(m(r, c));
+    j = {{"rows", m.rows()}, {"cols", m.cols()}, {"data", std::move(data)}};
+  }
+  static void from_json(const json& j, M& m) {
+    const auto rows = j.at("rows").get<Eigen::Index>(), cols = j.at("cols").get<Eigen::Index>();
+    const auto data = j.at("data").get<std::vector<S>>();
+    if (rows < 0 || cols < 0 || static_cast<std::size_t>(rows * cols) != data.size())
+      throw std::invalid_argument("a rank input's matrix does not hold rows x cols values");
+    m.resize(rows, cols);
+    for (Eigen::Index r = 0; r < rows; ++r)
+      for (Eigen::Index c = 0; c < cols; ++c) m(r, c) = data[static_cast<std::size_t>(r * cols + c)];
+  }
+};
+
+/// bf16 as the float it holds (exact both ways).
+template <>
+struct adl_serializer<mgpu::bf16> {
+  static void to_json(json& j, const mgpu::bf16& x) { j = static_cast<float>(x); }
+  static void from_json(const json& j, mgpu::bf16& x) { x = mgpu::bf16(j.get<float>()); }
+};
+
+}  // namespace nlohmann
+
+namespace mgpu::grade {
+
+/// A registered rank body: runs on `rank` with the input the case made for it.
+using RankBodyFn = void (*)(mgpu::Rank& rank, const nlohmann::json& input);
+
+/// Registers a rank body at static-initialisation time; used by MGPU_RANK_BODY.
+struct RankBodyRegistrar {
+  RankBodyRegistrar(const char* name, RankBodyFn fn);
+};
+
+/// The body registered under name, or nullptr.
+RankBodyFn find_rank_body(const std::string& name);
+
+/// The host program's settings (case_main.cpp): the program each rank of run_ranks starts as, and
+/// what to do in a rank's process before it starts (its own folder). Empty: ranks run in this
+/// program, as Cluster::run runs them.
+void set_rank_program(std::string path, std::function<void(int rank)> before_start);
+
+namespace detail {
+void run_ranks_json(mgpu::Cluster& cluster, const std::string& body,
+                    const std::function<nlohmann::json(int rank)>& input_of);
+}
+
+/// Runs the rank body registered as `body` on every rank of `cluster`; rank r gets input_of(r)
+/// (anything nlohmann::json can write: a struct with NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE) and
+/// nothing else. Every input is made here, before any rank starts.
+template <class InputOf>
+void run_ranks(mgpu::Cluster& cluster, const std::string& body, InputOf&& input_of) {
+  detail::run_ranks_json(cluster, body, [&](int rank) { return nlohmann::json(input_of(rank)); });
+}
+
+}  // namespace mgpu::grade
+
+/// Defines a rank body: `MGPU_RANK_BODY("11_2.ring", RingInput) { ... rank, in ... }`, where
+/// `rank` is the mgpu::Rank and `in` the rank's input, read back as `Input`.
+#define MGPU_RANK_BODY(name, Input)                                                              \
+  static void MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)(::mgpu::Rank&, const Input&);                \
+  static const ::mgpu::grade::RankBodyRegistrar MGPU_CASE_CAT(mgpu_rank_reg_, __LINE__)(          \
+      name, [](::mgpu::Rank& r, const nlohmann::json& j) {                                        \
+        MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)(r, j.get<Input>());                                \
+      });                                                                                         \
+  static void MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)([[maybe_unused]] ::mgpu::Rank & rank,        \
+                                                     [[maybe_unused]] const Input & in)
