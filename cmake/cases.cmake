@@ -12,20 +12,16 @@ file(CONFIGURE OUTPUT ${mgpu_empty_source} CONTENT "// main() is the harness's\n
 function(mgpu_case_program chapter)
   cmake_parse_arguments(P "" "" "DIRS" ${ARGN})
   # Case files named *.host.cpp hold cases whose rank code is in rank bodies (rank_code.hpp): they
-  # call no chapter function, so they also form the host program cases_<chapter>_host, which links
-  # no chapter code at all (the grader runs a student's cases there, each rank a cases_<chapter>).
+  # call no chapter function. Their archive mgpu_cases_host_<chapter> (empty when there are none)
+  # is linked into cases_<chapter> with the rest, and alone, with no chapter code, into the host
+  # program cases_<chapter>_host, where the grader runs a student's cases: each rank of them is
+  # then a cases_<chapter> of the student's.
   if(MGPU_GRADE_LINK_FROM)
-    set(has_host FALSE)
     foreach(kind cases cases_host)
-      if(EXISTS ${MGPU_GRADE_LINK_FROM}/cases/libmgpu_${kind}_${chapter}.a)
-        add_library(mgpu_${kind}_${chapter} STATIC IMPORTED)
-        set_target_properties(mgpu_${kind}_${chapter} PROPERTIES
-          IMPORTED_LOCATION ${MGPU_GRADE_LINK_FROM}/cases/libmgpu_${kind}_${chapter}.a
-          INTERFACE_LINK_LIBRARIES "mgpu_case_harness;mgpu_${chapter}")
-        if(kind STREQUAL cases_host)
-          set(has_host TRUE)
-        endif()
-      endif()
+      add_library(mgpu_${kind}_${chapter} STATIC IMPORTED)
+      set_target_properties(mgpu_${kind}_${chapter} PROPERTIES
+        IMPORTED_LOCATION ${MGPU_GRADE_LINK_FROM}/cases/libmgpu_${kind}_${chapter}.a
+        INTERFACE_LINK_LIBRARIES "mgpu_case_harness;mgpu_${chapter}")
     endforeach()
   else()
     set(patterns)
@@ -39,33 +35,29 @@ function(mgpu_case_program chapter)
     set(host_sources ${sources})
     list(FILTER host_sources INCLUDE REGEX "\\.host\\.cpp$")
     list(FILTER sources EXCLUDE REGEX "\\.host\\.cpp$")
-    set(has_host FALSE)
     if(host_sources)
-      set(has_host TRUE)
-      add_library(mgpu_cases_host_${chapter} STATIC ${host_sources})
-      # The chapter's headers (its types) but not its code.
-      target_link_libraries(mgpu_cases_host_${chapter} PUBLIC mgpu_case_harness)
-      target_include_directories(mgpu_cases_host_${chapter} PRIVATE
-                                 $<TARGET_PROPERTY:mgpu_${chapter},INTERFACE_INCLUDE_DIRECTORIES>)
       add_executable(cases_${chapter}_host ${mgpu_empty_source})
       target_link_libraries(cases_${chapter}_host PRIVATE
                             "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_host_${chapter}>")
+    else()
+      set(host_sources ${mgpu_empty_source})
     endif()
+    add_library(mgpu_cases_host_${chapter} STATIC ${host_sources})
+    # The chapter's headers (its types) but not its code.
+    target_link_libraries(mgpu_cases_host_${chapter} PUBLIC mgpu_case_harness)
+    target_include_directories(mgpu_cases_host_${chapter} PRIVATE
+                               $<TARGET_PROPERTY:mgpu_${chapter},INTERFACE_INCLUDE_DIRECTORIES>)
     add_library(mgpu_cases_${chapter} STATIC ${sources})
     target_link_libraries(mgpu_cases_${chapter} PUBLIC mgpu_case_harness mgpu_${chapter})
     foreach(lib mgpu_cases_${chapter} mgpu_cases_host_${chapter})
-      if(TARGET ${lib})
-        # One folder for every chapter's archives: where a grading tree finds them.
-        set_target_properties(${lib} PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cases)
-        mgpu_strict_warnings(${lib})
-        mgpu_optimize_for_compile_time(${lib})  # drawing inputs, emitting values
-      endif()
+      # One folder for every chapter's archives: where a grading tree finds them.
+      set_target_properties(${lib} PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/cases)
+      mgpu_strict_warnings(${lib})
+      mgpu_optimize_for_compile_time(${lib})  # drawing inputs, emitting values
     endforeach()
   endif()
   add_executable(cases_${chapter} ${mgpu_empty_source})
-  target_link_libraries(cases_${chapter} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_${chapter}>")
-  if(has_host)
-    target_link_libraries(cases_${chapter} PRIVATE
-                          "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_host_${chapter}>" mgpu_${chapter})
-  endif()
+  target_link_libraries(cases_${chapter} PRIVATE
+                        "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_${chapter},mgpu_cases_host_${chapter}>"
+                        mgpu_${chapter})
 endfunction()
