@@ -43,7 +43,7 @@ int usage(const char* argv0) {
                "Runs one graded case and writes its result as JSON to file descriptor N.\n"
                "--ranks processes runs each rank of an isolated case in a process of its own.\n"
                "--rank-program PATH starts those ranks, and runs the plain cases, as PATH.\n"
-               "(--rank-body and --plain-case are how such a program is started.)\n",
+               "(--rank-body, --plain-case and --call are how such a program is started.)\n",
                argv0, argv0);
   return 2;
 }
@@ -57,6 +57,7 @@ struct Args {
   std::string rank_program;  // host: the program ranks and plain cases run as
   std::string rank_body;     // a rank of a host's run
   std::string plain_case;    // a plain case run whole for a host
+  std::string call;          // a student call made for a host
 };
 
 /// Reads the command line into `args`; returns the exit status when the program is done
@@ -86,6 +87,8 @@ int parse_args(int argc, char** argv, Args& args) {
       args.rank_body = argv[++i];
     else if (a == "--plain-case")
       args.plain_case = argv[++i];
+    else if (a == "--call")
+      args.call = argv[++i];
     else
       return usage(argv[0]);
   }
@@ -93,7 +96,7 @@ int parse_args(int argc, char** argv, Args& args) {
   // is readable by every process of the machine (/proc/<pid>/cmdline).
   if (const char* env = std::getenv("MGPU_CASE_SEED"); env && !has_seed_arg)
     args.seed = std::strtoull(env, nullptr, 10);
-  if (!args.rank_body.empty() || !args.plain_case.empty()) return -1;
+  if (!args.rank_body.empty() || !args.plain_case.empty() || !args.call.empty()) return -1;
   if (args.name.empty() || args.fd < 0) return usage(argv[0]);
   return -1;
 }
@@ -113,7 +116,7 @@ nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn, bool isolated)
   try {
     if (!fn) {
       out = mgpu::grade::run_plain_case_program(args.rank_program, args.name, args.seed,
-                                                [] { enter_own_folder("plain"); });
+                                                [] { mgpu::grade::enter_folder("plain"); });
     } else if (args.processes && !isolated && args.rank_program.empty()) {
       out = mgpu::grade::run_plain_case(fn, ctx);
     } else {
@@ -165,6 +168,16 @@ int serve_rank_body(const std::string& name) {
   });
 }
 
+/// A student call made for a host: its input on kInputFd, its value the answer on kAnswerFd.
+[[noreturn]] void answer_call(const std::string& name) {
+  mgpu::grade::detail::answer(mgpu::grade::detail::kAnswerFd, [&] {
+    const mgpu::grade::StudentCallFn fn = mgpu::grade::find_student_call(name);
+    if (!fn) throw std::logic_error("this case program has no student call named '" + name + "'");
+    const std::string input = mgpu::grade::detail::read_input();
+    return fn(nlohmann::json::from_msgpack(input));
+  });
+}
+
 /// Writes `out` to the result descriptor and ends the program.
 [[noreturn]] void deliver(int fd, const nlohmann::json& out) {
   std::cout.flush();
@@ -182,6 +195,7 @@ int main(int argc, char** argv) {
   if (const int done = parse_args(argc, argv, args); done >= 0) return done;
   if (!args.rank_body.empty()) return serve_rank_body(args.rank_body);
   if (!args.plain_case.empty()) answer_plain_case(args);
+  if (!args.call.empty()) answer_call(args.call);
 
   auto fn = mgpu::grade::find_case(args.name);
   const bool isolated = mgpu::grade::case_isolated(args.name);
@@ -191,9 +205,7 @@ int main(int argc, char** argv) {
   // the books and writes the result, runs none.
   mgpu::grade::set_untrusted_in_processes(args.processes, args.fd);
   if (!args.rank_program.empty()) {
-    mgpu::grade::set_rank_program(args.rank_program, [](int rank) {
-      enter_own_folder("rank" + std::to_string(rank));
-    });
+    mgpu::grade::set_rank_program(args.rank_program, enter_own_folder);
   }
   // Nor may a rank process write the result: the runtime closes in each one every descriptor
   // marked close-on-exec (runtime/src/isolation.cpp). This program execs nothing.

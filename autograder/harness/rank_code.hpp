@@ -22,6 +22,7 @@
 #include "mgpu/bf16.hpp"
 #include "mgpu/cluster.hpp"
 #include "mgpu/model/model.hpp"
+#include "untrusted.hpp"
 
 namespace mgpu::model {
 /// The course model's shape, which rank inputs carry so a rank builds the same model.
@@ -75,15 +76,32 @@ struct RankBodyRegistrar {
 /// The body registered under name, or nullptr.
 RankBodyFn find_rank_body(const std::string& name);
 
-/// The host program's settings (case_main.cpp): the program each rank of run_ranks starts as, and
-/// what to do in a rank's process before it starts (its own folder). Empty: ranks run in this
-/// program, as Cluster::run runs them.
-void set_rank_program(std::string path, std::function<void(int rank)> before_start);
+/// A registered student call: student code a case calls outside Cluster::run, on its input.
+using StudentCallFn = nlohmann::json (*)(const nlohmann::json& input);
+
+/// Registers a student call at static-initialisation time; used by MGPU_STUDENT_CALL.
+struct StudentCallRegistrar {
+  StudentCallRegistrar(const char* name, StudentCallFn fn);
+};
+
+/// The call registered under name, or nullptr.
+StudentCallFn find_student_call(const std::string& name);
+
+/// The host program's settings (case_main.cpp): the program that each rank of run_ranks, each
+/// student call and each plain case starts as, and what to do in that process before it starts
+/// (enter_folder("rank3"), "call" or "plain": its own working folder). Empty: they all run in
+/// this program.
+void set_rank_program(std::string path, std::function<void(const std::string& folder)> enter_folder);
+/// The program set_rank_program set ("" when none).
+const std::string& rank_program();
+/// Enters `folder` as set_rank_program says (nothing when none is set).
+void enter_folder(const std::string& folder);
 
 namespace detail {
 void run_ranks_json(mgpu::Cluster& cluster, const std::string& body,
                     const std::function<nlohmann::json(int rank)>& input_of);
-}
+nlohmann::json call_student_json(const std::string& name, const nlohmann::json& input);
+}  // namespace detail
 
 /// Runs the rank body registered as `body` on every rank of `cluster`; rank r gets input_of(r)
 /// (anything nlohmann::json can write: a struct with NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE) and
@@ -93,7 +111,30 @@ void run_ranks(mgpu::Cluster& cluster, const std::string& body, InputOf&& input_
   detail::run_ranks_json(cluster, body, [&](int rank) { return nlohmann::json(input_of(rank)); });
 }
 
+/// Calls the student call registered as `name` on `input` and returns its value as T: in a
+/// program of its own (the rank program) when this is a host program, in a forked process with
+/// untrusted_in_processes(), else here. Its exceptions come back as untrusted() rethrows them.
+template <class T, class Input>
+T call_student(const std::string& name, const Input& input) {
+  nlohmann::json value = detail::call_student_json(name, nlohmann::json(input));
+  try {
+    return value.get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw UnreadableResult("the value of student call '" + name +
+                           "' could not be read back: " + e.what());
+  }
+}
+
 }  // namespace mgpu::grade
+
+/// Defines a student call: `MGPU_STUDENT_CALL("11_5.gpipe", Shape) { return gpipe(in.p, in.m); }`,
+/// where `in` is the input read back as `Input` and the value returned is anything
+/// nlohmann::json can write.
+#define MGPU_STUDENT_CALL(name, Input)                                                            \
+  static nlohmann::json MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)(const Input&);                      \
+  static const ::mgpu::grade::StudentCallRegistrar MGPU_CASE_CAT(mgpu_call_reg_, __LINE__)(        \
+      name, [](const nlohmann::json& j) { return MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)(j.get<Input>()); }); \
+  static nlohmann::json MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)([[maybe_unused]] const Input & in)
 
 /// Defines a rank body: `MGPU_RANK_BODY("11_2.ring", RingInput) { ... rank, in ... }`, where
 /// `rank` is the mgpu::Rank and `in` the rank's input, read back as `Input`.

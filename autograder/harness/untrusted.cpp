@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -234,23 +235,32 @@ nlohmann::json detail::run_in_child(const std::function<nlohmann::json()>& body)
 }
 
 nlohmann::json detail::run_program(const std::vector<std::string>& argv,
-                                   const std::function<void()>& before_start) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
+                                   const std::function<void()>& before_start,
+                                   const std::string& input) {
+  int answer[2], given[2];
+  if (::pipe2(answer, O_CLOEXEC) != 0)
     throw std::system_error(errno, std::generic_category(), "mgpu: pipe for student code");
+  // A socket, not a pipe, for the input: a program that ends before reading it makes the write
+  // fail (MSG_NOSIGNAL) instead of raising SIGPIPE here.
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, given) != 0) {
+    ::close(answer[0]);
+    ::close(answer[1]);
+    throw std::system_error(errno, std::generic_category(), "mgpu: socket for student code");
+  }
   std::cout.flush();
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
+    for (int fd : {answer[0], answer[1], given[0], given[1]}) ::close(fd);
     throw std::system_error(errno, std::generic_category(), "mgpu: fork for student code");
   }
   if (pid == 0) {
-    // Nothing of this process but the answer pipe, at kAnswerFd, reaches the program.
+    // Nothing of this process but the answer pipe and the input reach the program.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::dup2(fds[1], kAnswerFd) < 0) std::_Exit(71);
-    ::close_range(kAnswerFd + 1, ~0U, 0);
+    const int out = ::fcntl(answer[1], F_DUPFD, 10), in = ::fcntl(given[1], F_DUPFD, 10);
+    if (out < 0 || in < 0 || ::dup2(out, kAnswerFd) < 0 || ::dup2(in, kInputFd) < 0)
+      std::_Exit(71);
+    ::close_range(kInputFd + 1, ~0U, 0);
     try {
       if (before_start) before_start();
     } catch (const std::exception& e) {
@@ -265,8 +275,29 @@ nlohmann::json detail::run_program(const std::vector<std::string>& argv,
     std::fprintf(stderr, "mgpu: could not start %s: %s\n", cargs[0], std::strerror(errno));
     std::_Exit(127);
   }
-  ::close(fds[1]);
-  return answer_of(fds[0], pid);
+  ::close(answer[1]);
+  ::close(given[1]);
+  for (std::size_t at = 0; at < input.size();) {
+    const ssize_t n = ::send(given[0], input.data() + at, input.size() - at, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the program has gone: its answer (or its end) tells
+    at += static_cast<std::size_t>(n);
+  }
+  ::close(given[0]);
+  return answer_of(answer[0], pid);
+}
+
+std::string detail::read_input() {
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(kInputFd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    bytes.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(kInputFd);
+  return bytes;
 }
 
 namespace {

@@ -58,12 +58,16 @@ void write_all(int fd, const std::string& s);
 /// signal; if it exited without an answer (exit() in student code), this process exits with the
 /// same code, writing no result: the grader sees what it would have seen without the fork.
 nlohmann::json run_in_child(const std::function<nlohmann::json()>& body);
-/// Where a program started by run_program writes its answer.
+/// Where a program started by run_program writes its answer, and reads its input.
 constexpr int kAnswerFd = 3;
+constexpr int kInputFd = 4;
 /// Runs the program argv (argv[0] its path; before_start first, in its process) with nothing of
-/// this process but the answer pipe at kAnswerFd, and returns its answer as run_in_child does.
+/// this process but the answer pipe at kAnswerFd and a socket at kInputFd that gives `input`, and
+/// returns its answer as run_in_child does.
 nlohmann::json run_program(const std::vector<std::string>& argv,
-                           const std::function<void()>& before_start);
+                           const std::function<void()>& before_start, const std::string& input = {});
+/// In such a program: everything at kInputFd.
+std::string read_input();
 /// Runs `body`, writes its answer (the value it returned, or what it threw) to out_fd and ends
 /// the process: the side of run_in_child's child, and of a program run_program started.
 [[noreturn]] void answer(int out_fd, const std::function<nlohmann::json()>& body);
