@@ -84,12 +84,14 @@ class Socket {
 // Waits until `fd` is readable (or writable) or the deadline passes; false on timeout.
 bool wait_fd(int fd, short events, Clock::time_point deadline) {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
     const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
     if (r > 0) return true;
-    if (r < 0 && errno != EINTR) throw std::runtime_error(std::string("job link: poll: ") + std::strerror(errno));
+    if (r < 0 && errno != EINTR)
+      throw std::runtime_error(std::string("job link: poll: ") + std::strerror(errno));
   }
 }
 
@@ -111,7 +113,8 @@ void send_frame(int fd, char type, const std::string& payload) {
 }
 
 // Reads exactly n bytes; false on end of stream; throws on timeout.
-bool recv_exact(int fd, char* p, std::size_t n, Clock::time_point deadline, const std::string& timeout_msg) {
+bool recv_exact(int fd, char* p, std::size_t n, Clock::time_point deadline,
+                const std::string& timeout_msg) {
   while (n > 0) {
     if (!wait_fd(fd, POLLIN, deadline)) throw std::runtime_error(timeout_msg);
     const ssize_t got = ::recv(fd, p, n, 0);
@@ -124,12 +127,14 @@ bool recv_exact(int fd, char* p, std::size_t n, Clock::time_point deadline, cons
 }
 
 // One frame, or type '\0' when the other side closed.
-std::pair<char, std::string> recv_frame(int fd, Clock::time_point deadline, const std::string& timeout_msg) {
+std::pair<char, std::string> recv_frame(int fd, Clock::time_point deadline,
+                                        const std::string& timeout_msg) {
   char head[5];
   if (!recv_exact(fd, head, 5, deadline, timeout_msg)) return {'\0', ""};
   std::uint32_t len = 0;
   for (int i = 1; i < 5; ++i) len = (len << 8) | static_cast<unsigned char>(head[i]);
-  if (len > (64u << 20)) throw std::runtime_error("job link: a frame of " + std::to_string(len) + " bytes");
+  if (len > (64u << 20))
+    throw std::runtime_error("job link: a frame of " + std::to_string(len) + " bytes");
   std::string payload(len, '\0');
   if (!recv_exact(fd, payload.data(), len, deadline, timeout_msg)) return {'\0', ""};
   return {head[0], payload};
@@ -137,7 +142,8 @@ std::pair<char, std::string> recv_frame(int fd, Clock::time_point deadline, cons
 
 class TcpLink final : public JobLink {
  public:
-  explicit TcpLink(const Launch& l) : l_(l), where_("tcp " + l.address + ":" + std::to_string(l.port)) {
+  explicit TcpLink(const Launch& l)
+      : l_(l), where_("tcp " + l.address + ":" + std::to_string(l.port)) {
     deadline_ = Clock::now() + std::chrono::seconds(l.timeout_s);
     if (l.rank == 0) {
       listen_and_accept();
@@ -152,13 +158,14 @@ class TcpLink final : public JobLink {
       send_frame(root_.fd(), 'D', mine);
       // Rank 0 answers within its own timeout, naming whoever is missing; a little longer here
       // so that its message, not a bare timeout, is what this rank reports.
-      const auto [type, payload] = recv_frame(root_.fd(), deadline + std::chrono::seconds(5),
-                                              "rank " + std::to_string(l_.rank) + " waited " +
-                                                  std::to_string(l_.timeout_s) + " s for rank 0 in " + what +
-                                                  " (" + where_ + ")");
+      const auto [type, payload] =
+          recv_frame(root_.fd(), deadline + std::chrono::seconds(5),
+                     "rank " + std::to_string(l_.rank) + " waited " + std::to_string(l_.timeout_s) +
+                         " s for rank 0 in " + what + " (" + where_ + ")");
       if (type == 'E') throw std::runtime_error(payload);
       if (type != 'D')
-        throw std::runtime_error("rank 0 left the job during " + what + " (" + where_ + "): see rank 0's error");
+        throw std::runtime_error("rank 0 left the job during " + what + " (" + where_ +
+                                 "): see rank 0's error");
       return unpack(payload);
     }
     std::vector<std::string> all(static_cast<std::size_t>(l_.world));
@@ -175,19 +182,24 @@ class TcpLink final : public JobLink {
           fds.push_back({peers_[static_cast<std::size_t>(r)].fd(), POLLIN, 0});
         }
         if (missing.empty()) break;
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         if (left <= 0) {
-          fail(rank_list(missing) + " did not reach " + what + " within " + std::to_string(l_.timeout_s) +
-               " s (the others did): look at " + (missing.size() == 1 ? "its" : "their") + " output");
+          fail(rank_list(missing) + " did not reach " + what + " within " +
+               std::to_string(l_.timeout_s) + " s (the others did): look at " +
+               (missing.size() == 1 ? "its" : "their") + " output");
         }
-        if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1000))) <= 0) continue;
+        if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 1000))) <= 0)
+          continue;
         for (std::size_t i = 0; i < fds.size(); ++i) {
           if (fds[i].revents == 0) continue;
           const int r = missing[i];
-          const auto [type, payload] = recv_frame(fds[i].fd, deadline, "rank 0: rank " + std::to_string(r) +
-                                                                           " sent half a message in " + what);
+          const auto [type, payload] =
+              recv_frame(fds[i].fd, deadline,
+                         "rank 0: rank " + std::to_string(r) + " sent half a message in " + what);
           if (type != 'D')
-            fail("rank " + std::to_string(r) + " left the job before " + what + " (its process ended or failed)");
+            fail("rank " + std::to_string(r) + " left the job before " + what +
+                 " (its process ended or failed)");
           all[static_cast<std::size_t>(r)] = payload;
           have[static_cast<std::size_t>(r)] = true;
         }
@@ -222,16 +234,19 @@ class TcpLink final : public JobLink {
 
   void listen_and_accept() {
     Socket ls(::socket(AF_INET, SOCK_STREAM, 0));
-    if (ls.fd() < 0) throw std::runtime_error(std::string("rank 0: socket: ") + std::strerror(errno));
+    if (ls.fd() < 0)
+      throw std::runtime_error(std::string("rank 0: socket: ") + std::strerror(errno));
     const int one = 1;
     ::setsockopt(ls.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     addr.sin_port = htons(static_cast<std::uint16_t>(l_.port));
-    if (::bind(ls.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(ls.fd(), 128) != 0) {
-      throw std::runtime_error("rank 0 cannot listen on port " + std::to_string(l_.port) + ": " + std::strerror(errno) +
-                               ": pick a free port (MGPU_RENDEZVOUS_PORT, or MASTER_PORT whose next port is used)");
+    if (::bind(ls.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(ls.fd(), 128) != 0) {
+      throw std::runtime_error(
+          "rank 0 cannot listen on port " + std::to_string(l_.port) + ": " + std::strerror(errno) +
+          ": pick a free port (MGPU_RENDEZVOUS_PORT, or MASTER_PORT whose next port is used)");
     }
     peers_.resize(static_cast<std::size_t>(l_.world));
     int joined = 1;
@@ -241,7 +256,8 @@ class TcpLink final : public JobLink {
         for (int r = 1; r < l_.world; ++r)
           if (peers_[static_cast<std::size_t>(r)].fd() < 0) missing.push_back(r);
         fail(rank_list(missing) + " of " + std::to_string(l_.world) + " did not join within " +
-             std::to_string(l_.timeout_s) + " s: is it running, with the same MASTER_ADDR and MASTER_PORT? "
+             std::to_string(l_.timeout_s) +
+             " s: is it running, with the same MASTER_ADDR and MASTER_PORT? "
              "(MGPU_INIT_TIMEOUT sets the wait)");
       }
       Socket s(::accept(ls.fd(), nullptr, nullptr));
@@ -260,13 +276,15 @@ class TcpLink final : public JobLink {
       in >> world >> rank;
       std::string refuse;
       if (key != l_.job_key) {
-        refuse = "rank " + std::to_string(rank) + " belongs to job " + key + ", not to " + l_.job_key +
-                 ": two jobs share " + where_ + "; give each its own MASTER_PORT";
+        refuse = "rank " + std::to_string(rank) + " belongs to job " + key + ", not to " +
+                 l_.job_key + ": two jobs share " + where_ + "; give each its own MASTER_PORT";
       } else if (world != l_.world) {
         refuse = "rank " + std::to_string(rank) + " says the world has " + std::to_string(world) +
-                 " ranks, rank 0 says " + std::to_string(l_.world) + ": start every rank with the same world size";
+                 " ranks, rank 0 says " + std::to_string(l_.world) +
+                 ": start every rank with the same world size";
       } else if (rank < 1 || rank >= l_.world || peers_[static_cast<std::size_t>(rank)].fd() >= 0) {
-        refuse = "rank " + std::to_string(rank) + " joined twice or is out of range: every process needs its own rank";
+        refuse = "rank " + std::to_string(rank) +
+                 " joined twice or is out of range: every process needs its own rank";
       }
       if (!refuse.empty()) {
         std::fprintf(stderr, "rank 0: refused a connection: %s\n", refuse.c_str());
@@ -286,10 +304,11 @@ class TcpLink final : public JobLink {
     hints.ai_family = AF_INET;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
-    const int rc = ::getaddrinfo(l_.address.c_str(), std::to_string(l_.port).c_str(), &hints, &found);
+    const int rc =
+        ::getaddrinfo(l_.address.c_str(), std::to_string(l_.port).c_str(), &hints, &found);
     if (rc != 0) {
-      throw std::runtime_error("rank " + std::to_string(l_.rank) + " cannot resolve MASTER_ADDR " + l_.address + ": " +
-                               ::gai_strerror(rc));
+      throw std::runtime_error("rank " + std::to_string(l_.rank) + " cannot resolve MASTER_ADDR " +
+                               l_.address + ": " + ::gai_strerror(rc));
     }
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(found, &::freeaddrinfo);
     // Rank 0 may start later than this rank: try again until the timeout.
@@ -299,15 +318,16 @@ class TcpLink final : public JobLink {
       if (::connect(s.fd(), found->ai_addr, found->ai_addrlen) == 0) {
         const int one = 1;
         ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        send_frame(s.fd(), 'H', l_.job_key + "\n" + std::to_string(l_.world) + " " + std::to_string(l_.rank));
+        send_frame(s.fd(), 'H',
+                   l_.job_key + "\n" + std::to_string(l_.world) + " " + std::to_string(l_.rank));
         root_ = std::move(s);
         return;
       }
       last = std::strerror(errno);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    throw std::runtime_error("rank " + std::to_string(l_.rank) + " could not reach rank 0 at " + where_ + " within " +
-                             std::to_string(l_.timeout_s) + " s (" + last +
+    throw std::runtime_error("rank " + std::to_string(l_.rank) + " could not reach rank 0 at " +
+                             where_ + " within " + std::to_string(l_.timeout_s) + " s (" + last +
                              "): is rank 0 running, and is MASTER_ADDR its host?");
   }
 
@@ -334,8 +354,9 @@ class FileLink final : public JobLink {
     std::error_code ec;
     fs::create_directories(l.dir, ec);
     if (!fs::is_directory(l.dir)) {
-      throw std::runtime_error("rank " + std::to_string(l.rank) + " cannot use the rendezvous folder " + l.dir +
-                               ": create it on a file system every node sees, or set MGPU_RENDEZVOUS_DIR");
+      throw std::runtime_error(
+          "rank " + std::to_string(l.rank) + " cannot use the rendezvous folder " + l.dir +
+          ": create it on a file system every node sees, or set MGPU_RENDEZVOUS_DIR");
     }
   }
   ~FileLink() override {
@@ -347,7 +368,8 @@ class FileLink final : public JobLink {
     // Wait briefly for every rank to have read the last round, then remove everything.
     const auto until = Clock::now() + std::chrono::seconds(std::min(l_.timeout_s, 10));
     for (int r = 1; r < l_.world; ++r)
-      while (!fresh(path("left", r)) && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      while (!fresh(path("left", r)) && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     for (const auto& e : fs::directory_iterator(l_.dir, ec))
       if (e.path().filename().string().rfind(prefix_, 0) == 0) fs::remove(e.path(), ec);
   }
@@ -371,10 +393,11 @@ class FileLink final : public JobLink {
       }
       if (missing.empty()) return all;
       if (Clock::now() > deadline) {
-        throw std::runtime_error("rank " + std::to_string(l_.rank) + ": " + rank_list(missing) + " of " +
-                                 std::to_string(l_.world) + " did not reach " + what + " within " +
-                                 std::to_string(l_.timeout_s) + " s (files " + path(round, -1) +
-                                 "<rank>, job " + l_.job_key + "): is it running, and does it see " + l_.dir +
+        throw std::runtime_error("rank " + std::to_string(l_.rank) + ": " + rank_list(missing) +
+                                 " of " + std::to_string(l_.world) + " did not reach " + what +
+                                 " within " + std::to_string(l_.timeout_s) + " s (files " +
+                                 path(round, -1) + "<rank>, job " + l_.job_key +
+                                 "): is it running, and does it see " + l_.dir +
                                  "? (MGPU_INIT_TIMEOUT sets the wait)");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -383,9 +406,12 @@ class FileLink final : public JobLink {
 
  private:
   std::string path(const std::string& round, int rank) const {
-    return (fs::path(l_.dir) / (prefix_ + round + "." + (rank >= 0 ? std::to_string(rank) : ""))).string();
+    return (fs::path(l_.dir) / (prefix_ + round + "." + (rank >= 0 ? std::to_string(rank) : "")))
+        .string();
   }
-  std::string header() const { return "mgpu-job " + l_.job_key + " " + std::to_string(l_.world) + "\n"; }
+  std::string header() const {
+    return "mgpu-job " + l_.job_key + " " + std::to_string(l_.world) + "\n";
+  }
 
   bool fresh(const std::string& p) const {
     std::error_code ec;
@@ -398,7 +424,8 @@ class FileLink final : public JobLink {
     {
       std::ofstream out(tmp, std::ios::binary);
       out << header() << body;
-      if (!out) throw std::runtime_error("rank " + std::to_string(l_.rank) + " cannot write " + tmp);
+      if (!out)
+        throw std::runtime_error("rank " + std::to_string(l_.rank) + " cannot write " + tmp);
     }
     fs::rename(tmp, p);
   }
@@ -408,7 +435,8 @@ class FileLink final : public JobLink {
     std::ifstream in(p, std::ios::binary);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const std::string h = header();
-    if (text.compare(0, h.size(), h) != 0) return std::nullopt;  // another job's, or a world that disagrees
+    if (text.compare(0, h.size(), h) != 0)
+      return std::nullopt;  // another job's, or a world that disagrees
     return text.substr(h.size());
   }
 
@@ -481,7 +509,8 @@ int agree_exit_status(int code) noexcept {
   for (std::size_t r = 0; r < all.size(); ++r) {
     const int c = std::atoi(all[r].c_str());
     worst = std::max(worst, c);
-    if (c != 0) failed += (failed.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " exit " + all[r]);
+    if (c != 0)
+      failed += (failed.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " exit " + all[r]);
   }
   if (process_rank() == 0 && !failed.empty())
     std::fprintf(stderr, "job: %s; every rank exits %d\n", failed.c_str(), worst);

@@ -26,7 +26,8 @@ std::optional<int> number(const EnvLookup& env, const char* name) {
     used = 0;
   }
   if (used != v->size())
-    throw std::invalid_argument(std::string(name) + "='" + *v + "' is not an integer: fix or unset it");
+    throw std::invalid_argument(std::string(name) + "='" + *v +
+                                "' is not an integer: fix or unset it");
   return n;
 }
 
@@ -76,7 +77,8 @@ std::string job_key(const EnvLookup& env, const Names& launcher) {
 Launch resolve_launch(const EnvLookup& env) {
   Launch l;
   if (auto t = number(env, "MGPU_INIT_TIMEOUT")) {
-    if (*t < 1) throw std::invalid_argument("MGPU_INIT_TIMEOUT=" + std::to_string(*t) + ": use seconds >= 1");
+    if (*t < 1)
+      throw std::invalid_argument("MGPU_INIT_TIMEOUT=" + std::to_string(*t) + ": use seconds >= 1");
     l.timeout_s = *t;
   }
   const Names* n = pick_launcher(env);
@@ -93,9 +95,11 @@ Launch resolve_launch(const EnvLookup& env) {
   }
   l.rank = *rank;
   if (n->local_world != nullptr) l.local_world = number(env, n->local_world).value_or(0);
-  l.local_rank = number(env, n->local_rank).value_or(l.local_world > 0 ? l.rank % l.local_world : l.rank);
+  l.local_rank =
+      number(env, n->local_rank).value_or(l.local_world > 0 ? l.rank % l.local_world : l.rank);
   if (l.local_rank < 0)
-    throw std::invalid_argument(std::string(n->local_rank) + "=" + std::to_string(l.local_rank) + " is negative");
+    throw std::invalid_argument(std::string(n->local_rank) + "=" + std::to_string(l.local_rank) +
+                                " is negative");
   l.job_key = job_key(env, *n);
   if (!l.multi_process()) return l;
 
@@ -109,11 +113,13 @@ Launch resolve_launch(const EnvLookup& env) {
     } else if (auto mp = number(env, "MASTER_PORT")) {
       l.port = *mp + 1;  // MASTER_PORT itself is torchrun's own store
     } else {
-      throw std::invalid_argument("MASTER_ADDR is set but MASTER_PORT is not: export a free port in MASTER_PORT "
-                                  "(the labs listen on MASTER_PORT + 1 on rank 0)");
+      throw std::invalid_argument(
+          "MASTER_ADDR is set but MASTER_PORT is not: export a free port in MASTER_PORT "
+          "(the labs listen on MASTER_PORT + 1 on rank 0)");
     }
     if (l.port < 1 || l.port > 65535)
-      throw std::invalid_argument("rendezvous port " + std::to_string(l.port) + " outside 1..65535: fix MASTER_PORT");
+      throw std::invalid_argument("rendezvous port " + std::to_string(l.port) +
+                                  " outside 1..65535: fix MASTER_PORT");
     if (l.job_key.empty()) l.job_key = *addr + ":" + std::to_string(l.port);
   } else if (auto id = text(env, "NCCL_COMM_ID")) {
     l.bootstrap = Bootstrap::nccl_env;
@@ -132,8 +138,9 @@ Launch resolve_launch(const EnvLookup& env) {
     } else if (auto home = text(env, "HOME")) {
       l.dir = *home + "/.cache/mgpu/rendezvous";
     } else {
-      throw std::invalid_argument("neither MGPU_RENDEZVOUS_DIR nor HOME is set: point MGPU_RENDEZVOUS_DIR at a "
-                                  "folder every node sees");
+      throw std::invalid_argument(
+          "neither MGPU_RENDEZVOUS_DIR nor HOME is set: point MGPU_RENDEZVOUS_DIR at a "
+          "folder every node sees");
     }
   }
   return l;
@@ -144,10 +151,9 @@ Launch launch_from_environment() {
 }
 
 std::string Launch::describe() const {
-  if (!multi_process())
-    return "launch: " + source + " (1 rank)";
-  std::string out = "launch: " + source + ", rank " + std::to_string(rank) + " of " + std::to_string(world) +
-                    ", local rank " + std::to_string(local_rank);
+  if (!multi_process()) return "launch: " + source + " (1 rank)";
+  std::string out = "launch: " + source + ", rank " + std::to_string(rank) + " of " +
+                    std::to_string(world) + ", local rank " + std::to_string(local_rank);
   if (local_world > 0) out += " of " + std::to_string(local_world);
   switch (bootstrap) {
     case Bootstrap::tcp:
@@ -167,14 +173,15 @@ std::string Launch::describe() const {
 }
 
 int local_device(const Launch& launch, int visible_devices) {
-  if (visible_devices < 1) throw std::invalid_argument("no CUDA device visible to rank " + std::to_string(launch.rank));
+  if (visible_devices < 1)
+    throw std::invalid_argument("no CUDA device visible to rank " + std::to_string(launch.rank));
   if (visible_devices == 1) return 0;
   if (launch.local_rank < visible_devices) return launch.local_rank;
-  throw std::invalid_argument("rank " + std::to_string(launch.rank) + " has local rank " +
-                              std::to_string(launch.local_rank) + " but this node shows only " +
-                              std::to_string(visible_devices) + " GPUs: start at most " +
-                              std::to_string(visible_devices) +
-                              " ranks per node, or give each rank its own GPU (srun --gpus-per-task=1)");
+  throw std::invalid_argument(
+      "rank " + std::to_string(launch.rank) + " has local rank " +
+      std::to_string(launch.local_rank) + " but this node shows only " +
+      std::to_string(visible_devices) + " GPUs: start at most " + std::to_string(visible_devices) +
+      " ranks per node, or give each rank its own GPU (srun --gpus-per-task=1)");
 }
 
 }  // namespace mgpu::gpu

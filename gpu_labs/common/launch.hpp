@@ -15,19 +15,19 @@ using EnvLookup = std::function<const char*(const char*)>;
 /// How the ranks of a multi-process job meet to share NCCL's unique id (and, at the end, their
 /// exit statuses).
 enum class Bootstrap {
-  none,       ///< one process: it makes the id itself
-  tcp,        ///< rank 0 listens on MASTER_ADDR, port MGPU_RENDEZVOUS_PORT or MASTER_PORT + 1
-  nccl_env,   ///< NCCL_COMM_ID=host:port: NCCL's own bootstrap, no id to share
-  file,       ///< a job-unique file in MGPU_RENDEZVOUS_DIR, removed by rank 0 at exit
+  none,      ///< one process: it makes the id itself
+  tcp,       ///< rank 0 listens on MASTER_ADDR, port MGPU_RENDEZVOUS_PORT or MASTER_PORT + 1
+  nccl_env,  ///< NCCL_COMM_ID=host:port: NCCL's own bootstrap, no id to share
+  file,      ///< a job-unique file in MGPU_RENDEZVOUS_DIR, removed by rank 0 at exit
 };
 
 /// What the launcher told this process.
 struct Launch {
   std::string source = "single process";  ///< "torchrun", "Slurm", "Open MPI", "MGPU_*" or this
-  int world = 1;        ///< ranks in the job
-  int rank = 0;         ///< this process's rank
-  int local_rank = 0;   ///< its index among the ranks of its node (picks the GPU)
-  int local_world = 0;  ///< ranks on this node, 0 when the launcher does not say
+  int world = 1;                          ///< ranks in the job
+  int rank = 0;                           ///< this process's rank
+  int local_rank = 0;                     ///< its index among the ranks of its node (picks the GPU)
+  int local_world = 0;                    ///< ranks on this node, 0 when the launcher does not say
   std::string job_key;  ///< unique to one run of the job ("" when the launcher names none)
   Bootstrap bootstrap = Bootstrap::none;
   std::string address;  ///< tcp: rank 0's host; nccl_env: NCCL_COMM_ID

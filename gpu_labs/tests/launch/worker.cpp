@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     } else if (opt == "--fail-rank") {
       fail_rank = std::atoi(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "gpu_launch_worker: unknown option %s (--visible N, --fail-rank R)\n", opt.c_str());
+      std::fprintf(stderr, "gpu_launch_worker: unknown option %s (--visible N, --fail-rank R)\n",
+                   opt.c_str());
       return 2;
     }
   }
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
     JobLink* link = join_job(launch);
     if (launch.multi_process() && link == nullptr) {
       // NCCL_COMM_ID: NCCL meets the ranks itself; there is nothing on the host to check.
-      std::printf("rank=%d world=%d device=%d check=skipped (no host link)\n", launch.rank, launch.world, device);
+      std::printf("rank=%d world=%d device=%d check=skipped (no host link)\n", launch.rank,
+                  launch.world, device);
       return 0;
     }
     if (link != nullptr) {
@@ -61,8 +63,8 @@ int main(int argc, char** argv) {
     if (launch.rank == fail_rank) sum += 1;  // a bug in this rank alone
     const long long want = static_cast<long long>(launch.world) * (launch.world + 1) / 2;
     const bool pass = sum == want;
-    std::printf("rank=%d world=%d device=%d id=%s sum=%lld want=%lld check=%s\n", launch.rank, launch.world, device,
-                id.c_str(), sum, want, pass ? "pass" : "fail");
+    std::printf("rank=%d world=%d device=%d id=%s sum=%lld want=%lld check=%s\n", launch.rank,
+                launch.world, device, id.c_str(), sum, want, pass ? "pass" : "fail");
     code = pass ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
