@@ -182,6 +182,9 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
         const float* result = op == "ring_all_reduce" ? in.data() : out.data();
         wrong.zero(s);
         c.check(result, wrong.data());
+        // Every copy to the host waits through the communicator first: a plain stream wait (or a
+        // copy into pageable memory, which is one) would hang on a dead peer instead of failing.
+        comm.synchronize();
         std::vector<double> sample;
         if (op == "ring_all_reduce") sample = sample_result(result, c.count, s);
         const int iters = bytes > (16u << 20) ? std::max(2, o.iters / 4) : o.iters;
@@ -189,16 +192,18 @@ std::vector<BwRow> run_sweep(DeviceComm& comm, const SweepOptions& o) {
             s, o.warmup, iters, [&] { c.call(in.data(), out.data()); }, [&] { comm.barrier(); },
             [&] { comm.synchronize(); });
         const auto us = static_cast<float>(ms * 1000.0);
+        comm.synchronize();
         const unsigned long long wrong_host = wrong.download(s)[0];
         // Average the time and add up #wrong over ranks with the communicator itself.
         const float local[2] = {us, static_cast<float>(wrong_host)};
         MGPU_CUDA_CHECK(
             cudaMemcpyAsync(stats.data(), local, sizeof local, cudaMemcpyHostToDevice, s));
         comm.all_reduce(stats.data(), stats.data(), 2, DType::f32);
+        comm.synchronize();
         float summed[2] = {0, 0};
         MGPU_CUDA_CHECK(
             cudaMemcpyAsync(summed, stats.data(), sizeof summed, cudaMemcpyDeviceToHost, s));
-        comm.synchronize();
+        MGPU_CUDA_CHECK(cudaStreamSynchronize(s));
         rows.push_back(make_row(op, c.bytes, c.count, DType::f32,
                                 summed[0] / static_cast<float>(comm.size()),
                                 static_cast<unsigned long long>(summed[1]), comm.size()));

@@ -20,9 +20,10 @@ void abort_emulated_hub(EmulatedHub& hub);
 std::unique_ptr<DeviceComm> make_emulated_comm(std::shared_ptr<EmulatedHub> hub, int rank);
 
 /// Rank `rank` of `ranks` over NCCL on `device` (call on the rank's thread; blocks until all ranks
-/// have joined). `aborted` is shared by this process's ranks: set, it makes waits throw and the
-/// communicator abort.
+/// have joined, at most `init_timeout_s` seconds, then aborts). `aborted` is shared by this
+/// process's ranks: set, it makes waits throw and the communicator abort.
 std::unique_ptr<DeviceComm> make_nccl_comm(const ncclUniqueId& id, int ranks, int rank, int device,
-                                           std::shared_ptr<std::atomic<bool>> aborted);
+                                           std::shared_ptr<std::atomic<bool>> aborted,
+                                           int init_timeout_s);
 
 }  // namespace mgpu::gpu::detail

@@ -5,12 +5,12 @@
 
 #include <mgpu/not_implemented.hpp>
 
-#include <chrono>
+#include "common/job_link.hpp"
+
+#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <optional>
-#include <thread>
+#include <cstring>
+#include <string>
 #include <vector>
 
 namespace mgpu::gpu {
@@ -82,48 +82,25 @@ int DeviceCluster::device_count() {
 
 namespace {
 
-std::optional<int> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  try {
-    return std::stoi(v);
-  } catch (const std::exception&) {
-    throw std::invalid_argument(std::string(name) + "='" + v + "' is not an integer");
-  }
-}
-
-// Rank 0 writes the id to a temporary file and renames it, so a reader never sees half an id.
-ncclUniqueId exchange_id_through_file(int rank) {
-  const char* path = std::getenv("MGPU_NCCL_ID_FILE");
-  if (path == nullptr || *path == '\0') {
-    throw std::invalid_argument(
-        "MGPU_WORLD_SIZE is set but MGPU_NCCL_ID_FILE is not: point it at a "
-        "path on a file system every node sees (rank 0 writes the NCCL id there)");
-  }
+// NCCL's unique id, made on rank 0 and handed to every rank over the job's host link; with
+// NCCL_COMM_ID every rank makes the same id from that address itself.
+ncclUniqueId job_nccl_id(const Launch& launch) {
   ncclUniqueId id{};
-  if (rank == 0) {
+  JobLink* link = join_job(launch);
+  if (link == nullptr) {
     MGPU_NCCL_CHECK(ncclGetUniqueId(&id));
-    const std::string tmp = std::string(path) + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(id.internal, sizeof id.internal);
-      if (!out) throw std::runtime_error(std::string("cannot write the NCCL id to ") + tmp);
-    }
-    std::filesystem::rename(tmp, path);
     return id;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!std::filesystem::exists(path)) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error(std::string("rank ") + std::to_string(rank) +
-                               " waited 120 s for rank 0 to write " + path +
-                               ": is rank 0 running, and is the path shared between nodes?");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::ifstream in(path, std::ios::binary);
-  in.read(id.internal, sizeof id.internal);
-  if (!in) throw std::runtime_error(std::string("cannot read a whole NCCL id from ") + path);
+  const std::string bytes = share_from_rank0(*link, launch.rank, [] {
+    ncclUniqueId made{};
+    MGPU_NCCL_CHECK(ncclGetUniqueId(&made));
+    return std::string(made.internal, sizeof made.internal);
+  });
+  if (bytes.size() != sizeof id.internal)
+    throw std::runtime_error("rank " + std::to_string(launch.rank) + " got " +
+                             std::to_string(bytes.size()) + " bytes of NCCL id from rank 0, not " +
+                             std::to_string(sizeof id.internal));
+  std::memcpy(id.internal, bytes.data(), sizeof id.internal);
   return id;
 }
 
@@ -141,22 +118,18 @@ DeviceCluster::DeviceCluster(ClusterOptions options) : backend_(options.backend)
   const int devices = query.count;
   // Emulation is always local to this process, so the launcher's variables do not apply to it
   // (a lab's one-GPU reference or baseline may run beside a multi-process job).
-  const std::optional<int> world =
-      backend_ == Backend::emulated ? std::nullopt : env_int("MGPU_WORLD_SIZE");
-  if (world) {
-    const std::optional<int> rank = env_int("MGPU_RANK");
-    if (!rank || *rank < 0 || *rank >= *world) {
-      throw std::invalid_argument("MGPU_WORLD_SIZE=" + std::to_string(*world) +
-                                  " needs MGPU_RANK in [0, " + std::to_string(*world) + ")");
-    }
-    if (options.ranks != 0 && options.ranks != *world) {
+  if (backend_ != Backend::emulated) launch_ = launch_from_environment();
+  if (launch_.multi_process()) {
+    if (options.ranks != 0 && options.ranks != launch_.world) {
       throw std::invalid_argument("--ranks " + std::to_string(options.ranks) +
-                                  " disagrees with MGPU_WORLD_SIZE=" + std::to_string(*world) +
-                                  ": drop one of them");
+                                  " disagrees with the " + launch_.source + " world of " +
+                                  std::to_string(launch_.world) + " ranks: drop --ranks");
     }
+    // Every rank says how it was started, so that a job of N single-rank jobs shows at once.
+    std::fprintf(stderr, "%s\n", launch_.describe().c_str());
     backend_ = Backend::nccl;
-    ranks_ = *world;
-    first_rank_ = *rank;
+    ranks_ = launch_.world;
+    first_rank_ = launch_.rank;
     local_ranks_ = 1;
     return;
   }
@@ -186,10 +159,9 @@ void DeviceCluster::run(const std::function<void(DeviceComm&)>& body) {
   } else if (local_ranks_ == ranks_) {
     MGPU_NCCL_CHECK(ncclGetUniqueId(&id));
   } else {
-    id = exchange_id_through_file(first_rank_);
+    id = job_nccl_id(launch_);
   }
   const int devices = device_count();
-  const std::optional<int> local_rank = env_int("MGPU_LOCAL_RANK");
   // This process's ranks meet here before creating their communicators: a rank that fails to
   // start (a bad device, no memory) aborts it, instead of leaving the others inside NCCL's init
   // waiting for a rank that never comes.
@@ -202,11 +174,11 @@ void DeviceCluster::run(const std::function<void(DeviceComm&)>& body) {
         if (backend_ == Backend::emulated) {
           comm = detail::make_emulated_comm(hub, rank);
         } else {
-          const int device = local_ranks_ == ranks_ ? rank : local_rank.value_or(rank % devices);
+          const int device = local_ranks_ == ranks_ ? rank : local_device(launch_, devices);
           nccl_rank_thread = true;  // see device_buffer.hpp: no device-wide waits while unwinding
           MGPU_CUDA_CHECK(cudaSetDevice(device));
           started.wait();
-          comm = detail::make_nccl_comm(id, ranks_, rank, device, aborted);
+          comm = detail::make_nccl_comm(id, ranks_, rank, device, aborted, launch_.timeout_s);
         }
         body(*comm);
         comm->synchronize(nullptr);

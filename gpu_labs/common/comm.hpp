@@ -5,6 +5,7 @@
 
 #include "common/check.hpp"
 #include "common/dtype.hpp"
+#include "common/launch.hpp"
 
 #include <mgpu/memory.hpp>
 
@@ -94,7 +95,7 @@ inline constexpr int kMaxEmulatedRanks = 16;
 
 /// How to start a DeviceCluster.
 struct ClusterOptions {
-  int ranks = 0;  ///< number of ranks; 0: one per visible GPU (or MGPU_WORLD_SIZE)
+  int ranks = 0;  ///< number of ranks; 0: one per visible GPU (or the launcher's world size)
   Backend backend = Backend::automatic;  ///< see Backend; env MGPU_BACKEND overrides automatic
 };
 
@@ -102,11 +103,10 @@ struct ClusterOptions {
 /// c){...}).
 ///
 /// One process, several GPUs: one thread per rank, cudaSetDevice(rank), NCCL communicators made
-/// with ncclCommInitRank from one shared ncclUniqueId. Several nodes: one process per GPU, with
-/// MGPU_RANK, MGPU_WORLD_SIZE and MGPU_NCCL_ID_FILE set by the launcher (rank 0 writes the id
-/// there, the others read it; MGPU_LOCAL_RANK picks the GPU, default MGPU_RANK % GPUs); run()
-/// then runs this process's rank only. Emulation: every rank on device 0 of this process, and
-/// the launcher variables are ignored.
+/// with ncclCommInitRank from one shared ncclUniqueId. Several processes (torchrun, srun, mpirun;
+/// see launch.hpp): one rank per process, the id shared over the job's link (job_link.hpp), the
+/// GPU from the local rank (local_device); run() then runs this process's rank only. Emulation:
+/// every rank on device 0 of this process, and the launcher's variables are ignored.
 class DeviceCluster {
  public:
   /// Resolves the backend and rank count; throws with the fix if they cannot work here.
@@ -121,6 +121,10 @@ class DeviceCluster {
   Backend backend() const { return backend_; }
   /// Whether this process drives rank 0 (the one that prints).
   bool prints() const { return first_rank_ == 0; }
+  /// The first rank this process drives (its only one when launched one process per GPU).
+  int first_rank() const { return first_rank_; }
+  /// How this process was launched (one process when the launcher's variables are absent).
+  const Launch& launch() const { return launch_; }
   /// False under emulation: all ranks share one GPU, so times say nothing about real scaling.
   bool timing_representative() const { return backend_ != Backend::emulated; }
   /// Visible CUDA devices (0 when there is no driver or no device; query_devices() says which).
@@ -134,6 +138,7 @@ class DeviceCluster {
   int first_rank_ = 0;
   int local_ranks_ = 0;
   Backend backend_ = Backend::automatic;
+  Launch launch_;
 };
 
 }  // namespace mgpu::gpu

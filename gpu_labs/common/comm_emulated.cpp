@@ -77,7 +77,7 @@ class EmulatedComm final : public DeviceComm {
   }
   ~EmulatedComm() override {
     cudaStreamSynchronize(stream_);
-    staging_.reset();
+    staging_.clear();
     for (int p = 0; p < 2; ++p) {
       cudaEventDestroy(ready_[p]);
       cudaEventDestroy(done_[p]);
@@ -171,16 +171,21 @@ class EmulatedComm final : public DeviceComm {
     }
   }
 
+  // One staging buffer per stream. A collective's staged copy is ordered after the previous
+  // collective on the same stream (which ends waiting until every rank has read it), but not after
+  // one on another stream: a reduce-scatter on a side stream would otherwise have its input
+  // overwritten by an all-gather staged on the main stream while other ranks still read it.
   const void* stage(const void* src, std::size_t bytes, cudaStream_t s) {
-    if (staging_.bytes() < bytes) {
-      // Everything that might still read the old staging buffer is ordered before this point
-      // on our streams (each collective ends waiting on every rank's done event).
+    DeviceBuffer<unsigned char>& staging = staging_[s];
+    if (staging.bytes() < bytes) {
+      // Everything that might still read the old buffer is ordered before this point on our
+      // streams (each collective ends waiting on every rank's done event).
       MGPU_CUDA_CHECK(cudaDeviceSynchronize());
-      staging_ = DeviceBuffer<unsigned char>(ledger_, Category::comm, bytes,
-                                             "emulated collective staging");
+      staging = DeviceBuffer<unsigned char>(ledger_, Category::comm, bytes,
+                                            "emulated collective staging");
     }
-    MGPU_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), src, bytes, cudaMemcpyDeviceToDevice, s));
-    return staging_.data();
+    MGPU_CUDA_CHECK(cudaMemcpyAsync(staging.data(), src, bytes, cudaMemcpyDeviceToDevice, s));
+    return staging.data();
   }
 
   std::vector<const void*> pointers(const std::vector<Post>& posts, std::size_t byte_offset) const {
@@ -282,7 +287,7 @@ class EmulatedComm final : public DeviceComm {
   cudaEvent_t ready_[2] = {nullptr, nullptr};
   cudaEvent_t done_[2] = {nullptr, nullptr};
   unsigned long long generation_ = 0;
-  DeviceBuffer<unsigned char> staging_;
+  std::map<cudaStream_t, DeviceBuffer<unsigned char>> staging_;
   int group_depth_ = 0;
   std::vector<Pending> pending_;
 };

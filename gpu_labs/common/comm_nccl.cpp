@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <string>
 
 namespace mgpu::gpu::detail {
@@ -26,7 +27,7 @@ bool nonblocking_comm() {
 class NcclComm final : public DeviceComm {
  public:
   NcclComm(const ncclUniqueId& id, int ranks, int rank, int device,
-           std::shared_ptr<std::atomic<bool>> aborted)
+           std::shared_ptr<std::atomic<bool>> aborted, int init_timeout_s)
       : rank_(rank), size_(ranks), device_(device), aborted_(std::move(aborted)), ledger_(rank) {
     MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     try {
@@ -34,7 +35,19 @@ class NcclComm final : public DeviceComm {
       config.blocking = nonblocking_ ? 0 : 1;
       const ncclResult_t started = ncclCommInitRankConfig(&comm_, ranks, id, rank, &config);
       if (comm_ == nullptr && started != ncclSuccess) throw_nccl(started, "ncclCommInitRankConfig");
-      settle(started, "ncclCommInitRankConfig");
+      // Every rank came to the rendezvous, but one may still never reach NCCL's init (it failed
+      // in between, or its network is blocked): give up after the launch's timeout.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(init_timeout_s);
+      settle(started, "ncclCommInitRankConfig", [&] {
+        if (std::chrono::steady_clock::now() < give_up) return;
+        throw std::runtime_error("NCCL init of rank " + std::to_string(rank) + " of " +
+                                 std::to_string(ranks) + " (device " + std::to_string(device) +
+                                 ") did not finish within " + std::to_string(init_timeout_s) +
+                                 " s; the communicator is aborted. A rank failed before its init "
+                                 "(see its output), or the "
+                                 "nodes cannot reach each other (NCCL_DEBUG=WARN, "
+                                 "NCCL_SOCKET_IFNAME; MGPU_INIT_TIMEOUT sets the wait)");
+      });
       scratch_ = DeviceBuffer<float>(ledger_, Category::comm, 1, "barrier scratch");
       scratch_.zero(stream_);
       // Every rank's communicator answers before any lab code runs: a rank whose init failed
@@ -145,11 +158,13 @@ class NcclComm final : public DeviceComm {
 
   // A non-blocking communicator may answer ncclInProgress; the next call on it must wait until
   // NCCL is done with this one. Errors, here or reported asynchronously, throw.
-  void settle(ncclResult_t result, const char* what) {
+  // `check_time`, when given, is called while waiting and throws to give up.
+  void settle(ncclResult_t result, const char* what, const std::function<void()>& check_time = {}) {
     if (result != ncclSuccess && result != ncclInProgress) throw_nccl(result, what);
     if (result == ncclSuccess) return;
     wait_until(
         [&] {
+          if (check_time) check_time();
           ncclResult_t state = ncclSuccess;
           MGPU_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
           if (state == ncclInProgress) return false;
@@ -197,8 +212,9 @@ class NcclComm final : public DeviceComm {
 }  // namespace
 
 std::unique_ptr<DeviceComm> make_nccl_comm(const ncclUniqueId& id, int ranks, int rank, int device,
-                                           std::shared_ptr<std::atomic<bool>> aborted) {
-  return std::make_unique<NcclComm>(id, ranks, rank, device, std::move(aborted));
+                                           std::shared_ptr<std::atomic<bool>> aborted,
+                                           int init_timeout_s) {
+  return std::make_unique<NcclComm>(id, ranks, rank, device, std::move(aborted), init_timeout_s);
 }
 
 }  // namespace mgpu::gpu::detail

@@ -1,6 +1,7 @@
 // The wrapper, options and report lines every lab main uses; see lab_main.hpp.
 #include "common/lab_main.hpp"
 
+#include "common/job_link.hpp"
 #include "common/timer.hpp"
 
 #include <mgpu/not_implemented.hpp>
@@ -53,8 +54,9 @@ void write_result(int fd, const nlohmann::json& doc) {
 }
 
 // A graded run exits 0 once its result is written: the verdict is the grader's, and any other
-// status tells it that something went wrong after the result.
-int graded_exit(int result_fd, int code) { return result_fd >= 0 ? 0 : code; }
+// status tells it that something went wrong after the result. One rank of a multi-process job
+// exits with the job's worst status, so that rank 0's report never hides another rank's failure.
+int graded_exit(int result_fd, int code) { return result_fd >= 0 ? 0 : agree_exit_status(code); }
 
 }  // namespace
 

@@ -84,6 +84,43 @@ MGPU_DEVICE_TEST_CASE(
   }
 }
 
+// ZeRO-3 puts the gradients' reduce-scatter on a side stream while the main stream goes on with
+// the next all-reduce: the two collectives are in flight together, and neither may see the
+// other's staged input. Large buffers and several rounds, so that an overlap is all but certain.
+MGPU_DEVICE_TEST_CASE(
+    "emulated collectives on a side stream and the main stream at once stay exact") {
+  MGPU_REQUIRE_DEVICE();
+  const int n = 4;
+  const std::size_t block = std::size_t{1} << 18, full = block * std::size_t{4},
+                    other = std::size_t{1} << 20;
+  const float total = static_cast<float>(n * (n + 1) / 2);
+  const int bad = wrong_on_emulated(n, [&](DeviceComm& c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    MemoryLedger& led = c.ledger();
+    cudaStream_t side = nullptr;
+    MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    DeviceBuffer<float> grads(led, Category::comm, full), shard(led, Category::comm, block);
+    DeviceBuffer<float> w(led, Category::comm, other);
+    int wrong = 0;
+    for (int round = 0; round < 4; ++round) {
+      grads.upload(host_pattern(full, static_cast<float>(r + 1), 0), side);
+      w.upload(host_pattern(other, static_cast<float>(2 * (r + 1)), 3), c.stream());
+      c.reduce_scatter(grads.data(), shard.data(), block, DType::f32, side);
+      c.all_reduce(w.data(), w.data(), other, DType::f32);  // staged while the side one reads
+      c.synchronize(side);
+      c.synchronize();
+      const std::vector<float> rs = shard.download(side), ar = w.download(c.stream());
+      for (std::size_t i = 0; i < block; ++i)
+        wrong += rs[i] != total * static_cast<float>((r * block + i) % 7 + 1);
+      for (std::size_t i = 0; i < other; ++i)
+        wrong += ar[i] != 2 * total * static_cast<float>((i + 3) % 7 + 1);
+    }
+    MGPU_CUDA_CHECK(cudaStreamDestroy(side));
+    return wrong;
+  });
+  CHECK(bad == 0);
+}
+
 MGPU_DEVICE_TEST_CASE(
     "ring all-reduce equals the exact sum for any length, also shorter than the ring") {
   MGPU_REQUIRE_DEVICE();
