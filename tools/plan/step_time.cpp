@@ -319,7 +319,10 @@ DataParallel data_parallel(const Step& x, std::size_t i) {
   DataParallel out;
   const double n = x.gradient_group, m = x.m;
   if (n == 1) return out;
-  const bool across = l.tp * l.cp * l.pp * l.dp > x.hw.gpus_per_server;
+  // With one replica the ranks holding the same weights are the stage's cp group, on NVLink when
+  // it fits in a server; across replicas they span the whole layout.
+  const bool across =
+      l.dp == 1 ? !cp_inside_server(l, x.hw) : l.tp * l.cp * l.pp * l.dp > x.hw.gpus_per_server;
   const double P = x.stage_params[i], f = ring_factor(n);
   const double grads = f * P * l.grad_bytes, weights = f * P * l.weight_bytes;
   const double layers = static_cast<double>(std::max<std::int64_t>(1, x.stages[i]));

@@ -163,6 +163,12 @@ TEST_CASE(
     CHECK(s.cp_bytes == doctest::Approx(s.analytic.cp_bytes).epsilon(1e-6));
     CHECK(s.analytic.dp_bytes > 0);
     CHECK(s.dp_bytes == doctest::Approx(s.analytic.dp_bytes).epsilon(1e-6));
+    // Where the data-parallel collectives come after the schedule (ZeRO 0 and 1) the two
+    // timelines also agree on real links, on the same links: with dp 1 the gradient group is the
+    // cp group, inside a server. ZeRO 2 and 3's collectives inside each micro-batch also stretch
+    // the fill and drain and share the network lane with the sends, which the model does not
+    // charge.
+    if (l.zero_stage < 2) CHECK(s.seconds == doctest::Approx(s.analytic.seconds).epsilon(0.03));
     MESSAGE(
         fmt::format("{}: free {:+.2e}, real links {:+.2f}% (simulated {:.4f} s, analytic {:.4f} s)",
                     c.name, f.seconds / f.analytic.seconds - 1,
