@@ -18,7 +18,8 @@ void add_step_flags(CLI::App& app, StepFlags& f) {
   g->add_flag("--dp-overlap", f.dp_overlap,
               "data-parallel collectives overlap the compute (ZeRO-3: layer by layer)");
   g->add_flag("--simulate", f.simulate,
-              "also run the step on the simulated cluster, one rank thread per stage and replica");
+              "also run the step on the simulated cluster, one rank thread per cp rank, stage "
+              "and replica");
   g->add_option("--trace", f.trace, "with --simulate: write the step's Chrome trace to FILE")
       ->type_name("FILE");
 }

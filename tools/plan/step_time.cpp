@@ -46,6 +46,8 @@ struct LayerTime {
   double forward_compute = 0, forward_comm = 0, forward_ring = 0;
   double backward_compute = 0, backward_comm = 0, backward_ring = 0;  // recompute included
   double ring_bytes = 0;  // bytes this GPU sends round the cp ring for the layer, both passes
+  // The ring's steps of each pass, which the three ring fields above sum and the simulation runs.
+  std::vector<RingStep> ring_forward_steps, ring_backward_steps;
 };
 
 // Whether the cp group (tp x cp consecutive GPUs) stays inside a server.
@@ -141,14 +143,22 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
   // recompute reruns the forward's ring.
   if (l.cp > 1) {
     const double kv_bytes = 2 * tokens * (kv * dh / t) * kBf16;
+    const RingStep forward{kv_bytes, core / c}, backward{2 * kv_bytes, 2 * core / c};
+    out.ring_forward_steps.assign(static_cast<std::size_t>(l.cp - 1), forward);
+    if (l.recompute == Recompute::full) out.ring_backward_steps = out.ring_forward_steps;
+    out.ring_backward_steps.insert(out.ring_backward_steps.end(),
+                                   static_cast<std::size_t>(l.cp - 1), backward);
     const bool inside = cp_inside_server(l, hw);
-    const double block = core / c;
-    out.forward_ring = (c - 1) * std::max(0.0, link_seconds(kv_bytes, !inside, hw) - block);
-    out.backward_ring =
-        (c - 1) * std::max(0.0, link_seconds(2 * kv_bytes, !inside, hw) - 2 * block);
-    const double forwards = l.recompute == Recompute::full ? 2 : 1;
-    if (l.recompute == Recompute::full) out.backward_ring += out.forward_ring;
-    out.ring_bytes = (c - 1) * kv_bytes * (forwards + 2);
+    const auto exposed = [&](const std::vector<RingStep>& steps) {
+      double seconds = 0;
+      for (const RingStep& step : steps)
+        seconds += std::max(0.0, link_seconds(step.bytes, !inside, hw) - step.block_seconds);
+      return seconds;
+    };
+    out.forward_ring = exposed(out.ring_forward_steps);
+    out.backward_ring = exposed(out.ring_backward_steps);
+    for (const auto* steps : {&out.ring_forward_steps, &out.ring_backward_steps})
+      for (const RingStep& step : *steps) out.ring_bytes += step.bytes;
   }
   return out;
 }
@@ -309,7 +319,10 @@ DataParallel data_parallel(const Step& x, std::size_t i) {
   DataParallel out;
   const double n = x.gradient_group, m = x.m;
   if (n == 1) return out;
-  const bool across = l.tp * l.cp * l.pp * l.dp > x.hw.gpus_per_server;
+  // With one replica the ranks holding the same weights are the stage's cp group, on NVLink when
+  // it fits in a server; across replicas they span the whole layout.
+  const bool across =
+      l.dp == 1 ? !cp_inside_server(l, x.hw) : l.tp * l.cp * l.pp * l.dp > x.hw.gpus_per_server;
   const double P = x.stage_params[i], f = ring_factor(n);
   const double grads = f * P * l.grad_bytes, weights = f * P * l.weight_bytes;
   const double layers = static_cast<double>(std::max<std::int64_t>(1, x.stages[i]));
@@ -364,8 +377,10 @@ void add_stages(StepTime& st, const Step& x) {
     sg.layers = x.stages[i];
     sg.layer_forward = x.lt.forward_compute;
     sg.layer_backward = x.lt.backward_compute;
-    sg.layer_forward_tp = x.lt.forward_comm + x.lt.forward_ring;
-    sg.layer_backward_tp = x.lt.backward_comm + x.lt.backward_ring;
+    sg.layer_forward_tp = x.lt.forward_comm;
+    sg.layer_backward_tp = x.lt.backward_comm;
+    sg.ring_forward = x.lt.ring_forward_steps;
+    sg.ring_backward = x.lt.ring_backward_steps;
     if (i + 1 == p) {
       sg.logits_forward = x.logits_forward;
       sg.logits_backward = x.logits - x.logits_forward;

@@ -52,6 +52,14 @@ struct RunLayout {
   double weight_bytes = 2;  ///< bytes per weight element ZeRO all-gathers
 };
 
+/// One step of ring attention's exchange (11.7) on one GPU of the cp group: it sends `bytes` to
+/// the next rank of the ring while it computes `block_seconds` of its attention core, the block
+/// whose keys and values it already holds, so only what the send takes beyond that is waited for.
+struct RingStep {
+  double bytes = 0;          ///< keys and values (backward: with their two gradients), bf16
+  double block_seconds = 0;  ///< attention compute that hides the send
+};
+
 /// One pipeline stage as one of its GPUs sees it, per micro-batch: what a simulation of the
 /// schedule (plan/simulate.hpp) runs. The forward and backward of the stage's layers, the
 /// logits' on the last stage; `*_tp` is the exposed tensor-parallel part of each.
@@ -59,12 +67,16 @@ struct StageTime {
   std::int64_t layers = 0;       ///< transformer layers on the stage
   double layer_forward = 0;      ///< one layer's forward compute (no tp collectives)
   double layer_backward = 0;     ///< one layer's backward compute, recompute included
-  double layer_forward_tp = 0;   ///< one layer's forward exposed tp (and cp ring) time
-  double layer_backward_tp = 0;  ///< one layer's backward exposed tp (and cp ring) time
+  double layer_forward_tp = 0;   ///< one layer's forward exposed tp time
+  double layer_backward_tp = 0;  ///< one layer's backward exposed tp time
   double logits_forward = 0;     ///< the logits and loss forward (last stage only, else 0)
   double logits_backward = 0;    ///< their backward
   double params = 0;             ///< parameters on one GPU of the stage
   double optimizer = 0;          ///< seconds of the optimizer step on that GPU
+  /// Ring attention's steps in one layer's forward and backward, in order (none without cp):
+  /// their blocks are part of layer_forward and layer_backward above, and the step model charges
+  /// each step's send beyond its block as exposed cp time.
+  std::vector<RingStep> ring_forward, ring_backward;
 };
 
 /// One step, in seconds, by where the time goes; the parts add up to `seconds`.

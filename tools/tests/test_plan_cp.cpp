@@ -114,18 +114,15 @@ TEST_CASE("mgpu plan --cp: refusals name the fix, and text, JSON and SVG show th
                             "not divisible by 2 x --cp = 6");
   tools_test::check_refused(run_plan_cli, kExitUsage,
                             {"--params", "70e9", "--gpus", "8", "--cp", "0"}, "--cp 2");
-  // The step-time model prices ring attention too; only the simulation leaves it out, and says
-  // so rather than ignore --cp.
-  const auto priced = run_cli(run_plan_cli, args({"--params", "70e9", "--gpus", "64", "--tp", "8",
-                                                  "--cp", "4", "--zero", "1", "--recompute", "full",
-                                                  "--hardware", "a100-80gb", "--vocab", "51200"}));
+  // The step-time model prices ring attention too, and the simulation runs it: one rank thread
+  // per cp rank and replica.
+  const auto priced = run_cli(
+      run_plan_cli,
+      args({"--params", "70e9", "--gpus", "64", "--tp", "8", "--cp", "4", "--zero", "1",
+            "--recompute", "full", "--hardware", "a100-80gb", "--vocab", "51200", "--simulate"}));
   REQUIRE(priced.status == kExitOk);
   CHECK(priced.out.find("exposed cp") != std::string::npos);
-  tools_test::check_refused(
-      run_plan_cli, kExitUsage,
-      args({"--params", "70e9", "--gpus", "64", "--tp", "8", "--cp", "4", "--zero", "1",
-            "--recompute", "full", "--hardware", "a100-80gb", "--vocab", "51200", "--simulate"}),
-      "drop --simulate to see the model's step with --cp");
+  CHECK(priced.out.find("simulated cluster (8 rank threads") != std::string::npos);
 
   const auto text =
       run_cli(run_plan_cli, args({"--params", "70e9", "--gpus", "64", "--tp", "8", "--cp", "4",
