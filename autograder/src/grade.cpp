@@ -92,7 +92,7 @@ GradeOptions GradeOptions::for_student(const std::string& student_id) const {
 }
 
 CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
-                 bool drop_privileges, bool untrusted_code) {
+                 bool drop_privileges, bool untrusted_code, const fs::path& host) {
   RunSpec rs;
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--result-fd", "3"};
@@ -107,6 +107,13 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
     // The run holds a socket per rank process: 64 ranks, 11.7's largest drawn grid, need more
     // descriptors than a case's usual 64.
     rs.open_files = kRankProcessOpenFiles;
+    // The books are kept, and the case judged, in a program with no chapter code; the student's
+    // runs as each rank, given only that rank's input.
+    if (!host.empty()) {
+      rs.exe = host;
+      rs.companion = exe;
+      rs.args.insert(rs.args.end(), {"--rank-program", kCompanionArg});
+    }
   }
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;
@@ -326,6 +333,13 @@ Reference::Reference(const Project& project, const Rubric& rubric, const GradeOp
 
 namespace {
 
+/// The built host program of `chapter` in `tree`, or empty where it has none.
+fs::path host_program(const fs::path& tree, const std::string& chapter) {
+  const fs::path host = tree / "bin" / host_target(chapter);
+  std::error_code ec;
+  return fs::exists(host, ec) ? host : fs::path{};
+}
+
 /// Builds the reference's case programs of `chapters` in `tree` (configured first when it holds
 /// private cases); a chapter that fails gets its first error in build_errors.
 void build_reference(const std::vector<const ChapterSpec*>& chapters, const fs::path& tree,
@@ -343,6 +357,8 @@ void build_reference(const std::vector<const ChapterSpec*>& chapters, const fs::
     Progress p(fmt::format("building the reference's case program for {} ({} of {})", c->name,
                            i + 1, chapters.size()));
     TargetBuild b = build_target(tree, case_target(c->name), opts.jobs, project);
+    if (b.ok && has_program_target(tree, host_target(c->name)))
+      b = build_target(tree, host_target(c->name), opts.jobs, project);
     if (!b.ok) build_errors[c->name] = b.first_error;
   }
 }
@@ -405,8 +421,8 @@ CaseRun run_or_load(const ReferenceJob& j, std::uint64_t seed, const fs::path& t
   const fs::path cache =
       opts.work_dir / "reference" / std::to_string(seed) / (safe_name(j.spec->name) + ".json");
   if (auto cached = cached_reference(cache, j.stamp)) return std::move(*cached);
-  CaseRun run =
-      run_case(tree / "bin" / case_target(j.chapter->name), *j.spec, seed, opts.drop_privileges);
+  CaseRun run = run_case(tree / "bin" / case_target(j.chapter->name), *j.spec, seed,
+                         opts.drop_privileges, false, host_program(tree, j.chapter->name));
   if (run.status == Status::passed)
     write_text(
         cache,
@@ -640,7 +656,8 @@ std::vector<ChapterGrade> run_and_judge_cases(const std::vector<const ChapterSpe
     CaseRun st;
     if (ref.status == Status::passed)
       st = run_case(tree / "bin" / case_target(spec.chapter), spec, opts.seed_for(spec),
-                    opts.drop_privileges, !opts.trusted_build);
+                    opts.drop_privileges, !opts.trusted_build,
+                    host_program(reference.tree(), spec.chapter));
     *jobs[k].first = judge_case(spec, st, ref, rubric);
   });
   return out;

@@ -70,9 +70,12 @@ inline constexpr std::uint64_t kRankProcessOpenFiles = 256;
 
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
 /// `untrusted_code`: a student's program, whose isolated cases run their ranks in processes
-/// unless MGPU_RANKS=threads (MGPU_RANKS=processes puts every program's there).
+/// unless MGPU_RANKS=threads (MGPU_RANKS=processes puts every program's there). `host`: the
+/// trusted host program of exe's chapter (host_target), if it has one: with ranks in processes
+/// the case then runs there, and exe only as its ranks and student calls.
 CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed,
-                 bool drop_privileges, bool untrusted_code = false);
+                 bool drop_privileges, bool untrusted_code = false,
+                 const std::filesystem::path& host = {});
 
 /// When either run gave no result, fills g's status, reason and feedback from it and returns
 /// true: a failed reference makes the case reference_error (not counted), a failed student run

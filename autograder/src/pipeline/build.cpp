@@ -537,4 +537,12 @@ TargetBuild build_target(const fs::path& tree, const std::string& target, int jo
   return b;
 }
 
+bool has_program_target(const fs::path& tree, const std::string& target) {
+  std::ifstream in(tree / "build.ninja");
+  const std::string statement = "build bin/" + target + ":";
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with(statement)) return true;
+  return false;
+}
+
 }  // namespace mgpu::grade

@@ -81,6 +81,13 @@ TargetBuild build_target(const std::filesystem::path& tree, const std::string& t
 
 /// Name of the case program of a chapter.
 inline std::string case_target(const std::string& chapter) { return "cases_" + chapter; }
+/// The host program of a chapter whose cases keep their rank code in rank bodies
+/// (autograder/harness/rank_code.hpp): it links no chapter code, and runs a student's cases with
+/// each rank a case_target program of the student's.
+inline std::string host_target(const std::string& chapter) { return case_target(chapter) + "_host"; }
+
+/// Whether the configured tree `tree` has a program target `target` (in its build.ninja).
+bool has_program_target(const std::filesystem::path& tree, const std::string& target);
 /// Name of a chapter's library: the submission's objects of it.
 inline std::string chapter_target(const std::string& chapter) { return "mgpu_" + chapter; }
 /// Name of a GPU lab's program (gpu_labs/CMakeLists.txt), built in a CUDA tree.

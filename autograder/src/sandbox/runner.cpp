@@ -118,9 +118,17 @@ struct Fd {
 
 // With namespaces: bubblewrap copies the program in from a descriptor (no host folder in the
 // case's view) and reads the system-call filter from another. Returns why not, or "".
-std::string open_for_bubblewrap(const RunSpec& spec, Fd& program_fd, Fd& filter_fd) {
-  // bubblewrap copies the program in from a descriptor: no host folder in the case's view.
+std::string open_for_bubblewrap(const RunSpec& spec, Fd& program_fd, Fd& companion_fd,
+                                Fd& filter_fd) {
+  // bubblewrap copies the programs in from descriptors: no host folder in the case's view.
   std::error_code ec;
+  if (!spec.companion.empty()) {
+    const std::filesystem::path real = std::filesystem::canonical(spec.companion, ec);
+    companion_fd.fd = ec ? -1 : ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
+    if (companion_fd.fd < 0)
+      return fmt::format("cannot start {}: {}", spec.companion.string(),
+                         std::strerror(ec ? ec.value() : errno));
+  }
   const std::filesystem::path real = std::filesystem::canonical(spec.exe, ec);
   program_fd.fd = ec ? -1 : ::open(real.c_str(), O_RDONLY | O_CLOEXEC);
   filter_fd.fd = ::memfd_create("mgpu-case-filter", MFD_CLOEXEC);
@@ -134,33 +142,42 @@ std::string open_for_bubblewrap(const RunSpec& spec, Fd& program_fd, Fd& filter_
   return {};
 }
 
+// The case's own link to (or copy of) `exe` in its folder, readable and runnable by the case.
+// A link keeps the owner's permissions, so the case can run the program but not rewrite it.
+std::error_code place_program(const std::filesystem::path& exe, const std::filesystem::path& workdir,
+                              bool drop, uid_t uid, gid_t gid, std::filesystem::path& placed) {
+  std::error_code ec;
+  const std::filesystem::path real =
+      std::filesystem::canonical(exe, ec);  // a link to a symlink would dangle
+  placed = workdir / exe.filename();
+  if (!ec) std::filesystem::create_hard_link(real, placed, ec);
+  if (ec) {
+    ec.clear();
+    std::filesystem::copy_file(exe, placed, ec);
+    if (!ec)
+      std::filesystem::permissions(
+          placed, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
+    if (!ec && drop && ::chown(placed.c_str(), uid, gid) != 0)
+      ec = {errno, std::generic_category()};
+  }
+  return ec;
+}
+
 // In the uid sandbox: a fresh folder for the case (workdir), owned by its uid when dropping,
-// holding its own link to (or copy of) the program. Returns why not, or "" (then the folder is
-// the caller's to remove).
+// holding its own links to (or copies of) the program and its companion, so the folders above
+// the real ones can stay sealed: it never needs a path into the build trees. Returns why not, or
+// "" (then the folder is the caller's to remove).
 std::string link_into_case_folder(const RunSpec& spec, bool drop, uid_t uid, gid_t gid,
-                                  std::filesystem::path& workdir, std::filesystem::path& program) {
+                                  std::filesystem::path& workdir, std::filesystem::path& program,
+                                  std::filesystem::path& companion) {
   std::string tmpl = case_dir_template();
   if (!::mkdtemp(tmpl.data())) {
     return fmt::format("cannot create a temporary folder: {}", std::strerror(errno));
   }
   workdir = tmpl;
-  std::error_code ec;
-  // The case runs its own link (or copy) of the program, so the folders above the real one can
-  // stay sealed: it never needs a path into the build trees. A link keeps the owner's
-  // permissions, so the case can run the program but not rewrite it.
-  const std::filesystem::path real =
-      std::filesystem::canonical(spec.exe, ec);  // a link to a symlink would dangle
-  program = workdir / spec.exe.filename();
-  if (!ec) std::filesystem::create_hard_link(real, program, ec);
-  if (ec) {
-    ec.clear();
-    std::filesystem::copy_file(spec.exe, program, ec);
-    if (!ec)
-      std::filesystem::permissions(
-          program, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec, ec);
-    if (!ec && drop && ::chown(program.c_str(), uid, gid) != 0)
-      ec = {errno, std::generic_category()};
-  }
+  std::error_code ec = place_program(spec.exe, workdir, drop, uid, gid, program);
+  if (!ec && !spec.companion.empty())
+    ec = place_program(spec.companion, workdir, drop, uid, gid, companion);
   if (!ec && drop && ::chown(workdir.c_str(), uid, gid) != 0) ec = {errno, std::generic_category()};
   if (ec) {
     std::string error =
@@ -177,7 +194,7 @@ struct Limits {
   rlimit build_as, build_fsize;                // a build's (not isolated); 0: none
 };
 
-Limits child_limits(const RunSpec& spec, bool drop, uid_t uid, int program_fd) {
+Limits child_limits(const RunSpec& spec, bool drop, uid_t uid, int program_fd, int companion_fd) {
   unsigned ncpu = std::max(1u, std::thread::hardware_concurrency());
   rlim_t cpu_s = static_cast<rlim_t>(std::ceil(spec.wall_s * ncpu)) + 1;
   // RLIMIT_NPROC counts every task of the uid: a leased uid has none yet.
@@ -185,10 +202,12 @@ Limits child_limits(const RunSpec& spec, bool drop, uid_t uid, int program_fd) {
   // bubblewrap writes its copy of the program under this limit too: with namespaces it is at least
   // the program's size (the case's own folders are sized memory folders besides).
   rlim_t file_limit = spec.file_bytes;
-  struct stat program_stat {};
-  if (program_fd >= 0 && ::fstat(program_fd, &program_stat) == 0)
-    file_limit =
-        std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
+  for (int fd : {program_fd, companion_fd}) {
+    struct stat program_stat {};
+    if (fd >= 0 && ::fstat(fd, &program_stat) == 0)
+      file_limit =
+          std::max<rlim_t>(file_limit, static_cast<rlim_t>(program_stat.st_size) + (1 << 20));
+  }
   Limits l{};
   l.as = {spec.memory_bytes, spec.memory_bytes};
   l.cpu = {cpu_s, cpu_s + 1};
@@ -208,7 +227,8 @@ struct ChildSetup {
   int out, err, result, err_pipe, devnull;  // pipe ends to write; err may be out (merged)
   int program_fd, filter_fd, ruleset_fd;    // -1 when not used
   int block_fd;                             // bubblewrap's --block-fd; -1 when not used
-  int err_target, program_target, filter_target, ruleset_target, block_target;
+  int companion_fd;                         // bubblewrap copies the companion from it; -1: none
+  int err_target, program_target, filter_target, ruleset_target, block_target, companion_target;
   const char* cwd;
   const Limits& limits;
   bool no_devices, drop;
@@ -234,9 +254,11 @@ int place_descriptors(const ChildSetup& c, int ew) {
   int hi_filter = c.filter_fd >= 0 ? ::fcntl(c.filter_fd, F_DUPFD, 100) : -1;
   int hi_ruleset = c.ruleset_fd >= 0 ? ::fcntl(c.ruleset_fd, F_DUPFD, 100) : -1;
   int hi_block = c.block_fd >= 0 ? ::fcntl(c.block_fd, F_DUPFD, 100) : -1;
+  int hi_companion = c.companion_fd >= 0 ? ::fcntl(c.companion_fd, F_DUPFD, 100) : -1;
   if (hi_out < 0 || hi_err < 0 || (c.spec.result_fd >= 0 && hi_res < 0)) child_fail(ew, 1);
   if ((c.program_fd >= 0 && hi_program < 0) || (c.filter_fd >= 0 && hi_filter < 0) ||
-      (c.ruleset_fd >= 0 && hi_ruleset < 0) || (c.block_fd >= 0 && hi_block < 0))
+      (c.ruleset_fd >= 0 && hi_ruleset < 0) || (c.block_fd >= 0 && hi_block < 0) ||
+      (c.companion_fd >= 0 && hi_companion < 0))
     child_fail(ew, 1);
   if (::dup2(c.devnull, 0) < 0 || ::dup2(hi_out, 1) < 0 || ::dup2(hi_err, 2) < 0) child_fail(ew, 1);
   if (hi_res >= 0 && ::dup2(hi_res, c.spec.result_fd) < 0) child_fail(ew, 1);
@@ -245,9 +267,10 @@ int place_descriptors(const ChildSetup& c, int ew) {
   if ((hi_program >= 0 && ::dup2(hi_program, c.program_target) < 0) ||
       (hi_filter >= 0 && ::dup2(hi_filter, c.filter_target) < 0) ||
       (hi_ruleset >= 0 && ::dup3(hi_ruleset, c.ruleset_target, O_CLOEXEC) < 0) ||
-      (hi_block >= 0 && ::dup2(hi_block, c.block_target) < 0))
+      (hi_block >= 0 && ::dup2(hi_block, c.block_target) < 0) ||
+      (hi_companion >= 0 && ::dup2(hi_companion, c.companion_target) < 0))
     child_fail(ew, 1);
-  int first_free = c.block_target + 1;
+  int first_free = c.companion_target + 1;
   ::close_range(static_cast<unsigned>(first_free), ~0U, 0);
   return ew;
 }
@@ -307,27 +330,6 @@ void lock_down(const ChildSetup& c, int ew) {
   else
     ::execvpe(c.argv[0], c.argv, c.envp);
   child_fail(ew, 7);
-}
-
-// The child's argv: the program and spec.args, run through bubblewrap with namespaces (which
-// reads the program and the filter from the descriptors at program_target and filter_target, and
-// waits on block_target before it starts the program).
-std::vector<std::string> child_arguments(const RunSpec& spec, const std::filesystem::path& program,
-                                         bool namespaces, int program_target, int filter_target,
-                                         int block_target) {
-  std::vector<std::string> argv_s{program.string()};
-  if (namespaces) {
-    BwrapCase c;
-    c.program = spec.exe;
-    c.program_fd = program_target;
-    c.seccomp_fd = filter_target;
-    c.block_fd = block_target;
-    c.tmpfs_bytes = spec.disk_bytes;
-    c.devices = spec.devices;
-    argv_s = bwrap_command(c);
-  }
-  argv_s.insert(argv_s.end(), spec.args.begin(), spec.args.end());
-  return argv_s;
 }
 
 // Why the child could not start, from what child_fail wrote on the error pipe (its read end,
@@ -412,7 +414,8 @@ void read_ready(const std::vector<pollfd>& pfds, std::vector<Stream>& streams) {
 // program started, tell what they hold at once, and after the case has ended too.
 struct DiskWatch {
   const RunSpec& spec;
-  std::filesystem::path workdir, program;  // the uid sandbox: its folder and its program's link
+  std::filesystem::path workdir;             // the uid sandbox: its folder
+  std::vector<std::filesystem::path> programs;  // and its links to the programs
   std::optional<uid_t> uid;                // the uid sandbox as root: the case's uid
   std::vector<int> folders;                // namespaces: open_sandbox_folders
 
@@ -426,7 +429,7 @@ struct DiskWatch {
   // Whether the folders hold disk_bytes, or more than disk_files entries; fills o's disk fields.
   bool over(RunOutcome& o) const {
     if (folders.empty() && workdir.empty()) return false;  // not isolated, or nothing to see
-    const DiskUse u = folders.empty() ? folder_use(workdir, program, uid, spec.disk_files)
+    const DiskUse u = folders.empty() ? folder_use(workdir, programs, uid, spec.disk_files)
                                       : memory_folders_use(folders);
     if (!u.too_deep && u.bytes < spec.disk_bytes && u.files <= spec.disk_files) return false;
     o.disk_exceeded = true;
@@ -523,13 +526,14 @@ struct Launch {
   bool drop = false;  // the child changes to uid and gid
   uid_t uid = 0;
   gid_t gid = 0;
-  std::filesystem::path workdir, program;
-  bool own_workdir = false;              // workdir is this run's to remove
-  Fd program_fd, filter_fd, ruleset_fd;  // -1 when not used
+  std::filesystem::path workdir, program, companion;
+  bool own_workdir = false;                            // workdir is this run's to remove
+  Fd program_fd, companion_fd, filter_fd, ruleset_fd;  // -1 when not used
   sock_fprog filter{};
   bool filter_here = false;  // load the seccomp filter in the child (bubblewrap loads its own)
   // Descriptors the child passes on, at fixed numbers above the result's and the error pipe's.
-  int err_target = 3, program_target = 4, filter_target = 5, ruleset_target = 6, block_target = 7;
+  int err_target = 3, program_target = 4, filter_target = 5, ruleset_target = 6, block_target = 7,
+      companion_target = 8;
   std::vector<std::string> argv_s, env_s;
   std::vector<char*> argv, envp;
   Limits limits{};
@@ -538,7 +542,8 @@ struct Launch {
       : spec(s),
         kind(s.isolate ? sandbox().kind : SandboxKind::none),
         workdir(s.cwd),
-        program(s.exe) {}
+        program(s.exe),
+        companion(s.companion) {}
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
   ~Launch() {
@@ -567,9 +572,11 @@ std::string choose_user(Launch& l) {
 // The program where the sandbox can reach it: descriptors for bubblewrap, or a fresh case folder
 // (the working folder it may scribble in) holding its own link. Returns why not, or "".
 std::string prepare_program(Launch& l) {
-  if (l.namespaces()) return open_for_bubblewrap(l.spec, l.program_fd, l.filter_fd);
+  if (l.namespaces())
+    return open_for_bubblewrap(l.spec, l.program_fd, l.companion_fd, l.filter_fd);
   if (!l.spec.isolate) return {};
-  std::string error = link_into_case_folder(l.spec, l.drop, l.uid, l.gid, l.workdir, l.program);
+  std::string error =
+      link_into_case_folder(l.spec, l.drop, l.uid, l.gid, l.workdir, l.program, l.companion);
   l.own_workdir = error.empty();
   return error;
 }
@@ -587,6 +594,30 @@ void confine(Launch& l) {
   l.filter_here = l.kind == SandboxKind::uid;
 }
 
+// The child's argv: the program and spec.args (kCompanionArg made the companion's path in the
+// case's view), run through bubblewrap with namespaces (which reads the programs and the filter
+// from the descriptors at their targets, and waits on block_target before it starts the program).
+std::vector<std::string> child_arguments(const Launch& l) {
+  const RunSpec& spec = l.spec;
+  std::vector<std::string> argv_s{l.program.string()};
+  std::string companion = l.companion.string();
+  if (l.namespaces()) {
+    BwrapCase c;
+    c.program = spec.exe;
+    c.program_fd = l.program_target;
+    c.companion = spec.companion;
+    c.companion_fd = l.companion_fd.fd >= 0 ? l.companion_target : -1;
+    c.seccomp_fd = l.filter_target;
+    c.block_fd = l.block_target;
+    c.tmpfs_bytes = spec.disk_bytes;
+    c.devices = spec.devices;
+    argv_s = bwrap_command(c);
+    companion = "/program/" + spec.companion.filename().string();
+  }
+  for (const std::string& a : spec.args) argv_s.push_back(a == kCompanionArg ? companion : a);
+  return argv_s;
+}
+
 // The descriptor numbers, argv, envp and limits, all built before the fork.
 void prepare_exec(Launch& l) {
   const RunSpec& spec = l.spec;
@@ -595,14 +626,14 @@ void prepare_exec(Launch& l) {
   l.filter_target = l.program_target + 1;
   l.ruleset_target = l.program_target + 2;
   l.block_target = l.program_target + 3;
-  l.argv_s = child_arguments(spec, l.program, l.namespaces(), l.program_target, l.filter_target,
-                             l.block_target);
+  l.companion_target = l.program_target + 4;
+  l.argv_s = child_arguments(l);
   for (auto& a : l.argv_s) l.argv.push_back(a.data());
   l.argv.push_back(nullptr);
   l.env_s = child_environment(spec, l.namespaces(), l.workdir);
   for (auto& e : l.env_s) l.envp.push_back(e.data());
   l.envp.push_back(nullptr);
-  l.limits = child_limits(spec, l.drop, l.uid, l.program_fd.fd);
+  l.limits = child_limits(spec, l.drop, l.uid, l.program_fd.fd, l.companion_fd.fd);
 }
 
 // The child's output, error output, result and start-error pipes, and with namespaces the one
@@ -626,11 +657,13 @@ ChildSetup child_setup(const Launch& l, const ChildPipes& p, int devnull, const 
           .filter_fd = l.filter_fd.fd,
           .ruleset_fd = l.ruleset_fd.fd,
           .block_fd = p.block.r,
+          .companion_fd = l.companion_fd.fd,
           .err_target = l.err_target,
           .program_target = l.program_target,
           .filter_target = l.filter_target,
           .ruleset_target = l.ruleset_target,
           .block_target = l.block_target,
+          .companion_target = l.companion_target,
           .cwd = cwd,
           .limits = l.limits,
           .no_devices = l.spec.devices.empty(),
@@ -681,7 +714,7 @@ void watch_child(const Launch& l, pid_t pid, Clock::time_point start, ChildPipes
     Pipe::close_fd(p.block.w);  // bubblewrap starts the program
   } else if (l.kind == SandboxKind::uid) {
     disk.workdir = l.workdir;
-    disk.program = l.program;
+    disk.programs = {l.program, l.companion};
     if (l.drop) disk.uid = l.uid;
   }
 

@@ -17,10 +17,16 @@
 
 namespace mgpu::grade {
 
+/// The argument RunSpec::companion's path replaces.
+inline const std::string kCompanionArg = "{companion}";
+
 /// What to run and how tightly to hold it.
 struct RunSpec {
   std::filesystem::path exe;      ///< absolute path (isolated) or a name looked up in PATH
-  std::vector<std::string> args;  ///< argv[1..]
+  std::vector<std::string> args;  ///< argv[1..]; kCompanionArg stands for companion's path
+  /// A second program the first may start (a host case program's ranks): in view beside it, in
+  /// the sandbox as outside; every argument equal to kCompanionArg becomes its path there.
+  std::filesystem::path companion;
   double wall_s = 10;             ///< wall-clock limit; the process group is killed at it
   bool isolate = true;            ///< sandbox, limits, fresh temp dir, scrubbed env
   bool drop_privileges = true;    ///< when isolated and running as root: a throwaway uid

@@ -500,12 +500,13 @@ std::uint64_t deleted_open_bytes(uid_t uid, dev_t dev) {
 
 }  // namespace
 
-DiskUse folder_use(const fs::path& folder, const fs::path& skip, std::optional<uid_t> uid,
+DiskUse folder_use(const fs::path& folder, const std::vector<fs::path>& skip, std::optional<uid_t> uid,
                    std::uint64_t max_files) {
   DiskUse use;
   std::set<std::pair<dev_t, ino_t>> seen;
   struct stat st {};
-  if (!skip.empty() && ::lstat(skip.c_str(), &st) == 0) seen.insert({st.st_dev, st.st_ino});
+  for (const fs::path& link : skip)
+    if (!link.empty() && ::lstat(link.c_str(), &st) == 0) seen.insert({st.st_dev, st.st_ino});
   const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dir < 0 || ::fstat(dir, &st) != 0) {
     if (dir >= 0) ::close(dir);
@@ -592,6 +593,9 @@ std::vector<std::string> bwrap_command(const BwrapCase& c) {
   if (c.program_fd >= 0)
     cmd.insert(cmd.end(),
                {"--perms", "0555", "--ro-bind-data", std::to_string(c.program_fd), inside});
+  if (c.companion_fd >= 0)
+    cmd.insert(cmd.end(), {"--perms", "0555", "--ro-bind-data", std::to_string(c.companion_fd),
+                           "/program/" + c.companion.filename().string()});
   // The root and /dev are memory folders of bubblewrap's own, of no size limit: read-only, the
   // sized folders above are all a case can fill.
   cmd.insert(cmd.end(), {"--remount-ro", "/dev", "--remount-ro", "/"});

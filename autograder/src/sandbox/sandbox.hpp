@@ -78,10 +78,11 @@ struct DiskUse {
 };
 
 /// The uid sandbox: what the case folder `folder` holds, walked without following links, a file
-/// with several links counted once and `skip` (the case's own link to its program) not at all;
+/// with several links counted once and `skip` (the case's own links to its programs) not at all;
 /// plus, with uid, the files on the same file system that processes of uid hold open after
 /// deleting them. Counting stops past max_files entries.
-DiskUse folder_use(const std::filesystem::path& folder, const std::filesystem::path& skip,
+DiskUse folder_use(const std::filesystem::path& folder,
+                   const std::vector<std::filesystem::path>& skip,
                    std::optional<uid_t> uid, std::uint64_t max_files);
 
 /// The folders a case in bubblewrap may write: memory folders (tmpfs) of bwrap_command's size.
@@ -100,6 +101,8 @@ struct BwrapCase {
   std::filesystem::path program;  ///< the program; its file name names it inside (/program/<name>)
   int program_fd = -1;  ///< the child's descriptor the program is copied from; -1: `program` is a
                         ///< path already in view (/usr/bin/true, for the probe)
+  std::filesystem::path companion;  ///< a second program, beside the first (/program/<name>)
+  int companion_fd = -1;            ///< the child's descriptor it is copied from; -1: none
   int seccomp_fd = -1;  ///< the child's descriptor holding case_seccomp_program(); -1: none
   int block_fd = -1;    ///< the child's descriptor bubblewrap waits on, its sandbox set up, before
                         ///< it starts the program (the grader opens the folders then); -1: none

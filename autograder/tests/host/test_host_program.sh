@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# A chapter's host program (cases_<chapter>_host: no chapter code; each rank a fresh
-# cases_<chapter> given its own input) must give every case the result the chapter's case program
-# gives with its ranks as threads, byte for byte, on two seeds; and the rank program must refuse
-# to run an isolated case whole (its meter would then be the student's to write).
-# Usage: test_host_program.sh HOST_PROGRAM CASE_PROGRAM WORK_DIR
+# A chapter's host program (cases_<chapter>_host; each rank a fresh cases_<chapter> given its own
+# input) must hold no function of the chapter's code and give every case the result the
+# chapter's case program gives with its ranks as threads, byte for byte, on two seeds; and the
+# rank program must refuse to run an isolated case whole (its meter would then be the student's
+# to write).
+# Usage: test_host_program.sh HOST_PROGRAM CASE_PROGRAM CHAPTER_ARCHIVE WORK_DIR
 set -euo pipefail
-host=$1 ranks=$2 work=$3
+host=$1 ranks=$2 chapter=$3 work=$4
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
+failed=0
+# What the chapter's archive defines (its code) must be nowhere in the host program.
+nm --defined-only "$chapter" 2>/dev/null | awk '$2 == "T" {print $3}' | sort -u >chapter.sym
+nm --defined-only "$host" | awk '{print $3}' | sort -u >host.sym
+[ -s chapter.sym ] || { echo "FAIL: no function defined in $chapter"; exit 1; }
+if comm -12 chapter.sym host.sym | grep -q .; then
+  echo "FAIL: the host program holds chapter code:"
+  comm -12 chapter.sym host.sym | head
+  failed=1
+fi
 cases=$("$ranks" --list)
 [ -n "$cases" ] || { echo "FAIL: $ranks lists no case"; exit 1; }
-failed=0
 for seed in 3 1234567; do
   for c in $cases; do
     MGPU_CASE_SEED=$seed "$ranks" --case "$c" --result-fd 9 9>threads.json >/dev/null 2>&1
