@@ -257,9 +257,10 @@ nlohmann::json detail::run_program(const std::vector<std::string>& argv,
   if (pid == 0) {
     // Nothing of this process but the answer pipe and the input reach the program.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    const int out = ::fcntl(answer[1], F_DUPFD, 10), in = ::fcntl(given[1], F_DUPFD, 10);
+    const int out = ::fcntl(answer[1], F_DUPFD, 20), in = ::fcntl(given[1], F_DUPFD, 20);
     if (out < 0 || in < 0 || ::dup2(out, kAnswerFd) < 0 || ::dup2(in, kInputFd) < 0)
       std::_Exit(71);
+    ::close_range(3, kAnswerFd - 1, 0);
     ::close_range(kInputFd + 1, ~0U, 0);
     try {
       if (before_start) before_start();

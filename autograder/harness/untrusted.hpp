@@ -58,9 +58,10 @@ void write_all(int fd, const std::string& s);
 /// signal; if it exited without an answer (exit() in student code), this process exits with the
 /// same code, writing no result: the grader sees what it would have seen without the fork.
 nlohmann::json run_in_child(const std::function<nlohmann::json()>& body);
-/// Where a program started by run_program writes its answer, and reads its input.
-constexpr int kAnswerFd = 3;
-constexpr int kInputFd = 4;
+/// Where a program started by run_program writes its answer, and reads its input (not 3, a case
+/// program's result descriptor: code writing a result there fails instead of garbling the answer).
+constexpr int kAnswerFd = 10;
+constexpr int kInputFd = 11;
 /// Runs the program argv (argv[0] its path; before_start first, in its process) with nothing of
 /// this process but the answer pipe at kAnswerFd and a socket at kInputFd that gives `input`, and
 /// returns its answer as run_in_child does.

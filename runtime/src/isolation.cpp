@@ -1118,9 +1118,10 @@ void open_socket(Channel& c, std::size_t r) {
   c.rank_fd = sv[1];
 }
 
-/// Where a rank program finds its socket and its arena file.
-constexpr int kRankSocketFd = 3;
-constexpr int kRankArenaFd = 4;
+/// Where a rank program finds its socket and its arena file: not 3, where a case program's
+/// result goes, so that code writing "the result" there fails instead of garbling the link.
+constexpr int kRankSocketFd = 10;
+constexpr int kRankArenaFd = 11;
 
 /// The first message to rank r of a run of programs: its rank, the cluster's configuration (its
 /// handle answers config() from it), its arena's size and its input.
@@ -1202,9 +1203,10 @@ void run_rank_processes(ClusterState& cluster, const RankPrograms* programs,
 /// file at the numbers the program expects and no other descriptor of this process.
 [[noreturn]] void start_program(const RankPrograms& programs, int r, Channel& own) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  const int sock = ::fcntl(own.rank_fd, F_DUPFD, 10), arena = ::fcntl(own.arena_fd, F_DUPFD, 10);
+  const int sock = ::fcntl(own.rank_fd, F_DUPFD, 20), arena = ::fcntl(own.arena_fd, F_DUPFD, 20);
   if (sock < 0 || arena < 0 || ::dup2(sock, kRankSocketFd) < 0 || ::dup2(arena, kRankArenaFd) < 0)
     std::_Exit(71);
+  ::close_range(3, kRankSocketFd - 1, 0);
   ::close_range(kRankArenaFd + 1, ~0U, 0);
   try {
     if (programs.before_start) programs.before_start(r);
