@@ -1,7 +1,7 @@
 // Graded cases of 11.7's formulas: the rank layout of tp x pp x dp, per-GPU memory and traffic
 // of a layout (over a fixed grid of edge layouts plus a drawn one), and expert parallelism's
-// placement and all-to-all volume. The process grid's cases are in 11_7_3d_and_experts/grid.cpp,
-// the MoE layer's in 11_7_3d_and_experts/moe.cpp.
+// placement and all-to-all volume. The process grid's cases are in
+// 11_7_3d_and_experts/grid.host.cpp, the MoE layer's in 11_7_3d_and_experts/moe.host.cpp.
 #include "11_7_3d_and_experts/formulas.hpp"
 #include "case.hpp"
 

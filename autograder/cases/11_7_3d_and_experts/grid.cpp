@@ -1,48 +1,18 @@
-// Graded cases of 11.7's process grid on the simulated cluster, over a fixed grid of layouts
-// (all three degrees different, a pure pipeline, no pipeline, one rank) plus a drawn one: every
-// rank's coordinates, groups and pipeline neighbours; then an all-reduce of the world rank over
-// each group, with the bytes each rank sends under each group's name.
-#include <algorithm>
-#include <cstdint>
-#include <string>
+// The rank bodies of 11.7's process-grid cases (grid.host.cpp): each rank builds the grid of the
+// layout it is given and publishes what it sees of it (coordinates, groups, pipeline neighbours),
+// or the sums of an all-reduce of its world rank over each group.
+#include <cstddef>
 #include <vector>
 
 #include "11_7_3d_and_experts/grid.hpp"
-#include "case.hpp"
+#include "grid.inputs.hpp"
 #include "mgpu/cluster.hpp"
+#include "rank_code.hpp"
 
 using namespace mgpu::grade;
 namespace ly = mgpu::layout;
 
 namespace {
-
-// The fixed layouts, each catching a family of mistakes:
-// - 2x3x4: every degree different and above 1, so any two axes swapped, colors that collide, or
-//   a neighbour one world rank away (instead of tp) all show;
-// - 1x4x1: the pipeline is the whole world (a grid that reuses the world Comm shows by name), and
-//   its ends show a ring that wraps around;
-// - 4x1x2: no pipeline, so no rank has a neighbour;
-// - 1x1x1: one rank, every group of size 1.
-// Then one drawn layout, drawn again when it repeats a fixed one (values are named by layout).
-std::vector<ly::Layout> layouts(Ctx& ctx) {
-  std::vector<ly::Layout> g = {{2, 3, 4}, {1, 4, 1}, {4, 1, 2}, {1, 1, 1}};
-  ly::Layout d;
-  do {
-    d = {ctx.pick<std::int64_t>({1, 2, 4}), ctx.uniform_int(1, 4), ctx.uniform_int(1, 4)};
-  } while (std::any_of(g.begin(), g.end(), [&](const ly::Layout& l) {
-    return l.tp == d.tp && l.pp == d.pp && l.dp == d.dp;
-  }));
-  g.push_back(d);
-  return g;
-}
-
-// Prefix naming a layout in every value it emits, so feedback says where a value went wrong.
-std::string label(const ly::Layout& l) {
-  return "tp" + std::to_string(l.tp) + "_pp" + std::to_string(l.pp) + "_dp" + std::to_string(l.dp) +
-         ".";
-}
-
-int world_of(const ly::Layout& l) { return static_cast<int>(l.tp * l.pp * l.dp); }
 
 // One rank's group as numbers: its rank in the group, then its members in group order.
 void append_group(std::vector<double>& ranks, std::vector<double>& members, mgpu::Comm& g) {
@@ -52,100 +22,46 @@ void append_group(std::vector<double>& ranks, std::vector<double>& members, mgpu
 
 }  // namespace
 
-MGPU_CASE_ISOLATED("11_7.process_grid") {
-  for (const ly::Layout& l : layouts(ctx)) {
-    const int n = world_of(l);
-    // Per world rank, published by that rank, emitted after the run in rank order.
-    struct Seen {
-      std::vector<double> coords, group_ranks, tp, pp, dp, neighbours, ends;
-    };
-    std::vector<Seen> seen(static_cast<std::size_t>(n));
-    mgpu::Cluster cluster(n);
-    const std::pair<const char*, std::vector<double> Seen::*> parts[] = {
-        {"coords", &Seen::coords}, {"group_ranks", &Seen::group_ranks},
-        {"tp", &Seen::tp},         {"pp", &Seen::pp},
-        {"dp", &Seen::dp},         {"neighbours", &Seen::neighbours},
-        {"ends", &Seen::ends}};
-    cluster.run([&](mgpu::Rank& r) {
-      ly::ProcessGrid grid(r.world(), l);
-      Seen s;
-      const ly::RankCoords& c = grid.coords();
-      s.coords = {static_cast<double>(c.tp), static_cast<double>(c.pp), static_cast<double>(c.dp)};
-      append_group(s.group_ranks, s.tp, grid.tp());
-      append_group(s.group_ranks, s.pp, grid.pp());
-      append_group(s.group_ranks, s.dp, grid.dp());
-      // -1 where there is no neighbour.
-      s.neighbours = {static_cast<double>(grid.previous_stage().value_or(-1)),
-                      static_cast<double>(grid.next_stage().value_or(-1))};
-      s.ends = {grid.is_first_stage() ? 1.0 : 0.0, grid.is_last_stage() ? 1.0 : 0.0};
-      // A rank may be a process of its own: what it saw leaves it through publish.
-      for (const auto& [name, part] : parts) r.publish(name, s.*part);
-    });
-    for (int id = 0; id < n; ++id)
-      for (const auto& [name, part] : parts)
-        seen[static_cast<std::size_t>(id)].*part = cluster.published<double>(id, name);
-    // Each value is every rank's part, concatenated in world-rank order: a group of the wrong
-    // size makes a value of the wrong length.
-    const auto all = [&](std::vector<double> Seen::*part) {
-      std::vector<double> v;
-      for (const Seen& s : seen) v.insert(v.end(), (s.*part).begin(), (s.*part).end());
-      return v;
-    };
-    const std::string at = label(l);
-    ctx.emit(at + "coordinates", all(&Seen::coords));
-    ctx.emit(at + "group_ranks", all(&Seen::group_ranks));
-    ctx.emit(at + "tp_members", all(&Seen::tp));
-    ctx.emit(at + "pp_members", all(&Seen::pp));
-    ctx.emit(at + "dp_members", all(&Seen::dp));
-    ctx.emit(at + "previous_and_next_stage", all(&Seen::neighbours));
-    ctx.emit(at + "first_and_last_stage", all(&Seen::ends));
-  }
-  ctx.emit_rejects("rejects_layout_not_covering_world", [] {
-    mgpu::Cluster(8).run([](mgpu::Rank& r) {
-      ly::ProcessGrid grid(r.world(), ly::Layout{2, 2, 4});
-    });
-  });
+// What this rank sees of the grid; a rank may be a process of its own, so what it saw leaves it
+// through publish.
+MGPU_RANK_BODY("11_7.process_grid", ly::Layout) {
+  ly::ProcessGrid grid(rank.world(), in);
+  const ly::RankCoords& c = grid.coords();
+  std::vector<double> group_ranks, tp, pp, dp;
+  append_group(group_ranks, tp, grid.tp());
+  append_group(group_ranks, pp, grid.pp());
+  append_group(group_ranks, dp, grid.dp());
+  rank.publish("coords", std::vector<double>{static_cast<double>(c.tp), static_cast<double>(c.pp),
+                                             static_cast<double>(c.dp)});
+  rank.publish("group_ranks", group_ranks);
+  rank.publish("tp", tp);
+  rank.publish("pp", pp);
+  rank.publish("dp", dp);
+  // -1 where there is no neighbour.
+  rank.publish("neighbours",
+               std::vector<double>{static_cast<double>(grid.previous_stage().value_or(-1)),
+                                   static_cast<double>(grid.next_stage().value_or(-1))});
+  rank.publish("ends", std::vector<double>{grid.is_first_stage() ? 1.0 : 0.0,
+                                           grid.is_last_stage() ? 1.0 : 0.0});
 }
 
-MGPU_CASE_ISOLATED("11_7.grid_all_reduce") {
-  // 12 doubles per all-reduce: every group size here (1 to 4) divides it, so the ring sends
-  // exactly 2 (n - 1)/n of the buffer on every rank.
+// The grid built and nothing else: whether the constructor accepts the layout.
+MGPU_RANK_BODY("11_7.grid_only", ly::Layout) { ly::ProcessGrid grid(rank.world(), in); }
+
+// The sums over its tp, pp and dp groups, then tp, pp and dp in a row (the sum over the whole
+// world). 12 doubles per all-reduce: every group size of the cases (1 to 4) divides it, so the
+// ring sends exactly 2 (n - 1)/n of the buffer on every rank.
+MGPU_RANK_BODY("11_7.grid_all_reduce", ly::Layout) {
   constexpr std::size_t kLength = 12;
-  for (const ly::Layout& l : layouts(ctx)) {
-    const int n = world_of(l);
-    // Per world rank: the sums over its tp, pp and dp groups, then tp, pp and dp in a row (the
-    // sum over the whole world), and the bytes it sent under each group name.
-    std::vector<std::vector<double>> sums(static_cast<std::size_t>(n));
-    mgpu::Cluster cluster(n);
-    cluster.run([&](mgpu::Rank& r) {
-      ly::ProcessGrid grid(r.world(), l);
-      std::vector<double> mine;
-      for (mgpu::Comm* g : {&grid.tp(), &grid.pp(), &grid.dp()}) {
-        std::vector<double> x(kLength, static_cast<double>(r.id()));
-        g->all_reduce(x);
-        mine.push_back(x[static_cast<std::size_t>(r.id()) % kLength]);
-      }
-      std::vector<double> x(kLength, static_cast<double>(r.id()));
-      for (mgpu::Comm* g : {&grid.tp(), &grid.pp(), &grid.dp()}) g->all_reduce(x);
-      mine.push_back(x.back());
-      r.publish("sums", mine);  // the rank may be a process of its own
-    });
-    for (int id = 0; id < n; ++id)
-      sums[static_cast<std::size_t>(id)] = cluster.published<double>(id, "sums");
-    std::vector<double> group_sums, world_sums, bytes;
-    for (int r = 0; r < n; ++r) {
-      const std::vector<double>& mine = sums[static_cast<std::size_t>(r)];
-      group_sums.insert(group_sums.end(), mine.begin(), mine.begin() + 3);
-      world_sums.push_back(mine.back());
-      const mgpu::TrafficMeter& meter = cluster.report(r).traffic;
-      for (const char* name : {"tp", "pp", "dp", "world"})
-        bytes.push_back(static_cast<double>(meter.group(name).bytes_sent));
-    }
-    const std::string at = label(l);
-    ctx.emit(at + "tp_pp_dp_sums", group_sums);
-    ctx.emit(at + "sum_over_tp_then_pp_then_dp", world_sums);
-    // Exact both ways: the names are the contract the traffic meter reports by, and a grid that
-    // talks outside its groups, or moves data while it is built, sends other bytes.
-    ctx.emit(at + "bytes_sent_in_tp_pp_dp_world", bytes);
+  ly::ProcessGrid grid(rank.world(), in);
+  std::vector<double> mine;
+  for (mgpu::Comm* g : {&grid.tp(), &grid.pp(), &grid.dp()}) {
+    std::vector<double> x(kLength, static_cast<double>(rank.id()));
+    g->all_reduce(x);
+    mine.push_back(x[static_cast<std::size_t>(rank.id()) % kLength]);
   }
+  std::vector<double> x(kLength, static_cast<double>(rank.id()));
+  for (mgpu::Comm* g : {&grid.tp(), &grid.pp(), &grid.dp()}) g->all_reduce(x);
+  mine.push_back(x.back());
+  rank.publish("sums", mine);  // the rank may be a process of its own
 }

@@ -1,242 +1,61 @@
-// Graded cases of 11.7's 3D training step on the simulated cluster, over a fixed grid of
-// layouts plus a drawn one: the loss, every rank's ZeRO-1 gradient shard and its parameters
-// after two steps; the ledger's training state and activation peak; and the bytes each rank
-// sends per group (tensor-parallel all-reduces, pipeline boundaries, data-parallel ZeRO-1, and
-// the boundary all-gathers), with every rank's virtual clock.
-#include <algorithm>
-#include <cstdint>
-#include <string>
+// The rank bodies and the student call of 11.7's 3D training step cases (step3d.host.cpp): two
+// published steps, one unpublished step, and the 1F1B order of one stage.
+#include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "11_7_3d_and_experts/step3d.hpp"
-#include "case.hpp"
 #include "mgpu/cluster.hpp"
-#include "model_inputs.hpp"
-#include "untrusted.hpp"
+#include "rank_code.hpp"
+#include "step3d.inputs.hpp"
 
 using namespace mgpu::grade;
+using namespace mgpu::grade::cases_11_7;
 namespace ly = mgpu::layout;
 
 namespace {
 
 constexpr int kSteps = 2;
 
-struct Point {
-  ly::Layout layout;
-  int micro_batches;
-  std::int64_t sequences_per_micro;
-};
-
-std::string label(const Point& p) {
-  const ly::Layout& l = p.layout;
-  return "tp" + std::to_string(l.tp) + "_pp" + std::to_string(l.pp) + "_dp" + std::to_string(l.dp) +
-         "_m" + std::to_string(p.micro_batches) + ".";
-}
-
-// The fixed points, each catching a family of mistakes:
-// - 2x2x2 and 2x2x4 (m = 4): every axis above 1, the two layouts;
-// - 2x2x2 with m = 8 > pp: a stage that keeps every micro-batch (GPipe order, caches never
-//   freed) holds 4x 1F1B's activations;
-// - 1x4x1 (m = 6): a pure pipeline, with middle stages that send both ways;
-// - 2x4x1 (m = 2 < pp): 1F1B with fewer micro-batches than stages;
-// - 4x1x2: no pipeline, four-way tensor parallelism;
-// - 1x1x1: one rank, nothing to communicate.
-// Then one drawn point, named by its layout and micro-batch count like the others.
-std::vector<Point> points(Ctx& ctx) {
-  std::vector<Point> g = {{{2, 2, 2}, 4, 1}, {{2, 2, 4}, 4, 1}, {{2, 2, 2}, 8, 1},
-                          {{1, 4, 1}, 6, 1}, {{2, 4, 1}, 2, 2}, {{4, 1, 2}, 2, 1},
-                          {{1, 1, 1}, 2, 2}};
-  // Drawn again while its name repeats a fixed point's (a value name must be unique).
-  Point d;
-  do {
-    d = {{ctx.pick<std::int64_t>({1, 2, 4}), ctx.pick<std::int64_t>({1, 2, 4}),
-          ctx.uniform_int(1, 3)},
-         static_cast<int>(ctx.uniform_int(1, 5)),
-         ctx.uniform_int(1, 2)};
-  } while (std::any_of(g.begin(), g.end(), [&](const Point& p) { return label(p) == label(d); }));
-  g.push_back(d);
-  return g;
-}
-
-// The course model the step trains: attention blocks with four heads (tp 1, 2, 4 divide them),
-// four layers (pp 1, 2, 4 divide them).
-mgpu::model::ModelConfig config(Ctx& ctx) {
-  mgpu::model::ModelConfig c;
-  c.d_in = 8;
-  c.d_model = 16;
-  c.d_ff = ctx.pick<std::int64_t>({32, 64});
-  c.n_layers = 4;
-  c.n_heads = 4;
-  c.seq_len = 4;
-  c.d_out = 4;
-  return c;
-}
-
-// What each rank saw: published by the rank, its ledger's peaks from its report.
-struct Seen {
-  std::vector<double> loss, grads, params;  // per step: last stage's loss, own shard, share
-  std::vector<double> has_loss;             // per step: 1 on the last stage, 0 elsewhere
-  double weights = 0, grads_bytes = 0, optimizer = 0, activations = 0;
-};
-
-std::vector<Seen> run(const Point& p, const mgpu::model::Model& model, std::uint64_t seed) {
-  const ly::Layout& l = p.layout;
-  const int n = static_cast<int>(l.tp * l.pp * l.dp);
-  const mgpu::model::Batch batch =
-      model.make_batch(l.dp * p.micro_batches * p.sequences_per_micro, seed + 1);
-  std::vector<Seen> seen(static_cast<std::size_t>(n));
-  mgpu::Cluster cluster(n);
-  cluster.run([&](mgpu::Rank& r) {
-    ly::ProcessGrid grid(r.world(), l);
-    ly::State3d state = ly::make_state_3d(r, grid, model, seed);
-    Seen s;
-    const std::size_t first = static_cast<std::size_t>(grid.coords().dp) * state.share.shard;
-    for (int step = 0; step < kSteps; ++step) {
-      const std::optional<double> loss =
-          ly::train_step_3d(r, grid, model, state, batch, p.micro_batches);
-      s.has_loss.push_back(loss ? 1.0 : 0.0);
-      if (loss) s.loss.push_back(*loss);
-      const auto g = state.grads.span().subspan(first, state.share.shard);
-      s.grads.insert(s.grads.end(), g.begin(), g.end());
-      const auto w = state.params.span().first(state.share.count);
-      s.params.insert(s.params.end(), w.begin(), w.end());
-    }
-    // A rank may be a process of its own: what it saw leaves it through publish.
-    r.publish("has_loss", s.has_loss);
-    r.publish("loss", s.loss);
-    r.publish("grads", s.grads);
-    r.publish("params", s.params);
-  });
-  for (int id = 0; id < n; ++id) {
-    Seen& s = seen[static_cast<std::size_t>(id)];
-    s.has_loss = cluster.published<double>(id, "has_loss");
-    s.loss = cluster.published<double>(id, "loss");
-    s.grads = cluster.published<double>(id, "grads");
-    s.params = cluster.published<double>(id, "params");
-    const mgpu::MemoryLedger& m = cluster.report(id).memory;  // nothing resets the peaks
-    s.weights = static_cast<double>(m.peak(mgpu::Category::weights));
-    s.grads_bytes = static_cast<double>(m.peak(mgpu::Category::grads));
-    s.optimizer = static_cast<double>(m.peak(mgpu::Category::optimizer));
-    s.activations = static_cast<double>(m.peak(mgpu::Category::activations));
-  }
-  return seen;
-}
-
-// One value: every rank's part, concatenated in world-rank order.
-std::vector<double> all(const std::vector<Seen>& seen, std::vector<double> Seen::*part) {
-  std::vector<double> v;
-  for (const Seen& s : seen) v.insert(v.end(), (s.*part).begin(), (s.*part).end());
-  return v;
-}
-
-std::vector<double> each(const std::vector<Seen>& seen, double Seen::*field) {
-  std::vector<double> v;
-  for (const Seen& s : seen) v.push_back(s.*field);
-  return v;
-}
-
 }  // namespace
 
-MGPU_CASE_ISOLATED("11_7.step3d_values") {
-  const mgpu::model::Model model(config(ctx));
-  const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-  for (const Point& p : points(ctx)) {
-    const std::vector<Seen> seen = run(p, model, seed);
-    const std::string at = label(p);
-    ctx.emit(at + "has_loss", all(seen, &Seen::has_loss));
-    ctx.emit(at + "loss", all(seen, &Seen::loss), DType::f32);
-    ctx.emit(at + "grad_shards", all(seen, &Seen::grads), DType::f32);
-    ctx.emit(at + "params", all(seen, &Seen::params), DType::f32);
+// kSteps steps; after each, the last stage's loss, this rank's ZeRO-1 shard of the gradients and
+// its share of the parameters. A rank may be a process of its own: what it saw leaves it through
+// publish.
+MGPU_RANK_BODY("11_7.step3d_train", Step3dInput) {
+  const mgpu::model::Model model(in.config);
+  const mgpu::model::Batch batch = model.make_batch(in.sequences, in.batch_seed);
+  ly::ProcessGrid grid(rank.world(), in.layout);
+  ly::State3d state = ly::make_state_3d(rank, grid, model, in.seed);
+  std::vector<double> loss, grads, params;  // per step: last stage's loss, own shard, share
+  std::vector<double> has_loss;             // per step: 1 on the last stage, 0 elsewhere
+  const std::size_t first = static_cast<std::size_t>(grid.coords().dp) * state.share.shard;
+  for (int step = 0; step < kSteps; ++step) {
+    const std::optional<double> l =
+        ly::train_step_3d(rank, grid, model, state, batch, in.micro_batches);
+    has_loss.push_back(l ? 1.0 : 0.0);
+    if (l) loss.push_back(*l);
+    const auto g = state.grads.span().subspan(first, state.share.shard);
+    grads.insert(grads.end(), g.begin(), g.end());
+    const auto w = state.params.span().first(state.share.count);
+    params.insert(params.end(), w.begin(), w.end());
   }
-  const mgpu::model::Batch odd = model.make_batch(6, 1);
-  ctx.emit_rejects("rejects_batch_not_splitting", [&] {
-    mgpu::Cluster(2).run([&](mgpu::Rank& r) {
-      ly::ProcessGrid grid(r.world(), ly::Layout{1, 1, 2});
-      ly::State3d state = ly::make_state_3d(r, grid, model, 1);
-      (void)ly::train_step_3d(r, grid, model, state, odd, 2);
-    });
-  });
+  rank.publish("has_loss", has_loss);
+  rank.publish("loss", loss);
+  rank.publish("grads", grads);
+  rank.publish("params", params);
 }
 
-MGPU_CASE_ISOLATED("11_7.step3d_memory") {
-  const mgpu::model::Model model(config(ctx));
-  for (const Point& p : points(ctx)) {
-    const std::vector<Seen> seen = run(p, model, 3);
-    const std::string at = label(p);
-    // Integers, exact: the share in fp32 (weights, grads) and Adam's two moments of one ZeRO-1
-    // shard; an optimizer over the whole share shows dp times too much.
-    ctx.emit(at + "weights_bytes", each(seen, &Seen::weights));
-    ctx.emit(at + "grads_bytes", each(seen, &Seen::grads_bytes));
-    ctx.emit(at + "optimizer_bytes", each(seen, &Seen::optimizer));
-    // Within the rubric's band of the reference: temporaries may differ, but a stage that holds
-    // more micro-batches than 1F1B needs, or frees nothing, is far outside it.
-    ctx.emit(at + "activation_peak_bytes", each(seen, &Seen::activations));
-  }
+// One step and nothing published: the cluster's reports show what it sent, or whether it
+// rejected its arguments.
+MGPU_RANK_BODY("11_7.step3d_once", Step3dInput) {
+  const mgpu::model::Model model(in.config);
+  const mgpu::model::Batch batch = model.make_batch(in.sequences, in.batch_seed);
+  ly::ProcessGrid grid(rank.world(), in.layout);
+  ly::State3d state = ly::make_state_3d(rank, grid, model, in.seed);
+  (void)ly::train_step_3d(rank, grid, model, state, batch, in.micro_batches);
 }
 
-MGPU_CASE_ISOLATED("11_7.step3d_bytes") {
-  const mgpu::model::Model model(config(ctx));
-  for (const Point& p : points(ctx)) {
-    const ly::Layout& l = p.layout;
-    const int n = static_cast<int>(l.tp * l.pp * l.dp);
-    const mgpu::model::Batch batch =
-        model.make_batch(l.dp * p.micro_batches * p.sequences_per_micro, 5);
-    mgpu::Cluster cluster(n);
-    cluster.run([&](mgpu::Rank& r) {
-      ly::ProcessGrid grid(r.world(), l);
-      ly::State3d state = ly::make_state_3d(r, grid, model, 5);
-      (void)ly::train_step_3d(r, grid, model, state, batch, p.micro_batches);
-    });
-    // Per rank, exact: what it sent in each group (a boundary sent whole instead of in 1/tp
-    // slices shows in pp; an all-reduce left out or added shows in tp; ZeRO-1 done as
-    // something else in dp) and the all-gathers that rebuild the boundary.
-    std::vector<double> tp_all_reduce, tp_all_gather, pp, dp;
-    for (int i = 0; i < n; ++i) {
-      const mgpu::TrafficMeter& t = cluster.report(i).traffic;
-      tp_all_reduce.push_back(static_cast<double>(t.of(mgpu::OpKind::all_reduce, "tp").bytes_sent));
-      tp_all_gather.push_back(static_cast<double>(t.of(mgpu::OpKind::all_gather, "tp").bytes_sent));
-      pp.push_back(static_cast<double>(t.group("pp").bytes_sent));
-      dp.push_back(static_cast<double>(t.group("dp").bytes_sent));
-    }
-    const std::string at = label(p);
-    ctx.emit(at + "tp_all_reduce_bytes", tp_all_reduce);
-    ctx.emit(at + "tp_all_gather_bytes", tp_all_gather);
-    ctx.emit(at + "pp_bytes", pp);
-    ctx.emit(at + "dp_bytes", dp);
-    // Every rank's clock: a unit's work charged whole on each tp rank instead of its 1/tp share,
-    // or a stage that waits where 1F1B would not, shows in the seconds.
-    emit_clocks(ctx, at, cluster.reports());
-  }
-}
-
-MGPU_CASE_ISOLATED("11_7.one_f_one_b_order") {
-  // Every stage of pipelines of 1 to 4 stages with 1 to 6 micro-batches, then a drawn deeper
-  // one: whether the order is valid (2m entries, forwards and backwards each in micro-batch
-  // order, every backward after its forward) and its peak in flight. Properties rather than the
-  // list itself, so any order the contract allows scores; a warm-up one too long or too short
-  // shows in the peak wherever m > p - s.
-  std::vector<std::int64_t> shape;
-  for (std::int64_t p = 1; p <= 4; ++p)
-    for (std::int64_t m = 1; m <= 6; ++m) shape.insert(shape.end(), {p, m});
-  shape.insert(shape.end(), {ctx.uniform_int(5, 8), ctx.uniform_int(1, 12)});
-  std::vector<double> valid, peak;
-  for (std::size_t k = 0; k < shape.size(); k += 2) {
-    const int p = static_cast<int>(shape[k]), m = static_cast<int>(shape[k + 1]);
-    for (int s = 0; s < p; ++s) {
-      // Student code outside Cluster::run: in a process of its own in graded runs.
-      const auto order = untrusted([&] { return ly::one_f_one_b_order(s, p, m); });
-      bool ok = order.size() == static_cast<std::size_t>(2 * m);
-      int forwards = 0, backwards = 0, in_flight = 0, most = 0;
-      for (const auto& [fwd, i] : order) {
-        ok = ok && i == (fwd ? forwards : backwards) && (fwd || i < forwards);
-        (fwd ? forwards : backwards) += 1;
-        in_flight += fwd ? 1 : -1;
-        most = std::max(most, in_flight);
-      }
-      valid.push_back(ok ? 1.0 : 0.0);
-      peak.push_back(most);
-    }
-  }
-  ctx.emit("valid", valid);
-  ctx.emit("peak_in_flight", peak);
+MGPU_STUDENT_CALL("11_7.one_f_one_b_order", OrderInput) {
+  return ly::one_f_one_b_order(in.stage, in.stages, in.micro_batches);
 }
