@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -28,6 +29,7 @@
 #include "mgpu/not_implemented.hpp"
 #include "mgpu/type_name.hpp"
 #include "rank_code.hpp"
+#include "sandbox/landlock.hpp"
 #include "untrusted.hpp"
 
 namespace {
@@ -102,11 +104,16 @@ int parse_args(int argc, char** argv, Args& args) {
 }
 
 /// In a process of student code started by the host: works in its own folder under the case's
-/// (rank r of every run of the case in the same one), made when missing.
+/// (rank r of every run of the case in the same one), made when missing, and, where the kernel
+/// has Landlock, reaches no other: not another rank's folder, not the case's /tmp, through which
+/// ranks could pass each other their inputs. The system, /proc and the rank program stay readable.
 void enter_own_folder(const std::string& name) {
   if ((::mkdir(name.c_str(), 0700) != 0 && errno != EEXIST) || ::chdir(name.c_str()) != 0)
     throw std::runtime_error("cannot make its working folder " + name + ": " +
                              std::strerror(errno));
+  mgpu::grade::FsView view = mgpu::grade::case_view(std::filesystem::current_path());
+  view.read_only.push_back(mgpu::grade::rank_program());
+  mgpu::grade::confine_to(view);
 }
 
 /// Runs the case `fn` and returns its result, or what escaped it, with its "status".

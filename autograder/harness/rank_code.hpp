@@ -8,7 +8,7 @@
 //
 // A case file keeps its bodies in `<name>.cpp` and the case itself in `<name>.host.cpp`, which
 // must call no chapter function (the host program does not link them): the input types both use
-// live in `<name>.hpp`.
+// live in `<name>.inputs.hpp`.
 #pragma once
 
 #include <functional>

@@ -284,30 +284,34 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
   return reports;
 }
 
-// Two ranks that reach past their process, in one 11.2 batch. A rank that reads its peers'
+// Three ranks that reach past their process, in one 11.2 batch. A rank that reads its peers'
 // buffers through pointers (attacks/peer_pointer: a ring that sums its peers' buffers where they
 // lie and sends dummy bytes of the right sizes) wins the ring cases where ranks share an address
-// space; a student's cases run their ranks in processes, so it loses them. A rank that writes a
-// result of its own to the case's result descriptor (attacks/rank_result_fd, an edit of the
+// space; a student's cases run their ranks in processes, so it loses them. The same ring passing
+// its buffers through files (attacks/rank_files) wins where ranks can reach each other's
+// folders; each rank works in its own, confined to it, so it loses them too. A rank that writes
+// a result of its own to the case's result descriptor (attacks/rank_result_fd, an edit of the
 // reference) would void its case; a rank process has no such descriptor, so the write fails and
 // the case scores in full. The reference's ring graded in the same batch keeps every point.
 void rank_attacks_batch(const std::string& mode) {
   const fs::path dir = fresh_dir("rank_attacks_" + mode);
-  const fs::path peer_pointer = dir / "peer_pointer";
-  fs::copy(this_project().root / "solutions/11_2_data_parallel", peer_pointer);
-  fs::copy_file(fixtures() / "attacks/peer_pointer/11_2_data_parallel/ring_all_reduce.cpp",
-                peer_pointer / "ring_all_reduce.cpp", fs::copy_options::overwrite_existing);
-  const fs::path result_fd = stage_edits(
-      dir, "11_2_data_parallel", fixtures() / "attacks/rank_result_fd/11_2_data_parallel.json");
-  auto reports =
-      grade_beside_reference(dir, mode, "11_2_data_parallel",
-                             {{"peer_pointer", peer_pointer}, {"rank_result_fd", result_fd}});
-  for (const char* c :
-       {"11_2.ring_reduce_scatter", "11_2.ring_all_reduce_fp32", "11_2.ring_all_reduce_bf16"}) {
-    const std::string status = case_status(reports["peer_pointer"], c);
-    CHECK_MESSAGE(status != "passed", c << ": " << status);
-    CHECK_MESSAGE(status != "absent", c);
+  std::map<std::string, fs::path> attacks;
+  for (const char* ring : {"peer_pointer", "rank_files"}) {
+    attacks[ring] = dir / ring;
+    fs::copy(this_project().root / "solutions/11_2_data_parallel", attacks[ring]);
+    fs::copy_file(fixtures() / "attacks" / ring / "11_2_data_parallel/ring_all_reduce.cpp",
+                  attacks[ring] / "ring_all_reduce.cpp", fs::copy_options::overwrite_existing);
   }
+  attacks["rank_result_fd"] = stage_edits(
+      dir, "11_2_data_parallel", fixtures() / "attacks/rank_result_fd/11_2_data_parallel.json");
+  auto reports = grade_beside_reference(dir, mode, "11_2_data_parallel", attacks);
+  for (const char* ring : {"peer_pointer", "rank_files"})
+    for (const char* c :
+         {"11_2.ring_reduce_scatter", "11_2.ring_all_reduce_fp32", "11_2.ring_all_reduce_bf16"}) {
+      const std::string status = case_status(reports[ring], c);
+      CHECK_MESSAGE(status != "passed", ring << " " << c << ": " << status);
+      CHECK_MESSAGE(status != "absent", ring << " " << c);
+    }
   const auto& written = reports["rank_result_fd"];
   CHECK(written.dump().find("FORGED") == std::string::npos);
   CHECK(case_status(written, "11_2.ring_all_reduce_fp32") == "passed");

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/landlock.h>
 #include <linux/magic.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -30,11 +29,6 @@
 #include <set>
 #include <sstream>
 #include <thread>
-
-// Newer than the kernel headers of some systems (Linux 6.2): the kernel tells its ABI at run time.
-#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
-#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
-#endif
 
 namespace fs = std::filesystem;
 
@@ -608,60 +602,6 @@ std::vector<std::string> bwrap_command(const BwrapCase& c) {
 const std::string& case_seccomp_program() {
   static const std::string program = build_seccomp_program();
   return program;
-}
-
-FsView case_view(const fs::path& workdir, const std::vector<fs::path>& devices) {
-  FsView v{{"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys"},
-           {workdir},
-           {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}};
-  v.devices.insert(v.devices.end(), devices.begin(), devices.end());
-  return v;
-}
-
-int landlock_abi() {
-  static const int abi = [] {
-    const long v =
-        ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    return v < 0 ? 0 : static_cast<int>(v);
-  }();
-  return abi;
-}
-
-int landlock_ruleset(const FsView& view) {
-  const int abi = landlock_abi();
-  if (abi < 1) return -1;
-  constexpr std::uint64_t read =
-      LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
-  std::uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // ABI 1: execute to make_sym
-  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
-  std::uint64_t truncate = 0;
-  if (abi >= 3) truncate = LANDLOCK_ACCESS_FS_TRUNCATE;
-  all |= truncate;
-  landlock_ruleset_attr attr{};
-  attr.handled_access_fs = all;
-  const int ruleset =
-      static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
-  if (ruleset < 0) return -1;
-  auto allow = [&](const fs::path& path, std::uint64_t access) {
-    const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st {};
-    // A rule on a file may only hold file rights.
-    if (::fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode))
-      access &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE |
-                LANDLOCK_ACCESS_FS_WRITE_FILE | truncate;
-    landlock_path_beneath_attr rule{};
-    rule.allowed_access = access;
-    rule.parent_fd = fd;
-    ::syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
-    ::close(fd);
-  };
-  for (const auto& p : view.read_only) allow(p, read);
-  for (const auto& p : view.devices)
-    allow(p, LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
-                 LANDLOCK_ACCESS_FS_WRITE_FILE | truncate);
-  for (const auto& p : view.read_write) allow(p, all);
-  return ruleset;
 }
 
 std::string case_dir_template() {

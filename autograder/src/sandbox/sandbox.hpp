@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/landlock.hpp"
+
 namespace mgpu::grade {
 
 /// How cases are isolated on this machine.
@@ -128,30 +130,6 @@ std::vector<std::string> bwrap_command(const BwrapCase& c);
 /// only an administrator needs. fork, clone without namespace flags, memfd_create and mmap stay.
 /// Empty when libseccomp could not build it; sandbox() is then none.
 const std::string& case_seccomp_program();
-
-/// What a process confined with Landlock may reach: everything else of the file system is out
-/// of reach whatever its permissions (read, write, execute, list, create).
-struct FsView {
-  std::vector<std::filesystem::path> read_only;   ///< read, list and execute
-  std::vector<std::filesystem::path> read_write;  ///< everything, beneath each
-  std::vector<std::filesystem::path> devices;     ///< open for reading and writing, no creating
-};
-
-/// The view of a case in the uid sandbox: the system's programs and libraries, /proc and /sys
-/// read-only, the standard device nodes (null, zero, full, random, urandom) and `devices` (a GPU's
-/// nodes), and its own folder. Nothing of /tmp, /dev/shm, the project or another case's folder,
-/// whatever their modes.
-FsView case_view(const std::filesystem::path& workdir,
-                 const std::vector<std::filesystem::path>& devices = {});
-
-/// Landlock's ABI version on this kernel, 0 when it has none (the uid sandbox then relies on file
-/// modes alone; see SECURITY.md).
-int landlock_abi();
-
-/// A Landlock ruleset (a descriptor, close-on-exec) for view, to be enforced in the child with
-/// landlock_restrict_self after PR_SET_NO_NEW_PRIVS; -1 when Landlock is unavailable. Paths that
-/// do not exist are left out.
-int landlock_ruleset(const FsView& view);
 
 /// Where a case's working folder is created: tmp/mgpu-case-<grader pid>-XXXXXX.
 std::string case_dir_template();
