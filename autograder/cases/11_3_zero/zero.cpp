@@ -28,8 +28,7 @@ MGPU_RANK_BODY("11_3.train", ZeroTrainInput) {
   for (int s = 0; s < in.steps; ++s) {
     const model::Batch batch =
         net.make_batch(in.sequences, in.seed + 100 + static_cast<std::uint64_t>(s));
-    losses.push_back(
-        z::zero_step(rank, rank.world(), net, state, batch, in.prefetch, in.overlap));
+    losses.push_back(z::zero_step(rank, rank.world(), net, state, batch, in.prefetch, in.overlap));
   }
   rank.checkpoint("steps_end");
   rank.publish("losses", losses);

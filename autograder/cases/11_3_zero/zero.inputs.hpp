@@ -16,8 +16,8 @@ namespace mgpu::grade {
 struct ZeroTrainInput {
   mgpu::model::ModelConfig config;
   int stage = 0;
-  bool prefetch = false;       // stage 3: post the next unit's gather early
-  bool overlap = false;        // stage 2: reduce-scatters in flight during the backward
+  bool prefetch = false;  // stage 3: post the next unit's gather early
+  bool overlap = false;   // stage 2: reduce-scatters in flight during the backward
   mgpu::zero::Precision precision = mgpu::zero::Precision::fp32;
   int steps = 0;
   std::int64_t sequences = 0;  // in the global batch
