@@ -1,6 +1,6 @@
-// What the 11.6 case programs share: one training step of the course model on a fresh one-rank
-// cluster, measured on its ledger and clock, and the gradients of a step judged against a plain
-// step's.
+// What the 11.6 host cases share: one training step of the course model on a fresh one-rank
+// cluster (its rank runs a step body of checkpointing.cpp or selective.cpp), measured on its
+// ledger and clock, and the gradients of a step judged against a plain step's.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,8 @@
 
 #include "case.hpp"
 #include "model_inputs.hpp"
+#include "rank_code.hpp"
+#include "step.inputs.hpp"
 
 namespace mgpu::grade::checkpointing_cases {
 
@@ -56,23 +58,14 @@ struct Step {
   double flops = 0;  ///< compute charged to the clock during the step, in FLOPs
 };
 
-/// One step of `net` on a fresh rank, from weights seeded `seed`: `train(rank, params, grads)`
-/// runs it (plainly, checkpointed or with selective recompute) and returns the loss.
-template <class Train>
-Step measure_step(const mgpu::model::Model& net, std::uint64_t seed, Train&& train) {
+/// One step on a fresh rank, run by the rank body `body` on `in`: the loss and gradients it
+/// published, and its costs from the checkpoints the cluster's side recorded around the step.
+inline Step measure_step(const std::string& body, const StepInput& in) {
   Step s;
   mgpu::Cluster cluster(1);
   // The rank may be a process of its own: it publishes its results, and the step's costs come
   // from checkpoints the cluster's side records around it.
-  cluster.run([&](mgpu::Rank& r) {
-    mgpu::model::Replica rep = net.make_replica(r.memory(), seed);
-    r.memory().reset_peaks();
-    r.checkpoint("before");
-    const double loss = train(r, rep.params.span(), rep.grads.span());
-    r.checkpoint("after");
-    publish_value(r, "loss", loss);
-    r.publish("grads", rep.grads.span());
-  });
+  run_ranks(cluster, body, [&](int) { return in; });
   const auto& marks = cluster.report(0).checkpoints;
   const mgpu::Checkpoint &before = marks.at("before"), &after = marks.at("after");
   s.loss = published_value(cluster, 0, "loss");
