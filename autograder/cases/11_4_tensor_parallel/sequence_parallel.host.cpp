@@ -198,8 +198,8 @@ MGPU_CASE_ISOLATED("11_4.sp_attention") {
     // Its own rows of x and dy only: a sequence may run on into another rank's rows, which the
     // student's code must gather, not find in its input.
     run_ranks(cluster, "11_4.sp_attention", [&](int r) {
-      return SpAttentionInput{d.h,    d.heads,  d.seq, seed, d.causal, rows_of(x, r, d.m),
-                              rows_of(dy, r, d.m)};
+      return SpAttentionInput{
+          d.h, d.heads, d.seq, seed, d.causal, rows_of(x, r, d.m), rows_of(dy, r, d.m)};
     });
     for (int i = 0; i < d.t; ++i) grads.place(cluster, i, d.h / d.t);
     const std::string at = label(d);
@@ -214,8 +214,9 @@ MGPU_CASE_ISOLATED("11_4.sp_attention_rejects") {
   mgpu::Cluster cluster(t);
   // Shards of 2 tokens: 2t tokens once gathered, which a sequence of 2t + 1 cannot fill.
   auto forward = [&](Eigen::Index cols, std::int64_t seq) {
-    run_ranks(cluster, "11_4.sp_attention_rejects.forward",
-              [&](int) { return AttentionSizes{h, t, cols, seq}; });
+    run_ranks(cluster, "11_4.sp_attention_rejects.forward", [&](int) {
+      return AttentionSizes{h, t, cols, seq};
+    });
   };
   ctx.emit_rejects("rejects_seq_not_dividing_tokens", [&] { forward(h, 2 * t + 1); });
   ctx.emit_rejects("rejects_seq_of_zero", [&] { forward(h, 0); });
@@ -223,8 +224,9 @@ MGPU_CASE_ISOLATED("11_4.sp_attention_rejects") {
   ctx.emit_rejects("rejects_sequence_across_shards", [&] { forward(h, 2 * t); });
   ctx.emit_rejects("rejects_wrong_x_shard_width", [&] { forward(h + 1, 2); });
   ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
-    run_ranks(cluster, "11_4.sp_attention_rejects.dy_rows",
-              [&](int) { return AttentionSizes{h, t, h, 2}; });
+    run_ranks(cluster, "11_4.sp_attention_rejects.dy_rows", [&](int) {
+      return AttentionSizes{h, t, h, 2};
+    });
   });
 }
 

@@ -196,8 +196,9 @@ MGPU_CASE_ISOLATED("11_4.tp_rejects") {
   // t + 1 heads of width t: t divides hidden = t (t + 1), so column_shard accepts the cut and
   // only the check that t divides heads rejects it.
   ctx.emit_rejects("rejects_heads_not_divisible", [&] {
-    run_ranks(cluster, "11_4.tp_rejects.make_tp_attention",
-              [&](int) { return HeadSizes{t * (t + 1), t + 1}; });
+    run_ranks(cluster, "11_4.tp_rejects.make_tp_attention", [&](int) {
+      return HeadSizes{t * (t + 1), t + 1};
+    });
   });
   ctx.emit_rejects("rejects_bias_of_wrong_size", [&] {
     run_ranks(cluster, "11_4.tp_rejects.bias_size", [&](int) { return h; });
