@@ -1,59 +1,27 @@
-// Graded cases of 11.4's sequence parallelism: the FFN, attention and the layer norm in front of
-// them, each rank holding n/t tokens outside the block. Over a fixed grid and a drawn point:
-// outputs and input gradients assembled from the token shards, the weight-gradient shards, the
-// activations saved between the passes and the ledger's peaks, the collectives by kind, every
-// rank's virtual clock (FFN and attention), and the bytes each rank sends, held between a floor and
-// the budget.
-#include <algorithm>
+// The rank code of 11.4's sequence-parallel cases (sequence_parallel.host.cpp holds the cases):
+// each rank, given only its own token rows of x and dy, builds its shard of the FFN or attention
+// (or its layer norm) from the shared seed, runs the student's forward and backward with a
+// checkpoint between the passes, and publishes where its rows go, its rows of y and dx and its
+// gradients; the rejects' bodies and call hand the student's code shapes it must refuse.
 #include <string>
 #include <vector>
 
 #include "11_4_tensor_parallel/tensor_parallel.hpp"
-#include "case.hpp"
 #include "model_inputs.hpp"
+#include "rank_code.hpp"
+#include "sequence_parallel.inputs.hpp"
 #include "shards.hpp"
 
 using namespace mgpu::grade;
+using namespace mgpu::grade::sp_cases;
 namespace tp = mgpu::tensor_parallel;
-using tp::MatrixRM;
 
 namespace {
 
-// m tokens per rank (n = t m), width h, inner width f (a multiple of t), group size t.
-struct Point {
-  Eigen::Index m, h, f;
-  int t;
-};
-
-std::string label(const Point& d) {
-  return "sp_t" + std::to_string(d.t) + "_m" + std::to_string(d.m) + "_h" + std::to_string(d.h) +
-         "_f" + std::to_string(d.f) + ".";
+// The rows of the n = t m tokens a rank given an m-row shard holds, as the contract places them.
+tp::TokenRows my_rows(const mgpu::Comm& g, const MatrixRM& x_shard) {
+  return tp::token_rows(x_shard.rows() * g.size(), g.rank(), g.size());
 }
-
-// The FFN's and attention's traffic as graded, over all their points: the most any rank sent at
-// each point (bytes and ring steps) summed, and every rank's collectives by kind (ring steps).
-struct SpTraffic {
-  MostSent sent;
-  double gathers = 0, scatters = 0, all_reduces = 0;
-
-  void add(const std::vector<mgpu::RankReport>& reports) {
-    sent.add(reports);
-    for (const mgpu::RankReport& r : reports) {
-      gathers += static_cast<double>(r.traffic.of(mgpu::OpKind::all_gather, "tp").messages_sent);
-      scatters +=
-          static_cast<double>(r.traffic.of(mgpu::OpKind::reduce_scatter, "tp").messages_sent);
-      all_reduces +=
-          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
-    }
-  }
-
-  void emit(Ctx& ctx) const {
-    ctx.emit("all_gather_steps", gathers);
-    ctx.emit("reduce_scatter_steps", scatters);
-    ctx.emit("all_reduce_steps", all_reduces);
-    sent.measure(ctx);
-  }
-};
 
 // Inside a rank, after its passes: where its n/t token rows go and its rows of y and dx (a rank
 // may be a process of its own, so its results leave it through publish).
@@ -64,318 +32,100 @@ void publish_rows(mgpu::Rank& r, const tp::TokenRows& mine, const MatrixRM& ys,
   publish_matrix(r, "dx", dxs);
 }
 
-// A sequence-parallel run put together after it: y and dx (n, h) from every rank's m rows, and
-// the activations each rank held at its "saved" checkpoint, between its passes.
-struct Rows {
-  MatrixRM y, dx;
-  std::vector<double> saved;
-
-  Rows(const mgpu::Cluster& cluster, int t, Eigen::Index m, Eigen::Index h)
-      : y(m * t, h), dx(m * t, h), saved(static_cast<std::size_t>(t)) {
-    for (int i = 0; i < t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
-      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
-      y.middleRows(first_row, m) = published_matrix(cluster, i, "y", m, h);
-      dx.middleRows(first_row, m) = published_matrix(cluster, i, "dx", m, h);
-      saved[static_cast<std::size_t>(i)] = static_cast<double>(
-          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
-    }
-  }
-};
-
-// Emits a run at `at`: y and dx, then the weight gradients `emit_grads()` emits, then the saved
-// activations, the ledger's peaks and every rank's clock; adds its traffic to `traffic`.
-template <class EmitGrads>
-void emit_run(Ctx& ctx, const std::string& at, const Rows& rows, const mgpu::Cluster& cluster,
-              SpTraffic& traffic, EmitGrads emit_grads) {
-  ctx.emit(at + "y", rows.y, DType::f32);
-  ctx.emit(at + "dx", rows.dx, DType::f32);
-  emit_grads();
-  ctx.emit_per_rank(at + "saved_activations", rows.saved);
-  emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations, mgpu::Category::comm});
-  emit_clocks(ctx, at, cluster.reports());  // each rank charged its own share
-  traffic.add(cluster.reports());
-}
-
 }  // namespace
 
-MGPU_CASE_ISOLATED("11_4.sp_ffn") {
-  // t = 1 (no communication), then t = 2, 3, 4 with one to three tokens per rank, then a drawn
-  // point (drawn again while its name is taken).
-  std::vector<Point> points = {{3, 5, 4, 1}, {2, 3, 6, 2}, {1, 7, 9, 3}, {2, 6, 8, 4}};
-  push_drawn(
-      points,
-      [&] {
-        const int t = ctx.pick({1, 2, 3, 4});
-        return Point{ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), t * ctx.uniform_int(1, 5), t};
-      },
-      [](const Point& p) { return label(p); });
-  SpTraffic traffic;
-  for (const Point& d : points) {
-    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-    const Eigen::Index n = d.m * d.t;
-    const MatrixRM x = ctx.normal_matrix(n, d.h).cast<float>();
-    const MatrixRM dy = ctx.normal_matrix(n, d.h).cast<float>();
-    MatrixRM dw1(d.h, d.f), dw2(d.f, d.h);
-    mgpu::Cluster cluster(d.t);
-    cluster.run([&](mgpu::Rank& r) {
-      mgpu::Comm g = r.world().split(0, r.id(), "tp");
-      tp::TpFfn ffn = tp::make_tp_ffn(r, g, d.h, d.f, seed);
-      const tp::TokenRows mine = tp::token_rows(n, g.rank(), d.t);
-      MatrixRM ys(d.m, d.h), dxs(d.m, d.h);
-      const tp::SpFfnCache cache =
-          tp::sp_ffn_forward(r, g, ffn, x.middleRows(mine.first, mine.count), ys);
-      // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
-      r.checkpoint("saved");
-      tp::sp_ffn_backward(r, g, ffn, cache, dy.middleRows(mine.first, mine.count), dxs);
-      publish_rows(r, mine, ys, dxs);
-      publish_ffn_grads(r, ffn, d.h, d.f / d.t);
-    });
-    for (int i = 0; i < d.t; ++i) place_ffn_grads(cluster, i, d.h, d.f / d.t, dw1, dw2);
-    const std::string at = label(d);
-    emit_run(ctx, at, Rows(cluster, d.t, d.m, d.h), cluster, traffic, [&] {
-      ctx.emit(at + "dw1", dw1, DType::f32);
-      ctx.emit(at + "dw2", dw2, DType::f32);
-    });
+MGPU_RANK_BODY("11_4.sp_ffn", SpFfnInput) {
+  mgpu::Comm g = rank.world().split(0, rank.id(), "tp");
+  tp::TpFfn ffn = tp::make_tp_ffn(rank, g, in.hidden, in.ffn_hidden, in.seed);
+  const tp::TokenRows mine = my_rows(g, in.x_shard);
+  MatrixRM ys(mine.count, in.hidden), dxs(mine.count, in.hidden);
+  const tp::SpFfnCache cache = tp::sp_ffn_forward(rank, g, ffn, in.x_shard, ys);
+  // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
+  rank.checkpoint("saved");
+  tp::sp_ffn_backward(rank, g, ffn, cache, in.dy_shard, dxs);
+  publish_rows(rank, mine, ys, dxs);
+  publish_ffn_grads(rank, ffn, in.hidden, in.ffn_hidden / g.size());
+}
+
+MGPU_RANK_BODY("11_4.sp_attention", SpAttentionInput) {
+  mgpu::Comm g = rank.world().split(0, rank.id(), "tp");
+  tp::TpAttention attn = tp::make_tp_attention(rank, g, in.hidden, in.heads, in.seed, in.causal);
+  const tp::TokenRows mine = my_rows(g, in.x_shard);
+  MatrixRM ys(mine.count, in.hidden), dxs(mine.count, in.hidden);
+  const tp::SpAttentionCache cache =
+      tp::sp_attention_forward(rank, g, attn, in.x_shard, in.seq, ys);
+  // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
+  rank.checkpoint("saved");
+  tp::sp_attention_backward(rank, g, attn, cache, in.dy_shard, dxs);
+  publish_rows(rank, mine, ys, dxs);
+  publish_attention_grads(rank, attn, in.hidden, in.hidden / g.size());
+}
+
+MGPU_RANK_BODY("11_4.sp_layer_norm", SpLayerNormInput) {
+  mgpu::Comm g = rank.world().split(0, rank.id(), "tp");
+  tp::SpLayerNorm ln = tp::make_sp_layer_norm(rank, in.hidden, in.seed);
+  const tp::TokenRows mine = my_rows(g, in.x_shards.at(0));
+  publish_value(rank, "first", static_cast<double>(mine.first));  // where its tokens go
+  for (std::size_t mb = 0; mb < in.x_shards.size(); ++mb) {
+    MatrixRM ys(mine.count, in.hidden), dxs(mine.count, in.hidden);
+    const tp::SpLayerNormCache cache = tp::sp_layer_norm_forward(rank, g, ln, in.x_shards[mb], ys);
+    rank.checkpoint("saved");  // the last micro-batch's is the one kept
+    tp::sp_layer_norm_backward(rank, g, ln, cache, in.dy_shards.at(mb), dxs);
+    publish_matrix(rank, "y" + std::to_string(mb), ys);
+    publish_matrix(rank, "dx" + std::to_string(mb), dxs);
   }
-  traffic.emit(ctx);
+  publish_matrix(rank, "dgamma", tp::row_vector(ln.dgamma));
+  publish_matrix(rank, "dbeta", tp::row_vector(ln.dbeta));
 }
 
-MGPU_CASE_ISOLATED("11_4.sp_rejects") {
-  const int t = ctx.pick({2, 3, 4});
-  const auto h = static_cast<std::int64_t>(ctx.uniform_int(2, 8));
-  ctx.emit_rejects("rejects_t_not_dividing_tokens", [&] { tp::token_rows(t * 2 + 1, 0, t); });
-  mgpu::Cluster cluster(t);
-  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] {
-    cluster.run([&](mgpu::Rank& r) {
-      tp::TpFfn ffn = tp::make_tp_ffn(r, r.world(), h, 2 * t, 1);
-      MatrixRM xs(2, h + 1), ys(2, h);
-      tp::sp_ffn_forward(r, r.world(), ffn, xs, ys);
-    });
-  });
-  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
-    cluster.run([&](mgpu::Rank& r) {
-      tp::TpFfn ffn = tp::make_tp_ffn(r, r.world(), h, 2 * t, 1);
-      MatrixRM xs = MatrixRM::Zero(2, h), ys(2, h), dys = MatrixRM::Zero(3, h), dxs(2, h);
-      const tp::SpFfnCache cache = tp::sp_ffn_forward(r, r.world(), ffn, xs, ys);
-      tp::sp_ffn_backward(r, r.world(), ffn, cache, dys, dxs);
-    });
-  });
+// The rejects: each body (and the call) hands the student's code one shape it must refuse.
+
+MGPU_STUDENT_CALL("11_4.sp_rejects.token_rows", TokenRowsArgs) {
+  const tp::TokenRows rows = tp::token_rows(in.n, in.rank, in.t);
+  return std::vector<std::int64_t>{rows.first, rows.count};
 }
 
-namespace {
-
-// Group size t, heads and width h of the block, seq tokens per sequence, m tokens per rank
-// (n = t m, a multiple of seq; m need not be one, so a shard may end inside a sequence).
-struct AttnPoint {
-  int t;
-  std::int64_t heads, h, seq;
-  Eigen::Index m;
-  bool causal;
-};
-
-std::string label(const AttnPoint& d) {
-  return "sp_attn_t" + std::to_string(d.t) + "_heads" + std::to_string(d.heads) + "_h" +
-         std::to_string(d.h) + "_seq" + std::to_string(d.seq) + "_m" + std::to_string(d.m) +
-         (d.causal ? "_causal." : ".");
+MGPU_RANK_BODY("11_4.sp_rejects.ffn_x_width", FfnSizes) {  // x shard one column too wide
+  tp::TpFfn ffn = tp::make_tp_ffn(rank, rank.world(), in.hidden, in.ffn_hidden, 1);
+  MatrixRM xs(2, in.hidden + 1), ys(2, in.hidden);
+  tp::sp_ffn_forward(rank, rank.world(), ffn, xs, ys);
 }
 
-}  // namespace
-
-MGPU_CASE_ISOLATED("11_4.sp_attention") {
-  // t = 1 with two sequences in the one shard; one sequence cut between two ranks; two sequences
-  // each spanning two of four ranks; shards of 3 tokens ending inside sequences of 2; t = 3 with a
-  // token per rank; then a drawn point (drawn again while its name is taken). Attention within a
-  // shard instead of a sequence is wrong at every one of them.
-  std::vector<AttnPoint> points = {{1, 2, 4, 3, 6, true},
-                                   {2, 2, 6, 6, 3, false},
-                                   {4, 4, 8, 4, 2, true},
-                                   {2, 4, 8, 2, 3, true},
-                                   {3, 3, 6, 3, 1, false}};
-  push_drawn(
-      points,
-      [&] {
-        const int t = ctx.pick({1, 2, 3, 4});
-        const std::int64_t heads = t * ctx.uniform_int(1, 2), h = heads * ctx.uniform_int(1, 3);
-        const Eigen::Index m = ctx.uniform_int(1, 4);
-        std::vector<std::int64_t> divisors;  // of the n = t m gathered tokens
-        for (std::int64_t s = 1; s <= t * m; ++s)
-          if ((t * m) % s == 0) divisors.push_back(s);
-        const std::int64_t seq = divisors[static_cast<std::size_t>(
-            ctx.uniform_int(0, static_cast<std::int64_t>(divisors.size()) - 1))];
-        return AttnPoint{t, heads, h, seq, m, ctx.uniform_int(0, 1) == 1};
-      },
-      [](const AttnPoint& p) { return label(p); });
-  SpTraffic traffic;
-  for (const AttnPoint& d : points) {
-    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-    const Eigen::Index n = d.m * d.t;
-    const MatrixRM x = ctx.normal_matrix(n, d.h).cast<float>();
-    const MatrixRM dy = ctx.normal_matrix(n, d.h).cast<float>();
-    AttentionGrads grads(d.h);
-    mgpu::Cluster cluster(d.t);
-    cluster.run([&](mgpu::Rank& r) {
-      mgpu::Comm g = r.world().split(0, r.id(), "tp");
-      tp::TpAttention attn = tp::make_tp_attention(r, g, d.h, d.heads, seed, d.causal);
-      const tp::TokenRows mine = tp::token_rows(n, g.rank(), d.t);
-      MatrixRM ys(d.m, d.h), dxs(d.m, d.h);
-      const tp::SpAttentionCache cache =
-          tp::sp_attention_forward(r, g, attn, x.middleRows(mine.first, mine.count), d.seq, ys);
-      // Between the passes only the cache is alive: this is what sequence parallelism shrinks.
-      r.checkpoint("saved");
-      tp::sp_attention_backward(r, g, attn, cache, dy.middleRows(mine.first, mine.count), dxs);
-      publish_rows(r, mine, ys, dxs);
-      publish_attention_grads(r, attn, d.h, d.h / d.t);
-    });
-    for (int i = 0; i < d.t; ++i) grads.place(cluster, i, d.h / d.t);
-    const std::string at = label(d);
-    emit_run(ctx, at, Rows(cluster, d.t, d.m, d.h), cluster, traffic, [&] { grads.emit(ctx, at); });
-  }
-  traffic.emit(ctx);
+MGPU_RANK_BODY("11_4.sp_rejects.ffn_dy_rows", FfnSizes) {  // dy shard one row too many
+  const std::int64_t h = in.hidden;
+  tp::TpFfn ffn = tp::make_tp_ffn(rank, rank.world(), h, in.ffn_hidden, 1);
+  MatrixRM xs = MatrixRM::Zero(2, h), ys(2, h), dys = MatrixRM::Zero(3, h), dxs(2, h);
+  const tp::SpFfnCache cache = tp::sp_ffn_forward(rank, rank.world(), ffn, xs, ys);
+  tp::sp_ffn_backward(rank, rank.world(), ffn, cache, dys, dxs);
 }
 
-MGPU_CASE_ISOLATED("11_4.sp_attention_rejects") {
-  const int t = ctx.pick({2, 3, 4});
-  const std::int64_t h = 2 * t;  // t heads of width 2
-  mgpu::Cluster cluster(t);
-  // Shards of 2 tokens: 2t tokens once gathered, which a sequence of 2t + 1 cannot fill.
-  auto forward = [&](Eigen::Index cols, std::int64_t seq) {
-    cluster.run([&](mgpu::Rank& r) {
-      tp::TpAttention attn = tp::make_tp_attention(r, r.world(), h, t, 1);
-      MatrixRM xs = MatrixRM::Zero(2, cols), ys(2, h);
-      tp::sp_attention_forward(r, r.world(), attn, xs, seq, ys);
-    });
-  };
-  ctx.emit_rejects("rejects_seq_not_dividing_tokens", [&] { forward(h, 2 * t + 1); });
-  ctx.emit_rejects("rejects_seq_of_zero", [&] { forward(h, 0); });
-  // A sequence of all 2t tokens spans every shard: that is the point of the layout, not an error.
-  ctx.emit_rejects("rejects_sequence_across_shards", [&] { forward(h, 2 * t); });
-  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] { forward(h + 1, 2); });
-  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
-    cluster.run([&](mgpu::Rank& r) {
-      tp::TpAttention attn = tp::make_tp_attention(r, r.world(), h, t, 1);
-      MatrixRM xs = MatrixRM::Zero(2, h), ys(2, h), dys = MatrixRM::Zero(3, h), dxs(2, h);
-      const tp::SpAttentionCache cache = tp::sp_attention_forward(r, r.world(), attn, xs, 2, ys);
-      tp::sp_attention_backward(r, r.world(), attn, cache, dys, dxs);
-    });
-  });
+// Shards of 2 tokens, `cols` wide, `seq` tokens per sequence.
+MGPU_RANK_BODY("11_4.sp_attention_rejects.forward", AttentionSizes) {
+  tp::TpAttention attn = tp::make_tp_attention(rank, rank.world(), in.hidden, in.heads, 1);
+  MatrixRM xs = MatrixRM::Zero(2, in.cols), ys(2, in.hidden);
+  tp::sp_attention_forward(rank, rank.world(), attn, xs, in.seq, ys);
 }
 
-namespace {
-
-// The layer norm's shards of the wrong shape are named, forward and backward.
-void emit_layer_norm_rejects(Ctx& ctx) {
-  mgpu::Cluster two(2);
-  ctx.emit_rejects("rejects_wrong_x_shard_width", [&] {
-    two.run([&](mgpu::Rank& r) {
-      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
-      MatrixRM xs = MatrixRM::Zero(2, 5), ys(2, 4);
-      tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
-    });
-  });
-  ctx.emit_rejects("rejects_wrong_dy_shard_rows", [&] {
-    two.run([&](mgpu::Rank& r) {
-      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, 4, 1);
-      MatrixRM xs = MatrixRM::Zero(2, 4), ys(2, 4), dys = MatrixRM::Zero(3, 4), dxs(2, 4);
-      const tp::SpLayerNormCache cache = tp::sp_layer_norm_forward(r, r.world(), ln, xs, ys);
-      tp::sp_layer_norm_backward(r, r.world(), ln, cache, dys, dxs);
-    });
-  });
+MGPU_RANK_BODY("11_4.sp_attention_rejects.dy_rows", AttentionSizes) {  // dy one row too many
+  const std::int64_t h = in.hidden;
+  tp::TpAttention attn = tp::make_tp_attention(rank, rank.world(), h, in.heads, 1);
+  MatrixRM xs = MatrixRM::Zero(2, h), ys(2, h), dys = MatrixRM::Zero(3, h), dxs(2, h);
+  const tp::SpAttentionCache cache =
+      tp::sp_attention_forward(rank, rank.world(), attn, xs, in.seq, ys);
+  tp::sp_attention_backward(rank, rank.world(), attn, cache, dys, dxs);
 }
 
-// A layer-norm run put together after it: y and dx (n, h) of each of the two micro-batches from
-// every rank's m rows, each rank's gain and bias gradients (row r: rank r's, equal on every rank)
-// and the activations each rank held at its "saved" checkpoint, after the last forward.
-struct LayerNormRows {
-  std::vector<MatrixRM> y, dx;
-  MatrixRM dgamma, dbeta;
-  std::vector<double> saved;
+MGPU_RANK_BODY("11_4.sp_layer_norm.rejects_x_width", std::int64_t) {  // x one column too wide
+  const std::int64_t h = in;
+  tp::SpLayerNorm ln = tp::make_sp_layer_norm(rank, h, 1);
+  MatrixRM xs = MatrixRM::Zero(2, h + 1), ys(2, h);
+  tp::sp_layer_norm_forward(rank, rank.world(), ln, xs, ys);
+}
 
-  LayerNormRows(const mgpu::Cluster& cluster, const Point& d)
-      : y(2, MatrixRM(d.m * d.t, d.h)),
-        dx(2, MatrixRM(d.m * d.t, d.h)),
-        dgamma(d.t, d.h),
-        dbeta(d.t, d.h),
-        saved(static_cast<std::size_t>(d.t)) {
-    for (int i = 0; i < d.t; ++i) {  // tp rank i is rank i (the split keeps the world's order)
-      const auto first_row = static_cast<Eigen::Index>(published_value(cluster, i, "first"));
-      for (std::size_t mb = 0; mb < 2; ++mb) {
-        const std::string k = std::to_string(mb);
-        y[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "y" + k, d.m, d.h);
-        dx[mb].middleRows(first_row, d.m) = published_matrix(cluster, i, "dx" + k, d.m, d.h);
-      }
-      dgamma.row(i) = published_matrix(cluster, i, "dgamma", 1, d.h);
-      dbeta.row(i) = published_matrix(cluster, i, "dbeta", 1, d.h);
-      saved[static_cast<std::size_t>(i)] = static_cast<double>(
-          cluster.report(i).checkpoints.at("saved").memory.current(mgpu::Category::activations));
-    }
-  }
-
-  void emit(Ctx& ctx, const std::string& at) const {
-    for (std::size_t mb = 0; mb < 2; ++mb) {
-      ctx.emit(at + "y" + std::to_string(mb), y[mb], DType::f32);
-      ctx.emit(at + "dx" + std::to_string(mb), dx[mb], DType::f32);
-    }
-    ctx.emit(at + "dgamma", dgamma, DType::f32);
-    ctx.emit(at + "dbeta", dbeta, DType::f32);
-    ctx.emit_per_rank(at + "saved_activations", saved);
-  }
-};
-
-}  // namespace
-
-MGPU_CASE_ISOLATED("11_4.sp_layer_norm") {
-  // t = 1, 2, 3, 4 with one to three tokens per rank, then a drawn point; two micro-batches each,
-  // so the gain and bias gradients accumulate, each micro-batch summed over the group once.
-  std::vector<Point> points = {{3, 5, 1, 1}, {2, 3, 1, 2}, {1, 7, 1, 3}, {2, 6, 1, 4}};
-  push_drawn(
-      points,
-      [&] {
-        return Point{ctx.uniform_int(1, 3), ctx.uniform_int(2, 9), 1,
-                     static_cast<int>(ctx.pick({1, 2, 3, 4}))};
-      },
-      [](const Point& p) { return label(p); });
-  MostSent sent;
-  double all_reduces = 0, other = 0;
-  for (const Point& d : points) {
-    const auto seed = static_cast<std::uint64_t>(ctx.uniform_int(1, 1 << 20));
-    const Eigen::Index n = d.m * d.t;
-    std::vector<MatrixRM> x, dy;
-    for (int mb = 0; mb < 2; ++mb) {
-      x.push_back(ctx.normal_matrix(n, d.h).cast<float>());
-      dy.push_back(ctx.normal_matrix(n, d.h).cast<float>());
-    }
-    mgpu::Cluster cluster(d.t);
-    cluster.run([&](mgpu::Rank& r) {
-      mgpu::Comm g = r.world().split(0, r.id(), "tp");
-      tp::SpLayerNorm ln = tp::make_sp_layer_norm(r, d.h, seed);
-      const tp::TokenRows mine = tp::token_rows(n, g.rank(), d.t);
-      publish_value(r, "first", static_cast<double>(mine.first));  // where its tokens go
-      for (std::size_t mb = 0; mb < 2; ++mb) {
-        MatrixRM ys(d.m, d.h), dxs(d.m, d.h);
-        const tp::SpLayerNormCache cache =
-            tp::sp_layer_norm_forward(r, g, ln, x[mb].middleRows(mine.first, mine.count), ys);
-        r.checkpoint("saved");  // the last micro-batch's is the one kept
-        tp::sp_layer_norm_backward(r, g, ln, cache, dy[mb].middleRows(mine.first, mine.count), dxs);
-        publish_matrix(r, "y" + std::to_string(mb), ys);
-        publish_matrix(r, "dx" + std::to_string(mb), dxs);
-      }
-      publish_matrix(r, "dgamma", tp::row_vector(ln.dgamma));
-      publish_matrix(r, "dbeta", tp::row_vector(ln.dbeta));
-    });
-    const std::string at = "ln_t" + std::to_string(d.t) + "_m" + std::to_string(d.m) + "_h" +
-                           std::to_string(d.h) + ".";
-    LayerNormRows(cluster, d).emit(ctx, at);
-    emit_peaks(ctx, at, cluster.reports(), {mgpu::Category::activations});
-    sent.add(cluster.reports());
-    for (const mgpu::RankReport& r : cluster.reports()) {
-      const double ar =
-          static_cast<double>(r.traffic.of(mgpu::OpKind::all_reduce, "tp").messages_sent);
-      all_reduces += ar;
-      other += static_cast<double>(r.traffic.total().messages_sent) - ar;
-    }
-  }
-  ctx.emit("all_reduce_steps", all_reduces);
-  ctx.emit("other_steps", other);
-  emit_layer_norm_rejects(ctx);
-  sent.measure(ctx);
+MGPU_RANK_BODY("11_4.sp_layer_norm.rejects_dy_rows", std::int64_t) {  // dy one row too many
+  const std::int64_t h = in;
+  tp::SpLayerNorm ln = tp::make_sp_layer_norm(rank, h, 1);
+  MatrixRM xs = MatrixRM::Zero(2, h), ys(2, h), dys = MatrixRM::Zero(3, h), dxs(2, h);
+  const tp::SpLayerNormCache cache = tp::sp_layer_norm_forward(rank, rank.world(), ln, xs, ys);
+  tp::sp_layer_norm_backward(rank, rank.world(), ln, cache, dys, dxs);
 }
