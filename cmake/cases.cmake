@@ -11,11 +11,12 @@ file(CONFIGURE OUTPUT ${mgpu_empty_source} CONTENT "// main() is the harness's\n
 
 function(mgpu_case_program chapter)
   cmake_parse_arguments(P "" "" "DIRS" ${ARGN})
-  # Case files named *.host.cpp hold cases whose rank code is in rank bodies (rank_code.hpp): they
-  # call no chapter function. Their archive mgpu_cases_host_<chapter> (empty when there are none)
-  # is linked into cases_<chapter> with the rest, and alone, with no chapter code, into the host
-  # program cases_<chapter>_host, where the grader runs a student's cases: each rank of them is
-  # then a cases_<chapter> of the student's.
+  # Case files named *.host.cpp hold the isolated cases, whose rank code is in rank bodies
+  # (rank_code.hpp): they call no chapter function. Their archive mgpu_cases_host_<chapter> (empty
+  # for a chapter of plain cases only) is linked into cases_<chapter> with the rest, and alone,
+  # with no chapter code, into the host program cases_<chapter>_host, where the grader runs a
+  # student's cases: their ranks, student calls and plain cases run as the student's
+  # cases_<chapter>.
   if(MGPU_GRADE_LINK_FROM)
     foreach(kind cases cases_host)
       add_library(mgpu_${kind}_${chapter} STATIC IMPORTED)
@@ -35,11 +36,7 @@ function(mgpu_case_program chapter)
     set(host_sources ${sources})
     list(FILTER host_sources INCLUDE REGEX "\\.host\\.cpp$")
     list(FILTER sources EXCLUDE REGEX "\\.host\\.cpp$")
-    if(host_sources)
-      add_executable(cases_${chapter}_host ${mgpu_empty_source})
-      target_link_libraries(cases_${chapter}_host PRIVATE
-                            "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_host_${chapter}>")
-    else()
+    if(NOT host_sources)
       set(host_sources ${mgpu_empty_source})
     endif()
     add_library(mgpu_cases_host_${chapter} STATIC ${host_sources})
@@ -55,6 +52,9 @@ function(mgpu_case_program chapter)
       mgpu_strict_warnings(${lib})
       mgpu_optimize_for_compile_time(${lib})  # drawing inputs, emitting values
     endforeach()
+    add_executable(cases_${chapter}_host ${mgpu_empty_source})
+    target_link_libraries(cases_${chapter}_host PRIVATE
+                          "$<LINK_LIBRARY:WHOLE_ARCHIVE,mgpu_cases_host_${chapter}>")
   endif()
   add_executable(cases_${chapter} ${mgpu_empty_source})
   target_link_libraries(cases_${chapter} PRIVATE

@@ -1,13 +1,14 @@
 // main() of every case program: `cases_<chapter> --case NAME --seed S --result-fd N
-// [--ranks threads|processes] [--rank-program PATH]`. With `--ranks processes`, a case registered
-// with MGPU_CASE_ISOLATED runs each rank of its clusters in a process of its own.
-// Runs one case and writes exactly one JSON document to fd N (a pipe the grader opened), then
-// exits. stdout and stderr belong to the student's code and are only ever shown as feedback.
+// [--rank-program PATH]`. Runs one case and writes exactly one JSON document to fd N (a pipe the
+// grader opened), then exits. stdout and stderr belong to the student's code and are only ever
+// shown as feedback.
 //
-// A host program (cases_<chapter>_host, linked without chapter code) is given `--rank-program`,
-// the chapter's case program with the student's code: each rank of run_ranks (rank_code.hpp)
-// starts as that program with `--rank-body NAME`, and a plain case it does not hold runs there
-// whole with `--plain-case NAME`, each in a folder of its own under the case's.
+// Without --rank-program (the reference, the instructor's proofs) everything runs here, ranks as
+// threads. A student's case runs in the host program (cases_<chapter>_host, linked without
+// chapter code) given `--rank-program`, the chapter's case program with the student's code: each
+// rank of run_ranks (rank_code.hpp) starts as that program with `--rank-body NAME`, each student
+// call with `--call NAME`, and a plain case the host does not hold runs there whole with
+// `--plain-case NAME`, each in a folder of its own under the case's.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -39,12 +40,12 @@ using mgpu::grade::detail::write_all;
 
 int usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s --case NAME [--seed S] --result-fd N [--ranks threads|processes]   (or "
+               "usage: %s --case NAME [--seed S] --result-fd N [--rank-program PATH]   (or "
                "the seed in MGPU_CASE_SEED)\n"
                "       %s --list\n"
                "Runs one graded case and writes its result as JSON to file descriptor N.\n"
-               "--ranks processes runs each rank of an isolated case in a process of its own.\n"
-               "--rank-program PATH starts those ranks, and runs the plain cases, as PATH.\n"
+               "--rank-program PATH runs the student code of the case (its ranks, its calls, a\n"
+               "plain case whole) as the program PATH, never here.\n"
                "(--rank-body, --plain-case and --call are how such a program is started.)\n",
                argv0, argv0);
   return 2;
@@ -55,7 +56,6 @@ struct Args {
   std::string name;
   std::uint64_t seed = 0;
   int fd = -1;
-  bool processes = false;
   std::string rank_program;  // host: the program ranks and plain cases run as
   std::string rank_body;     // a rank of a host's run
   std::string plain_case;    // a plain case run whole for a host
@@ -79,10 +79,6 @@ int parse_args(int argc, char** argv, Args& args) {
       args.seed = std::strtoull(argv[++i], nullptr, 10), has_seed_arg = true;
     else if (a == "--result-fd")
       args.fd = std::atoi(argv[++i]);
-    else if (a == "--ranks" && std::strcmp(argv[i + 1], "threads") == 0)
-      args.processes = (++i, false);
-    else if (a == "--ranks" && std::strcmp(argv[i + 1], "processes") == 0)
-      args.processes = (++i, true);
     else if (a == "--rank-program")
       args.rank_program = argv[++i];
     else if (a == "--rank-body")
@@ -117,15 +113,13 @@ void enter_own_folder(const std::string& name) {
 }
 
 /// Runs the case `fn` and returns its result, or what escaped it, with its "status".
-nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn, bool isolated) {
+nlohmann::json run_case(const Args& args, mgpu::grade::CaseFn fn) {
   mgpu::grade::Ctx ctx(args.name, args.seed);
   nlohmann::json out;
   try {
     if (!fn) {
       out = mgpu::grade::run_plain_case_program(args.rank_program, args.name, args.seed,
                                                 [] { mgpu::grade::enter_folder("plain"); });
-    } else if (args.processes && !isolated && args.rank_program.empty()) {
-      out = mgpu::grade::run_plain_case(fn, ctx);
     } else {
       fn(ctx);
       out = ctx.result();
@@ -205,21 +199,13 @@ int main(int argc, char** argv) {
   if (!args.call.empty()) answer_call(args.call);
 
   auto fn = mgpu::grade::find_case(args.name);
-  const bool isolated = mgpu::grade::case_isolated(args.name);
-  if (args.processes && isolated) mgpu::set_default_rank_isolation(mgpu::RankIsolation::processes);
-  // Student code outside Cluster::run (a plain case's whole body, the chapter calls an isolated
-  // case makes before or after its runs) runs in processes of its own: this process, which keeps
-  // the books and writes the result, runs none.
-  mgpu::grade::set_untrusted_in_processes(args.processes, args.fd);
-  if (!args.rank_program.empty()) {
-    mgpu::grade::set_rank_program(args.rank_program, enter_own_folder);
-  }
-  // Nor may a rank process write the result: the runtime closes in each one every descriptor
-  // marked close-on-exec (runtime/src/isolation.cpp). This program execs nothing.
+  if (!args.rank_program.empty()) mgpu::grade::set_rank_program(args.rank_program, enter_own_folder);
+  // No process of student code this one starts may write the result: each gets only its own
+  // descriptors (runtime/src/isolation.cpp, untrusted.cpp), and this one is closed at exec.
   ::fcntl(args.fd, F_SETFD, FD_CLOEXEC);
   if (!fn && args.rank_program.empty()) {
     deliver(args.fd, {{"status", "unknown-case"},
                       {"message", "this case program has no case named '" + args.name + "'"}});
   }
-  deliver(args.fd, run_case(args, fn, isolated));
+  deliver(args.fd, run_case(args, fn));
 }

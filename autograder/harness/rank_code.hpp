@@ -112,8 +112,8 @@ void run_ranks(mgpu::Cluster& cluster, const std::string& body, InputOf&& input_
 }
 
 /// Calls the student call registered as `name` on `input` and returns its value as T: in a
-/// program of its own (the rank program) when this is a host program, in a forked process with
-/// untrusted_in_processes(), else here. Its exceptions come back as untrusted() rethrows them.
+/// program of its own (the rank program) when this is a host program, else here. Its exceptions
+/// come back with their kind (untrusted.hpp).
 template <class T, class Input>
 T call_student(const std::string& name, const Input& input) {
   nlohmann::json value = detail::call_student_json(name, nlohmann::json(input));

@@ -1,6 +1,6 @@
-// untrusted(): student code outside Cluster::run in a forked process (untrusted.hpp). The parent
-// never runs student code: it reads one JSON document from a pipe, checks its depth before
-// parsing it, and rebuilds from it only what the case may hand back.
+// Student code in programs of its own (untrusted.hpp). The host never runs student code: it reads
+// one JSON document from a pipe, checks its depth before parsing it, and rebuilds from it only
+// what the case may hand back.
 #include "untrusted.hpp"
 
 #include <fcntl.h>
@@ -47,8 +47,6 @@ namespace {
 using detail::write_all;
 using mgpu::detail::type_name;
 
-bool g_processes = false;
-int g_result_fd = -1;
 
 // Deeper than any value a case returns, shallow enough that parsing cannot exhaust the stack.
 constexpr int kMaxDepth = 64;
@@ -59,9 +57,6 @@ constexpr std::size_t kMaxBytes = std::size_t{256} << 20;
 
 // Runs the body, writes {"value": ...} or {"thrown": kind, "type", "message"} to out_fd, exits.
 void detail::answer(int out_fd, const std::function<nlohmann::json()>& body) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (g_result_fd >= 0) ::close(g_result_fd);  // only the parent writes the case's result
-  g_processes = false;                         // already untrusted here: calls below are plain
   nlohmann::json doc;
   auto thrown = [&](const char* kind, const std::string& type, const std::string& message) {
     doc = {{"thrown", kind}, {"type", type}, {"message", message}};
@@ -86,7 +81,7 @@ void detail::answer(int out_fd, const std::function<nlohmann::json()>& body) {
   std::fflush(nullptr);
   write_all(out_fd, doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   ::close(out_fd);
-  std::_Exit(0);  // static destructors belong to the parent
+  std::_Exit(0);  // the answer is out: nothing the student left behind may spoil it
 }
 
 namespace {
@@ -204,35 +199,6 @@ nlohmann::json answer_of(int fd, pid_t pid) {
 }
 
 }  // namespace
-
-bool untrusted_in_processes() { return g_processes; }
-
-void set_untrusted_in_processes(bool on, int result_fd) {
-  g_processes = on;
-  g_result_fd = result_fd;
-}
-
-nlohmann::json detail::run_in_child(const std::function<nlohmann::json()>& body) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw std::system_error(errno, std::generic_category(), "mgpu: pipe for student code");
-  // Nothing of this process may be traced or read by the child (same user).
-  ::prctl(PR_SET_DUMPABLE, 0);
-  std::cout.flush();
-  std::fflush(nullptr);  // buffered output would otherwise be written twice
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw std::system_error(errno, std::generic_category(), "mgpu: fork for student code");
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    detail::answer(fds[1], body);
-  }
-  ::close(fds[1]);
-  return answer_of(fds[0], pid);
-}
 
 nlohmann::json detail::run_program(const std::vector<std::string>& argv,
                                    const std::function<void()>& before_start,
@@ -372,13 +338,6 @@ nlohmann::json checked_plain_result(const nlohmann::json& doc) {
 }
 
 }  // namespace
-
-nlohmann::json run_plain_case(CaseFn fn, Ctx& ctx) {
-  return checked_plain_result(detail::run_in_child([&] {
-    fn(ctx);
-    return ctx.result();
-  }));
-}
 
 nlohmann::json run_plain_case_program(const std::string& rank_program, const std::string& name,
                                       std::uint64_t seed, const std::function<void()>& before_start) {

@@ -97,23 +97,27 @@ CaseRun run_case(const fs::path& exe, const CaseSpec& spec, std::uint64_t seed,
   rs.exe = exe;
   rs.args = {"--case", spec.name, "--result-fd", "3"};
   rs.env = {{"MGPU_CASE_SEED", std::to_string(seed)}};  // not on a command line others can read
-  // Each rank of an isolated case in its own process (runtime README, "Ranks in processes"):
-  // always for a student's code, never for the instructor's (the reference, proofs), which gets
-  // the same numbers faster with threads. MGPU_RANKS=processes or threads forces one for all.
+  // A student's case runs in the chapter's host program, which holds no chapter code and keeps
+  // the books; the student's program runs beside it as each rank (given only that rank's input),
+  // each student call and each plain case (autograder/harness/case_main.cpp). The instructor's
+  // (the reference, proofs) runs whole, ranks as threads: the same numbers, faster.
+  // MGPU_RANKS=processes or threads forces one way for all.
   const char* env = std::getenv("MGPU_RANKS");
   const std::string ranks = env ? env : "";
   if (ranks == "processes" || (ranks != "threads" && untrusted_code)) {
-    rs.args.insert(rs.args.end(), {"--ranks", "processes"});
-    // The run holds a socket per rank process: 64 ranks, 11.7's largest drawn grid, need more
+    if (host.empty()) {
+      CaseRun r;
+      r.status = Status::crashed;
+      r.reason = "the grader has no host program " + exe.filename().string() +
+                 "_host for this chapter: rebuild the grader's tree";
+      return r;
+    }
+    rs.exe = host;
+    rs.companion = exe;
+    rs.args.insert(rs.args.end(), {"--rank-program", kCompanionArg});
+    // The host holds a socket per rank process: 64 ranks, 11.7's largest drawn grid, need more
     // descriptors than a case's usual 64.
     rs.open_files = kRankProcessOpenFiles;
-    // The books are kept, and the case judged, in a program with no chapter code; the student's
-    // runs as each rank, given only that rank's input.
-    if (!host.empty()) {
-      rs.exe = host;
-      rs.companion = exe;
-      rs.args.insert(rs.args.end(), {"--rank-program", kCompanionArg});
-    }
   }
   rs.result_fd = 3;
   rs.wall_s = spec.time_limit_s;

@@ -64,15 +64,14 @@ struct CaseRun {
 /// limits are only named in the reasons. Used for case programs and GPU labs alike.
 CaseRun classify_run(const RunOutcome& o, double time_limit_s, double memory_mb);
 
-/// RLIMIT_NOFILE of a case whose ranks run in processes: the trusted side holds one socket per
-/// rank, so this bounds the world such a case can run (about 250 ranks).
+/// RLIMIT_NOFILE of a case run in its host program: the host holds one socket per rank process,
+/// so this bounds the world such a case can run (about 250 ranks).
 inline constexpr std::uint64_t kRankProcessOpenFiles = 256;
 
 /// Runs case `name` of the case program exe, isolated, and classifies the outcome.
-/// `untrusted_code`: a student's program, whose isolated cases run their ranks in processes
-/// unless MGPU_RANKS=threads (MGPU_RANKS=processes puts every program's there). `host`: the
-/// trusted host program of exe's chapter (host_target), if it has one: with ranks in processes
-/// the case then runs there, and exe only as its ranks and student calls.
+/// `untrusted_code`: a student's program, which then runs only as the ranks, student calls and
+/// plain cases of `host`, the trusted host program of its chapter (host_target), unless
+/// MGPU_RANKS=threads (MGPU_RANKS=processes runs every program's so).
 CaseRun run_case(const std::filesystem::path& exe, const CaseSpec& spec, std::uint64_t seed,
                  bool drop_privileges, bool untrusted_code = false,
                  const std::filesystem::path& host = {});

@@ -452,9 +452,10 @@ TEST_CASE(
 
 namespace {
 
-// A stand-in case program: `script` as an executable anyone may run, in a fresh folder.
-fs::path stand_in_case(const std::string& folder, const std::string& script) {
-  const fs::path exe = fresh_dir(folder) / "cases_stand_in";
+// A stand-in case program: `script` as an executable `name` anyone may run, in a fresh folder.
+fs::path stand_in_case(const std::string& folder, const std::string& script,
+                       const std::string& name = "cases_stand_in") {
+  const fs::path exe = fresh_dir(folder) / name;
   put(exe, script);
   fs::permissions(exe,
                   fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
@@ -465,24 +466,32 @@ fs::path stand_in_case(const std::string& folder, const std::string& script) {
 
 }  // namespace
 
-TEST_CASE("a case whose ranks run in processes may open a descriptor per rank" *
+TEST_CASE("a student's case runs in its host program, which may open a descriptor per rank" *
           doctest::skip(!can_grade() || std::getenv("MGPU_RANKS") != nullptr)) {
-  // The trusted side of such a run holds a socket per rank process: under a case's usual 64
-  // descriptors, 11.7's 4 x 4 x 4 grid failed with "socketpair for rank 59: Too many open files".
-  const fs::path exe = stand_in_case(
-      "rank_descriptors", "#!/bin/sh\necho \"args: $*\"\necho \"open files: $(ulimit -n)\"\n");
+  // The host holds a socket per rank process: under a case's usual 64 descriptors, 11.7's
+  // 4 x 4 x 4 grid failed with "socketpair for rank 59: Too many open files".
+  const std::string script = "#!/bin/sh\necho \"$0 args: $*\"\necho \"open files: $(ulimit -n)\"\n";
+  const fs::path exe = stand_in_case("rank_descriptors", script);
+  const fs::path host = stand_in_case("rank_descriptors_host", script, "cases_stand_in_host");
   CaseSpec spec;
   spec.name = "stand_in.case";
-  const CaseRun instructors = run_case(exe, spec, 1, true, false);
+  const CaseRun instructors = run_case(exe, spec, 1, true, false, host);
   INFO(instructors.output);
-  CHECK(instructors.output.find("--ranks processes") == std::string::npos);
+  CHECK(instructors.output.find("--rank-program") == std::string::npos);
   CHECK(instructors.output.find("open files: 64\n") != std::string::npos);
-  const CaseRun students = run_case(exe, spec, 1, true, true);
+  const CaseRun students = run_case(exe, spec, 1, true, true, host);
   INFO(students.output);
-  CHECK(students.output.find("--ranks processes") != std::string::npos);
+  // The host runs, told where the student's program is in its view.
+  CHECK(students.output.find("cases_stand_in_host args:") != std::string::npos);
+  CHECK(students.output.find("--rank-program ") != std::string::npos);
+  CHECK(students.output.find("--rank-program {companion}") == std::string::npos);
   CHECK(students.output.find("open files: " + std::to_string(kRankProcessOpenFiles) + "\n") !=
         std::string::npos);
   CHECK(kRankProcessOpenFiles >= 64 + 16);  // 11.7's largest world, and the case's own
+  // Without a host program, a student's case does not run at all.
+  const CaseRun hostless = run_case(exe, spec, 1, true, true);
+  CHECK(hostless.status == Status::crashed);
+  CHECK(hostless.reason.find("no host program") != std::string::npos);
 }
 
 TEST_CASE("a case's seed is in its environment, not on its command line" *

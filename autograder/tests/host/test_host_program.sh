@@ -24,7 +24,7 @@ for seed in 3 1234567; do
   for c in $cases; do
     MGPU_CASE_SEED=$seed "$ranks" --case "$c" --result-fd 9 9>threads.json >/dev/null 2>&1
     rm -rf case && mkdir case
-    (cd case && MGPU_CASE_SEED=$seed "$host" --case "$c" --result-fd 9 --ranks processes \
+    (cd case && MGPU_CASE_SEED=$seed "$host" --case "$c" --result-fd 9 \
        --rank-program "$ranks" 9>../host.json >/dev/null 2>&1)
     if ! cmp -s threads.json host.json; then
       echo "FAIL: $c (seed $seed): the host program's result differs from the threads run"
