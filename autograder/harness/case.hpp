@@ -111,8 +111,8 @@ using CaseFn = void (*)(Ctx&);
 struct CaseRegistrar {
   /// @param name the case name the rubric refers to, e.g. "11_5.bubble"
   /// @param fn the body
-  /// @param isolated the case's rank code hands its results out only through Rank::publish, so
-  ///        it gives the same values with each rank in a process of its own
+  /// @param isolated the case runs clusters (MGPU_CASE_ISOLATED): a rank program refuses to run
+  ///        it whole
   CaseRegistrar(const char* name, CaseFn fn, bool isolated = false);
 };
 
@@ -133,9 +133,10 @@ std::vector<std::string> case_names();
   static const ::mgpu::grade::CaseRegistrar MGPU_CASE_CAT(mgpu_case_reg_, __LINE__)( \
       name, &MGPU_CASE_CAT(mgpu_case_fn_, __LINE__));                                \
   static void MGPU_CASE_CAT(mgpu_case_fn_, __LINE__)([[maybe_unused]] ::mgpu::grade::Ctx & ctx)
-/// A graded case whose clusters may run with each rank in a process of its own (the grader's
-/// `--ranks processes`): its rank code hands results out only through Rank::publish, and reads
-/// meters and clocks only from the reports after the run.
+/// A graded case that runs clusters, in a `*.host.cpp` file (rank_code.hpp): its ranks run rank
+/// bodies, hand results out only through Rank::publish, and the case reads meters and clocks only
+/// from the reports after the run. It runs only in the host program (or whole, with threads):
+/// never whole in a student's program, where its meter would be the student's to write.
 #define MGPU_CASE_ISOLATED(name)                                                     \
   static void MGPU_CASE_CAT(mgpu_case_fn_, __LINE__)(::mgpu::grade::Ctx & ctx);      \
   static const ::mgpu::grade::CaseRegistrar MGPU_CASE_CAT(mgpu_case_reg_, __LINE__)( \
