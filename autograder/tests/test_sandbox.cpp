@@ -284,19 +284,23 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
   return reports;
 }
 
-// Three ranks that reach past their process, in one 11.2 batch. A rank that reads its peers'
+// Four attacks that reach past a rank's process, in one 11.2 batch. A rank that reads its peers'
 // buffers through pointers (attacks/peer_pointer: a ring that sums its peers' buffers where they
 // lie and sends dummy bytes of the right sizes) wins the ring cases where ranks share an address
 // space; a student's cases run their ranks in processes, so it loses them. The same ring passing
 // its buffers through files (attacks/rank_files) wins where ranks can reach each other's
-// folders; each rank works in its own, confined to it, so it loses them too. A rank that writes
+// folders; each rank works in its own, confined to it, so it loses them too. The same ring
+// passing them through memory its global initialiser maps (attacks/constructor_shared) wins
+// where ranks are threads or forks of a process that loaded the student's code; each rank is a
+// fresh program with a block of its own, so it loses them too. A rank that writes
 // a result of its own to the case's result descriptor (attacks/rank_result_fd, an edit of the
 // reference) would void its case; a rank process has no such descriptor, so the write fails and
 // the case scores in full. The reference's ring graded in the same batch keeps every point.
 void rank_attacks_batch(const std::string& mode) {
   const fs::path dir = fresh_dir("rank_attacks_" + mode);
   std::map<std::string, fs::path> attacks;
-  for (const char* ring : {"peer_pointer", "rank_files"}) {
+  const char* const rings[] = {"peer_pointer", "rank_files", "constructor_shared"};
+  for (const char* ring : rings) {
     attacks[ring] = dir / ring;
     fs::copy(this_project().root / "solutions/11_2_data_parallel", attacks[ring]);
     fs::copy_file(fixtures() / "attacks" / ring / "11_2_data_parallel/ring_all_reduce.cpp",
@@ -305,7 +309,7 @@ void rank_attacks_batch(const std::string& mode) {
   attacks["rank_result_fd"] = stage_edits(
       dir, "11_2_data_parallel", fixtures() / "attacks/rank_result_fd/11_2_data_parallel.json");
   auto reports = grade_beside_reference(dir, mode, "11_2_data_parallel", attacks);
-  for (const char* ring : {"peer_pointer", "rank_files"})
+  for (const char* ring : rings)
     for (const char* c :
          {"11_2.ring_reduce_scatter", "11_2.ring_all_reduce_fp32", "11_2.ring_all_reduce_bf16"}) {
       const std::string status = case_status(reports[ring], c);
