@@ -9,7 +9,7 @@
 #
 # OUT receives grades-<i>.csv, reports/ and the merged grades.csv (a dependent job merges them).
 # --image runs every step inside the project's container image (apptainer exec --nv), built from
-# the Dockerfile at the top of the repository. --dry-run prints what would run (the build and the
+# container/Dockerfile. --dry-run prints what would run (the build and the
 # sbatch commands with their scripts) and runs nothing; the suite checks that output.
 # Environment: MGPU_CCACHE_DIR (default OUT/ccache, shared by the build and the tasks),
 # SBATCH_ARGS (extra sbatch options: partition, account), TASK_CPUS (default 4).
