@@ -2,15 +2,17 @@
 #include "mgpu/clock.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
 namespace mgpu {
 
 void VirtualClock::advance_compute(double seconds, std::string_view label) {
-  if (!(seconds >= 0.0)) {
+  if (!(seconds >= 0.0) || std::isinf(seconds)) {
     throw std::invalid_argument("compute '" + std::string(label) + "': duration " +
-                                std::to_string(seconds) + " s is negative or NaN; pass FLOPs >= 0");
+                                std::to_string(seconds) +
+                                " s is negative, infinite or NaN; pass a finite FLOP count >= 0");
   }
   spans_.push_back({Stream::compute, SpanKind::compute, std::string(label), now_, now_ + seconds});
   now_ += seconds;

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <limits>
 
 using namespace mgpu;
 
@@ -52,6 +53,18 @@ TEST_CASE(
   CHECK(cluster.report(3).clock.now() == doctest::Approx(intra + inter + intra));
   std::printf("ring of 3 hops: %.3f us (model %.3f us)\n", cluster.report(3).clock.now() * 1e6,
               (2 * intra + inter) * 1e6);
+}
+
+TEST_CASE("a compute charge that is negative, infinite or NaN is refused, naming its label") {
+  Cluster cluster(config(1));
+  for (double flops : {-1.0, std::numeric_limits<double>::infinity(),
+                       std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(flops);
+    CHECK_THROWS_WITH_AS(cluster.run([&](Rank& r) { r.compute(flops, "attention"); }),
+                         doctest::Contains("compute 'attention'"), std::invalid_argument);
+  }
+  cluster.run([](Rank& r) { r.compute(0.0, "nothing"); });  // zero is a charge like any other
+  CHECK(cluster.makespan() == 0.0);
 }
 
 TEST_CASE("a receive completes at max(post time, arrival), recording idle time") {
