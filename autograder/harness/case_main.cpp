@@ -12,9 +12,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -156,7 +156,8 @@ int serve_rank_body(const std::string& name) {
 [[noreturn]] void answer_plain_case(const Args& args) {
   mgpu::grade::detail::answer(mgpu::grade::detail::kAnswerFd, [&] {
     auto fn = mgpu::grade::find_case(args.plain_case);
-    if (!fn) throw std::logic_error("this case program has no case named '" + args.plain_case + "'");
+    if (!fn)
+      throw std::logic_error("this case program has no case named '" + args.plain_case + "'");
     // An isolated case keeps a meter its judgement rests on: run whole here, in the student's
     // program, its measures would be the student's to write. Its host program must hold it.
     if (mgpu::grade::case_isolated(args.plain_case))
@@ -199,7 +200,8 @@ int main(int argc, char** argv) {
   if (!args.call.empty()) answer_call(args.call);
 
   auto fn = mgpu::grade::find_case(args.name);
-  if (!args.rank_program.empty()) mgpu::grade::set_rank_program(args.rank_program, enter_own_folder);
+  if (!args.rank_program.empty())
+    mgpu::grade::set_rank_program(args.rank_program, enter_own_folder);
   // No process of student code this one starts may write the result: each gets only its own
   // descriptors (runtime/src/isolation.cpp, untrusted.cpp), and this one is closed at exec.
   ::fcntl(args.fd, F_SETFD, FD_CLOEXEC);

@@ -60,8 +60,9 @@ void detail::run_ranks_json(mgpu::Cluster& cluster, const std::string& body,
                             const std::function<nlohmann::json(int rank)>& input_of) {
   const int n = cluster.world_size();
   if (!g_rank_program.empty()) {
-    mgpu::RankPrograms programs{g_rank_program, {"--rank-body", body}, {},
-                                [](int rank) { enter_folder("rank" + std::to_string(rank)); }};
+    mgpu::RankPrograms programs{g_rank_program, {"--rank-body", body}, {}, [](int rank) {
+                                  enter_folder("rank" + std::to_string(rank));
+                                }};
     for (int r = 0; r < n; ++r) {
       const std::vector<std::uint8_t> bytes = nlohmann::json::to_msgpack(input_of(r));
       programs.inputs.emplace_back(bytes.begin(), bytes.end());
@@ -79,8 +80,9 @@ void detail::run_ranks_json(mgpu::Cluster& cluster, const std::string& body,
 nlohmann::json detail::call_student_json(const std::string& name, const nlohmann::json& input) {
   if (!g_rank_program.empty()) {
     const std::vector<std::uint8_t> bytes = nlohmann::json::to_msgpack(input);
-    return detail::run_program({g_rank_program, "--call", name}, [] { enter_folder("call"); },
-                               std::string(bytes.begin(), bytes.end()));
+    return detail::run_program(
+        {g_rank_program, "--call", name}, [] { enter_folder("call"); },
+        std::string(bytes.begin(), bytes.end()));
   }
   const StudentCallFn fn = find_student_call(name);
   if (!fn) throw std::logic_error("this case program has no student call named '" + name + "'");

@@ -50,7 +50,8 @@ struct adl_serializer<Eigen::Matrix<S, R, C, O, MR, MC>> {
       throw std::invalid_argument("a rank input's matrix does not hold rows x cols values");
     m.resize(rows, cols);
     for (Eigen::Index r = 0; r < rows; ++r)
-      for (Eigen::Index c = 0; c < cols; ++c) m(r, c) = data[static_cast<std::size_t>(r * cols + c)];
+      for (Eigen::Index c = 0; c < cols; ++c)
+        m(r, c) = data[static_cast<std::size_t>(r * cols + c)];
   }
 };
 
@@ -91,7 +92,8 @@ StudentCallFn find_student_call(const std::string& name);
 /// student call and each plain case starts as, and what to do in that process before it starts
 /// (enter_folder("rank3"), "call" or "plain": its own working folder). Empty: they all run in
 /// this program.
-void set_rank_program(std::string path, std::function<void(const std::string& folder)> enter_folder);
+void set_rank_program(std::string path,
+                      std::function<void(const std::string& folder)> enter_folder);
 /// The program set_rank_program set ("" when none).
 const std::string& rank_program();
 /// Enters `folder` as set_rank_program says (nothing when none is set).
@@ -130,19 +132,21 @@ T call_student(const std::string& name, const Input& input) {
 /// Defines a student call: `MGPU_STUDENT_CALL("11_5.gpipe", Shape) { return gpipe(in.p, in.m); }`,
 /// where `in` is the input read back as `Input` and the value returned is anything
 /// nlohmann::json can write.
-#define MGPU_STUDENT_CALL(name, Input)                                                            \
-  static nlohmann::json MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)(const Input&);                      \
-  static const ::mgpu::grade::StudentCallRegistrar MGPU_CASE_CAT(mgpu_call_reg_, __LINE__)(        \
-      name, [](const nlohmann::json& j) { return MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)(j.get<Input>()); }); \
-  static nlohmann::json MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)([[maybe_unused]] const Input & in)
+#define MGPU_STUDENT_CALL(name, Input)                                                      \
+  static nlohmann::json MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)(const Input&);               \
+  static const ::mgpu::grade::StudentCallRegistrar MGPU_CASE_CAT(mgpu_call_reg_, __LINE__)( \
+      name, [](const nlohmann::json& j) {                                                   \
+        return MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)(j.get<Input>());                      \
+      });                                                                                   \
+  static nlohmann::json MGPU_CASE_CAT(mgpu_call_fn_, __LINE__)([[maybe_unused]] const Input& in)
 
 /// Defines a rank body: `MGPU_RANK_BODY("11_2.ring", RingInput) { ... rank, in ... }`, where
 /// `rank` is the mgpu::Rank and `in` the rank's input, read back as `Input`.
-#define MGPU_RANK_BODY(name, Input)                                                              \
-  static void MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)(::mgpu::Rank&, const Input&);                \
-  static const ::mgpu::grade::RankBodyRegistrar MGPU_CASE_CAT(mgpu_rank_reg_, __LINE__)(          \
-      name, [](::mgpu::Rank& r, const nlohmann::json& j) {                                        \
-        MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)(r, j.get<Input>());                                \
-      });                                                                                         \
-  static void MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)([[maybe_unused]] ::mgpu::Rank & rank,        \
-                                                     [[maybe_unused]] const Input & in)
+#define MGPU_RANK_BODY(name, Input)                                                        \
+  static void MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)(::mgpu::Rank&, const Input&);         \
+  static const ::mgpu::grade::RankBodyRegistrar MGPU_CASE_CAT(mgpu_rank_reg_, __LINE__)(   \
+      name, [](::mgpu::Rank& r, const nlohmann::json& j) {                                 \
+        MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)(r, j.get<Input>());                         \
+      });                                                                                  \
+  static void MGPU_CASE_CAT(mgpu_rank_fn_, __LINE__)([[maybe_unused]] ::mgpu::Rank & rank, \
+                                                     [[maybe_unused]] const Input& in)

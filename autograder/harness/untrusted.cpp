@@ -47,7 +47,6 @@ namespace {
 using detail::write_all;
 using mgpu::detail::type_name;
 
-
 // Deeper than any value a case returns, shallow enough that parsing cannot exhaust the stack.
 constexpr int kMaxDepth = 64;
 // More than any case returns; the grader's own cap on a result is far below it.
@@ -224,8 +223,7 @@ nlohmann::json detail::run_program(const std::vector<std::string>& argv,
     // Nothing of this process but the answer pipe and the input reach the program.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     const int out = ::fcntl(answer[1], F_DUPFD, 20), in = ::fcntl(given[1], F_DUPFD, 20);
-    if (out < 0 || in < 0 || ::dup2(out, kAnswerFd) < 0 || ::dup2(in, kInputFd) < 0)
-      std::_Exit(71);
+    if (out < 0 || in < 0 || ::dup2(out, kAnswerFd) < 0 || ::dup2(in, kInputFd) < 0) std::_Exit(71);
     ::close_range(3, kAnswerFd - 1, 0);
     ::close_range(kInputFd + 1, ~0U, 0);
     try {
@@ -340,12 +338,12 @@ nlohmann::json checked_plain_result(const nlohmann::json& doc) {
 }  // namespace
 
 nlohmann::json run_plain_case_program(const std::string& rank_program, const std::string& name,
-                                      std::uint64_t seed, const std::function<void()>& before_start) {
-  return checked_plain_result(detail::run_program(
-      {rank_program, "--plain-case", name}, [&] {
-        ::setenv("MGPU_CASE_SEED", std::to_string(seed).c_str(), 1);
-        if (before_start) before_start();
-      }));
+                                      std::uint64_t seed,
+                                      const std::function<void()>& before_start) {
+  return checked_plain_result(detail::run_program({rank_program, "--plain-case", name}, [&] {
+    ::setenv("MGPU_CASE_SEED", std::to_string(seed).c_str(), 1);
+    if (before_start) before_start();
+  }));
 }
 
 }  // namespace mgpu::grade

@@ -55,7 +55,8 @@ constexpr int kInputFd = 11;
 /// (exit() in student code), this process exits with the same code, writing no result: the
 /// grader sees what it would have seen had the code run here.
 nlohmann::json run_program(const std::vector<std::string>& argv,
-                           const std::function<void()>& before_start, const std::string& input = {});
+                           const std::function<void()>& before_start,
+                           const std::string& input = {});
 /// In such a program: everything at kInputFd.
 std::string read_input();
 /// Runs `body`, writes its answer (the value it returned, or what it threw) to out_fd and ends
@@ -68,6 +69,7 @@ std::string read_input();
 /// values (and any measure its own code computed) come back, checked (names, dtypes, numbers) and
 /// rebuilt here; anything else is refused (UnreadableResult).
 nlohmann::json run_plain_case_program(const std::string& rank_program, const std::string& name,
-                                      std::uint64_t seed, const std::function<void()>& before_start);
+                                      std::uint64_t seed,
+                                      const std::function<void()>& before_start);
 
 }  // namespace mgpu::grade

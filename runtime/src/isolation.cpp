@@ -1020,7 +1020,8 @@ void close_parents_descriptors(int keep) {
 /// The rank's side once its link is set up: runs the body, reports how it ended, ends the process.
 /// Static destructors are skipped: a forked rank's belong to the process that forked it, and a
 /// rank program's report is out.
-[[noreturn]] void finish_rank(RemoteLink& link, RankState& state, const std::function<void()>& body) {
+[[noreturn]] void finish_rank(RemoteLink& link, RankState& state,
+                              const std::function<void()>& body) {
   link.attach(state);
   Writer w;
   try {
@@ -1237,9 +1238,9 @@ void run_isolated(ClusterState& cluster, const std::function<void(Rank&)>& body)
 void run_isolated_programs(ClusterState& cluster, const RankPrograms& programs) {
   const auto n = static_cast<std::size_t>(cluster.config.world_size);
   if (programs.inputs.size() != n)
-    throw std::invalid_argument("mgpu::Cluster::run_programs: " +
-                                std::to_string(programs.inputs.size()) + " inputs for " +
-                                std::to_string(n) + " ranks (one per rank)");
+    throw std::invalid_argument(
+        "mgpu::Cluster::run_programs: " + std::to_string(programs.inputs.size()) + " inputs for " +
+        std::to_string(n) + " ranks (one per rank)");
   if (programs.program.empty())
     throw std::invalid_argument("mgpu::Cluster::run_programs: no program named");
   run_rank_processes(cluster, &programs, [&](int r, std::vector<Channel>& channels) {
@@ -1288,7 +1289,8 @@ int serve_rank(const RankProgramBody& body) {
   ClusterState cluster(c);
   cluster.reset();
   if (r < 0 || r >= c.world_size) std::_Exit(70);
-  void* m = ::mmap(nullptr, c.rank_arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, kRankArenaFd, 0);
+  void* m =
+      ::mmap(nullptr, c.rank_arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, kRankArenaFd, 0);
   if (m == MAP_FAILED) std::_Exit(70);
   ::close(kRankArenaFd);
   RemoteLink link;

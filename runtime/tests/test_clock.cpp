@@ -57,8 +57,8 @@ TEST_CASE(
 
 TEST_CASE("a compute charge that is negative, infinite or NaN is refused, naming its label") {
   Cluster cluster(config(1));
-  for (double flops : {-1.0, std::numeric_limits<double>::infinity(),
-                       std::numeric_limits<double>::quiet_NaN()}) {
+  for (double flops :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
     CAPTURE(flops);
     CHECK_THROWS_WITH_AS(cluster.run([&](Rank& r) { r.compute(flops, "attention"); }),
                          doctest::Contains("compute 'attention'"), std::invalid_argument);

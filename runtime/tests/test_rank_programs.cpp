@@ -98,8 +98,8 @@ TEST_CASE("a rank program's errors end the run with their type, rank and cause")
   RankPrograms missing = programs("sum", none);
   missing.program = "/nonexistent/rank_program";
   CHECK_THROWS_WITH(cluster.run_programs(missing), doctest::Contains("exited with status 127"));
-  CHECK_THROWS_WITH_AS(cluster.run_programs(programs("sum", {""})), doctest::Contains("1 inputs for 3 ranks"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(cluster.run_programs(programs("sum", {""})),
+                       doctest::Contains("1 inputs for 3 ranks"), std::invalid_argument);
 }
 
 TEST_CASE("a program not started by run_programs is told so") {

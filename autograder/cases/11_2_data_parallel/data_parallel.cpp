@@ -26,10 +26,11 @@ MGPU_RANK_BODY("11_2.train", TrainInput) {
   for (int s = 0; s < in.steps; ++s) {
     const auto step = static_cast<std::size_t>(s);
     const model::Batch batch = net.make_batch(in.sequences, in.seed + 100 + step);
-    const double loss = in.overlapped ? dp::data_parallel_step_overlapped(
-                                            rank, rank.world(), net, replica, adam, batch, in.buckets)
-                                      : dp::data_parallel_step(rank, rank.world(), net, replica,
-                                                               adam, batch, in.averager);
+    const double loss =
+        in.overlapped
+            ? dp::data_parallel_step_overlapped(rank, rank.world(), net, replica, adam, batch,
+                                                in.buckets)
+            : dp::data_parallel_step(rank, rank.world(), net, replica, adam, batch, in.averager);
     rank.publish("loss" + std::to_string(s), std::vector<double>{loss});
     rank.publish("grads" + std::to_string(s),
                  every_kth(std::vector<float>(replica.grads.begin(), replica.grads.end()), 600));
@@ -114,4 +115,3 @@ MGPU_CASE("11_2.plan_buckets") {
     ctx.emit(std::string(prefix) + "ready_units", u);
   }
 }
-

@@ -40,8 +40,13 @@ Trained train(const model::Model& net, const mgpu::ClusterConfig& cc, int steps,
   t.grads.assign(static_cast<std::size_t>(steps), std::vector<std::vector<float>>(ranks));
   t.losses.assign(static_cast<std::size_t>(steps), std::vector<double>(ranks));
   mgpu::Cluster cluster(cc);
-  const TrainInput input{net.config(), steps, sequences, seed, averager,
-                         buckets != nullptr, buckets ? *buckets : std::vector<dp::Bucket>{}};
+  const TrainInput input{net.config(),
+                         steps,
+                         sequences,
+                         seed,
+                         averager,
+                         buckets != nullptr,
+                         buckets ? *buckets : std::vector<dp::Bucket>{}};
   run_ranks(cluster, "11_2.train", [&](int) { return input; });
   for (std::size_t me = 0; me < ranks; ++me) {
     const int id = static_cast<int>(me);

@@ -21,7 +21,7 @@ struct TrainInput {
   std::int64_t sequences = 0;  // in the global batch
   std::uint64_t seed = 0;      // of the weights; the batches use seed + 100 + step
   mgpu::data_parallel::GradAverager averager = mgpu::data_parallel::GradAverager::runtime;
-  bool overlapped = false;                      // data_parallel_step_overlapped with buckets
+  bool overlapped = false;  // data_parallel_step_overlapped with buckets
   std::vector<mgpu::data_parallel::Bucket> buckets;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainInput, config, steps, sequences, seed, averager, overlapped,

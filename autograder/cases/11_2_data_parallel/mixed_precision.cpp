@@ -32,7 +32,8 @@ MGPU_RANK_BODY("11_2.mixed_train", mgpu::grade::TrainInput) {
   ledger.reset_peaks();  // from here on the peaks are the replica plus what a step adds
   std::vector<double> losses;
   for (int s = 0; s < in.steps; ++s) {
-    const model::Batch batch = net.make_batch(in.sequences, in.seed + 100 + static_cast<std::uint64_t>(s));
+    const model::Batch batch =
+        net.make_batch(in.sequences, in.seed + 100 + static_cast<std::uint64_t>(s));
     losses.push_back(dp::data_parallel_step_mixed(rank, rank.world(), net, replica, batch));
   }
   rank.publish("losses", losses);

@@ -19,7 +19,9 @@ void all_reduce_and_publish(mgpu::Rank& rank, std::vector<T> data) {
 
 }  // namespace
 
-MGPU_RANK_BODY("11_2.ring_all_reduce.fp32", std::vector<float>) { all_reduce_and_publish(rank, in); }
+MGPU_RANK_BODY("11_2.ring_all_reduce.fp32", std::vector<float>) {
+  all_reduce_and_publish(rank, in);
+}
 
 MGPU_RANK_BODY("11_2.ring_all_reduce.bf16", std::vector<mgpu::bf16>) {
   all_reduce_and_publish(rank, in);

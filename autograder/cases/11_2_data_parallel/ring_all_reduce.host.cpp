@@ -101,8 +101,8 @@ std::vector<double> run_ring(const std::vector<std::vector<T>>& inputs, Costs& c
   const int n = static_cast<int>(inputs.size());
   std::vector<std::vector<T>> out(inputs.size());
   mgpu::Cluster cluster(n);
-  const char* body = std::is_same_v<T, float> ? "11_2.ring_all_reduce.fp32"
-                                              : "11_2.ring_all_reduce.bf16";
+  const char* body =
+      std::is_same_v<T, float> ? "11_2.ring_all_reduce.fp32" : "11_2.ring_all_reduce.bf16";
   run_ranks(cluster, body, [&](int r) { return inputs[static_cast<std::size_t>(r)]; });
   costs.add(cluster);
   for (int r = 0; r < n; ++r) out[static_cast<std::size_t>(r)] = cluster.published<T>(r, "sum");

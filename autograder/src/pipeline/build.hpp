@@ -84,7 +84,9 @@ inline std::string case_target(const std::string& chapter) { return "cases_" + c
 /// The host program of a chapter whose cases keep their rank code in rank bodies
 /// (autograder/harness/rank_code.hpp): it links no chapter code, and runs a student's cases with
 /// each rank a case_target program of the student's.
-inline std::string host_target(const std::string& chapter) { return case_target(chapter) + "_host"; }
+inline std::string host_target(const std::string& chapter) {
+  return case_target(chapter) + "_host";
+}
 
 /// Whether the configured tree `tree` has a program target `target` (in its build.ninja).
 bool has_program_target(const std::filesystem::path& tree, const std::string& target);

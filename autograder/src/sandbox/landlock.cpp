@@ -84,7 +84,8 @@ bool confine_to(const FsView& view) {
                   ::syscall(SYS_landlock_restrict_self, ruleset, 0) == 0;
   const int err = errno;
   ::close(ruleset);
-  if (!ok) throw std::runtime_error(std::string("cannot confine to its folder: ") + std::strerror(err));
+  if (!ok)
+    throw std::runtime_error(std::string("cannot confine to its folder: ") + std::strerror(err));
   return true;
 }
 

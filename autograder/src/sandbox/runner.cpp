@@ -144,8 +144,9 @@ std::string open_for_bubblewrap(const RunSpec& spec, Fd& program_fd, Fd& compani
 
 // The case's own link to (or copy of) `exe` in its folder, readable and runnable by the case.
 // A link keeps the owner's permissions, so the case can run the program but not rewrite it.
-std::error_code place_program(const std::filesystem::path& exe, const std::filesystem::path& workdir,
-                              bool drop, uid_t uid, gid_t gid, std::filesystem::path& placed) {
+std::error_code place_program(const std::filesystem::path& exe,
+                              const std::filesystem::path& workdir, bool drop, uid_t uid, gid_t gid,
+                              std::filesystem::path& placed) {
   std::error_code ec;
   const std::filesystem::path real =
       std::filesystem::canonical(exe, ec);  // a link to a symlink would dangle
@@ -414,10 +415,10 @@ void read_ready(const std::vector<pollfd>& pfds, std::vector<Stream>& streams) {
 // program started, tell what they hold at once, and after the case has ended too.
 struct DiskWatch {
   const RunSpec& spec;
-  std::filesystem::path workdir;             // the uid sandbox: its folder
+  std::filesystem::path workdir;                // the uid sandbox: its folder
   std::vector<std::filesystem::path> programs;  // and its links to the programs
-  std::optional<uid_t> uid;                // the uid sandbox as root: the case's uid
-  std::vector<int> folders;                // namespaces: open_sandbox_folders
+  std::optional<uid_t> uid;                     // the uid sandbox as root: the case's uid
+  std::vector<int> folders;                     // namespaces: open_sandbox_folders
 
   explicit DiskWatch(const RunSpec& s) : spec(s) {}
   DiskWatch(const DiskWatch&) = delete;
@@ -572,8 +573,7 @@ std::string choose_user(Launch& l) {
 // The program where the sandbox can reach it: descriptors for bubblewrap, or a fresh case folder
 // (the working folder it may scribble in) holding its own link. Returns why not, or "".
 std::string prepare_program(Launch& l) {
-  if (l.namespaces())
-    return open_for_bubblewrap(l.spec, l.program_fd, l.companion_fd, l.filter_fd);
+  if (l.namespaces()) return open_for_bubblewrap(l.spec, l.program_fd, l.companion_fd, l.filter_fd);
   if (!l.spec.isolate) return {};
   std::string error =
       link_into_case_folder(l.spec, l.drop, l.uid, l.gid, l.workdir, l.program, l.companion);

@@ -27,9 +27,9 @@ struct RunSpec {
   /// A second program the first may start (a host case program's ranks): in view beside it, in
   /// the sandbox as outside; every argument equal to kCompanionArg becomes its path there.
   std::filesystem::path companion;
-  double wall_s = 10;             ///< wall-clock limit; the process group is killed at it
-  bool isolate = true;            ///< sandbox, limits, fresh temp dir, scrubbed env
-  bool drop_privileges = true;    ///< when isolated and running as root: a throwaway uid
+  double wall_s = 10;                       ///< wall-clock limit; the process group is killed at it
+  bool isolate = true;                      ///< sandbox, limits, fresh temp dir, scrubbed env
+  bool drop_privileges = true;              ///< when isolated and running as root: a throwaway uid
   std::uint64_t memory_bytes = 2ull << 30;  ///< RLIMIT_AS per process (not with devices), and
                                             ///< resident bytes of the whole tree (isolated only)
   std::uint64_t file_bytes = 16ull << 20;   ///< RLIMIT_FSIZE (isolated only)

@@ -494,8 +494,8 @@ std::uint64_t deleted_open_bytes(uid_t uid, dev_t dev) {
 
 }  // namespace
 
-DiskUse folder_use(const fs::path& folder, const std::vector<fs::path>& skip, std::optional<uid_t> uid,
-                   std::uint64_t max_files) {
+DiskUse folder_use(const fs::path& folder, const std::vector<fs::path>& skip,
+                   std::optional<uid_t> uid, std::uint64_t max_files) {
   DiskUse use;
   std::set<std::pair<dev_t, ino_t>> seen;
   struct stat st {};

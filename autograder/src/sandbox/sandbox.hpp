@@ -84,8 +84,8 @@ struct DiskUse {
 /// plus, with uid, the files on the same file system that processes of uid hold open after
 /// deleting them. Counting stops past max_files entries.
 DiskUse folder_use(const std::filesystem::path& folder,
-                   const std::vector<std::filesystem::path>& skip,
-                   std::optional<uid_t> uid, std::uint64_t max_files);
+                   const std::vector<std::filesystem::path>& skip, std::optional<uid_t> uid,
+                   std::uint64_t max_files);
 
 /// The folders a case in bubblewrap may write: memory folders (tmpfs) of bwrap_command's size.
 inline const std::vector<std::string> kCaseMemoryFolders{"/case", "/tmp", "/dev/shm"};

@@ -152,9 +152,9 @@ struct RankReport {
 /// its socket, its arena and `inputs[rank]`: not the other ranks' inputs, not what code of the
 /// calling process left in memory.
 struct RankPrograms {
-  std::string program;                  ///< the program every rank runs (a path)
-  std::vector<std::string> arguments;   ///< its arguments (after its own name)
-  std::vector<std::string> inputs;      ///< inputs[r]: the bytes rank r is given, one per rank
+  std::string program;                 ///< the program every rank runs (a path)
+  std::vector<std::string> arguments;  ///< its arguments (after its own name)
+  std::vector<std::string> inputs;     ///< inputs[r]: the bytes rank r is given, one per rank
   /// Runs in rank r's process just before the program starts (its own folder, its limits).
   /// Throwing stops that rank with the message.
   std::function<void(int rank)> before_start;
