@@ -35,7 +35,8 @@ namespace nlohmann {
 /// Eigen matrices and vectors as {rows, cols, data} (data row by row).
 template <class S, int R, int C, int O, int MR, int MC>
 struct adl_serializer<Eigen::Matrix<S, R, C, O, MR, MC>> {
-  using M = Eigen::Matrix<S, R, C, O, MR, MC>;
+  using M = Eigen::Matrix<S, R, C, O, MR, MC>;  ///< the matrix type serialized
+  /// Writes m as {rows, cols, data}.
   static void to_json(json& j, const M& m) {
     std::vector<S> data;
     data.reserve(static_cast<std::size_t>(m.size()));
@@ -43,6 +44,7 @@ struct adl_serializer<Eigen::Matrix<S, R, C, O, MR, MC>> {
       for (Eigen::Index c = 0; c < m.cols(); ++c) data.push_back(m(r, c));
     j = {{"rows", m.rows()}, {"cols", m.cols()}, {"data", std::move(data)}};
   }
+  /// Reads m back, refusing a data list that is not rows x cols long.
   static void from_json(const json& j, M& m) {
     const auto rows = j.at("rows").get<Eigen::Index>(), cols = j.at("cols").get<Eigen::Index>();
     const auto data = j.at("data").get<std::vector<S>>();
@@ -58,7 +60,9 @@ struct adl_serializer<Eigen::Matrix<S, R, C, O, MR, MC>> {
 /// bf16 as the float it holds (exact both ways).
 template <>
 struct adl_serializer<mgpu::bf16> {
+  /// Writes x as a float.
   static void to_json(json& j, const mgpu::bf16& x) { j = static_cast<float>(x); }
+  /// Reads x from a float (exact for any value to_json wrote).
   static void from_json(const json& j, mgpu::bf16& x) { x = mgpu::bf16(j.get<float>()); }
 };
 
@@ -71,6 +75,7 @@ using RankBodyFn = void (*)(mgpu::Rank& rank, const nlohmann::json& input);
 
 /// Registers a rank body at static-initialisation time; used by MGPU_RANK_BODY.
 struct RankBodyRegistrar {
+  /// Registers fn under name.
   RankBodyRegistrar(const char* name, RankBodyFn fn);
 };
 
@@ -82,6 +87,7 @@ using StudentCallFn = nlohmann::json (*)(const nlohmann::json& input);
 
 /// Registers a student call at static-initialisation time; used by MGPU_STUDENT_CALL.
 struct StudentCallRegistrar {
+  /// Registers fn under name.
   StudentCallRegistrar(const char* name, StudentCallFn fn);
 };
 

@@ -29,10 +29,10 @@ struct Launch {
   int local_rank = 0;                     ///< its index among the ranks of its node (picks the GPU)
   int local_world = 0;                    ///< ranks on this node, 0 when the launcher does not say
   std::string job_key;  ///< unique to one run of the job ("" when the launcher names none)
-  Bootstrap bootstrap = Bootstrap::none;
-  std::string address;  ///< tcp: rank 0's host; nccl_env: NCCL_COMM_ID
-  int port = 0;         ///< tcp: the port rank 0 listens on
-  std::string dir;      ///< file: the folder every node sees
+  Bootstrap bootstrap = Bootstrap::none;  ///< how the ranks share NCCL's unique id
+  std::string address;                    ///< tcp: rank 0's host; nccl_env: NCCL_COMM_ID
+  int port = 0;                           ///< tcp: the port rank 0 listens on
+  std::string dir;                        ///< file: the folder every node sees
   int timeout_s = 300;  ///< MGPU_INIT_TIMEOUT: how long ranks wait for each other, seconds
 
   /// Whether this process is one rank of several processes.
