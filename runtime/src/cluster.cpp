@@ -4,7 +4,9 @@
 #include "rank_thread.hpp"
 #include "state.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <sstream>
 
 namespace mgpu {
@@ -85,11 +87,17 @@ std::shared_ptr<Group> ClusterState::make_group(std::string name, std::vector<in
   g->next_seq.assign(n, 0);
   g->unmatched.resize(n);
   g->posted.resize(n);
-  bool one_node = true;
-  for (int m : g->members)
-    one_node = one_node && (m / config.gpus_per_node == g->members[0] / config.gpus_per_node);
+  std::map<int, int> per_node;  // members on each node the group touches
+  for (int m : g->members) ++per_node[m / config.gpus_per_node];
+  const bool one_node = per_node.size() == 1;
   g->alpha = one_node ? config.intra_node_latency_seconds : config.inter_node_latency_seconds;
   g->beta = one_node ? config.intra_node_bytes_per_second : config.inter_node_bytes_per_second;
+  // k members on every node: k rings, one per member's NIC (ClusterConfig::ring_per_nic).
+  int k = per_node.begin()->second;
+  for (const auto& [node, members] : per_node) k = std::min(k, members);
+  if (!one_node && config.ring_per_nic && k > 1)
+    g->beta = std::min(k * config.inter_node_bytes_per_second,
+                       config.intra_node_bytes_per_second * k / (k - 1));
   return g;
 }
 

@@ -1131,6 +1131,7 @@ std::vector<unsigned char> start_message(const ClusterConfig& c, int r, const st
   w.put<std::int32_t>(r).put<std::int32_t>(c.world_size).put<std::int32_t>(c.gpus_per_node);
   w.put(c.flops_per_second).put(c.intra_node_bytes_per_second).put(c.inter_node_bytes_per_second);
   w.put(c.intra_node_latency_seconds).put(c.inter_node_latency_seconds);
+  w.put<std::uint8_t>(c.ring_per_nic);
   w.put<std::uint8_t>(c.memory_capacity_bytes.has_value());
   w.put<std::uint64_t>(c.memory_capacity_bytes.value_or(0));
   w.put<std::uint64_t>(c.rank_arena_bytes);
@@ -1277,6 +1278,7 @@ int serve_rank(const RankProgramBody& body) {
     c.inter_node_bytes_per_second = in.get<double>();
     c.intra_node_latency_seconds = in.get<double>();
     c.inter_node_latency_seconds = in.get<double>();
+    c.ring_per_nic = in.get<std::uint8_t>() != 0;
     const bool capped = in.get<std::uint8_t>() != 0;
     const auto capacity = in.get<std::uint64_t>();
     if (capped) c.memory_capacity_bytes = capacity;

@@ -121,3 +121,29 @@ TEST_CASE("a timing-only collective overlaps compute, and members that disagree 
   }),
                   CollectiveMismatch);
 }
+
+TEST_CASE("with a ring per NIC, k members per node divide a cross-node collective's bytes by k") {
+  // world_size 4 on nodes of 2: the world group has k = 2 members per node. One ring: every
+  // member's bytes through its NIC at 10 GB/s. A ring per NIC: min(2 x 10, 100 x 2/1) = 20 GB/s.
+  // A group with one member per node ({0, 2}) has nothing to share, so it is priced as before.
+  const double bytes = 64e6;
+  const auto seconds = [&](bool per_nic, bool spread) {
+    ClusterConfig c = two_nodes();
+    c.ring_per_nic = per_nic;
+    Cluster cluster(c);
+    cluster.run([&](Rank& r) {
+      if (!spread) {
+        r.world().icollective_timing(OpKind::all_gather, bytes).wait();
+        return;
+      }
+      Comm across = r.world().split(r.id() % 2, r.id(), "across");  // {0, 2} and {1, 3}
+      across.icollective_timing(OpKind::all_gather, bytes).wait();
+    });
+    return cluster.makespan();
+  };
+  // A ring all-gather of n members: (n-1) (alpha + S / (n beta)).
+  CHECK(seconds(false, false) == doctest::Approx(3 * (5e-6 + bytes / (4 * 10e9))));
+  CHECK(seconds(true, false) == doctest::Approx(3 * (5e-6 + bytes / (4 * 20e9))));
+  CHECK(seconds(true, true) == doctest::Approx(seconds(false, true)));
+  CHECK(seconds(true, true) == doctest::Approx(1 * (5e-6 + bytes / (2 * 10e9))));
+}

@@ -50,6 +50,7 @@ const Field kFields[] = {
     {"hbm_efficiency", &Hardware::hbm_efficiency, true},
     {"nvlink_efficiency", &Hardware::nvlink_efficiency, true},
     {"network_efficiency", &Hardware::network_efficiency, true},
+    {"fused_attention_efficiency", &Hardware::fused_attention_efficiency, true},
     {"compute_overhead", &Hardware::compute_overhead, true},
 };
 

@@ -37,6 +37,10 @@ struct Hardware {
   double hbm_efficiency = 0;         ///< fraction of hbm_bytes_per_s a memory-bound kernel achieves
   double nvlink_efficiency = 0;      ///< fraction of nvlink_bytes_per_s a large collective achieves
   double network_efficiency = 0;     ///< fraction of network_bytes_per_s a large transfer achieves
+  /// Fraction of peak_flops a fused attention kernel achieves, forward and backward, on the
+  /// FLOPs it performs (a causal mask's skipped half not counted). Separate from the GEMM curve:
+  /// softmax and the online rescaling sit between its matmuls, so it falls well short of them.
+  double fused_attention_efficiency = 0;
   /// Time a real training run adds to every kernel the model prices (launch gaps, framework
   /// work between kernels, clocks lower under a whole server's load), as a fraction of that
   /// modelled compute time. The one constant fitted to published runs: `mgpu plan --reproduce`

@@ -55,15 +55,22 @@ Anchor parse_anchor(const nlohmann::json& r) {
   a.layout.zero_stage = static_cast<int>(count(l, "zero_stage", 0));
   a.layout.dp_overlap = l.value("dp_overlap", false);
   a.layout.grad_bytes = l.value("grad_bytes", 2.0);
-  static const char* const kMeasures[] = {"tflops_per_gpu", "step_seconds", "layer_forward_ms",
-                                          "layer_backward_ms", "mfu_percent"};
+  static const char* const kMeasures[] = {"tflops_per_gpu",   "step_seconds",
+                                          "layer_forward_ms", "layer_backward_ms",
+                                          "mfu_percent",      "tokens_per_gpu_per_s"};
   bool known = false;
   for (const char* k : kMeasures) known = known || a.measure == k;
   if (!known) throw std::invalid_argument("unknown measure '" + a.measure + "'");
   return a;
 }
 
-double measured(const std::string& measure, const StepTime& st) {
+double measured(const Anchor& a, const StepTime& st) {
+  const std::string& measure = a.measure;
+  if (measure == "tokens_per_gpu_per_s") {
+    const RunLayout& l = a.layout;
+    const double gpus = static_cast<double>(l.tp * l.cp * l.pp * l.dp);
+    return static_cast<double>(a.model.global_batch * a.model.seq) / (st.seconds * gpus);
+  }
   if (measure == "tflops_per_gpu") return st.paper_tflops_per_gpu;
   if (measure == "step_seconds") return st.seconds;
   if (measure == "layer_forward_ms") return st.layer_forward * 1e3;
@@ -79,8 +86,8 @@ double model_seconds(const std::string& measure, const StepTime& st) {
   return st.seconds;
 }
 
-// The same time as the paper measured it. A rate (TFLOP/s, MFU) counts the same FLOPs in the
-// paper as in the model, so the published time is the modelled one scaled by the rates' ratio.
+// The same time as the paper measured it. A rate (TFLOP/s, MFU, tokens/s) counts the same FLOPs in
+// the paper as in the model, so the published time is the modelled one scaled by the rates' ratio.
 double published_seconds(const Anchor& a, double predicted, double modelled) {
   if (a.measure == "step_seconds") return a.published;
   if (a.measure == "layer_forward_ms" || a.measure == "layer_backward_ms") return a.published / 1e3;
@@ -91,6 +98,7 @@ const char* unit(const std::string& measure) {
   if (measure == "tflops_per_gpu") return "TFLOP/s";
   if (measure == "step_seconds") return "s";
   if (measure == "mfu_percent") return "%";
+  if (measure == "tokens_per_gpu_per_s") return "tok/s";
   return "ms";
 }
 
@@ -125,7 +133,7 @@ std::vector<AnchorResult> reproduce(const std::vector<Anchor>& anchors) {
     AnchorResult r;
     r.anchor = a;
     r.step = step_time(a.model, a.layout, hw);
-    r.predicted = measured(a.measure, r.step);
+    r.predicted = measured(a, r.step);
     r.error = r.predicted / a.published - 1;
     Hardware bare = hw;
     bare.compute_overhead = 0;
@@ -158,7 +166,7 @@ double fit_compute_overhead(const std::vector<Anchor>& anchors) {
     for (const Anchor* a : rows) {
       const StepTime st = step_time(a->model, a->layout, hw);
       const double modelled = model_seconds(a->measure, st);
-      sum += std::log(modelled / published_seconds(*a, measured(a->measure, st), modelled));
+      sum += std::log(modelled / published_seconds(*a, measured(*a, st), modelled));
     }
     return sum / static_cast<double>(rows.size());
   };

@@ -237,9 +237,11 @@ class StageRank {
                        tag_of(s_, w.micro_batch, g - 1, false))
           .wait();
     // ZeRO 2 keeps only its shard of the gradients, so each micro-batch reduce-scatters the
-    // stage's once its last chunk (chunk 0, the last backward of the micro-batch here) is done.
-    if (s_.zero_stage == 2 && sharded() && w.chunk == 0)
-      inside(OpKind::reduce_scatter, st_.params * s_.grad_bytes);
+    // stage's, chunk by chunk as each chunk's backward finishes them (as implementations reduce
+    // gradient buckets once they are ready): a pipeline send then waits on the network lane
+    // behind one chunk's collective at most, not the whole stage's.
+    if (s_.zero_stage == 2 && sharded())
+      inside(OpKind::reduce_scatter, st_.params * s_.grad_bytes / static_cast<double>(s_.v));
   }
 
   bool has_logits(const Work& w) const { return at_.stage + 1 == s_.p && w.chunk + 1 == s_.v; }
@@ -287,6 +289,7 @@ ClusterConfig cluster_config(const RunLayout& l, const Hardware& hw) {
   c.inter_node_bytes_per_second = hw.network_bytes_per_s * hw.network_efficiency;
   c.intra_node_latency_seconds = hw.nvlink_latency_s;
   c.inter_node_latency_seconds = hw.network_latency_s;
+  c.ring_per_nic = true;  // as the step model prices data-parallel collectives across servers
   c.isolation = RankIsolation::threads;
   return c;
 }

@@ -72,19 +72,24 @@ LayerTime layer_time(const RunModel& md, const RunLayout& l, const Hardware& hw)
                        gemm_seconds(1, tokens, h, ffn / t, hw);
   // The attention core, b a/t heads at once: scores Q K^T (s/c x dh by dh x s), then the
   // probabilities times V (s/c x s by s x dh): this rank's queries against every key, which ring
-  // attention brings round in c blocks. Fused attention never writes the scores, so only its
-  // FLOPs count.
+  // attention brings round in c blocks. Unfused, both are whole batched GEMMs and the causal
+  // mask is applied to scores already computed. Fused attention never writes the scores and
+  // skips the blocks above the diagonal, so it performs half those FLOPs (ring attention's
+  // zig-zag split gives every cp rank the same half), at the hardware file's fused-attention
+  // efficiency rather than a GEMM's.
   const double heads_here = b * a / t;
   const double core_flops = heads_here * 4 * (s / c) * s * dh;
-  const auto fused = [&](double flops) { return flops / (hw.peak_flops * hw.gemm.at(flops)); };
-  const double core = l.flash_attention ? fused(core_flops)
+  const auto fused = [&](double flops) {
+    return flops / (hw.peak_flops * hw.fused_attention_efficiency);
+  };
+  const double core = l.flash_attention ? fused(core_flops / 2)
                                         : gemm_seconds(heads_here, s / c, s, dh, hw) +
                                               gemm_seconds(heads_here, s / c, dh, s, hw);
   // Its backward: unfused, four batched GEMMs of the forward's sizes (dV = P^T dO, dP = dO V^T,
   // dQ = dS K, dK = dS^T Q), twice the forward; fused, the scores are recomputed first (Q K^T
   // again), five products of the forward's size where the forward had two (Dao 2023,
   // FlashAttention-2, section 3.1.2): 2.5 times its FLOPs.
-  const double core_backward = l.flash_attention ? fused(2.5 * core_flops) : 2 * core;
+  const double core_backward = l.flash_attention ? fused(2.5 * core_flops / 2) : 2 * core;
   // Element-wise kernels read their inputs and write their outputs once (bytes per token):
   //  two layer norms, 2h in and 2h out each: 8h; two fused bias-dropout-residual adds, 2h input
   //  + 2h residual in, 2h out and an h-byte mask: 14h; 22h outside the tp region, which
@@ -314,6 +319,28 @@ struct DataParallel {
   double bytes = 0;    // sent by one GPU per step
 };
 
+// How many ranks of one gradient group (dp x cp ranks of the same tp rank and stage) share a
+// server: GPUs are numbered tp fastest, then cp, pp and dp, a server holding consecutive ones.
+std::int64_t gradient_group_per_server(const RunLayout& l, const Hardware& hw) {
+  std::int64_t members = 0;
+  for (std::int64_t g = 0; g < hw.gpus_per_server; ++g)
+    members += g % l.tp == 0 && (g / (l.tp * l.cp)) % l.pp == 0;
+  return std::max<std::int64_t>(1, members);
+}
+
+// A collective of the gradient group across servers when k of its ranks share each server:
+// NCCL runs k rings (channels) side by side, each on a slice 1/k of the buffer and each leaving
+// the server through a different GPU's NIC, so a NIC carries 1/k of what each rank sends and
+// NVLink the other (k-1)/k. With one rank per server (tp filling the server, as in Megatron's
+// layouts) all of it goes through the rank's own NIC.
+double group_link_seconds(double bytes, bool across, std::int64_t per_server, const Hardware& hw) {
+  if (!across || per_server == 1) return link_seconds(bytes, across, hw);
+  const double k = static_cast<double>(per_server);
+  return hw.network_latency_s +
+         std::max(bytes / k / (hw.network_bytes_per_s * hw.network_efficiency),
+                  bytes * (k - 1) / k / (hw.nvlink_bytes_per_s * hw.nvlink_efficiency));
+}
+
 DataParallel data_parallel(const Step& x, std::size_t i) {
   const RunLayout& l = x.l;
   DataParallel out;
@@ -329,7 +356,10 @@ DataParallel data_parallel(const Step& x, std::size_t i) {
   const double forward = layers * (x.lt.forward_compute + x.lt.forward_comm + x.lt.forward_ring);
   const double backward =
       layers * (x.lt.backward_compute + x.lt.backward_comm + x.lt.backward_ring);
-  const auto link = [&](double bytes) { return link_seconds(bytes, across, x.hw); };
+  const std::int64_t per_server = gradient_group_per_server(l, x.hw);
+  const auto link = [&](double bytes) {
+    return group_link_seconds(bytes, across, per_server, x.hw);
+  };
   double all = 0, exposed = 0;
   switch (l.zero_stage) {
     case 0:

@@ -13,8 +13,8 @@ using tools_test::gpt;
 
 namespace {
 
-// A machine where only the GEMM rate costs time: fixed efficiency `e` at any size, memory and
-// links a million times faster than any real one, no latency.
+// A machine where only the GEMM rate costs time: fixed efficiency `e` at any size (fused
+// attention too), memory and links a million times faster than any real one, no latency.
 Hardware ideal(double e) {
   Hardware h;
   h.name = "ideal";
@@ -26,6 +26,7 @@ Hardware ideal(double e) {
   h.network_bytes_per_s = 1e21;
   h.nvlink_latency_s = h.network_latency_s = 0;
   h.gemm.points = {{1, e}};
+  h.fused_attention_efficiency = e;
   h.hbm_efficiency = h.nvlink_efficiency = h.network_efficiency = 1;
   return h;
 }
@@ -229,4 +230,53 @@ TEST_CASE(
   CHECK(gemm_bound > 1.95);
   CHECK(gemm_bound <= 2);
   CHECK(gemm_bound > memory_bound);
+}
+
+TEST_CASE(
+    "fused causal attention performs half the core's FLOPs, at the fused-attention efficiency, "
+    "not the GEMM curve's") {
+  // Compute only (ideal links and memory): the step's seconds less the same layout's without
+  // the attention core's cost tell the core's time apart from the weight GEMMs'.
+  RunModel md = gpt(4, 2048, 16, 8);
+  md.seq = 8192;
+  const RunLayout l{.tp = 2, .pp = 1, .dp = 1, .micro_batch = 1, .flash_attention = true};
+  const auto seconds = [&](double gemm, double attention) {
+    Hardware hw = ideal(gemm);
+    hw.fused_attention_efficiency = attention;
+    return step_time(md, l, hw).seconds;
+  };
+  const double both_half = seconds(0.5, 0.5), attention_quarter = seconds(0.5, 0.25);
+  // The core's time at efficiency 0.5: what doubling it by halving the efficiency added.
+  const double core = attention_quarter - both_half;
+  // Per GPU per step: 8 sequences, 4 layers, a/t = 8 heads of 128, forward 4 s^2 dh per head
+  // halved by the mask, backward 2.5 times the forward.
+  const double B = 8, L = 4, s = 8192, dh = 128, heads = 8;
+  const double flops = B * L * heads * (4 * s * s * dh / 2) * (1 + 2.5);
+  CHECK(core == doctest::Approx(flops / 0.5e15).epsilon(1e-9));
+  // The GEMM curve no longer prices the core: halving it moves only the weight GEMMs.
+  CHECK(seconds(0.25, 0.5) - both_half == doctest::Approx(both_half - core).epsilon(1e-9));
+}
+
+TEST_CASE(
+    "a data-parallel collective across servers leaves through every NIC of the group's ranks in "
+    "a server: k ranks per server send 1/k each over the network") {
+  Hardware hw = ideal(0.5);
+  hw.peak_flops = 1e30;  // compute free: the step is the all-reduce (no overlap)
+  hw.network_bytes_per_s = 10e9;
+  hw.nvlink_bytes_per_s = 1e21;
+  const RunModel md = gpt(8, 2048, 16, 64);
+  // 64 GPUs in servers of 8: tp 8 leaves one rank of each dp group per server; tp 1 eight.
+  const StepTime one = step_time(md, {.tp = 8, .pp = 1, .dp = 8, .micro_batch = 1}, hw);
+  const StepTime eight = step_time(md, {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1}, hw);
+  const double P = one.stages.front().params;
+  CHECK(one.exposed_dp == doctest::Approx(2 * (7.0 / 8) * P * 2 / 10e9));
+  CHECK(eight.exposed_dp ==
+        doctest::Approx(2 * (63.0 / 64) * eight.stages.front().params * 2 / 8 / 10e9));
+  // The bytes each rank sends are the ring's either way; only the links they cross differ.
+  CHECK(eight.dp_bytes == doctest::Approx(2 * (63.0 / 64) * eight.stages.front().params * 2));
+  // With NVLink slower than the NICs together, the rings' NVLink hops set the pace instead.
+  hw.nvlink_bytes_per_s = 20e9;
+  const StepTime nvlink_bound = step_time(md, {.tp = 1, .pp = 1, .dp = 64, .micro_batch = 1}, hw);
+  CHECK(nvlink_bound.exposed_dp ==
+        doctest::Approx(2 * (63.0 / 64) * eight.stages.front().params * 2 * (7.0 / 8) / 20e9));
 }

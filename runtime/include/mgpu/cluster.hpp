@@ -43,6 +43,12 @@ struct ClusterConfig {
   double inter_node_bytes_per_second = 50e9;   ///< beta between nodes: one 400 Gb/s NIC per GPU
   double intra_node_latency_seconds = 3e-6;    ///< alpha inside a node: seconds per message
   double inter_node_latency_seconds = 10e-6;   ///< alpha between nodes: seconds per message
+  /// How a collective of a group spanning nodes is priced. false: as one ring, every member's
+  /// bytes through its own NIC (beta = inter_node). true: as NCCL runs it when k members share
+  /// each node, k rings side by side, each on 1/k of the buffer and leaving the node through a
+  /// different member's NIC, so beta = min(k inter_node, intra_node k/(k-1)). Sends are priced
+  /// per link either way.
+  bool ring_per_nic = false;
   std::optional<std::size_t> memory_capacity_bytes;  ///< per rank; nullopt = unlimited
   /// Threads or processes; nullopt = default_rank_isolation() when the Cluster is made.
   std::optional<RankIsolation> isolation;
