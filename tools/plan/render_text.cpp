@@ -200,10 +200,12 @@ void append_traffic(std::string& out, const Plan& p) {
   if (p.traffic.empty())
     out += p.options.gpus == 1 ? "  none: one GPU does not communicate\n" : "  none computed\n";
   for (const auto& t : p.traffic) {
+    // The weights' holders, whom the data-parallel collectives span, are dp x cp ranks.
+    const std::string group = t.group == "dp" && p.options.cp > 1 ? "dp x cp" : t.group;
     if (t.bytes.is_pending())
-      out += fmt::format("  {:<44}{}   {} group\n", t.label, finish(t.bytes.missing()), t.group);
+      out += fmt::format("  {:<44}{}   {} group\n", t.label, finish(t.bytes.missing()), group);
     else
-      out += fmt::format("  {:<44}{:>14}   {} group\n", t.label, format_bytes(*t.bytes), t.group);
+      out += fmt::format("  {:<44}{:>14}   {} group\n", t.label, format_bytes(*t.bytes), group);
   }
   const Row<double> total = p.traffic_total();
   if (!p.traffic.empty())

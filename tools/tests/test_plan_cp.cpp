@@ -131,6 +131,10 @@ TEST_CASE("mgpu plan --cp: refusals name the fix, and text, JSON and SVG show th
   CHECK(text.out.find("64 GPUs = tp 8 x cp 4 x pp 1 x dp 2") != std::string::npos);
   CHECK(text.out.find("cp 4 across servers") != std::string::npos);
   CHECK(text.out.find("ring-attention keys and values") != std::string::npos);
+  // ZeRO's collectives span the weights' holders, dp x cp, and the traffic rows say so.
+  CHECK(text.out.find("ZeRO gradient reduce-scatter") != std::string::npos);
+  CHECK(text.out.find("dp x cp group") != std::string::npos);
+  CHECK(text.out.find(" dp group") == std::string::npos);
 
   const auto json =
       run_cli(run_plan_cli,
