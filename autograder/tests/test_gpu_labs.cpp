@@ -342,3 +342,59 @@ TEST_CASE(
   CHECK(cache_value(dir, "MGPU_NCCL_INCLUDE").empty());
   CHECK(cache_value(dir / "nowhere", "CMAKE_PREFIX_PATH").empty());
 }
+
+TEST_CASE(
+    "grading two submissions runs the reference lab once: its outputs are cached by program and "
+    "arguments") {
+  fs::path dir = fresh_dir("gpu_reference_cache");
+  ::chmod(dir.c_str(), 0755);
+  // A reference tree whose lab writes a new number on every run, so a reused result shows.
+  Project project{dir, dir / "tree", true};
+  fs::create_directories(project.own_tree / "bin");
+  const std::string lab_body =
+      "printf '{\"status\": \"ok\", \"values\": {\"y\": [%s, 2.0]}}' \"$(date +%s%N)\" >&3\n";
+  fake_lab(project.own_tree / "bin", "gpu_tp_ffn", lab_body);
+  Rubric rubric;
+  GradeOptions opts;
+  opts.work_dir = dir / "work";
+  GpuLabCase c;
+  c.name = "gpu.tp_ffn";
+  c.lab = "tp_ffn";
+  c.points = 3;
+  c.args = {"--check-d", "128"};
+  c.time_limit_s = 30;
+  c.memory_mb = 1024;
+  auto first_value = [](const CaseRun& r) { return r.result["values"]["y"][0].get<double>(); };
+
+  Reference reference(project, rubric, opts);
+  const CaseRun a = reference.lab_run(c, 1);  // the first submission's grade
+  REQUIRE_MESSAGE(a.status == Status::passed, a.reason << "\n" << a.output);
+  const CaseRun b = reference.lab_run(c, 1);  // the second's
+  CHECK(reference.lab_runs() == 1);
+  CHECK(first_value(b) == first_value(a));
+  CHECK(fs::exists(opts.work_dir / "reference" / "gpu_labs" / "gpu.tp_ffn.json"));
+
+  // Another grader on the same work folder (the next batch, a rerun) reads it from disk.
+  Reference later(project, rubric, opts);
+  CHECK(first_value(later.lab_run(c, 1)) == first_value(a));
+  CHECK(later.lab_runs() == 0);
+
+  // Other arguments (another shape) are another result; so is a rebuilt lab program.
+  GpuLabCase wider = c;
+  wider.args = {"--check-d", "256"};
+  Reference shapes(project, rubric, opts);
+  const CaseRun w = shapes.lab_run(wider, 1);
+  CHECK(shapes.lab_runs() == 1);
+  CHECK(first_value(w) != first_value(a));
+  fake_lab(project.own_tree / "bin", "gpu_tp_ffn", "# rebuilt\n" + lab_body);
+  Reference rebuilt(project, rubric, opts);
+  CHECK(first_value(rebuilt.lab_run(c, 1)) != first_value(a));
+  CHECK(rebuilt.lab_runs() == 1);
+
+  // A reference lab without outputs is not remembered: the next submission tries it again.
+  fake_lab(project.own_tree / "bin", "gpu_tp_ffn", "echo 'no outputs'\n");
+  Reference failing(project, rubric, opts);
+  CHECK(failing.lab_run(c, 1).status == Status::no_result);
+  CHECK(failing.lab_run(c, 1).status == Status::no_result);
+  CHECK(failing.lab_runs() == 2);
+}

@@ -55,6 +55,7 @@ struct Common {
   std::string work_dir;
   std::string secret_file;
   int jobs = available_cpus();
+  int labs_per_gpu = 0;  // 0: the rubric's gpu_labs.labs_per_gpu
   bool no_drop = false;
 
   void add(CLI::App* app) {
@@ -76,6 +77,10 @@ struct Common {
                     "cached build trees and reference results (default: build/grade)");
     app->add_option("--jobs,-j", jobs, "parallel compiles and case runs")
         ->check(CLI::PositiveNumber);
+    app->add_option("--labs-per-gpu", labs_per_gpu,
+                    "GPU labs that may run at once on one device, across every grader of this "
+                    "machine (default: the rubric's gpu_labs.labs_per_gpu, else 1)")
+        ->check(CLI::Range(1, 64));
     app->add_flag("--no-drop", no_drop, "when root, run cases as root instead of as user nobody");
   }
 
@@ -119,6 +124,7 @@ struct Common {
     }
     o.work_dir = work_dir.empty() ? p.root / "build" / "grade" : fs::absolute(user_path(work_dir));
     o.jobs = jobs;
+    o.labs_per_gpu = labs_per_gpu;
     o.drop_privileges = !no_drop;
     return o;
   }
