@@ -398,3 +398,32 @@ TEST_CASE(
   CHECK(failing.lab_run(c, 1).status == Status::no_result);
   CHECK(failing.lab_runs() == 2);
 }
+
+TEST_CASE(
+    "the repository rubric grades each lab at small shapes: every timing shape given, and few "
+    "timed steps") {
+  Project p = this_project();
+  Rubric r = load_rubric(p.root / "autograder" / "rubric.json");
+  REQUIRE(r.gpu_labs.has_value());
+  static const std::regex shape_option(R"re(add_shape_option\(app, "(\w+)")re");
+  int shapes = 0;
+  for (const auto& c : r.gpu_labs->cases) {
+    INFO(c.name);
+    std::map<std::string, std::string> args;
+    for (std::size_t i = 0; i + 1 < c.args.size(); ++i) args[c.args[i]] = c.args[i + 1];
+    // A lab's defaults are its timing shapes, sized for a whole GPU (ZeRO-3's takes GBs): the
+    // rubric must override each one, or every graded run would take them.
+    const std::string main = read_text(p.root / "gpu_labs" / c.lab / "main.cpp");
+    for (std::sregex_iterator it(main.begin(), main.end(), shape_option), end; it != end; ++it) {
+      const std::string option = "--" + (*it)[1].str();
+      ++shapes;
+      REQUIRE_MESSAGE(args.count(option) == 1, option << " is left at the lab's timing default");
+      CHECK_MESSAGE(std::stoi(args[option]) <= 1024, option << " " << args[option]);
+    }
+    REQUIRE_MESSAGE(args.count("--iters") == 1, "the timed steps are left at the lab's default");
+    CHECK(std::stoi(args["--iters"]) <= 2);
+    if (args.count("--max-bytes")) CHECK(std::stoll(args["--max-bytes"]) <= (16ll << 20));
+  }
+  CHECK(shapes >= 6);  // tp_ffn's three and zero3's three: the pattern still finds them
+  CHECK(r.gpu_labs->labs_per_gpu == 1);
+}
