@@ -54,10 +54,9 @@ nlohmann::json pl_test(const ChapterGrade& ch, const CaseGrade& c, std::size_t o
     t["message"] = "skipped: " + c.reason;
   } else if (c.visibility != Visibility::visible) {
     // Its feedback can hold inputs drawn from the secret seed; the points are in the score anyway.
+    const bool full = c.status == Status::passed && c.score >= c.max_score;
     t["message"] = std::string(status_name(c.status)) +
-                   (c.status == Status::passed && c.score >= c.max_score ? ""
-                                                                         : " (hidden test: your "
-                                                                           "instructor sees why)");
+                   (full ? "" : " (a hidden test: its details are not shown)");
   } else {
     t["message"] = std::string(status_name(c.status)) + (c.reason.empty() ? "" : ": " + c.reason);
     t["output"] = cut(c.feedback, output_cap);

@@ -105,9 +105,8 @@ GpuSlot::GpuSlot(int dir_fd, const std::string& device, int slots) {
     }
     fds.push_back(fd);
   }
-  const auto t0 = std::chrono::steady_clock::now();
   std::optional<Progress> waiting;  // shown only once a wait has begun
-  while (index_ < 0) {
+  for (;;) {
     for (int k = 0; k < slots && index_ < 0; ++k)
       if (::flock(fds[k], LOCK_EX | LOCK_NB) == 0) index_ = k;
     if (index_ >= 0) break;
@@ -119,7 +118,6 @@ GpuSlot::GpuSlot(int dir_fd, const std::string& device, int slots) {
   for (int k = 0; k < slots; ++k)
     if (k != index_) ::close(fds[k]);
   fd_ = fds[index_];
-  waited_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 GpuSlot::~GpuSlot() {

@@ -20,13 +20,11 @@ class GpuSlot {
   ~GpuSlot();
   GpuSlot(const GpuSlot&) = delete;
   GpuSlot& operator=(const GpuSlot&) = delete;
-  int index() const { return index_; }           ///< which of the slots is held
-  double waited_s() const { return waited_s_; }  ///< how long it waited for a free one
+  int index() const { return index_; }  ///< which of the slots is held
 
  private:
   int fd_ = -1;
   int index_ = -1;
-  double waited_s_ = 0;
 };
 
 /// The folder of the slots' lock files, opened once for the process: MGPU_GPU_LOCK_DIR when set;
