@@ -330,6 +330,35 @@ std::vector<const ChapterSpec*> select_chapters(const Rubric& rubric,
   return out;
 }
 
+std::optional<CaseRun> cached_reference(const fs::path& cache, const std::string& stamp) {
+  std::error_code ec;
+  if (!fs::exists(cache, ec)) return std::nullopt;
+  try {
+    ParsedJson entry = parse_json_bounded(read_text(cache), kResultMaxDepth + 1);
+    const nlohmann::json& doc = entry.doc;
+    auto st = doc.is_object() ? doc.find("stamp") : doc.end();
+    auto res = doc.is_object() ? doc.find("result") : doc.end();
+    if (entry.ok && st != doc.end() && res != doc.end() && *st == stamp) {
+      ParsedResult stored = validate_result(*res);
+      if (stored.ok && stored.doc["status"] == "ok") {
+        CaseRun run;
+        run.status = Status::passed;
+        run.result = std::move(stored.doc);
+        return run;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+void store_reference(const fs::path& cache, const std::string& stamp, const std::string& name,
+                     const CaseRun& run) {
+  if (run.status != Status::passed) return;  // a failure is retried, never remembered
+  write_text(cache,
+             nlohmann::json{{"stamp", stamp}, {"case", name}, {"result", run.result}}.dump());
+}
+
 Reference::Reference(const Project& project, const Rubric& rubric, const GradeOptions& opts)
     : project_(project), rubric_(rubric), opts_(opts) {
   tree_ = opts.cases_dirs.empty() ? project.own_tree : opts.work_dir / "reference-private";
@@ -367,31 +396,6 @@ void build_reference(const std::vector<const ChapterSpec*>& chapters, const fs::
   }
 }
 
-/// The cached reference result in `cache`, if it is a passed run of the program whose content
-/// hash is `stamp`. Read like a student's result (bounded depth, checked shape): a damaged or
-/// planted entry is simply recomputed.
-std::optional<CaseRun> cached_reference(const fs::path& cache, const std::string& stamp) {
-  std::error_code ec;
-  if (!fs::exists(cache, ec)) return std::nullopt;
-  try {
-    ParsedJson entry = parse_json_bounded(read_text(cache), kResultMaxDepth + 1);
-    const nlohmann::json& doc = entry.doc;
-    auto st = doc.is_object() ? doc.find("stamp") : doc.end();
-    auto res = doc.is_object() ? doc.find("result") : doc.end();
-    if (entry.ok && st != doc.end() && res != doc.end() && *st == stamp) {
-      ParsedResult stored = validate_result(*res);
-      if (stored.ok && stored.doc["status"] == "ok") {
-        CaseRun run;
-        run.status = Status::passed;
-        run.result = std::move(stored.doc);
-        return run;
-      }
-    }
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
-
 // A reference case still to run or to load from the cache.
 struct ReferenceJob {
   const ChapterSpec* chapter;
@@ -427,10 +431,7 @@ CaseRun run_or_load(const ReferenceJob& j, std::uint64_t seed, const fs::path& t
   if (auto cached = cached_reference(cache, j.stamp)) return std::move(*cached);
   CaseRun run = run_case(tree / "bin" / case_target(j.chapter->name), *j.spec, seed,
                          opts.drop_privileges, false, host_program(tree, j.chapter->name));
-  if (run.status == Status::passed)
-    write_text(
-        cache,
-        nlohmann::json{{"stamp", j.stamp}, {"case", j.spec->name}, {"result", run.result}}.dump());
+  store_reference(cache, j.stamp, j.spec->name, run);
   return run;
 }
 
@@ -497,6 +498,26 @@ TargetBuild Reference::lab_build(const std::string& lab) const {
   auto it = lab_builds_.find(lab);
   return it == lab_builds_.end() ? TargetBuild{false, "the reference lab was not built", "", 0}
                                  : it->second;
+}
+
+CaseRun Reference::lab_run(const GpuLabCase& c, int labs_per_gpu) const {
+  // One reference run per case for the whole grader: batch workers that reach the case together
+  // wait here for the first one's outputs rather than each running the lab on the device.
+  std::lock_guard serial(lab_runs_mu_);
+  if (auto it = lab_outputs_.find(c.name); it != lab_outputs_.end()) return it->second;
+  const fs::path cache = opts_.work_dir / "reference" / "gpu_labs" / (safe_name(c.name) + ".json");
+  bool ran = false;
+  CaseRun run =
+      run_or_load_reference_lab(tree_ / "bin" / lab_target(c.lab), c, cache, labs_per_gpu, ran);
+  lab_run_count_ += ran;
+  // A failed reference is not kept: the next submission tries again (as with the cases).
+  if (run.status == Status::passed) lab_outputs_[c.name] = run;
+  return run;
+}
+
+int Reference::lab_runs() const {
+  std::lock_guard serial(lab_runs_mu_);
+  return lab_run_count_;
 }
 
 namespace {
@@ -672,7 +693,9 @@ std::vector<ChapterGrade> run_and_judge_cases(const std::vector<const ChapterSpe
 /// counted, whatever the submission did; one whose submission did not build is build_failed.
 /// Labs that cannot run here are skipped with the reason.
 ChapterGrade run_and_judge_labs(const GpuLabs& labs, const Builds& builds, const fs::path& tree,
-                                const Reference& reference, bool solution) {
+                                const Reference& reference, const GradeOptions& opts,
+                                bool solution) {
+  const int labs_per_gpu = opts.labs_per_gpu > 0 ? opts.labs_per_gpu : labs.spec->labs_per_gpu;
   ChapterGrade cg;
   cg.name = "gpu_labs";
   cg.title = labs.spec->title;
@@ -688,14 +711,15 @@ ChapterGrade run_and_judge_labs(const GpuLabs& labs, const Builds& builds, const
                                      rb.log));
       continue;
     }
-    const CaseRun ref = run_lab(reference.tree() / "bin" / lab_target(c.lab), c);
+    const CaseRun ref = reference.lab_run(c, labs_per_gpu);
     const TargetBuild& sb = builds.labs.at(c.lab);
     if (solution || ref.status != Status::passed)
       cg.cases.push_back(judge_lab(c, ref, ref));
     else if (!sb.ok)
       cg.cases.push_back(unbuilt_lab(c, Status::build_failed, sb.first_error, sb.log));
     else
-      cg.cases.push_back(judge_lab(c, run_lab(tree / "bin" / lab_target(c.lab), c), ref));
+      cg.cases.push_back(
+          judge_lab(c, run_lab(tree / "bin" / lab_target(c.lab), c, labs_per_gpu), ref));
   }
   return cg;
 }
@@ -709,7 +733,7 @@ std::vector<ChapterGrade> run_and_judge(const std::vector<const ChapterSpec*>& c
   std::vector<ChapterGrade> out =
       run_and_judge_cases(chapters, builds.chapters, ws.tree, reference, rubric, opts);
   if (labs.selected())
-    out.push_back(run_and_judge_labs(labs, builds, ws.lab_tree, reference, solution));
+    out.push_back(run_and_judge_labs(labs, builds, ws.lab_tree, reference, opts, solution));
   return out;
 }
 

@@ -45,6 +45,7 @@ struct GradeOptions {
   int jobs = 2;                                   ///< parallel compiles and case runs
   bool drop_privileges = true;                    ///< run cases as nobody when root
   bool trusted_build = false;  ///< the submission is the instructor's proof (TreeConfig::trusted)
+  int labs_per_gpu = 0;        ///< GPU labs at a time per device; 0: the rubric's labs_per_gpu
 };
 
 /// The hidden cases' seed for one student: a hash of the secret and the student's id, below 1e9.
@@ -85,6 +86,16 @@ bool decided_by_runs(CaseGrade& g, const CaseRun& student, const CaseRun& refere
 CaseGrade judge_case(const CaseSpec& spec, const CaseRun& student, const CaseRun& reference,
                      const Rubric& rubric);
 
+/// The reference result cached in file `cache`, if it is a passed run of the program whose stamp
+/// (content hash, and for a GPU lab its arguments) is `stamp`. Read like a student's result
+/// (bounded depth, checked shape): a damaged or planted entry is simply recomputed.
+std::optional<CaseRun> cached_reference(const std::filesystem::path& cache,
+                                        const std::string& stamp);
+/// Caches a reference run under `stamp` for cached_reference, when it passed (a failure is
+/// retried next time, never remembered). `name` is the case, for people reading the file.
+void store_reference(const std::filesystem::path& cache, const std::string& stamp,
+                     const std::string& name, const CaseRun& run);
+
 /// The reference: its build tree and its results per (seed, case), cached on disk.
 class Reference {
  public:
@@ -101,6 +112,13 @@ class Reference {
   const CaseRun& get(const std::string& case_name, std::uint64_t seed) const;
   /// The build of a GPU lab's reference program (after prepare_labs).
   TargetBuild lab_build(const std::string& lab) const;
+  /// The reference lab's run of GPU case c: kept in memory after the first submission, and on
+  /// disk (work_dir/reference/gpu_labs/, keyed by the lab program's content and the case's
+  /// arguments) for later graders, so a batch runs each reference lab once. Waits for one of
+  /// `labs_per_gpu` GPU slots when it must run. Thread-safe.
+  CaseRun lab_run(const GpuLabCase& c, int labs_per_gpu) const;
+  /// How many times lab_run really ran a reference lab (not answered from memory or disk).
+  int lab_runs() const;
   /// The build tree holding the reference case programs.
   const std::filesystem::path& tree() const { return tree_; }
   /// Set when the reference could not be built for a chapter.
@@ -112,10 +130,13 @@ class Reference {
   GradeOptions opts_;
   std::filesystem::path tree_;
   std::map<std::pair<std::uint64_t, std::string>, CaseRun> runs_;  // by (seed, case)
-  std::set<std::string> built_;                    // chapters whose case program is built
-  std::map<std::string, TargetBuild> lab_builds_;  // by lab
-  mutable std::mutex mu_;  // guards runs_ against readers while prepare writes
-  std::mutex prepare_mu_;  // one prepare at a time (batch workers all call it)
+  std::set<std::string> built_;                         // chapters whose case program is built
+  std::map<std::string, TargetBuild> lab_builds_;       // by lab
+  mutable std::map<std::string, CaseRun> lab_outputs_;  // by GPU case: passed reference runs
+  mutable int lab_run_count_ = 0;
+  mutable std::mutex lab_runs_mu_;  // one reference lab at a time; guards the two above
+  mutable std::mutex mu_;           // guards runs_ against readers while prepare writes
+  std::mutex prepare_mu_;           // one prepare at a time (batch workers all call it)
 };
 
 /// The chapters to grade: the rubric's, filtered by opts.chapters (prefix match, "11_2"

@@ -39,7 +39,7 @@ void git(const fs::path& repo, std::vector<std::string> args) {
 }
 
 // A course in miniature, committed: one chapter, its solution, a graded case, a chaff, the
-// Gradescope scripts, a README with both audiences' lines and the presets.
+// Gradescope and PrairieLearn scripts, a README with both audiences' lines and the presets.
 Project mini_course(const std::string& name) {
   const fs::path root = fresh_dir(name);
   put(root / "chapters/c1/c1.cpp", "// TODO: write me\n");
@@ -54,6 +54,8 @@ Project mini_course(const std::string& name) {
   for (const char* s : {"setup.sh", "run_autograder"})
     fs::copy_file(this_project().root / "autograder/gradescope" / s,
                   root / "autograder/gradescope" / s, fs::copy_options::overwrite_existing);
+  put(root / "autograder/prairielearn/run_grader",
+      read_text(this_project().root / "autograder/prairielearn/run_grader"));
   put(root / "README.md",
       "# Course\n<!-- instructor-only -->\nCompare with solutions/.\n<!-- /instructor-only -->\n"
       "<!-- student-only\nYour work is graded by your instructor.\n-->\nBoth read this.\n");
@@ -85,7 +87,7 @@ TEST_CASE(
   CHECK(s.files > 5);
   CHECK(s.left_out.empty());
   for (const char* gone : {"solutions", "autograder/cases", "autograder/chaff",
-                           "autograder/gradescope", "stray.svg", ".git"})
+                           "autograder/gradescope", "autograder/prairielearn", "stray.svg", ".git"})
     CHECK_MESSAGE(!fs::exists(out / gone), gone);
   CHECK(read_text(out / "chapters/c1/c1.cpp") == "// TODO: write me\n");
   CHECK(read_text(out / kShippedSkeleton / "chapters/c1/c1.cpp") == "// TODO: write me\n");

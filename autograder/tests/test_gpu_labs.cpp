@@ -342,3 +342,88 @@ TEST_CASE(
   CHECK(cache_value(dir, "MGPU_NCCL_INCLUDE").empty());
   CHECK(cache_value(dir / "nowhere", "CMAKE_PREFIX_PATH").empty());
 }
+
+TEST_CASE(
+    "grading two submissions runs the reference lab once: its outputs are cached by program and "
+    "arguments") {
+  fs::path dir = fresh_dir("gpu_reference_cache");
+  ::chmod(dir.c_str(), 0755);
+  // A reference tree whose lab writes a new number on every run, so a reused result shows.
+  Project project{dir, dir / "tree", true};
+  fs::create_directories(project.own_tree / "bin");
+  const std::string lab_body =
+      "printf '{\"status\": \"ok\", \"values\": {\"y\": [%s, 2.0]}}' \"$(date +%s%N)\" >&3\n";
+  fake_lab(project.own_tree / "bin", "gpu_tp_ffn", lab_body);
+  Rubric rubric;
+  GradeOptions opts;
+  opts.work_dir = dir / "work";
+  GpuLabCase c;
+  c.name = "gpu.tp_ffn";
+  c.lab = "tp_ffn";
+  c.points = 3;
+  c.args = {"--check-d", "128"};
+  c.time_limit_s = 30;
+  c.memory_mb = 1024;
+  auto first_value = [](const CaseRun& r) { return r.result["values"]["y"][0].get<double>(); };
+
+  Reference reference(project, rubric, opts);
+  const CaseRun a = reference.lab_run(c, 1);  // the first submission's grade
+  REQUIRE_MESSAGE(a.status == Status::passed, a.reason << "\n" << a.output);
+  const CaseRun b = reference.lab_run(c, 1);  // the second's
+  CHECK(reference.lab_runs() == 1);
+  CHECK(first_value(b) == first_value(a));
+  CHECK(fs::exists(opts.work_dir / "reference" / "gpu_labs" / "gpu.tp_ffn.json"));
+
+  // Another grader on the same work folder (the next batch, a rerun) reads it from disk.
+  Reference later(project, rubric, opts);
+  CHECK(first_value(later.lab_run(c, 1)) == first_value(a));
+  CHECK(later.lab_runs() == 0);
+
+  // Other arguments (another shape) are another result; so is a rebuilt lab program.
+  GpuLabCase wider = c;
+  wider.args = {"--check-d", "256"};
+  Reference shapes(project, rubric, opts);
+  const CaseRun w = shapes.lab_run(wider, 1);
+  CHECK(shapes.lab_runs() == 1);
+  CHECK(first_value(w) != first_value(a));
+  fake_lab(project.own_tree / "bin", "gpu_tp_ffn", "# rebuilt\n" + lab_body);
+  Reference rebuilt(project, rubric, opts);
+  CHECK(first_value(rebuilt.lab_run(c, 1)) != first_value(a));
+  CHECK(rebuilt.lab_runs() == 1);
+
+  // A reference lab without outputs is not remembered: the next submission tries it again.
+  fake_lab(project.own_tree / "bin", "gpu_tp_ffn", "echo 'no outputs'\n");
+  Reference failing(project, rubric, opts);
+  CHECK(failing.lab_run(c, 1).status == Status::no_result);
+  CHECK(failing.lab_run(c, 1).status == Status::no_result);
+  CHECK(failing.lab_runs() == 2);
+}
+
+TEST_CASE(
+    "the repository rubric grades each lab at small shapes: every timing shape given, and few "
+    "timed steps") {
+  Project p = this_project();
+  Rubric r = load_rubric(p.root / "autograder" / "rubric.json");
+  REQUIRE(r.gpu_labs.has_value());
+  static const std::regex shape_option(R"re(add_shape_option\(app, "(\w+)")re");
+  int shapes = 0;
+  for (const auto& c : r.gpu_labs->cases) {
+    INFO(c.name);
+    std::map<std::string, std::string> args;
+    for (std::size_t i = 0; i + 1 < c.args.size(); ++i) args[c.args[i]] = c.args[i + 1];
+    // A lab's defaults are its timing shapes, sized for a whole GPU (ZeRO-3's takes GBs): the
+    // rubric must override each one, or every graded run would take them.
+    const std::string main = read_text(p.root / "gpu_labs" / c.lab / "main.cpp");
+    for (std::sregex_iterator it(main.begin(), main.end(), shape_option), end; it != end; ++it) {
+      const std::string option = "--" + (*it)[1].str();
+      ++shapes;
+      REQUIRE_MESSAGE(args.count(option) == 1, option << " is left at the lab's timing default");
+      CHECK_MESSAGE(std::stoi(args[option]) <= 1024, option << " " << args[option]);
+    }
+    REQUIRE_MESSAGE(args.count("--iters") == 1, "the timed steps are left at the lab's default");
+    CHECK(std::stoi(args["--iters"]) <= 2);
+    if (args.count("--max-bytes")) CHECK(std::stoll(args["--max-bytes"]) <= (16ll << 20));
+  }
+  CHECK(shapes >= 6);  // tp_ffn's three and zero3's three: the pattern still finds them
+  CHECK(r.gpu_labs->labs_per_gpu == 1);
+}

@@ -35,12 +35,14 @@ bool ships(const fs::path& rel, Audience a) {
   if (under("autograder/chaff/") || under("autograder/wheat/")) return false;
   if (a == Audience::gradescope) return true;
   // Students get no reference and no graded cases: the cases cannot run without the reference,
-  // and the hidden ones must stay unknown. The Gradescope scripts are the instructor's. The
-  // grader's and the runtime's own tests prove the instructor's machinery, not the student's
-  // work, and some of them solve a TODO on the way (an attack fixture runs a ring all-reduce; a
-  // traffic test derives what each ring step sends): students build and run their chapters' tests.
+  // and the hidden ones must stay unknown. The Gradescope and PrairieLearn scripts are the
+  // instructor's. The grader's and the runtime's own tests prove the instructor's machinery, not
+  // the student's work, and some of them solve a TODO on the way (an attack fixture runs a ring
+  // all-reduce; a traffic test derives what each ring step sends): students build and run their
+  // chapters' tests.
   return !(under("solutions/") || under("autograder/cases/") || under("autograder/gradescope/") ||
-           under("autograder/tests/") || under("runtime/tests/"));
+           under("autograder/prairielearn/") || under("autograder/tests/") ||
+           under("runtime/tests/"));
 }
 
 void run_or_throw(const std::string& exe, const std::vector<std::string>& args, const fs::path& cwd,

@@ -55,6 +55,7 @@ struct Common {
   std::string work_dir;
   std::string secret_file;
   int jobs = available_cpus();
+  int labs_per_gpu = 0;  // 0: the rubric's gpu_labs.labs_per_gpu
   bool no_drop = false;
 
   void add(CLI::App* app) {
@@ -76,6 +77,10 @@ struct Common {
                     "cached build trees and reference results (default: build/grade)");
     app->add_option("--jobs,-j", jobs, "parallel compiles and case runs")
         ->check(CLI::PositiveNumber);
+    app->add_option("--labs-per-gpu", labs_per_gpu,
+                    "GPU labs that may run at once on one device, across every grader of this "
+                    "machine (default: the rubric's gpu_labs.labs_per_gpu, else 1)")
+        ->check(CLI::Range(1, 64));
     app->add_flag("--no-drop", no_drop, "when root, run cases as root instead of as user nobody");
   }
 
@@ -119,6 +124,7 @@ struct Common {
     }
     o.work_dir = work_dir.empty() ? p.root / "build" / "grade" : fs::absolute(user_path(work_dir));
     o.jobs = jobs;
+    o.labs_per_gpu = labs_per_gpu;
     o.drop_privileges = !no_drop;
     return o;
   }
@@ -152,6 +158,26 @@ std::string student_id_from_metadata(const fs::path& file) {
   std::string joined;
   for (const auto& id : ids) joined += (joined.empty() ? "" : "+") + id;
   return joined;
+}
+
+// PrairieLearn's data.json names no user; its variant_seed is drawn per student's variant of the
+// question, so it keys the hidden inputs as a user id would (a regrade of the same variant keeps
+// them).
+std::string student_id_from_prairielearn(const fs::path& file) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_text(file));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(
+        fmt::format("--prairielearn-data {}: not readable JSON ({})", file.string(), e.what()));
+  }
+  const auto seed = doc.is_object() ? doc.find("variant_seed") : doc.end();
+  if (seed == doc.end() || !(seed->is_string() || seed->is_number()))
+    throw std::runtime_error(
+        fmt::format("--prairielearn-data {}: no variant_seed in it; fix: pass --student-id, or "
+                    "leave the option out (every student then shares the hidden seed)",
+                    file.string()));
+  return "pl-variant-" + (seed->is_string() ? seed->get<std::string>() : seed->dump());
 }
 
 bool reference_available(const Project& p) { return p.own_is_solution && p.has_solutions(); }
@@ -211,7 +237,7 @@ struct GradeArgs {
   Common common;
   std::string submission;
   bool solution = false, timings = false, quiet = false, check_full = false;
-  std::string json_out, gs_out, junit_out, student_id, metadata;
+  std::string json_out, gs_out, pl_out, junit_out, student_id, metadata, pl_data;
 };
 
 // A student distribution has no reference: grading there runs the visible tests.
@@ -235,12 +261,14 @@ int run_grade(GradeArgs& a, const Project& project) {
                          ? "checkout"
                          : fs::absolute(sub_path).lexically_normal().filename().string();
   if (!a.metadata.empty()) a.student_id = student_id_from_metadata(user_path(a.metadata));
+  if (!a.pl_data.empty()) a.student_id = student_id_from_prairielearn(user_path(a.pl_data));
   Grade g =
       grade_submission(sub_path, name, project, rubric, reference,
                        opts.for_student(a.student_id.empty() ? name : a.student_id), a.solution);
   if (!a.quiet) std::cout << terminal_report(g, use_colour(1), a.timings);
   if (!a.json_out.empty()) write_text(user_path(a.json_out), json_report(g).dump(2) + "\n");
   if (!a.gs_out.empty()) write_text(user_path(a.gs_out), gradescope_report(g).dump(2) + "\n");
+  if (!a.pl_out.empty()) write_text(user_path(a.pl_out), prairielearn_report(g).dump(2) + "\n");
   if (!a.junit_out.empty()) write_text(user_path(a.junit_out), junit_report(g));
   return a.check_full ? check_full_marks(g) : 0;
 }
@@ -256,6 +284,8 @@ Command grade_command(CLI::App& app, const Project& project) {
                 "grade the reference solutions themselves (should be full marks)");
   cmd->add_option("--json", a->json_out, "write the full grade as JSON");
   cmd->add_option("--gradescope", a->gs_out, "write Gradescope's results.json");
+  cmd->add_option("--prairielearn", a->pl_out,
+                  "write PrairieLearn's external-grader results.json (score as a fraction)");
   cmd->add_option("--junit", a->junit_out, "write JUnit XML");
   cmd->add_flag("--check-full-marks", a->check_full,
                 "exit 1 unless every case that ran got full marks (a self-check of the reference)");
@@ -268,6 +298,11 @@ Command grade_command(CLI::App& app, const Project& project) {
   cmd->add_option("--submission-metadata", a->metadata,
                   "Gradescope's submission_metadata.json; the student id comes from its users")
       ->excludes("--student-id");
+  cmd->add_option("--prairielearn-data", a->pl_data,
+                  "PrairieLearn's /grade/data/data.json; the student id is its variant_seed, "
+                  "which PrairieLearn draws per student's question variant")
+      ->excludes("--student-id")
+      ->excludes("--submission-metadata");
   a->common.add(cmd);
   return {cmd, [a, &project] { return run_grade(*a, project); }};
 }
@@ -451,6 +486,23 @@ Command fallback_command(CLI::App& app, const Project& project) {
           }};
 }
 
+// The PrairieLearn entry point's, when grade itself failed: not gradable, so no attempt is used.
+Command pl_fallback_command(CLI::App& app) {
+  struct Args {
+    std::string out, reason;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "prairielearn-fallback",
+      "write a PrairieLearn results.json that marks the submission not gradable, with REASON");
+  cmd->add_option("out", a->out, "results.json to write")->required();
+  cmd->add_option("--reason", a->reason, "what went wrong, shown to the student")->required();
+  return {cmd, [a] {
+            write_text(user_path(a->out), prairielearn_not_gradable(a->reason).dump(2) + "\n");
+            return 0;
+          }};
+}
+
 struct ChaffArgs {
   Common common;
   std::vector<std::string> chapters;
@@ -508,8 +560,10 @@ int main(int argc, char** argv) {
   Command submit = submit_command(app, project);
   Command bundle = bundle_command(app, project);
   Command fallback = fallback_command(app, project);
+  Command pl_fallback = pl_fallback_command(app);
   Command chaff = chaff_command(app, project);
-  const Command table[] = {grade, merge, batch, fallback, chaff, release, submit, bundle};
+  const Command table[] = {grade, merge,   batch,  fallback, pl_fallback,
+                           chaff, release, submit, bundle};
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "pipeline/compare.hpp"
+#include "sandbox/gpu_slots.hpp"
 #include "sandbox/runner.hpp"
 #include "util.hpp"
 
@@ -106,7 +107,7 @@ std::vector<fs::path> gpu_device_nodes() {
   return nodes;
 }
 
-CaseRun run_lab(const fs::path& exe, const GpuLabCase& c) {
+CaseRun run_lab(const fs::path& exe, const GpuLabCase& c, int labs_per_gpu) {
   RunSpec spec;
   spec.exe = exe;
   spec.args = c.args;
@@ -121,7 +122,27 @@ CaseRun run_lab(const fs::path& exe, const GpuLabCase& c) {
   // The devices the grader was given, and nothing else of its environment.
   for (const char* var : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
     if (const char* v = std::getenv(var)) spec.env.emplace_back(var, v);
+  const GpuSlot slot(gpu_slot_folder(), gpu_slot_device(), labs_per_gpu);
   return classify_run(run_process(spec), c.time_limit_s, c.memory_mb);
+}
+
+std::string reference_lab_stamp(const fs::path& exe, const GpuLabCase& c) {
+  std::string args;
+  for (const auto& a : c.args) args += a + '\0';  // "\0" keeps ["a b"] apart from ["a", "b"]
+  return fmt::format("{}-{:016x}-{}", file_hash(exe), fnv1a64(args), visible_cuda_devices());
+}
+
+CaseRun run_or_load_reference_lab(const fs::path& exe, const GpuLabCase& c, const fs::path& cache,
+                                  int labs_per_gpu, bool& ran) {
+  const std::string stamp = reference_lab_stamp(exe, c);
+  ran = false;
+  if (auto cached = cached_reference(cache, stamp)) return std::move(*cached);
+  Progress p(
+      fmt::format("running the reference's GPU lab {} (its outputs are then cached)", c.name));
+  ran = true;
+  CaseRun run = run_lab(exe, c, labs_per_gpu);
+  store_reference(cache, stamp, c.name, run);
+  return run;
 }
 
 CaseGrade judge_lab(const GpuLabCase& c, const CaseRun& student, const CaseRun& reference) {

@@ -65,8 +65,20 @@ std::map<std::string, TargetBuild> build_labs(const GpuLabsSpec& spec,
 
 /// Runs a lab binary as a case: isolated with the device nodes, `c.args` plus --result-fd 3, the
 /// case's time and memory limits. A lab that writes nothing there has no result, whatever it
-/// prints.
-CaseRun run_lab(const std::filesystem::path& exe, const GpuLabCase& c);
+/// prints. It first waits for one of `labs_per_gpu` slots of the device (sandbox/gpu_slots.hpp),
+/// machine-wide, and holds it while it runs; the wait does not count toward its time limit.
+CaseRun run_lab(const std::filesystem::path& exe, const GpuLabCase& c, int labs_per_gpu = 1);
+
+/// What keys a reference lab's cached outputs: the program's content hash, the case's arguments
+/// (its shapes, seeds and ranks) and how many CUDA devices are visible (with --ranks 0 or
+/// --backend auto the lab runs differently on another count).
+std::string reference_lab_stamp(const std::filesystem::path& exe, const GpuLabCase& c);
+
+/// The reference lab's run of case c: the run cached in `cache` when its stamp is this program's
+/// and these arguments' (reference_lab_stamp), else run_lab, cached when it gave outputs; `ran`
+/// tells which.
+CaseRun run_or_load_reference_lab(const std::filesystem::path& exe, const GpuLabCase& c,
+                                  const std::filesystem::path& cache, int labs_per_gpu, bool& ran);
 
 /// The grade of one lab case from the submission's run and the reference's (reference_error when
 /// the reference gave no result), by compare_lab_values.

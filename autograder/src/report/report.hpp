@@ -27,6 +27,16 @@ nlohmann::json gradescope_report(const Grade& g);
 /// and every case of the rubric listed as failed, so a student sees what happened and what counts.
 nlohmann::json gradescope_fallback(const Rubric& rubric, const std::string& reason);
 
+/// PrairieLearn's external-grader results.json: gradable, score as a fraction of the points (0 to
+/// 1), message, and tests[] with name, points, max_points, message and output. PrairieLearn shows
+/// every test at once, so a case that is not visible shows its status only, never its feedback.
+/// A rejected submission, or one with no points to earn here, is not gradable (no attempt used).
+nlohmann::json prairielearn_report(const Grade& g);
+
+/// The results.json for a submission that was not graded: gradable false with the reason, so
+/// PrairieLearn charges no attempt for the grader's failure or an unreadable upload.
+nlohmann::json prairielearn_not_gradable(const std::string& reason);
+
 /// JUnit XML: one testsuite per chapter, one testcase per case.
 std::string junit_report(const Grade& g);
 

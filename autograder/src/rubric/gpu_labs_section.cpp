@@ -3,6 +3,8 @@
 // checker as the chapters, so its problems read the same way.
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "rubric/checker.hpp"
 
 namespace mgpu::grade::rubric_check {
@@ -103,7 +105,16 @@ void parse_gpu_labs(Checker& ck, const ojson& v, GpuLabsSpec& out) {
             R"(write {"files": {"tp_ffn": ["tp_ffn.cpp"]}, "cases": {...}})");
     return;
   }
-  ck.known_keys(v, field, {"title", "files", "cases", "description"});
+  ck.known_keys(v, field, {"title", "files", "cases", "labs_per_gpu", "description"});
+  if (v.contains("labs_per_gpu")) {
+    const ojson& k = v.at("labs_per_gpu");
+    if (k.is_number_integer() && k.get<std::int64_t>() >= 1 && k.get<std::int64_t>() <= 64)
+      out.labs_per_gpu = k.get<int>();
+    else
+      ck.fail(field + ".labs_per_gpu", "expected a whole number from 1 to 64, got " + k.dump(),
+              "write 1 (the default: one lab per GPU at a time), or more where the labs' shapes "
+              "fit the device's memory together");
+  }
   if (v.contains("title")) {
     if (v.at("title").is_string())
       out.title = v.at("title").get<std::string>();

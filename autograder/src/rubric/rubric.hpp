@@ -88,6 +88,9 @@ struct GpuLabsSpec {
   std::string title = "GPU labs";                         ///< shown in reports
   std::map<std::string, std::vector<std::string>> files;  ///< lab -> student-editable files
   std::vector<GpuLabCase> cases;                          ///< in file order
+  /// Labs that may run on one GPU at a time, across every batch worker and grader process of the
+  /// machine (sandbox/gpu_slots.hpp); --labs-per-gpu overrides it.
+  int labs_per_gpu = 1;
 };
 
 /// The whole rubric.

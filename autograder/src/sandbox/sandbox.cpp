@@ -360,6 +360,12 @@ int open_lease_folder(const fs::path& folder) {
   return fd;
 }
 
+int machine_lock_folder() {
+  open_lease_folder_once();
+  if (g_lease_folder < 0) throw std::runtime_error(g_lease_folder_problem);
+  return g_lease_folder;
+}
+
 void kill_uid(uid_t uid) {
   // A process can fork between our scan and our kill: repeat until a scan finds none. The bound
   // is time, not rounds: on a loaded machine killed processes take a while to go, and one left

@@ -60,6 +60,11 @@ class UidLease {
 /// 0700. The grader uses /run/mgpu-grade; the tests try others.
 int open_lease_folder(const std::filesystem::path& folder);
 
+/// The lease folder (/run/mgpu-grade) opened by open_lease_folder, once per process: the one
+/// folder every root grader of the machine shares, which the GPU slots (gpu_slots.hpp) use too.
+/// Throws naming the problem and its fix when it is unsafe or cannot be made.
+int machine_lock_folder();
+
 /// SIGKILLs every process of uid until none is left.
 void kill_uid(uid_t uid);
 
