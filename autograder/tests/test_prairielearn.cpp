@@ -53,6 +53,18 @@ void check_pl_shape(const nlohmann::json& j) {
   CHECK(j.dump().size() < 1'000'000);  // PrairieLearn refuses a larger results.json
 }
 
+// PrairieLearn's entry point on the grade folder `grade`, with the grader's arguments `args`.
+RunOutcome run_pl_grader(const fs::path& grade, std::vector<std::string> args, double wall_s) {
+  RunSpec spec;
+  spec.exe = this_project().root / "autograder" / "prairielearn" / "run_grader";
+  spec.args = std::move(args);
+  spec.env = {{"PL_GRADE_DIR", grade.string()}, {"MGPU_GRADE_EXE", MGPU_GRADE_EXE}};
+  spec.isolate = false;
+  spec.wall_s = wall_s;
+  spec.merge_output = true;
+  return run_process(spec);
+}
+
 }  // namespace
 
 TEST_CASE("PrairieLearn results.json: score is the fraction of points, hidden details withheld") {
@@ -102,14 +114,8 @@ TEST_CASE(
   put(grade / "data" / "data.json", R"({"params": {}, "variant_seed": 1234567})");
   const fs::path secret = grade.parent_path() / "secret", json = grade.parent_path() / "grade.json";
   put(secret, "a-secret-of-more-than-sixteen-characters\n");
-  RunSpec spec;
-  spec.exe = this_project().root / "autograder" / "prairielearn" / "run_grader";
-  spec.args = toy_args({"--json", json.string(), "--secret", secret.string()});
-  spec.env = {{"PL_GRADE_DIR", grade.string()}, {"MGPU_GRADE_EXE", MGPU_GRADE_EXE}};
-  spec.isolate = false;
-  spec.wall_s = 600;
-  spec.merge_output = true;
-  RunOutcome o = run_process(spec);
+  RunOutcome o =
+      run_pl_grader(grade, toy_args({"--json", json.string(), "--secret", secret.string()}), 600);
   INFO(o.out);
   REQUIRE(o.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(read_text(grade / "results" / "results.json"));
@@ -131,14 +137,7 @@ TEST_CASE("run_grader leaves a not-gradable results.json with the reason when gr
           doctest::skip(!can_grade())) {
   const fs::path grade = fresh_dir("prairielearn_fails") / "grade";
   fs::create_directories(grade / "student");
-  RunSpec spec;
-  spec.exe = this_project().root / "autograder" / "prairielearn" / "run_grader";
-  spec.args = {"--rubric", (grade / "no-such-rubric.json").string()};
-  spec.env = {{"PL_GRADE_DIR", grade.string()}, {"MGPU_GRADE_EXE", MGPU_GRADE_EXE}};
-  spec.isolate = false;
-  spec.wall_s = 120;
-  spec.merge_output = true;
-  RunOutcome o = run_process(spec);
+  RunOutcome o = run_pl_grader(grade, {"--rubric", (grade / "no-such-rubric.json").string()}, 120);
   INFO(o.out);
   CHECK(o.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(read_text(grade / "results" / "results.json"));
