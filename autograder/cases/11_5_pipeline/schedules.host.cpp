@@ -211,6 +211,11 @@ std::vector<Point> gradient_grid(Ctx& ctx) {
   return grid(ctx, {{1, 1}, {1, 3}, {2, 1}, {4, 2}, {3, 3}, {2, 6}}, 4, 1);
 }
 
+// The (p, m) points a schedule is emitted at, edges included: one stage, one micro-batch, m < p.
+std::vector<Point> schedule_grid(Ctx& ctx) {
+  return grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2);
+}
+
 // Blocks that cost the same on every stage to about 0.1%, with one-feature embedding and head:
 // FFN only (d_ff = 16 d_model, sequences of 2) or with attention (d_ff = 4 d_model, 2 heads,
 // sequences of 8); d_model is drawn from {8, 16}.
@@ -295,7 +300,7 @@ pl::PipelineSchedule random_valid_schedule(Ctx& ctx, const Point& g) {
 }  // namespace
 
 MGPU_CASE_ISOLATED("11_5.schedules") {
-  for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2)) {
+  for (const Point& g : schedule_grid(ctx)) {
     emit_schedule(ctx, label(g) + "gpipe", built::gpipe_schedule(g.p, g.m));
     emit_schedule(ctx, label(g) + "one_f_one_b", built::one_f_one_b_schedule(g.p, g.m));
   }
@@ -452,7 +457,7 @@ MGPU_CASE_ISOLATED("11_5.interleaved_bubble_and_in_flight") {
 }
 
 MGPU_CASE_ISOLATED("11_5.zb_h1_schedule") {
-  for (const Point& g : grid(ctx, {{1, 1}, {1, 5}, {2, 1}, {4, 2}, {3, 3}, {4, 8}, {8, 3}}, 8, 2))
+  for (const Point& g : schedule_grid(ctx))
     emit_schedule(ctx, label(g) + "zb_h1", built::zb_h1_schedule(g.p, g.m));
   ctx.emit_rejects("rejects_zero_stages", [&] { built::zb_h1_schedule(0, 2); });
   ctx.emit_rejects("rejects_zero_micro_batches", [&] { built::zb_h1_schedule(2, 0); });
