@@ -10,6 +10,7 @@
 // call with `--call NAME`, and a plain case the host does not hold runs there whole with
 // `--plain-case NAME`, each in a folder of its own under the case's.
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -193,6 +194,10 @@ int serve_rank_body(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // No other process of this uid may read or write this one's memory through /proc/<pid>/mem or
+  // read its environment: not a rank or student call from its host, not a rank from a peer.
+  // Landlock refuses that across confined processes too; this holds where a kernel lacks it.
+  ::prctl(PR_SET_DUMPABLE, 0);
   Args args;
   if (const int done = parse_args(argc, argv, args); done >= 0) return done;
   if (!args.rank_body.empty()) return serve_rank_body(args.rank_body);

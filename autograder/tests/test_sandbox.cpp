@@ -240,16 +240,18 @@ void attack_batch(const std::string& mode) {
 // written as a chaff (with must_lose) or a wheat of that chapter, staged the way `mgpu-grade chaff`
 // stages one, in dir/staged/chapters/<chapter>.
 fs::path stage_edits(const fs::path& dir, const std::string& chapter, const fs::path& fixture) {
+  const std::string name = fixture.parent_path().filename().string();
   Project edits = this_project();
-  edits.root = dir / "edits";
+  edits.root = dir / (name + "-edits");
   const bool chaff = nlohmann::json::parse(read_text(fixture)).contains("must_lose");
   const fs::path to = edits.root / "autograder" / (chaff ? "chaff" : "wheat") / chapter;
   fs::create_directories(to);
-  fs::copy_file(fixture, to / fixture.parent_path().filename().concat(".json"));
+  fs::copy_file(fixture, to / (name + ".json"));
   const Rubric rubric = load_rubric(this_project().root / "autograder/rubric.json");
-  stage_proof(load_proofs(edits, rubric, {}).at(0), this_project(), rubric, dir / "staged");
+  // A folder per fixture: a batch may stage several.
+  stage_proof(load_proofs(edits, rubric, {}).at(0), this_project(), rubric, dir / name);
   fs::remove_all(edits.root);
-  return dir / "staged/chapters" / chapter;
+  return dir / name / "chapters" / chapter;
 }
 
 // Grades one batch in dir, under sandbox `mode` with a student's ranks in processes (the
@@ -284,7 +286,7 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
   return reports;
 }
 
-// Four attacks that reach past a rank's process, in one 11.2 batch. A rank that reads its peers'
+// Five attacks that reach past a rank's process, in one 11.2 batch. A rank that reads its peers'
 // buffers through pointers (attacks/peer_pointer: a ring that sums its peers' buffers where they
 // lie and sends dummy bytes of the right sizes) wins the ring cases where ranks share an address
 // space; a student's cases run their ranks in processes, so it loses them. The same ring passing
@@ -295,7 +297,9 @@ std::map<std::string, nlohmann::json> grade_beside_reference(
 // fresh program with a block of its own, so it loses them too. A rank that writes
 // a result of its own to the case's result descriptor (attacks/rank_result_fd, an edit of the
 // reference) would void its case; a rank process has no such descriptor, so the write fails and
-// the case scores in full. The reference's ring graded in the same batch keeps every point.
+// the case scores in full. A rank that reaches its host (attacks/parent_reach: opens its memory
+// for writing or its environment, or signals it) spoils its own answer; every try fails, so it
+// scores in full too. The reference's ring graded in the same batch keeps every point.
 void rank_attacks_batch(const std::string& mode) {
   const fs::path dir = fresh_dir("rank_attacks_" + mode);
   std::map<std::string, fs::path> attacks;
@@ -306,8 +310,9 @@ void rank_attacks_batch(const std::string& mode) {
     fs::copy_file(fixtures() / "attacks" / ring / "11_2_data_parallel/ring_all_reduce.cpp",
                   attacks[ring] / "ring_all_reduce.cpp", fs::copy_options::overwrite_existing);
   }
-  attacks["rank_result_fd"] = stage_edits(
-      dir, "11_2_data_parallel", fixtures() / "attacks/rank_result_fd/11_2_data_parallel.json");
+  for (const char* edit : {"rank_result_fd", "parent_reach"})
+    attacks[edit] = stage_edits(dir, "11_2_data_parallel",
+                                fixtures() / "attacks" / edit / "11_2_data_parallel.json");
   auto reports = grade_beside_reference(dir, mode, "11_2_data_parallel", attacks);
   for (const char* ring : rings)
     for (const char* c :
@@ -318,8 +323,11 @@ void rank_attacks_batch(const std::string& mode) {
     }
   const auto& written = reports["rank_result_fd"];
   CHECK(written.dump().find("FORGED") == std::string::npos);
-  CHECK(case_status(written, "11_2.ring_all_reduce_fp32") == "passed");
-  CHECK(written["score"].get<double>() == written["max_score"].get<double>());
+  for (const char* edit : {"rank_result_fd", "parent_reach"}) {
+    CHECK_MESSAGE(case_status(reports[edit], "11_2.ring_all_reduce_fp32") == "passed", edit);
+    CHECK_MESSAGE(reports[edit]["score"].get<double>() == reports[edit]["max_score"].get<double>(),
+                  edit);
+  }
 }
 
 // Student code a case calls outside Cluster::run (attacks/outside_run, edits of the 11.5
