@@ -143,6 +143,34 @@ endfunction()
 # a submission, so headers and tests always come from this tree and only the .cpp files differ.
 set(MGPU_STUDENT_DIR ${PROJECT_SOURCE_DIR}/chapters CACHE PATH "Folder holding the student's chapter .cpp files")
 
+# The chapters' precompiled header: the runtime's headers, Eigen and the standard library, which
+# every chapter file includes and which take about a second of each compile (GCC 12: 11.4's
+# tensor_parallel.cpp 2.9 s to 2.0 s, 11.6's checkpointing.cpp 2.2 s to 1.4 s). Built once per
+# tree, by a library of its own that nothing links, and reused by every chapter library: each
+# chaff the grader proves and each file a student changes compiles that much faster. No chapter's
+# header is in it, so a chapter still sees only what it includes of the other chapters.
+function(mgpu_chapter_pch target)
+  if(NOT TARGET mgpu_chapter_pch)
+    set(anchor ${CMAKE_BINARY_DIR}/mgpu_chapter_pch.cpp)
+    file(CONFIGURE OUTPUT ${anchor} CONTENT "// the chapters' precompiled header is built here\n")
+    add_library(mgpu_chapter_pch STATIC ${anchor})
+    # The chapters' own options: GCC uses a precompiled header only under the same ones.
+    target_include_directories(mgpu_chapter_pch PUBLIC ${PROJECT_SOURCE_DIR}/chapters)
+    target_link_libraries(mgpu_chapter_pch PUBLIC mgpu_runtime)
+    if(MGPU_IMPL STREQUAL "solution")
+      mgpu_strict_warnings(mgpu_chapter_pch)
+    else()
+      mgpu_student_warnings(mgpu_chapter_pch)
+    endif()
+    target_precompile_headers(mgpu_chapter_pch PRIVATE
+      <algorithm> <cmath> <cstddef> <cstdint> <span> <stdexcept> <string> <utility> <vector>
+      <Eigen/Core>
+      [["mgpu/check_args.hpp"]] [["mgpu/cluster.hpp"]] [["mgpu/model/layers.hpp"]]
+      [["mgpu/not_implemented.hpp"]] [["mgpu/tensor.hpp"]])
+  endif()
+  target_precompile_headers(${target} REUSE_FROM mgpu_chapter_pch)
+endfunction()
+
 # mgpu_add_chapter(name [DEPENDS other_chapter...])
 # Library mgpu_<name>: the chapter's .cpp files from chapters/<name> (student) or
 # solutions/<name> (solution); headers always come from chapters/<name>, the contract.
@@ -169,6 +197,7 @@ function(mgpu_add_chapter name)
   else()
     mgpu_student_warnings(mgpu_${name})
   endif()
+  mgpu_chapter_pch(mgpu_${name})
   file(GLOB tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/chapters/${name}/tests/*.cpp)
   if(tests)
     mgpu_doctest(NAME ${name} SOURCES ${tests} LIBS mgpu_${name} LABELS "chapter;${name}")
