@@ -505,7 +505,8 @@ CaseRun Reference::lab_run(const GpuLabCase& c, int labs_per_gpu) const {
   // wait here for the first one's outputs rather than each running the lab on the device.
   std::lock_guard serial(lab_runs_mu_);
   if (auto it = lab_outputs_.find(c.name); it != lab_outputs_.end()) return it->second;
-  const fs::path cache = opts_.work_dir / "reference" / "gpu_labs" / (safe_name(c.name) + ".json");
+  const fs::path cache = opts_.work_dir / "reference" / "gpu_labs" /
+                         (safe_name(c.name) + "-" + lab_args_key(c) + ".json");
   bool ran = false;
   CaseRun run =
       run_or_load_reference_lab(tree_ / "bin" / lab_target(c.lab), c, cache, labs_per_gpu, ran);

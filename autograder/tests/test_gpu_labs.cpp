@@ -372,7 +372,8 @@ TEST_CASE(
   const CaseRun b = reference.lab_run(c, 1);  // the second's
   CHECK(reference.lab_runs() == 1);
   CHECK(first_value(b) == first_value(a));
-  CHECK(fs::exists(opts.work_dir / "reference" / "gpu_labs" / "gpu.tp_ffn.json"));
+  CHECK(fs::exists(opts.work_dir / "reference" / "gpu_labs" /
+                   ("gpu.tp_ffn-" + lab_args_key(c) + ".json")));
 
   // Another grader on the same work folder (the next batch, a rerun) reads it from disk.
   Reference later(project, rubric, opts);
@@ -386,6 +387,11 @@ TEST_CASE(
   const CaseRun w = shapes.lab_run(wider, 1);
   CHECK(shapes.lab_runs() == 1);
   CHECK(first_value(w) != first_value(a));
+  // ... kept beside the first: a rubric that grades the same case name at another shape (a
+  // private rubric, the next course) does not make this one run its reference again.
+  Reference first_shape_again(project, rubric, opts);
+  CHECK(first_value(first_shape_again.lab_run(c, 1)) == first_value(a));
+  CHECK(first_shape_again.lab_runs() == 0);
   fake_lab(project.own_tree / "bin", "gpu_tp_ffn", "# rebuilt\n" + lab_body);
   Reference rebuilt(project, rubric, opts);
   CHECK(first_value(rebuilt.lab_run(c, 1)) != first_value(a));

@@ -126,10 +126,14 @@ CaseRun run_lab(const fs::path& exe, const GpuLabCase& c, int labs_per_gpu) {
   return classify_run(run_process(spec), c.time_limit_s, c.memory_mb);
 }
 
-std::string reference_lab_stamp(const fs::path& exe, const GpuLabCase& c) {
+std::string lab_args_key(const GpuLabCase& c) {
   std::string args;
   for (const auto& a : c.args) args += a + '\0';  // "\0" keeps ["a b"] apart from ["a", "b"]
-  return fmt::format("{}-{:016x}-{}", file_hash(exe), fnv1a64(args), visible_cuda_devices());
+  return fmt::format("{:016x}", fnv1a64(args));
+}
+
+std::string reference_lab_stamp(const fs::path& exe, const GpuLabCase& c) {
+  return fmt::format("{}-{}-{}", file_hash(exe), lab_args_key(c), visible_cuda_devices());
 }
 
 CaseRun run_or_load_reference_lab(const fs::path& exe, const GpuLabCase& c, const fs::path& cache,

@@ -69,6 +69,10 @@ std::map<std::string, TargetBuild> build_labs(const GpuLabsSpec& spec,
 /// machine-wide, and holds it while it runs; the wait does not count toward its time limit.
 CaseRun run_lab(const std::filesystem::path& exe, const GpuLabCase& c, int labs_per_gpu = 1);
 
+/// The case's arguments as 16 hex digits: rubrics that give one case name other shapes keep
+/// their reference outputs in files of their own.
+std::string lab_args_key(const GpuLabCase& c);
+
 /// What keys a reference lab's cached outputs: the program's content hash, the case's arguments
 /// (its shapes, seeds and ranks) and how many CUDA devices are visible (with --ranks 0 or
 /// --backend auto the lab runs differently on another count).
