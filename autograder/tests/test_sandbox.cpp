@@ -238,7 +238,7 @@ void attack_batch(const std::string& mode) {
 
 // The reference's files of `chapter` with the edits of `fixture` applied: fixture is an attack
 // written as a chaff (with must_lose) or a wheat of that chapter, staged the way `mgpu-grade chaff`
-// stages one, in dir/staged/chapters/<chapter>.
+// stages one, in dir/<fixture's folder name>/chapters/<chapter> (a batch may stage several).
 fs::path stage_edits(const fs::path& dir, const std::string& chapter, const fs::path& fixture) {
   const std::string name = fixture.parent_path().filename().string();
   Project edits = this_project();
@@ -248,7 +248,6 @@ fs::path stage_edits(const fs::path& dir, const std::string& chapter, const fs::
   fs::create_directories(to);
   fs::copy_file(fixture, to / (name + ".json"));
   const Rubric rubric = load_rubric(this_project().root / "autograder/rubric.json");
-  // A folder per fixture: a batch may stage several.
   stage_proof(load_proofs(edits, rubric, {}).at(0), this_project(), rubric, dir / name);
   fs::remove_all(edits.root);
   return dir / name / "chapters" / chapter;
