@@ -143,6 +143,16 @@ endfunction()
 # a submission, so headers and tests always come from this tree and only the .cpp files differ.
 set(MGPU_STUDENT_DIR ${PROJECT_SOURCE_DIR}/chapters CACHE PATH "Folder holding the student's chapter .cpp files")
 
+# A chapter library's warnings: strict for the reference, the student's set otherwise. One place,
+# since the chapters' precompiled header is used only under the very options it was built with.
+function(mgpu_chapter_warnings target)
+  if(MGPU_IMPL STREQUAL "solution")
+    mgpu_strict_warnings(${target})
+  else()
+    mgpu_student_warnings(${target})
+  endif()
+endfunction()
+
 # The chapters' precompiled header: the runtime's headers, Eigen and the standard library, which
 # every chapter file includes and which take about a second of each compile (GCC 12: 11.4's
 # tensor_parallel.cpp 2.9 s to 2.0 s, 11.6's checkpointing.cpp 2.2 s to 1.4 s). Built once per
@@ -157,11 +167,7 @@ function(mgpu_chapter_pch target)
     # The chapters' own options: GCC uses a precompiled header only under the same ones.
     target_include_directories(mgpu_chapter_pch PUBLIC ${PROJECT_SOURCE_DIR}/chapters)
     target_link_libraries(mgpu_chapter_pch PUBLIC mgpu_runtime)
-    if(MGPU_IMPL STREQUAL "solution")
-      mgpu_strict_warnings(mgpu_chapter_pch)
-    else()
-      mgpu_student_warnings(mgpu_chapter_pch)
-    endif()
+    mgpu_chapter_warnings(mgpu_chapter_pch)
     target_precompile_headers(mgpu_chapter_pch PRIVATE
       <algorithm> <cmath> <cstddef> <cstdint> <span> <stdexcept> <string> <utility> <vector>
       <Eigen/Core>
@@ -192,11 +198,7 @@ function(mgpu_add_chapter name)
   foreach(dep IN LISTS C_DEPENDS)
     target_link_libraries(mgpu_${name} PUBLIC mgpu_${dep})
   endforeach()
-  if(MGPU_IMPL STREQUAL "solution")
-    mgpu_strict_warnings(mgpu_${name})
-  else()
-    mgpu_student_warnings(mgpu_${name})
-  endif()
+  mgpu_chapter_warnings(mgpu_${name})
   mgpu_chapter_pch(mgpu_${name})
   file(GLOB tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/chapters/${name}/tests/*.cpp)
   if(tests)
